@@ -1,0 +1,37 @@
+"""Typed errors. Every bad input gets one of these with a message naming the problem."""
+from __future__ import annotations
+
+
+class DPMVError(ValueError):
+    """Base class for all dpmv errors (a ValueError, so generic handlers still catch it)."""
+
+
+class PolicyError(DPMVError):
+    """The public policy is malformed (unknown position, missing generic view, bad cap...)."""
+
+
+class StoreError(DPMVError):
+    """A memory store does not match the policy layout or is not adjacent as claimed."""
+
+
+class UnknownAttributeError(PolicyError, KeyError):
+    """An attribute name that the policy does not define."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class QueryError(DPMVError):
+    """A query or released history that the policy cannot route."""
+
+
+class BudgetError(DPMVError):
+    """A budget rule or ledger operation is invalid (not the silent cap fallback, which is normal)."""
+
+
+class ParameterError(DPMVError):
+    """A bad parameter value (non-finite epsilon, unknown profile, ...)."""
+
+
+class CorpusError(DPMVError):
+    """A corpus file needed for the transfer track is missing or unreadable."""

@@ -1,0 +1,94 @@
+"""Exact transcript distributions by enumeration (verification of Theorem 1 on small stores).
+
+For an interface factory, a store and an adaptive query strategy, enumerate every augmented
+transcript (queries, released views, public ledger states) with its exact probability, by
+branching over every slot-level outcome. Comparing two adjacent stores gives the exact
+maximum privacy loss max_omega |log P[omega | M] / P[omega | M']| (inf on a support mismatch).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from .errors import ParameterError
+from .memview import MemView, Release, SlotRelease
+from .policy import Query
+from .store import MemoryStore
+
+Strategy = Callable[[tuple[Release, ...]], Query]
+Transcript = tuple[Release, ...]
+
+
+def fixed_strategy(queries: Sequence[Query]) -> Strategy:
+    """A non-adaptive strategy: the t-th query whatever was released before."""
+    qs = tuple(queries)
+    return lambda history: qs[len(history)]
+
+
+def transcript_distribution(make: Callable[[MemoryStore], MemView], store: MemoryStore,
+                            strategy: Strategy, horizon: int, max_transcripts: int = 200_000
+                            ) -> dict[Transcript, float]:
+    """P[transcript | store] for every augmented transcript of length ``horizon``."""
+    if horizon < 0:
+        raise ParameterError("horizon must be >= 0")
+    root = make(store)
+    dist: dict[Transcript, float] = {}
+    frontier: list[tuple[Transcript, MemView, float]] = [((), root, 1.0)]
+    for _ in range(horizon):
+        nxt = []
+        for history, iface, p in frontier:
+            q = strategy(history)
+            for slots, branch, pr in _turn_outcomes(iface, q, history):
+                nxt.append((history + (branch._make_release(q, slots),), branch, p * pr))
+        frontier = nxt
+        if len(frontier) > max_transcripts:
+            raise ParameterError(f"more than {max_transcripts} transcripts; use a smaller example")
+    for history, _, p in frontier:
+        dist[history] = dist.get(history, 0.0) + p
+    return dist
+
+
+def _turn_outcomes(iface: MemView, q: Query, history: Transcript):
+    partial: list[tuple[list[SlotRelease], MemView, float]] = [([], iface.fork(), 1.0)]
+    for slot in iface.policy.route(q, history):
+        grown = []
+        for done, branch, p in partial:
+            branch = branch.fork()
+            prep = branch._prepare(q, slot, history)  # the same code path release() uses
+            for sr, pr in branch._outcomes(prep):
+                if pr > 0:
+                    grown.append((done + [sr], branch, p * pr))
+        partial = grown
+    return [(done, branch.fork(), p) for done, branch, p in partial]
+
+
+@dataclass(frozen=True)
+class PrivacyLoss:
+    """Exact comparison of two transcript distributions."""
+
+    max_loss: float          # max over transcripts of |log P_M / P_M'| (inf if supports differ)
+    worst: Transcript | None
+    n_transcripts: int
+    total_m: float
+    total_m_prime: float
+
+
+def privacy_loss(dist_m: dict[Transcript, float], dist_mp: dict[Transcript, float]) -> PrivacyLoss:
+    worst, best = None, 0.0
+    for t in set(dist_m) | set(dist_mp):
+        a, b = dist_m.get(t, 0.0), dist_mp.get(t, 0.0)
+        if a == 0.0 and b == 0.0:
+            continue
+        loss = math.inf if (a == 0.0 or b == 0.0) else abs(math.log(a) - math.log(b))
+        if loss > best:
+            best, worst = loss, t
+    return PrivacyLoss(best, worst, len(set(dist_m) | set(dist_mp)), sum(dist_m.values()),
+                       sum(dist_mp.values()))
+
+
+def exact_privacy_loss(make: Callable[[MemoryStore], MemView], m: MemoryStore, m_prime: MemoryStore,
+                       strategy: Strategy, horizon: int) -> PrivacyLoss:
+    """The exact max privacy loss of the augmented transcript between two stores."""
+    return privacy_loss(transcript_distribution(make, m, strategy, horizon),
+                        transcript_distribution(make, m_prime, strategy, horizon))

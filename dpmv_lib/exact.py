@@ -51,7 +51,7 @@ def transcript_distribution(make: Callable[[MemoryStore], MemView], store: Memor
 
 def _turn_outcomes(iface: MemView, q: Query, history: Transcript):
     partial: list[tuple[list[SlotRelease], MemView, float]] = [([], iface.fork(), 1.0)]
-    for slot in iface.policy.route(q, history):
+    for slot in iface._route(q, history):  # the interface's own route (C4 hook)
         grown = []
         for done, branch, p in partial:
             branch = branch.fork()

@@ -133,14 +133,31 @@ def bernoulli_exp_neg(x: Fraction, rnd: RandomSource) -> bool:
     return k % 2 == 1
 
 
+def _exact_utility(u: object) -> Fraction:
+    """A utility as an exact rational; floats through their exact binary value (as the float
+    sampler sees them); NaN/inf rejected."""
+    if isinstance(u, Fraction):
+        return u
+    if isinstance(u, (float, np.floating)):
+        if not math.isfinite(u):
+            raise ParameterError(f"utilities must be finite, got {u!r}")
+        return Fraction(float(u))
+    if isinstance(u, (int, np.integer)) and not isinstance(u, (bool, np.bool_)):
+        return Fraction(int(u))
+    return to_fraction(u, "utility")  # type: ignore[arg-type]
+
+
 def sample_em_exact(utilities: Sequence[Number], epsilon: Number, sensitivity: Number,
                     rnd: RandomSource) -> int:
     """Index drawn exactly from Eq. (7): utilities, epsilon and sensitivity are read as exact
     rationals (floats through their exact binary value) and no float enters the decision."""
+    try:
+        utilities = list(utilities)
+    except TypeError:
+        raise ParameterError(f"utilities must be a sequence of numbers, got {type(utilities).__name__}") from None
     if len(utilities) == 0:
         raise ParameterError("the exponential mechanism needs at least one view")
-    us = [u if isinstance(u, Fraction) else Fraction(u) if isinstance(u, (int, float)) else
-          to_fraction(u, "utility") for u in utilities]
+    us = [_exact_utility(u) for u in utilities]
     for u in us:
         if u < 0 or u > 1:
             raise ParameterError(f"utilities must lie in [0, 1] (Eq. 6), got {u}")

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from .errors import BudgetError, QueryError
+from .errors import BudgetError, ParameterError, PolicyError, QueryError, StoreError
 from .ledger import BudgetRule, InMemoryLedger, Ledger, OnlineBudget
 from .mechanism import (RandomSource, SeededRandomSource, SystemRandomSource, em_probabilities,
                         sample_em, sample_em_exact)
@@ -73,6 +73,17 @@ class Release:
                 "ledger": {a: str(v) for a, v in self.ledger}}
 
 
+def _check_history(history: Any) -> tuple["Release", ...]:
+    """The released history h must be a sequence of Release objects (typed error otherwise)."""
+    if isinstance(history, (str, bytes)) or not hasattr(history, "__iter__"):
+        raise QueryError(f"history must be a sequence of Release objects, got {type(history).__name__}")
+    h = tuple(history)
+    for r in h:
+        if not isinstance(r, Release):
+            raise QueryError(f"history must contain only Release objects, got {type(r).__name__}")
+    return h
+
+
 @dataclass(frozen=True)
 class SlotPlan:
     """The public part of a slot-level operation: identical under adjacent stores given h (C4)."""
@@ -110,6 +121,18 @@ class MemView:
     def __init__(self, policy: Policy, store: MemoryStore, *, budget: BudgetRule | None = None,
                  ledger: Ledger | None = None, scorer: Scorer | None = None, exact: bool = True,
                  seed: int | None = None, random_source: RandomSource | None = None) -> None:
+        if not isinstance(policy, Policy):
+            raise PolicyError(f"MemView needs a Policy, got {type(policy).__name__}")
+        if not isinstance(store, MemoryStore):
+            raise StoreError(f"MemView needs a MemoryStore, got {type(store).__name__}")
+        if budget is not None and not callable(getattr(budget, "epsilon", None)):
+            raise BudgetError(f"budget must be a budget rule with an epsilon() method, got {budget!r}")
+        if ledger is not None and not all(hasattr(ledger, m) for m in ("caps", "spent", "try_charge")):
+            raise BudgetError(f"ledger must implement the Ledger protocol (caps, spent, try_charge), "
+                              f"got {type(ledger).__name__}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                                 or seed < 0):
+            raise ParameterError(f"seed must be None (OS randomness) or an integer >= 0, got {seed!r}")
         store.check_layout(policy)
         self.policy = policy
         self._store = store
@@ -134,15 +157,19 @@ class MemView:
         """Release the view tuple for one turn given the public released history."""
         if not isinstance(query, Query):
             raise QueryError(f"release() needs a Query, got {type(query).__name__}")
-        history = tuple(history)
+        history = _check_history(history)
         out = []
-        for slot in self.policy.route(query, history):
+        for slot in self._route(query, history):
             out.append(self._sample(self._prepare(query, slot, history)))
         return self._make_release(query, out)
 
     def plan(self, query: Query, slot: str, history: Sequence[Release] = ()) -> SlotPlan:
         """Read set R, affected Gamma*(R), charge set Gamma and eps for one slot (C2, C4)."""
-        read = self.policy.read(query, slot, tuple(history))
+        if not isinstance(query, Query):
+            raise QueryError(f"plan() needs a Query, got {type(query).__name__}")
+        if not isinstance(slot, str):
+            raise QueryError(f"plan() needs a slot name, got {type(slot).__name__}")
+        read = self.policy.read(query, slot, _check_history(history))
         affected = self.policy.charge_set(read)
         charged = self._charge_set(affected)
         eps = self.budget.epsilon(charged, self.policy.caps) if read else None
@@ -203,6 +230,10 @@ class MemView:
         return Release(query, tuple(slots), tuple(sorted(self.ledger.spent().items())))
 
     # ---- hooks the contract-violating variants override (see variants.py) ---------------------
+    def _route(self, query: Query, history: tuple[Release, ...]) -> tuple[str, ...]:
+        """C4: the ordered active slots G_t from the public query and released history only."""
+        return self.policy.route(query, history)
+
     def _vocabulary(self, slot: str) -> tuple[View, ...]:
         """C1: the fixed public vocabulary V_g, shared by all stores."""
         return self.policy.slot(slot).views

@@ -201,8 +201,8 @@ class Policy:
 
     def read(self, query: Query, slot: str, history: Sequence[Any] = ()) -> tuple[int, ...]:
         """R_{t,g}: positions read for one active slot; must lie in that slot (C4)."""
+        own = set(self.positions_of(slot))  # unknown slot -> PolicyError before the reader runs
         read = tuple(self.reader.read(query, slot, history))
-        own = set(self.positions_of(slot))
         bad = [i for i in read if i not in own]
         if bad:
             raise PolicyError(f"read policy returned positions {bad} outside slot {slot!r}")

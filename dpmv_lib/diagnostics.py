@@ -57,6 +57,41 @@ def running_adaptive_strategy(history: tuple[Release, ...]) -> Query:
     return DINNER
 
 
+# ---- sizes per profile -------------------------------------------------------------------------
+NOTEBOOK_SIZES: dict[str, dict[str, int]] = {
+    # horizon: turns enumerated exactly on the running example; max_selections: largest N in the
+    # B.5 loss-vs-N sweep; trace_turns: length of the ledger trace; random_seeds: random policies
+    "smoke": {"horizon": 2, "max_selections": 4, "trace_turns": 6, "random_seeds": 4},
+    "default": {"horizon": 3, "max_selections": 8, "trace_turns": 8, "random_seeds": 24},
+}
+
+
+def notebook_sizes(profile: str, **overrides: int | None) -> dict[str, int]:
+    """Problem sizes for notebook 02 (smoke: seconds; every other profile: the default sizes).
+    ``None`` overrides are ignored."""
+    sizes = dict(NOTEBOOK_SIZES["smoke" if profile == "smoke" else "default"])
+    for k, v in overrides.items():
+        if k not in sizes:
+            raise ValueError(f"unknown size {k!r}; valid: {sorted(sizes)}")
+        if v is not None:
+            sizes[k] = int(v)
+    return sizes
+
+
+def running_example_table() -> pd.DataFrame:
+    """The running example's layout: slot, label, group membership and the contents of M and of
+    the two adjacent stores (trusted side; Figure 2)."""
+    policy, m, m_d, m_b = running_example()
+    rows = []
+    for p in policy.positions:
+        row = {"position": p.id, "slot": p.slot, "label": p.label}
+        for a in policy.attributes:
+            row[f"in I_{a.name}"] = p.id in a.group
+        row.update({"M": m.contents[p.id], m_d.name: m_d.contents[p.id], m_b.name: m_b.contents[p.id]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 # ---- Eq. (7) per view -------------------------------------------------------------------------
 def em_view_table(policy: Policy, m: MemoryStore, m_prime: MemoryStore, query: Query,
                   budget: BudgetRule | None = None, scorer=None,
@@ -181,6 +216,28 @@ def theorem1_table(horizon: int = 3, strategies: Iterable[str] = ("fixed", "adap
                              "strategy": kind, "horizon": horizon, "transcripts": r.n_transcripts,
                              "sum_P_M": r.total_m, "sum_P_M'": r.total_m_prime, "max_loss": r.max_loss,
                              "B_a": r.bound, "violations": r.violations, "holds": r.holds})
+    return pd.DataFrame(rows)
+
+
+def random_theorem1_table(seeds: Iterable[int], horizon: int = 3) -> pd.DataFrame:
+    """Theorem 1 on small random policies (:mod:`dpmv_lib.instances`): per seed, table or adaptive
+    router, fixed or adaptive query strategy and budget mode, the exact max loss vs B_a."""
+    from .instances import random_case
+    rows = []
+    for seed in seeds:
+        for adaptive_policy in (False, True):
+            case = random_case(seed, horizon=horizon, adaptive=adaptive_policy)
+            for kind in ("fixed", "adaptive"):
+                for mode in ("online", "pre"):
+                    r = theorem1_check(case.factory(budget=case.budget(mode)), case.m, case.m_prime,
+                                       case.strategy(kind), horizon, case.bound)
+                    rows.append({"seed": seed, "router": "adaptive" if adaptive_policy else "table",
+                                 "strategy": kind, "budget": mode, "attribute": case.attribute,
+                                 "overlap": any(case.policy.attribute(case.attribute).group & a.group
+                                                for a in case.policy.attributes if a.name != case.attribute),
+                                 "transcripts": r.n_transcripts, "max_loss": r.max_loss, "B_a": r.bound,
+                                 "loss_over_B_a": r.max_loss / r.bound, "violations": r.violations,
+                                 "holds": r.holds})
     return pd.DataFrame(rows)
 
 

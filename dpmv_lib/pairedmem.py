@@ -514,8 +514,8 @@ def gold_for_turn(policy: Policy, attribute: str, co_present: Sequence[str], que
 
 def intent_families(policy: Policy, attribute: str) -> dict[str, list[str]]:
     """Public intents by query type for ``attribute`` under this template: target-relevant (an
-    attribute-linked view of a slot holding I_a serves it), same-domain neutral (same slots, no
-    such view), distractor (slots without I_a positions)."""
+    attribute-linked view of a slot holding I_a serves it and its read set touches I_a),
+    same-domain neutral (the other intents of those slots), distractor (slots without I_a)."""
     group = policy.attribute(attribute).group
     slot_of = dict(policy.layout)
     domain = [s for s in SLOTS if any(slot_of[i] == s for i in group)]
@@ -523,9 +523,10 @@ def intent_families(policy: Policy, attribute: str) -> dict[str, list[str]]:
     for s in SLOTS:
         for i in INTENTS[s]:
             intent = f"{s}.{i}"
+            reads_group = bool(set(policy.read(Query("", intent), s)) & group)
             if s not in domain:
                 fam["distractor"].append(intent)
-            elif linked_views(policy, attribute, s, intent):
+            elif reads_group and linked_views(policy, attribute, s, intent):
                 fam["target"].append(intent)
             else:
                 fam["neutral"].append(intent)

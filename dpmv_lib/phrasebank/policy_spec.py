@@ -50,11 +50,11 @@ READ_SUBSETS: dict[str, tuple[int, ...]] = {
     "health.first_aid_kit": (1, 3),
     "food.kitchen_tools": (7, 8),
     "food.food_storage": (8, 10),
-    "fitness.sports_gear": (13, 14),
+    "fitness.stretch_routine": (12, 13),
     "finance.banking_app": (15, 17),
     "finance.tax_prep": (15, 18),
     "work.email_overload": (20, 22, 24),
-    "work.commute": (22, 24),
+    "work.meeting_prep": (20, 23),
     "schedule.chores": (25, 26),
     "schedule.reading_time": (25, 26),
 }
@@ -323,23 +323,24 @@ ATTRIBUTE_DESCRIPTIONS = {
 }
 
 # Scaffold templates: groups I_a (4-6 positions spread over the slots where the evidence lives).
+# Each group spans at most four slots (the other slots supply distractor queries).
 # t1-t6 have pairwise disjoint groups; t7 and t8 make every group overlap another one.
 TEMPLATES: dict[str, dict[str, tuple[int, ...]]] = {
-    "t1": {"diabetes": (1, 6, 11, 19, 27), "pregnancy": (2, 7, 12, 24, 28),
+    "t1": {"diabetes": (1, 6, 10, 19, 27), "pregnancy": (2, 7, 12, 13, 24),
            "debt": (8, 16, 17, 26), "job_loss": (3, 15, 20, 21, 25)},
-    "t2": {"diabetes": (3, 4, 9, 10, 13), "pregnancy": (1, 5, 6, 11, 22, 27),
+    "t2": {"diabetes": (3, 4, 9, 10, 13), "pregnancy": (1, 5, 6, 11, 22),
            "debt": (7, 15, 16, 18, 23), "job_loss": (17, 20, 21, 25)},
-    "t3": {"diabetes": (2, 8, 14, 24, 25), "pregnancy": (3, 9, 13, 26),
-           "debt": (6, 17, 19, 22, 28), "job_loss": (1, 10, 16, 20, 23, 27)},
-    "t4": {"diabetes": (1, 5, 7, 12), "pregnancy": (4, 10, 14, 19, 20, 25),
+    "t3": {"diabetes": (2, 5, 8, 14, 24), "pregnancy": (3, 9, 13, 26),
+           "debt": (6, 17, 19, 22, 28), "job_loss": (1, 16, 20, 21, 23, 27)},
+    "t4": {"diabetes": (1, 5, 7, 12), "pregnancy": (4, 10, 11, 14, 19),
            "debt": (9, 15, 18, 27), "job_loss": (16, 17, 21, 22, 24, 26)},
     "t5": {"diabetes": (2, 3, 6, 8, 11, 26), "pregnancy": (5, 10, 12, 23),
            "debt": (7, 16, 19, 21, 27), "job_loss": (15, 18, 20, 24, 28)},
     "t6": {"diabetes": (4, 9, 14, 25), "pregnancy": (1, 2, 8, 13, 28),
-           "debt": (3, 10, 17, 18, 24, 26), "job_loss": (15, 19, 20, 22)},
+           "debt": (3, 10, 17, 18, 26), "job_loss": (15, 19, 20, 22)},
     "t7": {"diabetes": (1, 6, 10, 11, 27), "pregnancy": (2, 6, 12, 28),
            "debt": (8, 16, 17, 26), "job_loss": (15, 17, 20, 21, 25)},
-    "t8": {"diabetes": (3, 7, 9, 13, 25), "pregnancy": (4, 5, 10, 14, 22, 27),
+    "t8": {"diabetes": (3, 7, 9, 13, 25), "pregnancy": (4, 5, 10, 14, 22),
            "debt": (7, 15, 18, 26), "job_loss": (16, 20, 22, 28)},
 }
 OVERLAP_TEMPLATES: tuple[str, ...] = ("t7", "t8")

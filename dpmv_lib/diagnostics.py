@@ -62,7 +62,7 @@ NOTEBOOK_SIZES: dict[str, dict[str, int]] = {
     # horizon: turns enumerated exactly on the running example; max_selections: largest N in the
     # B.5 loss-vs-N sweep; trace_turns: length of the ledger trace; random_seeds: random policies
     "smoke": {"horizon": 2, "max_selections": 4, "trace_turns": 6, "random_seeds": 4},
-    "default": {"horizon": 3, "max_selections": 8, "trace_turns": 8, "random_seeds": 24},
+    "default": {"horizon": 3, "max_selections": 8, "trace_turns": 8, "random_seeds": 16},
 }
 
 
@@ -275,6 +275,7 @@ def loss_vs_horizon(horizons: Iterable[int], eps0: Fraction = Fraction(1, 2)) ->
 def plot_loss_vs_horizon(df: pd.DataFrame, path: str | Path | None = None):
     """Exact privacy loss vs N (one panel per construction); the dashed line is B_a."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
     constructions = list(dict.fromkeys(df["construction"]))
     fig, axes = plt.subplots(1, len(constructions), figsize=(5 * len(constructions), 3.6), squeeze=False)
     for ax, name in zip(axes[0], constructions):
@@ -283,6 +284,8 @@ def plot_loss_vs_horizon(df: pd.DataFrame, path: str | Path | None = None):
             ax.plot(g["N"], g["exact_loss"], marker="o", label=iface)
         ax.axhline(sub["B_a"].iloc[0], color="k", ls="--", lw=1, label="B_a")
         ax.set_title(f"{name} construction (B.5)")
+        ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("selections N")
         ax.set_ylabel("exact max privacy loss")
         ax.legend(frameon=False)

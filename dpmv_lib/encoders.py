@@ -95,7 +95,8 @@ class SentenceTransformerEncoder:
             raise ParameterError(f"cannot load sentence-transformers model {self.path!r}: {exc}") from exc
         if max_seq_length is not None:
             self.model.max_seq_length = int(max_seq_length)
-        self.dim = int(self.model.get_sentence_embedding_dimension())
+        getdim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(getdim())
         self.batch_size = int(batch_size)
         self.show_progress = show_progress
         self.id = f"st-{name or Path(self.path).name}-{self.model.max_seq_length}"

@@ -67,11 +67,11 @@ ATTRIBUTE_CUES: dict[str, tuple[str, ...]] = {
     "pregnancy": ("pregnant", "pregnancy", "prenatal", "midwife", "trimester", "due date",
                   "morning sickness", "ultrasound", "ob-gyn", "obstetrician", "folic acid",
                   "weeks along", "bump", "maternity", "the baby", "nursery"),
-    "debt": ("debt", "collectors", "collector", "maxed", "minimum payments", "overdue", "payday loan",
+    "debt": ("debt", "debts", "collectors", "collector", "maxed", "minimum payments", "overdue", "payday loan",
              "card balances", "card balance", "late fees", "behind on", "owe", "collections"),
     "job_loss": ("laid off", "layoff", "let go", "severance", "unemployment", "job search",
                  "between jobs", "out of work", "former employer", "job applications", "downsized",
-                 "cobra coverage"),
+                 "cobra coverage", "lost my job", "lost their job", "unemployed", "fired", "jobless"),
 }
 
 # Views: (id suffix, text, extra cues, intents, linked attributes). The generic view comes first.

@@ -1,0 +1,49 @@
+"""The notebook-02 diagnostics compute what they claim (small sizes; the notebook runs them in full)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dpmv_lib import diagnostics as dg
+from dpmv_lib.ledger import OnlineBudget
+
+
+def test_em_view_table_is_a_distribution_within_eps(running):
+    policy, m, m_d, _ = running
+    df = dg.em_view_table(policy, m, m_d, dg.DINNER, budget=OnlineBudget(3))
+    for _, g in df.groupby("slot"):
+        assert g["P_M"].sum() == pytest.approx(1) and g["P_M'"].sum() == pytest.approx(1)
+        assert (g["log_ratio"].abs() <= g["epsilon"] + 1e-12).all()
+    fin = df[df.slot == "finance"]
+    assert (fin["log_ratio"] == 0).all()  # finance reads nothing from I_diabetes (B.1)
+
+
+def test_ledger_trace_columns_and_fallback(running):
+    policy, m, _, _ = running
+    df = dg.ledger_trace(policy, m, dg.running_queries(6), budget=OnlineBudget(3), seed=0)
+    assert {"turn", "slot", "charged", "epsilon", "admitted", "fallback", "L_diabetes", "L_debt"} <= set(df)
+    assert df["fallback"].any() and df["admitted"].any()
+    assert (df.loc[df.fallback, "epsilon"] == "0").all()
+    assert (df["L_debt"] == df["recon_debt"]).all()
+
+
+def test_counterexample_and_theorem1_tables():
+    cex = dg.counterexample_table()
+    assert cex["exceeds_B_a"].all() and cex["MemView_within_B_a"].all()
+    finite = cex[cex.analytic_loss.apply(math.isfinite)]
+    assert (finite.exact_loss - finite.analytic_loss).abs().max() < 1e-9
+    thm = dg.theorem1_table(horizon=1, strategies=("fixed",))
+    assert thm[thm.violates == "-"]["holds"].all()
+    assert not thm[thm.interface == "CappedArgmax"]["holds"].any()
+    rnd = dg.random_theorem1_table(range(2), horizon=2)
+    assert rnd["holds"].all() and len(rnd) == 16
+
+
+def test_sizes_and_save_table(tmp_path):
+    assert dg.notebook_sizes("smoke")["horizon"] < dg.notebook_sizes("default")["horizon"]
+    assert dg.notebook_sizes("paper", horizon=5)["horizon"] == 5
+    with pytest.raises(ValueError, match="unknown size"):
+        dg.notebook_sizes("smoke", turns=3)
+    csv, md = dg.save_table(dg.running_example_table(), tmp_path / "t", "x")
+    assert csv.exists() and md.read_text().startswith("|")

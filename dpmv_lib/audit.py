@@ -54,6 +54,7 @@ class AuditConfig:
     n_boot: int = 1000              # bootstrap replicates over pairs (0: no CIs)
     seed: int = 0                   # bootstrap seed
     max_iter: int = 2000
+    unit: str = "response"          # embedding unit: "response" (C.5), "sentence" or "auto"
 
     def __post_init__(self) -> None:
         if not self.horizons or any((not isinstance(h, (int, np.integer))) or h < 1 for h in self.horizons):
@@ -62,6 +63,8 @@ class AuditConfig:
             raise ParameterError(f"fpr must lie in (0, 1), got {self.fpr}")
         if self.n_boot < 0 or self.C <= 0:
             raise ParameterError("n_boot must be >= 0 and C > 0")
+        if self.unit not in UNITS:
+            raise ParameterError(f"unknown embedding unit {self.unit!r}; use one of {UNITS}")
 
 
 # ---- metrics --------------------------------------------------------------------------------
@@ -122,13 +125,52 @@ def conditioning_identical(transcripts: pd.DataFrame, horizon: int | None = None
 
 
 # ---- features ---------------------------------------------------------------------------------
+UNITS = ("response", "sentence", "auto")
+AUTO_EXACT_MAX = 20_000  # "auto": exact per-response embedding up to this many distinct responses
+
+
+def embed_responses(texts: Sequence[str], encoder: Encoder, unit: str = "response", *,
+                    progress: bool = False) -> tuple[np.ndarray, str]:
+    """Unit-norm embeddings of responses. ``unit="response"`` encodes each response as one text
+    (exactly C.5). ``unit="sentence"`` encodes each distinct sentence once and represents a
+    response by the L2-normalised mean of its sentence embeddings: an approximation for CPU runs
+    with tens of thousands of distinct responses built from a small sentence inventory (the
+    surrogate's). ``"auto"`` picks "response" up to :data:`AUTO_EXACT_MAX` distinct responses (or
+    for the hashing encoder, which is cheap), else "sentence". Returns (embeddings, unit used)."""
+    if unit not in UNITS:
+        raise ParameterError(f"unknown embedding unit {unit!r}; use one of {UNITS}")
+    texts = list(texts)
+    if unit == "auto":
+        cheap = str(getattr(encoder, "id", "")).startswith("hashing")
+        unit = "response" if (cheap or len(set(texts)) <= AUTO_EXACT_MAX) else "sentence"
+    if unit == "response":
+        return _encode_batched(encoder, texts, progress=progress), unit
+    from .judge import split_sentences
+
+    parts = [split_sentences(t) or [t] for t in texts]
+    index: dict[str, int] = {}
+    for ps in parts:
+        for x in ps:
+            index.setdefault(x, len(index))
+    emb = _encode_batched(encoder, list(index), progress=progress)
+    rows = np.repeat(np.arange(len(parts)), [len(ps) for ps in parts])
+    cols = np.fromiter((index[x] for ps in parts for x in ps), dtype=np.int64)
+    out = np.zeros((len(parts), emb.shape[1]), dtype=np.float64)
+    np.add.at(out, rows, emb[cols])
+    nrm = np.linalg.norm(out, axis=1, keepdims=True)
+    nrm[nrm == 0] = 1.0
+    return (out / nrm).astype(np.float32), unit
+
+
 def prefix_features(transcripts: pd.DataFrame, encoder: Encoder, horizons: Sequence[int],
-                    *, progress: bool = False) -> tuple[pd.DataFrame, dict[int, np.ndarray]]:
+                    *, unit: str = "response", progress: bool = False
+                    ) -> tuple[pd.DataFrame, dict[int, np.ndarray], str]:
     """Mean of the first t response embeddings, L2-normalised, for every transcript
     (track, response_model, method, pair, side, seed) and every t in ``horizons``.
 
-    Returns (keys, {t: X_t}) with one row of ``keys`` (GROUP columns + attribute, split) per
-    transcript, aligned with the rows of every X_t. Each distinct response text is encoded once."""
+    Returns (keys, {t: X_t}, unit) with one row of ``keys`` (GROUP columns + attribute, split) per
+    transcript, aligned with the rows of every X_t; ``unit`` is the embedding unit used (see
+    :func:`embed_responses`). Each distinct response text is encoded once."""
     _require(transcripts, REQUIRED)
     hmax = int(max(horizons))
     df = transcripts[transcripts["turn"] < hmax].sort_values(GROUP + ["turn"], kind="stable")
@@ -138,7 +180,7 @@ def prefix_features(transcripts: pd.DataFrame, encoder: Encoder, horizons: Seque
         raise ParameterError(f"every transcript needs turns 0..{hmax - 1}; incomplete: {bad}")
     texts = df["response"].astype(str).to_numpy()
     uniq, inv = np.unique(texts, return_inverse=True)
-    emb = _encode_batched(encoder, list(uniq), progress=progress)
+    emb, unit = embed_responses(list(uniq), encoder, unit, progress=progress)
     n = len(sizes)
     cum = np.cumsum(emb[inv].reshape(n, hmax, -1), axis=1, dtype=np.float64)
     feats = {}
@@ -148,7 +190,7 @@ def prefix_features(transcripts: pd.DataFrame, encoder: Encoder, horizons: Seque
         nrm[nrm == 0] = 1.0
         feats[int(t)] = (x / nrm).astype(np.float32)
     keys = df.groupby(GROUP, sort=False)[["attribute", "split"]].first().reset_index()
-    return keys, feats
+    return keys, feats, unit
 
 
 def _encode_batched(encoder: Encoder, texts: list[str], *, progress: bool, chunk: int = 4096) -> np.ndarray:
@@ -238,7 +280,8 @@ def run_audit(transcripts: pd.DataFrame, encoder: Encoder, config: AuditConfig =
     _require(transcripts, REQUIRED)
     if source_track not in set(transcripts["track"]):
         raise ParameterError(f"the auditor is fitted on the {source_track!r} track, absent from the transcripts")
-    keys, feats = prefix_features(transcripts, encoder, config.horizons, progress=progress)
+    keys, feats, unit = prefix_features(transcripts, encoder, config.horizons, unit=config.unit,
+                                        progress=progress)
     keys["y"] = (keys["side"] == "M").astype(int)
     src = keys["track"] == source_track
     eval_mask = (src & (keys["split"] == "test")) | ~src
@@ -269,41 +312,79 @@ def run_audit(transcripts: pd.DataFrame, encoder: Encoder, config: AuditConfig =
             score_rows.append(part)
     scores = pd.concat(score_rows, ignore_index=True)
     summary = summarise_scores(scores, config)
+    summary["embedding_unit"] = unit
     return summary, scores
 
 
+def _indep_auc(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """AUC of single transcripts with M and M' drawn independently: P, Q are (..., n pairs, S seeds)
+    scores; same-pair comparisons use different seeds only (seed s of M vs s' != s of M'), so the
+    common random numbers that couple M and M' of one pair and seed never enter. With S = 1 the
+    same-pair comparisons are dropped. Its expectation is the pooled AUC of the fixed auditor,
+    which the exact single-transcript ceiling bounds."""
+    n, S = P.shape[-2], P.shape[-1]
+    d = P[..., :, :, None, None] - Q[..., None, None, :, :]          # (..., i, s, j, s')
+    c = (d > 0) + 0.5 * (d == 0)
+    same_pair = np.eye(n, dtype=bool)[:, None, :, None]
+    same_seed = np.eye(S, dtype=bool)[None, :, None, :]
+    off = c.sum(axis=(-4, -3, -2, -1)) - (c * same_pair).sum(axis=(-4, -3, -2, -1))
+    diag = (c * (same_pair & ~same_seed)).sum(axis=(-4, -3, -2, -1))
+    if S == 1:
+        return off / (n * (n - 1))
+    return (off / (S * S) + diag / (S * (S - 1))) / (n * n)
+
+
 def summarise_scores(scores: pd.DataFrame, config: AuditConfig = AuditConfig()) -> pd.DataFrame:
-    """Macro AUC / TPR over attributes with pair-bootstrap CIs, from per-(pair, side, seed) scores."""
+    """Macro AUC / TPR over attributes with pair-bootstrap CIs, from per-(pair, side, seed) scores.
+
+    * ``auc``, ``tpr`` (Table 2): calibrated scores averaged over EM seeds within each (pair, side),
+      then AUC / TPR@fpr over pairs;
+    * ``auc_per_seed``: one transcript per pair and side, AUC per seed, then averaged over seeds;
+    * ``auc_indep``: one transcript per pair and side with M and M' drawn independently (see
+      :func:`_indep_auc`): the quantity the exact single-transcript ceiling bounds in expectation."""
     rng = np.random.default_rng(config.seed)
     recs = []
     for (track, model, method, t), g in scores.groupby(["track", "response_model", "method", "horizon"], sort=True):
-        # seed-averaged score per (pair, side)
-        avg = g.groupby(["attribute", "pair_id", "side"])["score"].mean().unstack("side")
-        if set(avg.columns) != {"M", "M'"} or avg.isna().any().any():
-            raise ParameterError(f"{track}/{model}/{method}: every evaluated pair needs scores for M and M'")
-        per_attr, per_tpr, per_seed, boots_auc, boots_tpr = {}, {}, {}, [], []
-        for attr, ga in avg.groupby(level="attribute"):
-            pos, neg = ga["M"].to_numpy(), ga["M'"].to_numpy()
-            per_attr[attr] = auc_score(pos, neg)
-            per_tpr[attr] = tpr_at_fpr(pos, neg, config.fpr)
-            seeds = g[g["attribute"] == attr].pivot_table(index=["pair_id", "seed"], columns="side", values="score")
-            per_seed[attr] = float(np.mean([auc_score(gs["M"].to_numpy(), gs["M'"].to_numpy())
-                                            for _, gs in seeds.groupby(level="seed")]))
+        seeds = sorted(g["seed"].unique())
+        per = {k: {} for k in ("auc", "tpr", "seed", "indep")}
+        boots = {k: [] for k in ("auc", "tpr", "indep")}
+        n_pairs = 0
+        for attr, ga in g.groupby("attribute"):
+            tab = ga.pivot_table(index="pair_id", columns=["side", "seed"], values="score", aggfunc="mean")
+            try:
+                P = tab["M"][seeds].to_numpy()
+                Q = tab["M'"][seeds].to_numpy()
+            except KeyError:
+                raise ParameterError(f"{track}/{model}/{method}/{attr}: every pair needs scores for M and M' "
+                                     f"at every seed {seeds}") from None
+            if np.isnan(P).any() or np.isnan(Q).any():
+                raise ParameterError(f"{track}/{model}/{method}/{attr}: missing scores for some (pair, side, seed)")
+            n_pairs += len(P)
+            pos, neg = P.mean(axis=1), Q.mean(axis=1)
+            per["auc"][attr] = auc_score(pos, neg)
+            per["tpr"][attr] = tpr_at_fpr(pos, neg, config.fpr)
+            per["seed"][attr] = float(np.mean([auc_score(P[:, k], Q[:, k]) for k in range(len(seeds))]))
+            per["indep"][attr] = float(_indep_auc(P, Q)) if len(P) > 1 or len(seeds) > 1 else float("nan")
             if config.n_boot:
                 ii = rng.integers(0, len(pos), size=(config.n_boot, len(pos)))
-                boots_auc.append(_boot_auc(pos[ii], neg[ii]))
-                boots_tpr.append(_boot_tpr(pos[ii], neg[ii], config.fpr))
+                boots["auc"].append(_boot_auc(pos[ii], neg[ii]))
+                boots["tpr"].append(_boot_tpr(pos[ii], neg[ii], config.fpr))
+                if len(P) > 1 or len(seeds) > 1:
+                    chunks = [_indep_auc(P[ii[k:k + 100]], Q[ii[k:k + 100]]) for k in range(0, config.n_boot, 100)]
+                    boots["indep"].append(np.concatenate(chunks))
         rec = {"track": track, "response_model": model, "method": method, "horizon": int(t),
-               "auc": float(np.mean(list(per_attr.values()))), "tpr": float(np.mean(list(per_tpr.values()))),
-               "auc_per_seed": float(np.mean(list(per_seed.values()))),
-               "n_pairs": int(len(avg)), "n_seeds": int(g["seed"].nunique())}
+               "auc": float(np.mean(list(per["auc"].values()))), "tpr": float(np.mean(list(per["tpr"].values()))),
+               "auc_per_seed": float(np.mean(list(per["seed"].values()))),
+               "auc_indep": float(np.mean(list(per["indep"].values()))),
+               "n_pairs": int(n_pairs), "n_seeds": int(len(seeds))}
         if config.n_boot:
-            ba, bt = np.mean(boots_auc, axis=0), np.mean(boots_tpr, axis=0)
-            rec.update(auc_lo=float(np.quantile(ba, 0.025)), auc_hi=float(np.quantile(ba, 0.975)),
-                       tpr_lo=float(np.quantile(bt, 0.025)), tpr_hi=float(np.quantile(bt, 0.975)))
-        for a, v in per_attr.items():
+            for k, name in (("auc", "auc"), ("tpr", "tpr"), ("indep", "auc_indep")):
+                if boots[k] and len(boots[k]) == len(per["auc"]):
+                    b = np.mean(boots[k], axis=0)
+                    rec[f"{name}_lo"], rec[f"{name}_hi"] = float(np.quantile(b, 0.025)), float(np.quantile(b, 0.975))
+        for a, v in per["auc"].items():
             rec[f"auc[{a}]"] = v
-        for a, v in per_tpr.items():
+        for a, v in per["tpr"].items():
             rec[f"tpr[{a}]"] = v
         recs.append(rec)
     return pd.DataFrame.from_records(recs)

@@ -23,8 +23,10 @@ it then cross-checks ``release()`` by sampling and computes the exact transcript
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import sys
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -33,7 +35,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .errors import DPMVError, ParameterError, StoreError
 from .examples import running_example
 from .exact import privacy_loss
-from .ledger import OnlineBudget
+from .ledger import InMemoryLedger, OnlineBudget
 from .mechanism import em_probabilities
 from .memview import MemView, Release, SlotRelease
 from .policy import Policy, Query
@@ -156,23 +158,22 @@ class ContractReport:
 
 # ---- a C4-violating demonstration variant -------------------------------------------------------
 class MemoryRouting(MemView):
-    """VIOLATES C4 (a checker demonstration; never deploy): proactively adds every slot whose
-    memory contains cues of that slot's first specific view, so the route G_t depends on raw
-    memory (reads are still charged completely and sampled by Eq. 7)."""
+    """VIOLATES C4 (a checker demonstration; never deploy): a well-meant "skip sensitive slots"
+    heuristic that drops an active slot when its memory contains cues of the slot's first
+    specific view. The route G_t then depends on raw memory, which the transcript reveals even
+    though every read that does happen is charged completely and sampled by Eq. (7)."""
 
     label = "MemoryRouting"
     violates = "C4"
 
     def _route(self, query: Query, history: tuple[Release, ...]) -> tuple[str, ...]:
-        route = list(super()._route(query, history))
-        for slot in self.policy.slots:
-            if slot.name in route:
-                continue
-            specific = [v for v in slot.views if not v.generic]
-            text = " ".join(self._store.read(self.policy.positions_of(slot.name)))
-            if specific and cue_hits(specific[0].cues, text) > 0:
-                route.append(slot.name)
-        return tuple(route)
+        keep = []
+        for name in super()._route(query, history):
+            specific = [v for v in self.policy.slot(name).views if not v.generic]
+            text = " ".join(self._store.read(self.policy.positions_of(name)))
+            if not (specific and cue_hits(specific[0].cues, text) > 0):
+                keep.append(name)
+        return tuple(keep)
 
 
 CONTRACT_VARIANTS: dict[str, type[MemView]] = {**VARIANTS, "MemoryRouting": MemoryRouting}
@@ -343,7 +344,7 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
             W.routes[(hid, q)] = set(by_route)
             if len(by_route) > 1:
                 F.add("C4", lambda: f"{ctx}, {side}, turn {t + 1} after {_views_of(hist)}",
-                      f"route for intent {q.intent!r} is not determined by the public prefix: {sorted(by_route)}")
+                      f"route for intent {q.intent!r} is not determined by the public prefix: {_routes(set(by_route))}")
             for route, brs in by_route.items():
                 partial: dict[int, tuple] = {ids.child(("turn", hid), (q, route)): ((), brs)}
                 for slot in route:
@@ -355,7 +356,7 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
                         where = (lambda d=done, s=slot: f"{ctx}, {side}, turn {t + 1} slot {s} after "
                                                         f"{_views_of(hist, d)}")
                         for b, p in bl:
-                            b = b.fork()
+                            b = _fork(b)
                             W.ops += 1
                             before = b.ledger.spent()
                             prep = b._prepare(q, slot, hist)
@@ -387,6 +388,20 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
             raise ParameterError(f"more than {max_transcripts} public prefixes; use a smaller horizon or example")
     W.final = {h: sum(p for _, p in bl) for h, bl in frontier.items()}
     return W
+
+
+def _fork(b: MemView) -> MemView:
+    """``b.fork()``; for a plain InMemoryLedger a lighter copy (same spent values, empty audit
+    log: the checker reads ledgers only through ``spent()``)."""
+    if type(b).fork is not MemView.fork or type(b.ledger) is not InMemoryLedger:
+        return b.fork()
+    led = copy.copy(b.ledger)
+    led._spent = dict(b.ledger._spent)
+    led._lock = threading.Lock()
+    led.log = []
+    other = copy.copy(b)
+    other.ledger = led
+    return other
 
 
 def _merge(branches: list) -> list:
@@ -462,8 +477,8 @@ def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids)
             hid, q = key
             hist = ids.hist[hid]
             F.add("C4", f"{ctx}, turn {len(hist) + 1} after {_views_of(hist)}",
-                  f"route for intent {q.intent!r} differs: M -> {sorted(wm.routes[key])}, "
-                  f"M' -> {sorted(wp.routes[key])}")
+                  f"route for intent {q.intent!r} differs: M -> {_routes(wm.routes[key])}, "
+                  f"M' -> {_routes(wp.routes[key])}")
     for key in wm.nodes.keys() & wp.nodes.keys():
         slot = key[1]
         nm, np_ = wm.nodes[key], wp.nodes[key]
@@ -526,6 +541,10 @@ def _project(node: _Node) -> dict[str, float]:
     for sr, p in node.dist.items():
         out[sr.view] += p / node.reach
     return {v: p for v, p in out.items() if p > 0}
+
+
+def _routes(routes: set) -> str:
+    return " / ".join("(" + ", ".join(r) + ")" for r in sorted(routes))
 
 
 def _plans(plans: set) -> str:

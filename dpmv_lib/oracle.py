@@ -306,15 +306,8 @@ def brute_force(turns: Sequence[tuple[Mapping, Mapping]], fpr: float = 0.05) -> 
 
 
 # ---- transcript tables --------------------------------------------------------------------------
-def _public_path(released: str) -> str:
-    """The public release of one turn minus the sampled views (the ledger path given h)."""
-    if not released:
-        return ""
-    try:
-        obj = json.loads(released)
-    except (TypeError, ValueError) as exc:
-        raise ParameterError(f"the 'released' column holds invalid JSON: {released[:80]!r}") from exc
-    return json.dumps(_strip_views(obj), sort_keys=True)
+NEEDED = ("track", "response_model", "method", "pair_id", "attribute", "split", "side", "seed", "turn",
+          "conditioning", "views", "released", "view_probs", "response")
 
 
 def _strip_views(obj):
@@ -325,165 +318,216 @@ def _strip_views(obj):
     return obj
 
 
-def _parse_probs(s: str) -> dict:
-    if not s:
-        return {}
-    try:
-        obj = json.loads(s)
-    except (TypeError, ValueError) as exc:
-        raise ParameterError(f"the 'view_probs' column holds invalid JSON: {s[:80]!r}") from exc
-    if not isinstance(obj, dict):
-        raise ParameterError(f"view_probs must be a JSON object slot -> {{view: prob}}, got {s[:80]!r}")
-    return obj
+class _Parser:
+    """Memoised JSON parsing of the transcript table's JSON columns (many cells repeat)."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, str] = {}
+        self.probs: dict[str, dict] = {}
+        self.views: dict[str, frozenset] = {}
+        self.dists: dict[tuple[str, str], LLRDistribution] = {}
+
+    def path(self, released: str) -> str:
+        """The public release of one turn minus the sampled views (the ledger path given h)."""
+        hit = self.paths.get(released)
+        if hit is None:
+            try:
+                obj = json.loads(released) if released else {}
+            except (TypeError, ValueError) as exc:
+                raise ParameterError(f"the 'released' column holds invalid JSON: {released[:80]!r}") from exc
+            hit = self.paths[released] = json.dumps(_strip_views(obj), sort_keys=True)
+        return hit
+
+    def prob(self, s: str) -> dict:
+        hit = self.probs.get(s)
+        if hit is None:
+            try:
+                obj = json.loads(s) if s else {}
+            except (TypeError, ValueError) as exc:
+                raise ParameterError(f"the 'view_probs' column holds invalid JSON: {s[:80]!r}") from exc
+            if not isinstance(obj, dict) or not all(isinstance(v, dict) for v in obj.values()):
+                raise ParameterError(f"view_probs must be a JSON object slot -> {{view: prob}}, got {s[:80]!r}")
+            hit = self.probs[s] = obj
+        return hit
+
+    def view_set(self, s: str) -> frozenset:
+        hit = self.views.get(s)
+        if hit is None:
+            try:
+                obj = json.loads(s) if s else []
+            except (TypeError, ValueError):
+                raise ParameterError(f"the 'views' column holds invalid JSON: {s[:80]!r}") from None
+            hit = self.views[s] = frozenset(obj.values() if isinstance(obj, dict) else obj)
+        return hit
+
+    def turn_dist(self, pm_s: str, pq_s: str) -> LLRDistribution:
+        """The LLR distribution of one turn (all its slots), memoised by the two JSON strings."""
+        k = (pm_s, pq_s)
+        hit = self.dists.get(k)
+        if hit is None:
+            pm, pq = self.prob(pm_s), self.prob(pq_s)
+            hit = self.dists[k] = trajectory_distribution([(pm, pq)])
+        return hit
 
 
-def releases_views(df: pd.DataFrame) -> bool:
-    """Does this method's transcript release sampled views (non-empty view_probs)?"""
-    return bool((df["view_probs"].fillna("").str.strip().replace("{}", "") != "").any())
-
-
-def pair_oracle(rows: pd.DataFrame, horizon: int, *, grid: float = DEFAULT_GRID,
-                max_atoms: int = DEFAULT_MAX_ATOMS) -> dict:
-    """Exact ceilings for one (track, method, pair): ``rows`` hold both sides, every seed, every turn.
-
-    Returns per-seed single-transcript distributions (dict seed -> LLRDistribution) and flags."""
-    rows = rows[rows["turn"] < horizon]
-    sides = {s: g for s, g in rows.groupby("side")}
-    if set(sides) != {"M", "M'"}:
-        raise ParameterError(f"pair {rows['pair_id'].iloc[0]!r}: need both sides M and M', got {sorted(sides)}")
-    views = releases_views(rows)
+def pair_oracle(rows: Mapping[str, Sequence], horizon: int, parser: _Parser | None = None, *,
+                grid: float = DEFAULT_GRID, max_atoms: int = DEFAULT_MAX_ATOMS) -> dict:
+    """Exact ceilings for one (track, method, pair). ``rows``: column -> values for both sides,
+    every seed, turns < horizon (any order). Returns {"kind", "public_path_equal", "dists":
+    {seed: LLRDistribution}} with one single-transcript distribution per EM seed."""
+    parser = parser or _Parser()
+    n = len(rows["turn"])
+    order = sorted(range(n), key=lambda i: (rows["seed"][i], rows["side"][i] != "M", rows["turn"][i]))
+    col = {c: [rows[c][i] for i in order] for c in ("seed", "side", "turn", "conditioning", "views",
+                                                       "released", "view_probs", "pair_id")}
+    pid = col["pair_id"][0] if n else "?"
+    views = any((p or "").strip() not in ("", "{}") for p in col["view_probs"])
     out: dict = {"kind": "views" if views else "memory_text", "public_path_equal": True, "dists": {}}
-    for seed, g in rows.groupby("seed"):
-        m = g[g["side"] == "M"].sort_values("turn")
-        mp = g[g["side"] == "M'"].sort_values("turn")
-        if list(m["turn"]) != list(mp["turn"]) or len(m) != horizon:
-            raise ParameterError(f"pair {g['pair_id'].iloc[0]!r} seed {seed}: turns 0..{horizon - 1} "
-                                 f"must be present once per side (got {len(m)} and {len(mp)})")
+    i = 0
+    while i < n:
+        seed = col["seed"][i]
+        j = i
+        while j < n and col["seed"][j] == seed:
+            j += 1
+        m = [k for k in range(i, j) if col["side"][k] == "M"]
+        mp = [k for k in range(i, j) if col["side"][k] != "M"]
+        if [col["turn"][k] for k in m] != list(range(horizon)) or [col["turn"][k] for k in mp] != list(range(horizon)):
+            raise ParameterError(f"pair {pid!r} seed {seed}: turns 0..{horizon - 1} must be present once per "
+                                 f"side (got {len(m)} M rows and {len(mp)} M' rows)")
+        i = j
         if not views:
-            same = (list(m["conditioning"]) == list(mp["conditioning"])
-                    and list(m["released"].fillna("")) == list(mp["released"].fillna("")))
+            same = all(col["conditioning"][a] == col["conditioning"][b] and
+                       (col["released"][a] or "") == (col["released"][b] or "") for a, b in zip(m, mp))
             out["dists"][int(seed)] = LLRDistribution.point() if same else LLRDistribution.separable()
             continue
-        path_m = [_public_path(r) for r in m["released"].fillna("")]
-        path_mp = [_public_path(r) for r in mp["released"].fillna("")]
-        if path_m != path_mp:
+        if any(parser.path(col["released"][a] or "") != parser.path(col["released"][b] or "") for a, b in zip(m, mp)):
             out["public_path_equal"] = False
             out["dists"][int(seed)] = LLRDistribution.separable()
             continue
-        turns = [(_parse_probs(a), _parse_probs(b)) for a, b in zip(m["view_probs"], mp["view_probs"])]
-        _check_views_in_support(m, turns, 0)
-        _check_views_in_support(mp, turns, 1)
-        out["dists"][int(seed)] = trajectory_distribution(turns, grid=grid, max_atoms=max_atoms)
+        d = LLRDistribution.point()
+        for a, b in zip(m, mp):
+            for k, which in ((a, 0), (b, 1)):  # consistency: released views have positive probability
+                probs = parser.prob(col["view_probs"][k] or "")
+                support = {v for slot in probs.values() for v, p in slot.items() if p > 0}
+                bad = parser.view_set(col["views"][k] or "") - support
+                if bad:
+                    raise ParameterError(f"pair {pid!r} side {col['side'][k]} turn {col['turn'][k]}: released "
+                                         f"views {sorted(bad)} have zero probability in view_probs")
+            td = parser.turn_dist(col["view_probs"][a] or "", col["view_probs"][b] or "")
+            if not (td.n_atoms == 1 and td.llr[0] == 0):
+                d = d.convolve(td, grid=grid, max_atoms=max_atoms)
+        out["dists"][int(seed)] = d
     return out
 
 
-def _check_views_in_support(side_rows: pd.DataFrame, turns, which: int) -> None:
-    """Consistency: every released view has positive probability under its own side."""
-    for (_, r), t in zip(side_rows.iterrows(), turns):
-        try:
-            vs = json.loads(r["views"]) if r["views"] else []
-        except (TypeError, ValueError):
-            raise ParameterError(f"the 'views' column holds invalid JSON: {r['views']!r}") from None
-        probs = t[which]
-        support = {v for slot in probs.values() for v, p in slot.items() if p > 0}
-        missing = [v for v in (vs.values() if isinstance(vs, dict) else vs) if v not in support]
-        if missing:
-            raise ParameterError(f"pair {r['pair_id']!r} side {r['side']} turn {r['turn']}: released views "
-                                 f"{missing} have zero probability in view_probs")
-
-
-def response_distribution(rows: pd.DataFrame, horizon: int) -> dict[int, LLRDistribution]:
-    """Per seed: L = 0 if the first ``horizon`` responses are identical under M and M', else +-inf
-    (the response-level ceiling of a deterministic method with a deterministic responder)."""
-    rows = rows[rows["turn"] < horizon]
-    out = {}
-    for seed, g in rows.groupby("seed"):
-        m = list(g[g["side"] == "M"].sort_values("turn")["response"])
-        mp = list(g[g["side"] == "M'"].sort_values("turn")["response"])
-        out[int(seed)] = LLRDistribution.point() if m == mp else LLRDistribution.separable()
-    return out
+def _groups(df: pd.DataFrame, keys: Sequence[str]) -> Iterable[tuple[tuple, np.ndarray]]:
+    codes = df.groupby(list(keys), sort=True).indices
+    return codes.items()
 
 
 def oracle_per_pair(transcripts: pd.DataFrame, horizon: int = 16, *, fpr: float = 0.05,
                     grid: float = DEFAULT_GRID, max_atoms: int = DEFAULT_MAX_ATOMS,
                     keep_dists: bool = False) -> pd.DataFrame:
     """One row per (track, response_model, method, pair, seed) with the exact single-transcript
-    ceilings (AUC, TPR@fpr), the maximum realised privacy loss and the merge error bounds.
-    The view distribution does not depend on the response model, so each (track, method, pair) is
-    computed once and copied to every response model."""
-    need = {"track", "response_model", "method", "pair_id", "attribute", "split", "side", "seed", "turn",
-            "conditioning", "views", "released", "view_probs", "response"}
-    missing = need - set(transcripts.columns)
+    ceilings (AUC, TPR@fpr), the maximum realised privacy loss and the merge error bounds; for
+    memory-text methods also the response-level ceiling (identical responses: 0.5, else 1).
+    The views and conditioning do not depend on the response model, so each (track, method,
+    pair) is computed once (from the first response model's rows) and shared."""
+    missing = set(NEEDED) - set(transcripts.columns)
     if missing:
         raise ParameterError(f"transcript table lacks columns {sorted(missing)}")
+    df = transcripts[transcripts["turn"] < horizon].reset_index(drop=True)
+    if df.empty:
+        raise ParameterError("no transcript rows below the horizon")
+    cols = {c: df[c].tolist() for c in NEEDED}
+    parser = _Parser()
+    models = sorted(df["response_model"].unique())
+    first = df["response_model"] == models[0]
+    base: dict[tuple, dict] = {}
+    for (track, method, pair_id), idx in _groups(df[first], ["track", "method", "pair_id"]):
+        idx = np.flatnonzero(first.to_numpy())[idx]
+        base[(track, method, pair_id)] = pair_oracle({c: [cols[c][i] for i in idx] for c in cols}, horizon, parser,
+                                                      grid=grid, max_atoms=max_atoms)
     recs = []
-    first_model = transcripts["response_model"].iloc[0]
-    for (track, model, method, pair_id), rows in transcripts.groupby(
-            ["track", "response_model", "method", "pair_id"], sort=True):
-        res = pair_oracle(rows, horizon, grid=grid, max_atoms=max_atoms)
-        resp = response_distribution(rows, horizon) if res["kind"] == "memory_text" else None
+    for (track, model, method, pair_id), idx in _groups(df, ["track", "response_model", "method", "pair_id"]):
+        res = base.get((track, method, pair_id))
+        if res is None:
+            raise ParameterError(f"{track}/{method}/{pair_id}: missing for response model {models[0]!r}")
+        resp = _response_dists(cols, idx) if res["kind"] == "memory_text" else {}
+        i0 = idx[0]
         for seed, d in res["dists"].items():
             tpr, tpr_err = d.tpr_at(fpr)
             rec = {"track": track, "response_model": model, "method": method, "pair_id": pair_id,
-                   "attribute": rows["attribute"].iloc[0], "split": rows["split"].iloc[0], "seed": seed,
+                   "attribute": cols["attribute"][i0], "split": cols["split"][i0], "seed": seed,
                    "kind": res["kind"], "public_path_equal": res["public_path_equal"],
                    "oracle_auc": d.auc(), "oracle_auc_err": d.auc_error(), "oracle_tpr": tpr,
-                   "oracle_tpr_err": tpr_err, "max_loss": d.max_loss(), "n_atoms": d.n_atoms,
-                   "grid": d.grid}
-            if resp is not None:
-                rec["response_auc"] = resp[seed].auc()
+                   "oracle_tpr_err": tpr_err, "max_loss": d.max_loss(), "n_atoms": d.n_atoms, "grid": d.grid,
+                   "response_auc": resp[seed].auc() if seed in resp else np.nan}
             if keep_dists:
                 rec["dist"] = d
-                rec["resp_dist"] = resp[seed] if resp is not None else None
+                rec["resp_dist"] = resp.get(seed)
             recs.append(rec)
-    del first_model
     return pd.DataFrame.from_records(recs)
 
 
-def _pooled_response_auc(g: pd.DataFrame) -> float:
-    """Macro over attributes of the pooled response-level ceiling (memory-text methods only)."""
-    if "resp_dist" not in g or g["resp_dist"].isna().all():
-        return float("nan")
-    return float(np.mean([mixture(list(ga["resp_dist"])).auc() for _, ga in g.groupby("attribute")]))
+def _response_dists(cols: Mapping[str, list], idx: np.ndarray) -> dict[int, LLRDistribution]:
+    """Per seed: L = 0 if the responses are identical under M and M' at every turn, else +-inf
+    (the response-level ceiling of a deterministic method with a deterministic responder)."""
+    by: dict[tuple, dict[int, str]] = {}
+    for i in idx:
+        by.setdefault((cols["seed"][i], cols["side"][i]), {})[cols["turn"][i]] = cols["response"][i]
+    out = {}
+    for seed in {k[0] for k in by}:
+        same = by.get((seed, "M")) == by.get((seed, "M'"))
+        out[int(seed)] = LLRDistribution.point() if same else LLRDistribution.separable()
+    return out
 
 
 def oracle_summary(per_pair: pd.DataFrame, *, fpr: float = 0.05, caps: Mapping[str, float] | float = 2.0,
-                   n_seeds_pooled: bool = True) -> pd.DataFrame:
-    """Per (track, response_model, method): pooled ceilings over pairs (macro over attributes) for
-    one transcript per pair and for all EM seeds of a pair together (the ceiling of a seed-averaged
-    auditor), the mean per-pair ceiling, the maximum realised loss over pairs and whether it stays
-    <= B_a on every pair. ``per_pair`` must have been built with ``keep_dists=True``."""
+                   source_track: str = "pairedmem", eval_split: str | None = "test") -> pd.DataFrame:
+    """Per (track, response_model, method): pooled ceilings over the auditor's evaluation pairs
+    (``eval_split`` of ``source_track``, every pair of other tracks), macro over attributes, for one
+    transcript per pair (``ceiling_auc``/``ceiling_tpr``) and for all EM seeds of a pair observed
+    together (``*_seeds``: the ceiling of the seed-averaged auditor); the mean per-pair ceiling;
+    and over EVERY pair the maximum realised loss and whether it is <= B_a (``caps``).
+    ``per_pair`` must come from ``oracle_per_pair(..., keep_dists=True)``."""
     if "dist" not in per_pair.columns:
         raise ParameterError("oracle_summary needs oracle_per_pair(..., keep_dists=True)")
+    cap_of = (lambda a: float(caps[a])) if isinstance(caps, Mapping) else (lambda a: float(caps))
     recs = []
-    for (track, model, method), g in per_pair.groupby(["track", "response_model", "method"], sort=False):
-        per_attr_single, per_attr_multi, tpr_single, tpr_multi, errs = [], [], [], [], []
-        for attr, ga in g.groupby("attribute"):
-            # single transcript: every (pair, seed) equally likely
-            single = mixture(list(ga["dist"]))
-            per_attr_single.append(single.auc())
-            tpr_single.append(single.tpr_at(fpr)[0])
-            # all seeds of a pair observed together: convolve the seeds, pool over pairs
-            multi = []
+    for (track, model, method), g in per_pair.groupby(["track", "response_model", "method"], sort=True):
+        ev = g if (track != source_track or eval_split is None) else g[g["split"] == eval_split]
+        if ev.empty:
+            ev = g
+        single_auc, single_tpr, multi_auc, multi_tpr, errs, resp = [], [], [], [], [], []
+        for _, ga in ev.groupby("attribute"):
+            single = mixture(list(ga["dist"]))          # every (pair, seed) equally likely
+            single_auc.append(single.auc())
+            single_tpr.append(single.tpr_at(fpr)[0])
+            multi = []                                  # all seeds of a pair together
             for _, gp in ga.groupby("pair_id"):
                 d = gp["dist"].iloc[0]
                 for other in gp["dist"].iloc[1:]:
                     d = d.convolve(other)
                 multi.append(d)
             mm = mixture(multi)
-            per_attr_multi.append(mm.auc())
-            tpr_multi.append(mm.tpr_at(fpr)[0])
+            multi_auc.append(mm.auc())
+            multi_tpr.append(mm.tpr_at(fpr)[0])
             errs.append(max(single.auc_error(), mm.auc_error()))
-        cap_of = (lambda a: float(caps[a])) if isinstance(caps, Mapping) else (lambda a: float(caps))
-        loss_ok = all(row.max_loss <= cap_of(row.attribute) + 1e-9 for row in g.itertuples())
+            if ga["resp_dist"].notna().all():
+                resp.append(mixture(list(ga["resp_dist"])).auc())
+        pair_loss = g.groupby(["pair_id", "attribute"])["max_loss"].max().reset_index()
+        over = [r.max_loss > cap_of(r.attribute) + 1e-9 for r in pair_loss.itertuples()]
         recs.append({
             "track": track, "response_model": model, "method": method, "kind": g["kind"].iloc[0],
-            "n_pairs": g["pair_id"].nunique(), "n_seeds": g["seed"].nunique(),
-            "ceiling_auc": float(np.mean(per_attr_single)), "ceiling_tpr": float(np.mean(tpr_single)),
-            "ceiling_auc_seeds": float(np.mean(per_attr_multi)), "ceiling_tpr_seeds": float(np.mean(tpr_multi)),
-            "mean_pair_auc": float(g["oracle_auc"].mean()), "auc_err": float(max(errs)),
-            "max_loss": float(g["max_loss"].max()), "max_loss_le_cap_all_pairs": bool(loss_ok),
+            "n_eval_pairs": int(ev["pair_id"].nunique()), "n_pairs": int(g["pair_id"].nunique()),
+            "n_seeds": int(g["seed"].nunique()),
+            "ceiling_auc": float(np.mean(single_auc)), "ceiling_tpr": float(np.mean(single_tpr)),
+            "ceiling_auc_seeds": float(np.mean(multi_auc)), "ceiling_tpr_seeds": float(np.mean(multi_tpr)),
+            "mean_pair_auc": float(ev["oracle_auc"].mean()), "auc_err": float(max(errs)),
+            "max_loss": float(g["max_loss"].max()), "max_loss_le_cap_all_pairs": not any(over),
+            "pairs_over_cap": int(sum(over)),
             "public_path_equal_all": bool(g["public_path_equal"].all()),
-            "response_ceiling_auc": _pooled_response_auc(g),
+            "response_ceiling_auc": float(np.mean(resp)) if resp else np.nan,
         })
     return pd.DataFrame.from_records(recs)

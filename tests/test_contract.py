@@ -1,0 +1,205 @@
+"""Contract checker: passes DP-MemView and flags each violating variant with the right condition."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpmv_lib.contract import (CONDITIONS, CONTRACT_VARIANTS, MemoryRouting, check_contract, default_strategies,
+                               main, synthetic_pairs, variant_factory)
+from dpmv_lib.errors import ParameterError, StoreError
+from dpmv_lib.exact import exact_privacy_loss
+from dpmv_lib.examples import running_example
+from dpmv_lib.ledger import OnlineBudget
+from dpmv_lib.memview import MemView, SlotPlan
+from dpmv_lib.policy import Query
+from dpmv_lib.scorer import cue_hits
+from dpmv_lib.variants import VARIANTS
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = 3
+
+
+@pytest.fixture(scope="module")
+def example():
+    return running_example()
+
+
+def _check(cls, policy, **kw):
+    kw.setdefault("samples", SAMPLES)
+    return check_contract(variant_factory(cls), policy, label=cls.label, **kw)
+
+
+def test_memview_passes_every_condition(example):
+    policy = example[0]
+    rep = _check(MemView, policy)
+    assert rep.passed and rep.failed == (), rep.table()
+    assert rep.operations > 500 and rep.sampled_runs == 2 * 7 * 2 * SAMPLES
+    assert all(l.ok for l in rep.losses) and max(l.max_loss for l in rep.losses) > 0
+    assert "PASSES" in rep.table()
+
+
+EVIDENCE = {  # a phrase the evidence of each variant's condition must contain
+    "IncompleteCharge": "missed: ['debt']",
+    "CappedArgmax": "deterministic release: point mass",
+    "NoCap": "exceeds its cap",
+    "ScoreChannel": "top_score",
+    "StoreDependentVocabulary": "vocabulary",
+    "MemoryRouting": "route for intent",
+}
+
+
+@pytest.fixture(scope="module")
+def variant_reports(example):
+    """Every contract-violating variant checked once (horizon 2: every violation shows by turn 2)."""
+    return {n: _check(cls, example[0], horizon=2) for n, cls in CONTRACT_VARIANTS.items() if n != "DP-MemView"}
+
+
+@pytest.mark.parametrize("name", [n for n in CONTRACT_VARIANTS if n != "DP-MemView"])
+def test_each_variant_flagged_with_its_condition(variant_reports, name):
+    cls = CONTRACT_VARIANTS[name]
+    rep = variant_reports[name]
+    assert rep.failed_conditions == (cls.violates,), rep.table()  # exactly the broken condition
+    res = rep.result(cls.violates)
+    assert res.count > 0 and res.evidence and all(v.where and v.detail for v in res.evidence)
+    assert any(EVIDENCE[name] in v.detail for v in res.evidence), rep.table()
+    assert f"{cls.violates:<5} FAIL" in rep.table()
+
+
+# ---- further hand-made violations (test-only variants) -------------------------------------------
+class MemoryBudget(MemView):
+    """VIOLATES C4: a memory-dependent budget branch (eps halved when the slot memory has cues)."""
+
+    label, violates = "MemoryBudget", "C4"
+
+    def plan(self, query, slot, history=()):
+        p = super().plan(query, slot, history)
+        text = " ".join(self._store.read(self.policy.positions_of(slot)))
+        hits = sum(cue_hits(v.cues, text) for v in self.policy.slot(slot).views)
+        if p.epsilon is not None and hits >= 3:
+            return SlotPlan(p.slot, p.read_set, p.affected, p.charged, p.epsilon / 2)
+        return p
+
+
+class MemoryAdmission(MemView):
+    """VIOLATES C4: refuses the charged selection when the memory mentions the strongest cue."""
+
+    label, violates = "MemoryAdmission", "C4"
+
+    def _admit(self, charged, epsilon):
+        if any("sugar" in t.lower() for t in self._store.contents.values()):
+            return False
+        return super()._admit(charged, epsilon)
+
+
+class ForgetfulLedger(MemView):
+    """VIOLATES C5: admits after the check but never writes the charge to the ledger."""
+
+    label, violates = "ForgetfulLedger", "C5"
+
+    def _admit(self, charged, epsilon):
+        return all(self.ledger.spent()[a] + epsilon <= self.policy.caps[a] for a in charged)
+
+
+class LeakyFallback(MemView):
+    """VIOLATES C5: the 'fallback' releases a specific view instead of the fixed generic one."""
+
+    label, violates = "LeakyFallback", "C5"
+
+    def _sample(self, prep):
+        if not prep.admitted and prep.plan.read_set:
+            return self._released(prep, self._vocabulary(prep.plan.slot)[-1].id, "generic")
+        return super()._sample(prep)
+
+    def _outcomes(self, prep):
+        if not prep.admitted and prep.plan.read_set:
+            return [(self._sample(prep), 1.0)]
+        return super()._outcomes(prep)
+
+
+class HiddenRouting(MemView):
+    """Overrides release() itself (not the hooks) to drop the finance slot when memory has debt
+    cues: the enumeration cannot see it, the sampled cross-check must."""
+
+    label, violates = "HiddenRouting", "Enum"
+
+    def release(self, query, history=()):
+        rel = super().release(query, history)
+        if "collector" in " ".join(self._store.contents.values()):
+            return type(rel)(rel.query, tuple(s for s in rel.slots if s.slot != "finance"), rel.ledger)
+        return rel
+
+
+@pytest.mark.parametrize("cls", [MemoryBudget, MemoryAdmission, ForgetfulLedger, LeakyFallback])
+def test_more_violations_are_caught(example, cls):
+    rep = _check(cls, example[0], horizon=2)
+    assert cls.violates in rep.failed_conditions, rep.table()
+
+
+def test_memory_budget_branch_evidence(example):
+    rep = _check(MemoryBudget, example[0], horizon=1)
+    assert rep.failed_conditions == ("C4",)
+    assert any("epsilon" in v.detail for v in rep.result("C4").evidence)
+    rep = _check(MemoryAdmission, example[0], horizon=1)
+    assert any("budget branch" in v.detail for v in rep.result("C4").evidence)
+
+
+def test_release_outside_the_hooks_is_caught_by_sampling(example):
+    rep = _check(HiddenRouting, example[0], horizon=2, samples=2)
+    assert "Enum" in rep.failed and rep.failed_conditions == (), rep.table()
+
+
+# ---- agreement with exact.py, custom inputs, errors ----------------------------------------------
+def test_loss_matches_exact_enumeration(example):
+    policy, m, m_d, _ = example
+    q = Query("dinner?", "affordable_dinner")
+    rep = check_contract(variant_factory(MemView), policy, [("diabetes", m, m_d)], {"dinner": [q]},
+                         horizon=2, samples=1)
+    ref = exact_privacy_loss(lambda s: MemView(policy, s, seed=0), m, m_d, lambda h: q, 2)
+    assert rep.losses[0].max_loss == pytest.approx(ref.max_loss, rel=1e-12)
+    assert rep.losses[0].n_transcripts == ref.n_transcripts
+
+
+def test_synthetic_pairs_for_any_policy(example):
+    policy = example[0].with_caps("3/2")
+    pairs = synthetic_pairs(policy)
+    assert [a for a, _, _ in pairs] == ["diabetes", "debt"]
+    strats = {k: v for k, v in default_strategies(policy, 2).items() if k in ("round-robin", "adaptive")}
+    assert check_contract(variant_factory(MemView), policy, pairs, strats, horizon=2, samples=1).passed
+    rep = check_contract(variant_factory(VARIANTS["NoCap"], OnlineBudget(2)), policy, pairs,
+                         {"dinner": [Query("d", "affordable_dinner")]}, horizon=2, samples=1)
+    assert rep.failed_conditions == ("C5",)
+
+
+def test_checker_input_errors(example):
+    policy, m, m_d, m_b = example
+    with pytest.raises(StoreError, match="not adjacent"):
+        check_contract(variant_factory(MemView), policy, [("diabetes", m, m_b)])
+    with pytest.raises(StoreError):
+        check_contract(variant_factory(MemView), policy, [("diabetes", m)])  # type: ignore[list-item]
+    with pytest.raises(ParameterError):
+        check_contract(variant_factory(MemView), policy, horizon=0)
+    with pytest.raises(ParameterError, match="MemView"):
+        check_contract(lambda p, s: object(), policy, [("diabetes", m, m_d)], horizon=1)  # type: ignore
+    with pytest.raises(ParameterError):
+        check_contract(variant_factory(MemView), policy, [("diabetes", m, m_d)], {"bad": ["not a query"]})
+    assert set(CONDITIONS) >= {"C1", "C2", "C3", "C4", "C5", "C6"}
+
+
+def test_cli_exit_codes(capsys):
+    assert main(["--horizon", "2", "--samples", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "DP-MemView PASSES" in out and "C5    pass" in out
+    assert main(["--variant", "NoCap", "--horizon", "2", "--samples", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "C5    FAIL" in out and "exceeds its cap" in out
+    assert main(["--variant", "Nope"]) == 2
+
+
+def test_cli_module_entry_point():
+    r = subprocess.run([sys.executable, "-m", "dpmv_lib.contract", "--variant", "CappedArgmax", "--horizon", "1",
+                        "--samples", "1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "C3    FAIL" in r.stdout and "CappedArgmax FAILS" in r.stdout

@@ -1,0 +1,122 @@
+"""Exact optimal auditor: brute-force agreement, known answers, error bounds, transcript tables."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from dpmv_lib.errors import ParameterError
+from dpmv_lib.oracle import (LLRDistribution, brute_force, mixture, oracle_per_pair, oracle_summary,
+                             trajectory_distribution)
+from rq1_synth import make_transcripts
+
+
+def _probs(rng, V, zero_first=False):
+    p = rng.dirichlet(np.ones(V))
+    if zero_first and V > 1:
+        p[0] = 0
+        p /= p.sum()
+    return {f"v{i}": float(x) for i, x in enumerate(p)}
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_matches_brute_force_on_short_trajectories(seed):
+    rng = np.random.default_rng(seed)
+    turns = []
+    for t in range(int(rng.integers(1, 5))):       # T <= 4
+        slots = int(rng.integers(1, 3))
+        V = int(rng.integers(1, 4))                 # tiny vocabularies
+        turns.append(({f"s{j}": _probs(rng, V, seed % 4 == 0 and t == 0) for j in range(slots)},
+                      {f"s{j}": _probs(rng, V, seed % 5 == 0 and t == 1) for j in range(slots)}))
+    d = trajectory_distribution(turns)
+    ref = brute_force(turns)
+    assert d.auc() == pytest.approx(ref["auc"], abs=1e-10)
+    assert d.tpr_at(0.05)[0] == pytest.approx(ref["tpr"], abs=1e-10)
+    assert d.max_loss() == ref["max_loss"] or d.max_loss() == pytest.approx(ref["max_loss"], abs=1e-10)
+    assert float(np.sum(d.p_m)) == pytest.approx(1.0) and float(np.sum(d.p_mp)) == pytest.approx(1.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 30))
+def test_coarsened_results_are_rigorous_bounds(seed, max_atoms):
+    """Merging on a coarse grid: the AUC/TPR are achievable (lower bounds) and within the error bound."""
+    rng = np.random.default_rng(seed)
+    turns = [({"s": _probs(rng, 3)}, {"s": _probs(rng, 3)}) for _ in range(4)]
+    ref = brute_force(turns)
+    d = trajectory_distribution(turns, max_atoms=max_atoms)
+    assert d.auc() <= ref["auc"] + 1e-12 <= d.auc() + d.auc_error() + 1e-9
+    tpr, err = d.tpr_at(0.05)
+    assert tpr <= ref["tpr"] + 1e-12 <= tpr + err + 1e-9
+    assert d.max_loss() == pytest.approx(ref["max_loss"], abs=1e-9)
+
+
+def test_identical_distributions_give_chance():
+    p = {"food": {"a": 0.2, "b": 0.5, "c": 0.3}}
+    d = trajectory_distribution([(p, p)] * 4)
+    assert d.auc() == pytest.approx(0.5)
+    assert d.tpr_at(0.05)[0] == pytest.approx(0.05)   # randomised NP test: TPR = FPR
+    assert d.max_loss() == 0.0
+
+
+def test_disjoint_supports_give_one():
+    d = trajectory_distribution([({"g": {"a": 1.0}}, {"g": {"b": 1.0}})])
+    assert d.auc() == 1.0 and d.tpr_at(0.05)[0] == 1.0 and math.isinf(d.max_loss())
+    s = LLRDistribution.separable()
+    assert s.auc() == 1.0 and s.tpr_at(0.01)[0] == 1.0
+    # a mixture of one separable and one identical pair: AUC = 1 - (1/2)(1/2)^2
+    mix = mixture([s, LLRDistribution.point()])
+    assert mix.auc() == pytest.approx(1 - 0.5 * 0.25)
+
+
+def test_single_release_closed_form_and_power():
+    p, q = {"s": {"a": 0.8, "b": 0.2}}, {"s": {"a": 0.4, "b": 0.6}}
+    d = trajectory_distribution([(p, q)])
+    # LR ranks b < a: AUC = P_M(a) P_M'(b) + 0.5 (P_M(a) P_M'(a) + P_M(b) P_M'(b))
+    assert d.auc() == pytest.approx(0.8 * 0.6 + 0.5 * (0.8 * 0.4 + 0.2 * 0.6))
+    assert d.max_loss() == pytest.approx(math.log(3))
+    # two independent copies == a two-turn trajectory
+    assert d.power(2).auc() == pytest.approx(trajectory_distribution([(p, q), (p, q)]).auc())
+
+
+def test_bad_probabilities_raise():
+    with pytest.raises(ParameterError, match="sum to"):
+        LLRDistribution.from_probs({"a": 0.5}, {"a": 1.0})
+    with pytest.raises(ParameterError, match=">= 0"):
+        LLRDistribution.from_probs({"a": -0.1, "b": 1.1}, {"a": 1.0})
+
+
+def test_transcript_table_oracle():
+    df = make_transcripts(n_per_attr=6, turns=3)
+    pp = oracle_per_pair(df, 3, keep_dists=True)
+    s = oracle_summary(pp, caps=2.0).set_index("method")
+    assert s.loc["Same", "ceiling_auc"] == 0.5 and s.loc["Same", "max_loss"] == 0.0
+    assert s.loc["Leaky", "ceiling_auc"] == 1.0 and not s.loc["Leaky", "max_loss_le_cap_all_pairs"]
+    assert s.loc["Leaky", "response_ceiling_auc"] == 1.0
+    v = s.loc["Views"]
+    assert 0.5 < v["ceiling_auc"] < v["ceiling_auc_seeds"] < 1.0     # more seeds, more evidence
+    assert v["max_loss_le_cap_all_pairs"] and v["max_loss"] < 2.0
+    assert v["n_eval_pairs"] == 8                                    # test pairs only for the ceiling
+    # a public difference (e.g. a side channel in `released`) makes transcripts separable
+    df2 = df.copy()
+    sel = (df2["method"] == "Views") & (df2["side"] == "M") & (df2["turn"] == 0)
+    df2.loc[sel, "released"] = [json.dumps({**json.loads(r), "top_score": 0.9}) for r in df2.loc[sel, "released"]]
+    s2 = oracle_summary(oracle_per_pair(df2, 3, keep_dists=True)).set_index("method")
+    assert s2.loc["Views", "ceiling_auc"] == 1.0 and not s2.loc["Views", "public_path_equal_all"]
+
+
+def test_released_view_outside_support_is_an_error():
+    df = make_transcripts(n_per_attr=1, turns=2, methods=("Views",))
+    i = df.index[(df["side"] == "M")][0]
+    df.loc[i, "views"] = json.dumps(["food.nonexistent"])
+    with pytest.raises(ParameterError, match="zero probability"):
+        oracle_per_pair(df, 2)
+
+
+def test_missing_turns_raise():
+    df = make_transcripts(n_per_attr=1, turns=2, methods=("Views",))
+    with pytest.raises(ParameterError, match="turns 0..2"):
+        oracle_per_pair(df[df["turn"] == 0], 3)

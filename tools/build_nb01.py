@@ -1,0 +1,197 @@
+"""Build notebooks/01_data_construction.ipynb (committed without outputs). Run: .venv/bin/python tools/build_nb01.py"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat as nbf
+
+ROOT = Path(__file__).resolve().parent.parent
+md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
+
+cells = [
+    md("""# 01 — Evaluation data: PairedMem and the public-corpus transfer track
+
+This notebook builds and freezes the two paired evaluation tracks of the paper (**Evaluation data**,
+Appendix **C.1-C.3**, Tables 5-7) under `data/`, and shows what they contain.
+
+* **PairedMem** (C.2): adjacent store pairs $M \\sim_a M'$ on one fixed public policy (six slots, 28
+  positions, four protected attributes: type-2 diabetes, pregnancy, severe unsecured debt, recent
+  involuntary job loss). Steps **S1** pair design (384 candidate specifications), **S2** text
+  realisation, **S3** code validation and quota selection (320 pairs + reserves), **S4** one
+  32-query trajectory per pair with deterministic gold behaviours.
+* **Transfer** (C.3): 80 pairs = 20 LoCoMo speaker histories x 4 attributes. Each copies the scaffold,
+  queries and gold of a matching PairedMem pair; the memory text comes from public corpora, and $M'$
+  is a rule-based minimal edit of each evidence sentence (steps **T1-T4**).
+
+Where the paper used LLMs (Mistral-7B as writer, Claude as checker) this reproduction uses a
+seeded template realiser and code validation; the realiser simulates writer errors at a small
+seeded rate so that S3 is a real filter (see `dpmv_lib.pairedmem`). All logic lives in `dpmv_lib`
+(`pairedmem`, `transfer`, `lexicon`, `phrasebank`, `data_report`); this notebook only calls it.
+Rebuilding with the same seed reproduces every file byte for byte."""),
+    code("""profile = "default"
+seed = 0
+results_dir = "results"
+data_dir = "data"
+corpora_dir = None
+INTERACTIVE = False""", metadata={"tags": ["parameters"]}),
+    code("""import json
+import time
+
+import matplotlib
+if not INTERACTIVE:
+    matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import HTML, Markdown, display
+
+from dpmv_lib import data_report as dr
+from dpmv_lib import lexicon
+from dpmv_lib import pairedmem as pm
+from dpmv_lib import transfer as tr
+from dpmv_lib.datasets import load_benchmark
+from dpmv_lib.paths import project_root, resolve
+from dpmv_lib.profiles import get_profile
+
+prof = get_profile(profile)
+out, data = resolve(results_dir), resolve(data_dir)
+tables, figures = out / "tables", out / "figures"
+# The committed benchmark is always built in full; a throwaway data_dir (tests, smoke runs) may
+# build a reduced transfer track from the profile's pair count.
+is_committed = data.resolve() == (project_root() / "data").resolve()
+transfer_speakers = None if (is_committed or prof.transfer_pairs is None) else max(1, prof.transfer_pairs // 4)
+pd.set_option("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 90)
+print(f"profile={prof.name} seed={seed} data -> {data} results -> {out} transfer speakers={transfer_speakers or 20}")"""),
+    md("""## 1. The fixed public policy
+
+Every template is a full public policy: the same 28 positions in six slots, the same per-slot view
+vocabularies (a fixed generic view plus response-conditioning views such as *blood-sugar-conscious*,
+*pregnancy-safe*, *strict-budget*, *debt-payoff-first*, *income-gap-bridging*), the same router (one
+public intent -> one slot) and read policy. Templates differ only in the protected groups $I_a$
+(4-6 positions over at most four slots); `t7` and `t8` make groups overlap (one position evidences
+two attributes). Views say how to answer, never a user fact, and are shared by all stores (C1).
+The scorer $u = 0.4\\,r + 0.4\\,c + 0.2\\,s$ reads the public intent ($r$) and the view's cues in the read
+memory ($c$, $s$), so its sensitivity is $\\Delta u = 0.6$ (C.5)."""),
+    code("""pols = pm.template_policies()
+p0 = next(iter(pols.values()))
+slot_of = dict(p0.layout)
+display(pd.DataFrame([{"template": t, **{a: f"{sorted(g)} ({len(g)}; slots: {', '.join(sorted({slot_of[i] for i in g}))})"
+                                          for a, g in groups.items()},
+                       "overlap": t in pm.OVERLAP_TEMPLATES} for t, groups in pm.TEMPLATES.items()]))
+display(pd.DataFrame([{"slot": s.name, "positions": len(p0.positions_of(s.name)),
+                       "views": ", ".join(v.id.split(".")[1] for v in s.views),
+                       "intents": sum(1 for i in p0.intents if i.startswith(s.name + "."))} for s in p0.slots]))
+print("sensitivity Delta u =", p0.sensitivity, "| caps B_a =", {a: str(c) for a, c in p0.caps.items()})"""),
+    md("""## 2. Build both tracks (S1-S4, T1-T4) and freeze them
+
+`build_all` runs S1-S4, validates, selects and writes `data/policy/` and `data/pairedmem/`, then
+runs T1-T4 from the public corpora and writes `data/transfer/`. Each directory gets a `manifest.json`
+with counts and the sha256 of every file; files are written to a temporary directory and swapped in,
+so nothing is left half-written. If the corpora are missing, only the transfer track is skipped and
+the message says which files are needed and where to get them."""),
+    code("""db = dr.build_all(data, seed=seed, corpora_dir=corpora_dir, transfer_speakers=transfer_speakers)
+if db.transfer_error:
+    display(Markdown(f"**Transfer track skipped.** {db.transfer_error}"))
+timing = pd.DataFrame([{"step": k, "seconds": round(v, 2)} for k, v in db.seconds.items()])
+display(timing)
+bench = load_benchmark("pairedmem", data)        # reload through the checksummed loader
+print(f"loaded {len(bench)} PairedMem pairs; manifest files: {list(bench.manifest['files'])}")"""),
+    md("""## 3. S1-S3: specifications, validation, selection
+
+S1 draws 96 specifications per attribute over the templates (25% on the overlap templates); each
+fixes the target evidence items, the non-target clauses (background sentences and, for some
+specs, the evidence of a *co-present* attribute that sits in both stores) and the memory style
+(first person or third-person memory notes). S2 realises the text; S3 checks every candidate:
+same scaffold, $D=\\{i: m_i \\ne m'_i\\} \\subseteq I_a$, target evidence present in $M$ and absent from
+$M'$ (lexicon and scorer cues), no new evidence, non-target evidence preserved at overlapping
+positions, slot compatibility, no duplicate stores. The failing candidates and why:"""),
+    code("""cands = db.pairedmem.candidates
+fails = pd.DataFrame([{"spec": c.spec.spec_id, "attribute": c.spec.attribute, "template": c.spec.template,
+                       "simulated writer error": c.realisation.defect, "problems": "; ".join(c.problems)}
+                      for c in cands if not c.passed])
+display(fails if len(fails) else Markdown("*no candidate failed*"))
+sel = dr.group_table(db.pairedmem.pairs)
+display(pd.crosstab(sel["attribute"], sel["template"], margins=True))"""),
+    md("""## 4. Table 6: PairedMem construction counts beside the paper
+
+Every number in the *ours* column is counted from the build above; *paper* is read from
+`../shared/reference/paper_other_figures.csv` (blank where the paper gives no number). The pass
+count is whatever S3 measured: it is not forced to the paper's 381."""),
+    code("""ref = dr.paper_figures()
+t6 = dr.table6(db, ref)
+display(t6)
+written = dr.write_table(t6, tables, "table6_pairedmem_construction")"""),
+    md("""## 5. An example pair, side by side
+
+Highlighted rows are the positions where $M$ and $M'$ differ: exactly the protected group $I_a$.
+In an overlap pair the shared position keeps the other attribute's evidence in both stores."""),
+    code("""ex = next(p for p in bench.pairs if p.overlap)
+print(ex.pair_id, "| attribute:", ex.attribute, "| template:", ex.template, "| co-present:", ex.meta["co_present"],
+      "| split:", ex.split)
+display(HTML(dr.highlight_html(dr.pair_side_by_side(ex))))"""),
+    md("""## 6. S4: the query trajectory and its deterministic gold
+
+Two disjoint 16-query blocks, each with 8 target-relevant, 4 same-domain neutral and 4 distractor
+queries. A query is written from its slot and public intent only and never names a protected
+attribute or a direct synonym (the lexicon check below runs on every query). Gold per turn comes from
+the policy: on a target-relevant turn the behaviours of the attribute's views that serve the intent
+are *target-required* on $M$ (tRec) and *unsupported* on $M'$ (Unsup); every turn has the intent's
+generic behaviour. Behaviour descriptions are written independently of any response generator."""),
+    code("""display(dr.trajectory_table(ex, bench.behaviours).head(16))
+bad = [(p.pair_id, t.index, lexicon.query_problems(t.query.text)) for p in bench.pairs for t in p.turns
+       if lexicon.query_problems(t.query.text)]
+problems = [x for p in bench.pairs for x in pm.trajectory_problems(bench.policy(p), p, bench.behaviours)]
+print(f"queries checked: {sum(len(p.turns) for p in bench.pairs)}; naming an attribute: {len(bad)}; "
+      f"trajectory problems: {len(problems)}")"""),
+    md("""## 7. Table 5: the two tracks, and the structure figure"""),
+    code("""t5 = dr.table5(db, ref)
+display(t5)
+written += dr.write_table(t5, tables, "table5_tracks")
+fig = dr.structure_figure(bench.pairs, figures / "01_pairedmem_structure.png")
+plt.show() if INTERACTIVE else None
+written.append(figures / "01_pairedmem_structure.png")"""),
+    md("""## 8. Transfer track (C.3): evidence selection, minimal edits, background
+
+T2 evidence rules (in `dpmv_lib.transfer.select_evidence`): the sentence must state the attribute
+itself (not gestational/type-1 diabetes, a pregnancy test, paid-off debt, a colleague's layoff), be
+first person, not about someone else, not hypothetical or a question, about a current state, not a
+metaphor, carry no other attribute's signal and hit a scorer cue; its rule-based minimal edit must
+remove every signal while changing at most half of the words. First-person type-2 diabetes
+statements are scarce in these corpora, so diabetes evidence is reused across speakers (counted
+below). Background sentences are the speaker's own first-person LoCoMo sentences, assigned to slots
+by keyword rules; positions of a slot with too few sentences take unassigned ones (counted)."""),
+    code("""t7 = dr.table7(db)
+display(t7)
+written += dr.write_table(t7.astype(str), tables, "table7_transfer_evidence")
+if db.transfer is not None:
+    tc = db.transfer.counts()
+    print("matched PairedMem pairs:", tc["matched_pairedmem_pairs"], "| max reuse of one evidence sentence:",
+          tc["max_reuse_of_one_evidence_sentence"], "| background slot fallbacks:",
+          tc["background_slot_fallback_positions"])
+    bg = dr.background_table(db)
+    display(bg)
+    written += dr.write_table(bg, tables, "table7_transfer_background")
+    ev = pd.DataFrame([{"attribute": e.attribute, "source": e.source, "M": e.text, "M'": e.edited}
+                       for a in lexicon.ATTRIBUTES for e in db.transfer.evidence[a][:3]])
+    display(ev)
+    tp = db.transfer.pairs[0]
+    print(tp.pair_id, "copies", tp.meta["matched_pair"])
+    display(HTML(dr.highlight_html(dr.pair_side_by_side(tp))))"""),
+    md("""## 9. What was written
+
+The frozen files and their checksums (the loader `dpmv_lib.datasets.load_benchmark` verifies them
+before use), plus the tables and the figure of this notebook."""),
+    code("""for track in ("pairedmem", "transfer"):
+    mf = data / track / "manifest.json"
+    if mf.exists():
+        m = json.loads(mf.read_text())
+        display(pd.DataFrame([{"track": track, "file": k, **v} for k, v in m["files"].items()]))
+print("written:", *[str(p) for p in written], sep="\\n  ")
+print(f"build time (s): {db.seconds}")"""),
+]
+
+nb = nbf.v4.new_notebook()
+nb.cells = cells
+nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+nb.metadata["language_info"] = {"name": "python"}
+nbf.write(nb, str(ROOT / "notebooks" / "01_data_construction.ipynb"))
+print("wrote notebooks/01_data_construction.ipynb")

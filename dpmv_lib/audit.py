@@ -54,6 +54,8 @@ class AuditConfig:
     n_boot: int = 1000              # bootstrap replicates over pairs (0: no CIs)
     seed: int = 0                   # bootstrap seed
     max_iter: int = 2000
+    tol: float = 1e-8               # lbfgs tolerance: scikit-learn's default (1e-4) stops before the
+                                    # first step when the M/M' signal is tiny, leaving w = 0
     unit: str = "response"          # embedding unit: "response" (C.5), "sentence" or "auto"
 
     def __post_init__(self) -> None:
@@ -259,11 +261,13 @@ class Auditor:
         return self.platt(self.clf.decision_function(x))
 
 
-def fit_auditor(x_tr, y_tr, x_val, y_val, *, C: float = 1.0, max_iter: int = 2000, **meta) -> Auditor:
+def fit_auditor(x_tr, y_tr, x_val, y_val, *, C: float = 1.0, max_iter: int = 2000, tol: float = 1e-8,
+                **meta) -> Auditor:
+    """L2 logistic regression (lbfgs, fitted to tight convergence) + Platt scaling on validation."""
     y_tr = np.asarray(y_tr, int)
     if y_tr.min() == y_tr.max():
         raise ParameterError(f"auditor {meta}: training data hold one class only")
-    clf = LogisticRegression(C=C, max_iter=max_iter)
+    clf = LogisticRegression(C=C, max_iter=max_iter, tol=tol)
     clf.fit(x_tr, y_tr)
     platt = PlattScaler.fit(clf.decision_function(x_val), y_val)
     return Auditor(clf=clf, platt=platt, n_train=len(y_tr), n_val=len(y_val), **meta)
@@ -303,7 +307,7 @@ def run_audit(transcripts: pd.DataFrame, encoder: Encoder, config: AuditConfig =
         for t in config.horizons:
             x = feats[t]
             aud = fit_auditor(x[tr], keys["y"].to_numpy()[tr], x[va], keys["y"].to_numpy()[va],
-                              C=config.C, max_iter=config.max_iter, response_model=model, method=method,
+                              C=config.C, max_iter=config.max_iter, tol=config.tol, response_model=model, method=method,
                               attribute=attr, horizon=t)
             p = aud.predict(x[ev])
             part = keys.loc[ev, ["track", "response_model", "method", "pair_id", "attribute", "side", "seed"]].copy()

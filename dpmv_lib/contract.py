@@ -491,10 +491,10 @@ def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids)
             F.add("C4", where, f"slot plan differs ({', '.join(fields) or 'not unique'}): "
                                f"M {_plans(nm.plans)} vs M' {_plans(np_.plans)}")
             continue
-        if nm.ledgers != np_.ledgers:
+        if nm.ledgers != np_.ledgers or len(nm.ledgers) > 1:
             F.add("C4", where, f"hidden ledger state differs: M {sorted(nm.ledgers)} vs M' {sorted(np_.ledgers)}")
             continue
-        if nm.admitted != np_.admitted:
+        if nm.admitted != np_.admitted or len(nm.admitted) > 1:
             F.add("C4", where, f"budget branch differs: admitted under M {sorted(nm.admitted)}, under M' "
                                f"{sorted(np_.admitted)}")
             continue

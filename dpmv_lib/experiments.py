@@ -53,7 +53,7 @@ class RQ1Config:
     B_a: float = 2
     K: int = 3
     T: int = 16
-    horizons: tuple[int, ...] = (1, 2, 4, 8, 12, 16)
+    horizons: tuple[int, ...] | None = None  # prefix lengths for the auditor (None: by profile; T always)
     n_boot: int = 1000
     audit_unit: str = "auto"
     encoder: str | None = None            # None: the profile's
@@ -69,7 +69,10 @@ class RQ1Config:
             raise ParameterError(f"T must be in 1..32, got {self.T}")
         if not self.B_a or float(self.B_a) <= 0 or self.K < 1:
             raise ParameterError(f"need B_a > 0 and K >= 1, got B_a={self.B_a}, K={self.K}")
-        hs = tuple(sorted({int(h) for h in self.horizons if 1 <= int(h) <= self.T} | {self.T}))
+        hs = self.horizons
+        if hs is None:
+            hs = (4,) if self.profile == "smoke" else (1, 2, 4, 8, 12)
+        hs = tuple(sorted({int(h) for h in hs if 1 <= int(h) <= self.T} | {self.T}))
         object.__setattr__(self, "horizons", hs)
 
 

@@ -8,82 +8,61 @@ longest phrase first) and tidies the whitespace and punctuation the deletions le
 ``mode="sentence"`` instead drops each sentence that contains a listed phrase.
 
 The deletion lexicon is fixed and public: per attribute, the explicit labels (the attribute's
-name and direct synonyms) and sensitive-state phrases (statements or markers of the state, such
-as medications or collection calls). Where the data package ships ``dpmv_lib.lexicon`` with
-attribute names and synonyms, those phrases are added to this list.
+name and direct synonyms: ``dpmv_lib.lexicon.NAMES``) and sensitive-state phrases (markers of
+the state such as medications or collection calls: ``dpmv_lib.lexicon.SIGNALS``, the same
+lexicon the data validation uses), plus response-side phrasings listed here ("lost your job",
+"blood-sugar", "prenatal", ...).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from .errors import ParameterError
 
-# Explicit protected labels: the attribute named directly or by a direct synonym.
+# Response-side phrases (literal, whole words): how a response states or echoes the protected
+# state, beyond the memory-side lexicon of ``dpmv_lib.lexicon``.
 PROTECTED_LABELS: dict[str, tuple[str, ...]] = {
-    "diabetes": ("type 2 diabetes", "type-2 diabetes", "type ii diabetes", "t2d", "diabetes",
-                 "diabetic", "prediabetes", "pre-diabetes", "prediabetic"),
-    "pregnancy": ("pregnancy", "pregnant", "expecting a baby", "expecting", "with child",
-                  "mom-to-be", "mother-to-be", "parent-to-be"),
-    "debt": ("severe unsecured debt", "unsecured debt", "debt", "debts", "indebted",
-             "in the red", "over my head in debt"),
-    "job_loss": ("job loss", "lost your job", "lost my job", "laid off", "layoff", "lay-off",
-                 "unemployed", "unemployment", "jobless", "out of work", "let go", "fired",
-                 "redundancy", "made redundant"),
+    "diabetes": ("type 2 diabetes", "type-2 diabetes", "diabetes", "diabetic", "prediabetes",
+                 "pre-diabetes"),
+    "pregnancy": ("pregnancy", "pregnant", "expecting a baby", "mom-to-be", "mother-to-be",
+                  "parent-to-be"),
+    "debt": ("severe unsecured debt", "unsecured debt", "debt", "debts", "indebted"),
+    "job_loss": ("job loss", "lost your job", "lost my job", "laid off", "layoff", "unemployed",
+                 "unemployment", "jobless", "out of work"),
 }
-
-# Sensitive-state phrases: markers that state or strongly imply the protected state.
 SENSITIVE_STATE_PHRASES: dict[str, tuple[str, ...]] = {
-    "diabetes": ("blood sugar", "blood-sugar", "blood glucose", "glucose", "a1c", "hba1c",
-                 "metformin", "insulin", "glucose monitor", "glucometer", "sugar levels",
-                 "carb counting", "endocrinologist"),
-    "pregnancy": ("prenatal", "pre-natal", "trimester", "due date", "ob-gyn", "obgyn", "midwife",
-                  "morning sickness", "baby bump", "maternity", "prenatal vitamins", "ultrasound",
-                  "the baby"),
-    "debt": ("maxed out", "maxed", "minimum payments", "minimum payment", "collector",
-             "collectors", "collection agency", "collections", "overdue balance", "past due",
-             "payday loan", "payday loans", "debt payoff", "debt-payoff", "credit card balance",
-             "bankruptcy"),
+    "diabetes": ("blood sugar", "blood-sugar", "blood glucose", "glucose", "a1c", "insulin",
+                 "metformin", "sugar levels", "carb counting"),
+    "pregnancy": ("prenatal", "pre-natal", "trimester", "due date", "ob-gyn", "midwife",
+                  "morning sickness", "the baby", "pregnancy-safe"),
+    "debt": ("maxed out", "minimum payments", "collector", "collectors", "collections",
+             "past due", "payday loan", "debt payoff", "debt-payoff", "credit card balance"),
     "job_loss": ("severance", "unemployment benefits", "job hunt", "job search", "job-search",
-                 "between jobs", "income gap", "income-gap", "lost income", "no paycheck",
-                 "final paycheck", "jobseeker", "job seeker"),
+                 "between jobs", "income gap", "income-gap", "lost income", "no paycheck"),
 }
 
 
-def _lexicon_extras() -> dict[str, tuple[str, ...]]:
-    """Attribute names/synonyms from ``dpmv_lib.lexicon`` if the data package provides them."""
+def default_patterns(attributes: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The fixed deletion list as regex fragments: the shared lexicon's names/synonyms
+    (``lexicon.NAMES``) and evidence signals (``lexicon.SIGNALS``), plus the response-side
+    labels and sensitive-state phrases above (escaped literals)."""
     try:
-        from . import lexicon  # type: ignore[attr-defined]
-    except Exception:  # the data module is optional; the built-in lexicon stands alone
-        return {}
-    out: dict[str, tuple[str, ...]] = {}
-    for name in ("ATTRIBUTE_SYNONYMS", "SYNONYMS", "ATTRIBUTE_TERMS", "FORBIDDEN_TERMS"):
-        table = getattr(lexicon, name, None)
-        if isinstance(table, Mapping):
-            for attr, words in table.items():
-                if isinstance(words, str):
-                    words = (words,)
-                try:
-                    out[str(attr)] = tuple(out.get(str(attr), ())) + tuple(str(w) for w in words)
-                except TypeError:
-                    continue
-    return out
-
-
-def default_phrases(attributes: Iterable[str] | None = None) -> tuple[str, ...]:
-    """The fixed deletion list (labels + sensitive-state phrases), for all or some attributes."""
-    extras = _lexicon_extras()
+        from . import lexicon
+        names, signals = dict(lexicon.NAMES), dict(lexicon.SIGNALS)
+    except ImportError:  # the data package's lexicon is optional here
+        names, signals = {}, {}
     attrs = list(attributes) if attributes is not None else sorted(
-        set(PROTECTED_LABELS) | set(SENSITIVE_STATE_PHRASES) | set(extras))
-    phrases: set[str] = set()
+        set(PROTECTED_LABELS) | set(SENSITIVE_STATE_PHRASES) | set(names) | set(signals))
+    out: set[str] = set()
     for a in attrs:
-        phrases.update(PROTECTED_LABELS.get(a, ()))
-        phrases.update(SENSITIVE_STATE_PHRASES.get(a, ()))
-        phrases.update(extras.get(a, ()))
-    phrases = {p.strip().lower() for p in phrases if p and p.strip()}
-    return tuple(sorted(phrases, key=lambda p: (-len(p), p)))
+        out.update(names.get(a, ()))
+        out.update(signals.get(a, ()))
+        out.update(re.escape(p.lower()) for p in PROTECTED_LABELS.get(a, ()))
+        out.update(re.escape(p.lower()) for p in SENSITIVE_STATE_PHRASES.get(a, ()))
+    return tuple(sorted(out, key=lambda p: (-len(p), p)))
 
 
 _SENT_RE = re.compile(r"(?<=[.!?])\s+")
@@ -91,22 +70,30 @@ _SENT_RE = re.compile(r"(?<=[.!?])\s+")
 
 @dataclass(frozen=True)
 class DeletionFilter:
-    """Deletes listed phrases from a response (OutputFilter's post-generation step)."""
+    """Deletes listed phrases (regex fragments, whole words) from a response: OutputFilter's
+    post-generation step. :meth:`from_phrases` builds one from literal phrases."""
 
-    phrases: tuple[str, ...] = field(default_factory=default_phrases)
+    patterns: tuple[str, ...] = field(default_factory=default_patterns)
     mode: str = "phrase"   # "phrase" deletes the phrase; "sentence" drops the whole sentence
 
     def __post_init__(self) -> None:
         if self.mode not in ("phrase", "sentence"):
             raise ParameterError(f"DeletionFilter mode must be 'phrase' or 'sentence', got {self.mode!r}")
-        if not self.phrases or not all(isinstance(p, str) and p.strip() for p in self.phrases):
+        if not self.patterns or not all(isinstance(p, str) and p.strip() for p in self.patterns):
             raise ParameterError("DeletionFilter needs a non-empty list of non-empty phrases")
+        try:
+            self.pattern
+        except re.error as exc:
+            raise ParameterError(f"DeletionFilter phrase list is not a valid regex: {exc}") from None
+
+    @classmethod
+    def from_phrases(cls, phrases: Iterable[str], mode: str = "phrase") -> "DeletionFilter":
+        return cls(tuple(re.escape(p.lower()) for p in phrases if p and p.strip()), mode)
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
-        ordered = sorted({p.lower() for p in self.phrases}, key=lambda p: (-len(p), p))
-        alts = "|".join(re.escape(p) for p in ordered)
-        # whole words: no letter/digit directly before or after a listed phrase
+        # longest alternatives first; no letter/digit directly before or after a listed phrase
+        alts = "|".join(sorted(set(self.patterns), key=lambda p: (-len(p), p)))
         return re.compile(r"(?<![\w])(?:" + alts + r")(?![\w])", re.IGNORECASE)
 
     def matches(self, text: str) -> list[str]:
@@ -119,8 +106,7 @@ class DeletionFilter:
         if self.mode == "sentence":
             kept = [s for s in _SENT_RE.split(text) if not self.pattern.search(s)]
             return " ".join(kept).strip()
-        out = self.pattern.sub("", text)
-        return _tidy(out)
+        return _tidy(self.pattern.sub("", text))
 
 
 def _tidy(text: str) -> str:

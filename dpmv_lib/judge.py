@@ -50,12 +50,17 @@ ROLES = ("apply", "unsupported")
 # ---- rubric ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RubricItem:
-    """One gold behaviour to score at one turn (0-4: how clearly the response shows it)."""
+    """One gold behaviour to score at one turn (0-4: how clearly the response shows it).
+
+    ``contrast``: for target-specific behaviours, the descriptions of the other behaviours of the
+    same slot in the catalogue (generic ones and other attributes' target-specific ones); a
+    response shows this behaviour only if it matches it better than these (see RubricJudge)."""
 
     turn: int
     item_id: str
     description: str
     role: str
+    contrast: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -97,6 +102,16 @@ def build_rubric(pair: Pair, side: str, behaviours: Mapping[str, Behaviour], hor
     return Rubric(hashlib.sha256(body.encode()).hexdigest()[:20], queries, tuple(items))
 
 
+def contrast_set(b: Behaviour, behaviours: Mapping[str, Behaviour]) -> tuple[str, ...]:
+    """Contrast descriptions of a target-specific behaviour: every other behaviour of its slot that
+    is generic or belongs to another attribute (none for generic behaviours)."""
+    if b.kind == "generic" or not b.slot:
+        return ()
+    return tuple(sorted({o.description for o in behaviours.values()
+                         if o.slot == b.slot and o.description != b.description
+                         and (o.kind == "generic" or o.attribute != b.attribute)}))
+
+
 @dataclass(frozen=True)
 class Judgement:
     """Scores of one transcript. ``items``: item key "turn:behaviour" -> 0-4. A failed judgement
@@ -136,6 +151,13 @@ THRESHOLDS: Mapping[str, tuple[float, float, float, float]] = {
     "hashing": (0.08, 0.14, 0.20, 0.26),  # lexical hashing encoder (smoke profile)
 }
 ON_TOPIC = {"st": 0.30, "hashing": 0.08}  # a sentence "addresses" a query or behaviour at grade >= 1
+# Specificity margin m = cos(s, description) - max cos(s, contrast): measured on CALIBRATION_CONTRAST
+# (restating / generic same-slot / unrelated): MiniLM 0.17-0.36 / -0.39--0.11 / -0.19--0.05;
+# hashing -0.02-0.18 / -0.21-0.00 / -0.07-0.00.
+MARGINS: Mapping[str, tuple[float, float, float, float]] = {
+    "st": (0.00, 0.05, 0.10, 0.15),
+    "hashing": (0.00, 0.03, 0.06, 0.09),
+}
 
 # (behaviour description, restating sentence, same-domain other sentence, unrelated sentence)
 CALIBRATION = (
@@ -151,6 +173,28 @@ CALIBRATION = (
      "Choose free or cheap activities so the weekend fits your tight budget.",
      "Visit a museum on Saturday afternoon.",
      "Drink water before your morning run."),
+)
+
+# (description, contrast descriptions, restating sentence, generic same-slot sentence, unrelated sentence)
+CALIBRATION_CONTRAST = (
+    ("Suggests meals that keep blood sugar steady",
+     ("Suggests a quick and easy dinner", "Suggests meals that are safe during pregnancy", "Suggests very low-cost meals"),
+     "Choose high-fibre dishes with little added sugar so your blood sugar stays steady.",
+     "Try a balanced, simple meal you enjoy.", "Your phone bill can be lowered by switching plans."),
+    ("Recommends paying down the most expensive balance first",
+     ("Recommends a monthly budget with categories", "Recommends building an emergency fund",
+      "Recommends planning for a period without income"),
+     "Put any extra money toward the highest-interest balance before anything else.",
+     "Keep track of what you spend each month.", "A short walk after lunch helps you feel fresh."),
+    ("Proposes gentle exercise that is safe while expecting a baby",
+     ("Proposes a running plan to build endurance", "Proposes a short home workout",
+      "Proposes exercise that helps steady blood sugar"),
+     "Stick to low-impact activity such as prenatal yoga or swimming, and avoid lying flat on your back.",
+     "Do a quick twenty-minute workout at home.", "Book the museum tickets online to save time."),
+    ("Suggests ways to bridge the income gap while looking for a new job",
+     ("Suggests how to prepare for a job interview", "Suggests how to ask for a raise", "Suggests ways to pay down debt"),
+     "Look into unemployment benefits and short-term gig work to cover bills until your next role starts.",
+     "Update your CV and practise common interview questions.", "Water your plants twice a week in summer."),
 )
 
 IMPERATIVE = frozenset("""try pick choose plan keep add swap aim set start make use avoid cook prepare
@@ -185,7 +229,10 @@ class RubricJudge:
     turn's rubric items, with cos = cosine similarity of frozen-encoder embeddings and
     grade(.) = number of :data:`THRESHOLDS` reached (0-4):
 
-    * item score(i) = grade(max_{s in S_t} cos(s, description_i));
+    * item score(i) = grade(max_{s in S_t} cos(s, description_i)); for a target-specific item with a
+      contrast set C_i (other behaviours of its slot), the best-matching sentence s* must also be
+      specific: score = min(that grade, margin grade of cos(s*, d_i) - max_{c in C_i} cos(s*, c)
+      by :data:`MARGINS`), so generic same-slot advice does not count as target personalisation;
     * relevance = round(grade(max_s cos(s, q_t)) / 2 + 2 * f_on), where f_on is the share of
       sentences that address the query or an "apply" item (cos >= :data:`ON_TOPIC`): half from the
       best match to the query, half from focus (0-4);
@@ -200,14 +247,17 @@ class RubricJudge:
     Transcript scores are means over its turns; an empty response scores 0 everywhere."""
 
     def __init__(self, encoder: Encoder, thresholds: Sequence[float] | None = None,
-                 on_topic: float | None = None) -> None:
+                 on_topic: float | None = None, margins: Sequence[float] | None = None) -> None:
         fam = _family(encoder)
         self.encoder = encoder
         self.thresholds = tuple(thresholds) if thresholds is not None else THRESHOLDS[fam]
-        if len(self.thresholds) != 4 or list(self.thresholds) != sorted(self.thresholds):
-            raise ParameterError(f"thresholds must be 4 increasing similarities, got {self.thresholds}")
+        self.margins = tuple(margins) if margins is not None else MARGINS[fam]
+        for name, th in (("thresholds", self.thresholds), ("margins", self.margins)):
+            if len(th) != 4 or list(th) != sorted(th):
+                raise ParameterError(f"{name} must be 4 increasing values, got {th}")
         self.on_topic = on_topic if on_topic is not None else ON_TOPIC[fam]
-        self.id = f"rubric-v1[{encoder.id};{','.join(map(str, self.thresholds))}]"
+        self.id = (f"rubric-v2[{encoder.id};{','.join(map(str, self.thresholds))};"
+                   f"{','.join(map(str, self.margins))}]")
         self._turn_cache: dict[tuple, tuple] = {}
 
     # -- API ------------------------------------------------------------------------------------
@@ -231,7 +281,7 @@ class RubricJudge:
         turn_jobs: dict[tuple, None] = {}
         for r, resp in jobs:
             for t, (q, a) in enumerate(zip(r.queries, resp)):
-                items = tuple((i.item_id, i.description, i.role) for i in r.items_at(t))
+                items = tuple((i.item_id, i.description, i.role, i.contrast) for i in r.items_at(t))
                 k = (q, a, items)
                 if k in self._turn_cache or k in turn_jobs:
                     continue
@@ -239,8 +289,10 @@ class RubricJudge:
                 idx(q)
                 for s in split_sentences(a):
                     idx(s)
-                for _, d, _ in items:
+                for _, d, _, cs in items:
                     idx(d)
+                    for c in cs:
+                        idx(c)
         if texts:
             emb = self.encoder.encode(list(texts))
             # 2. per distinct (query, response, items) turn
@@ -252,7 +304,8 @@ class RubricJudge:
                 self._turn_cache[k] = self._score_turn(k, emb, texts)
         out = []
         for r, resp in jobs:
-            per_turn = [self._turn_cache[(q, a, tuple((i.item_id, i.description, i.role) for i in r.items_at(t)))]
+            per_turn = [self._turn_cache[(q, a, tuple((i.item_id, i.description, i.role, i.contrast)
+                                                      for i in r.items_at(t)))]
                         for t, (q, a) in enumerate(zip(r.queries, resp))]
             scores = {}
             for j, d in enumerate(DIMENSIONS):
@@ -270,16 +323,21 @@ class RubricJudge:
         q, a, items = k
         sents = split_sentences(a)
         if not sents:
-            return ((0.0, 0.0, 0.0, 0.0 if any(r == "apply" for _, _, r in items) else math.nan),
-                    tuple((i, 0) for i, _, _ in items))
+            return ((0.0, 0.0, 0.0, 0.0 if any(it[2] == "apply" for it in items) else math.nan),
+                    tuple((it[0], 0) for it in items))
         S = emb[[texts[s] for s in sents]]
         qv = emb[texts[q]]
         sim_q = S @ qv
         item_scores = []
         apply_sims = []
-        for item_id, desc, role in items:
+        for item_id, desc, role, contrast in items:
             sims = S @ emb[texts[desc]]
-            item_scores.append((item_id, grade(float(sims.max()), self.thresholds), role))
+            best = int(np.argmax(sims))
+            sc = grade(float(sims[best]), self.thresholds)
+            if contrast:
+                margin = float(sims[best] - max(float(S[best] @ emb[texts[c]]) for c in contrast))
+                sc = min(sc, grade(margin, self.margins))
+            item_scores.append((item_id, sc, role))
             if role == "apply":
                 apply_sims.append(sims)
         on = sim_q >= self.on_topic

@@ -9,6 +9,7 @@ a cap of 2 exactly.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable as IterableABC, Mapping as MappingABC
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
@@ -46,8 +47,13 @@ class InMemoryLedger:
     """Exact in-process ledger (thread-safe). ``log`` is the operator-visible audit log."""
 
     def __init__(self, caps: Mapping[str, Number], spent: Mapping[str, Number] | None = None) -> None:
-        if not caps:
-            raise BudgetError("a ledger needs at least one attribute cap")
+        if not isinstance(caps, MappingABC) or not caps:
+            raise BudgetError(f"a ledger needs at least one attribute cap (a mapping attribute -> cap), got {caps!r}")
+        if spent is not None and not isinstance(spent, MappingABC):
+            raise BudgetError(f"spent must be a mapping attribute -> spent budget, got {spent!r}")
+        bad = [a for a in caps if not isinstance(a, str)]
+        if bad:
+            raise BudgetError(f"attribute names must be strings, got {bad[0]!r}")
         self._caps = {a: to_fraction(b, f"cap of {a!r}", positive=True, error=BudgetError)
                       for a, b in caps.items()}
         self._spent = {a: Fraction(0) for a in self._caps}
@@ -74,11 +80,17 @@ class InMemoryLedger:
             return {a: self._caps[a] - self._spent[a] for a in self._caps}
 
     def _require(self, a: str) -> None:
-        if a not in self._caps:
+        if not isinstance(a, str) or a not in self._caps:
             raise UnknownAttributeError(f"ledger has no attribute {a!r}; it tracks {sorted(self._caps)}")
 
     def _check_args(self, attributes: Iterable[str], epsilon: Fraction) -> tuple[frozenset[str], Fraction]:
-        attrs = frozenset(attributes)
+        """Validate a prospective charge before anything changes (typed errors)."""
+        if isinstance(attributes, (str, bytes)) or not isinstance(attributes, IterableABC):
+            raise BudgetError(f"attributes must be a collection of attribute names, got {attributes!r}")
+        try:
+            attrs = frozenset(attributes)
+        except TypeError:
+            raise BudgetError(f"attributes must be hashable attribute names, got {attributes!r}") from None
         for a in attrs:
             self._require(a)
         eps = to_fraction(epsilon, "epsilon", nonnegative=True, error=BudgetError)
@@ -147,6 +159,8 @@ class PreallocatedBudget:
     planned: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.planned, MappingABC):
+            raise BudgetError(f"planned charge counts must be a mapping attribute -> C_a, got {self.planned!r}")
         for a, c in self.planned.items():
             if isinstance(c, bool) or not isinstance(c, int) or c < 0:
                 raise BudgetError(f"planned charge count C_{a} must be an integer >= 0, got {c!r}")

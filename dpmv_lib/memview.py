@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
+from ._exact import to_fraction
 from .errors import BudgetError, ParameterError, PolicyError, QueryError, StoreError
 from .ledger import BudgetRule, InMemoryLedger, Ledger, OnlineBudget
 from .mechanism import (RandomSource, SeededRandomSource, SystemRandomSource, em_probabilities,
@@ -130,6 +131,8 @@ class MemView:
         if ledger is not None and not all(hasattr(ledger, m) for m in ("caps", "spent", "try_charge")):
             raise BudgetError(f"ledger must implement the Ledger protocol (caps, spent, try_charge), "
                               f"got {type(ledger).__name__}")
+        if scorer is not None and not (callable(scorer) and hasattr(scorer, "sensitivity")):
+            raise BudgetError(f"scorer must be callable with a 'sensitivity' bound, got {scorer!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
                                  or seed < 0):
             raise ParameterError(f"seed must be None (OS randomness) or an integer >= 0, got {seed!r}")
@@ -138,11 +141,16 @@ class MemView:
         self._store = store
         self.budget = budget if budget is not None else OnlineBudget(3)
         self.ledger = ledger if ledger is not None else InMemoryLedger.for_policy(policy)
-        caps = {a: Fraction(b) for a, b in self.ledger.caps.items()}
+        try:
+            caps = {a: Fraction(b) for a, b in self.ledger.caps.items()}
+        except (AttributeError, TypeError, ValueError):
+            raise BudgetError(f"ledger caps must be a mapping attribute -> exact cap, got "
+                              f"{getattr(self.ledger, 'caps', None)!r}") from None
         if caps != policy.caps:
             raise BudgetError(f"ledger caps {caps} do not match the policy caps {policy.caps}")
         self._scorer = scorer if scorer is not None else LexiconScorer()
-        if Fraction(self._scorer.sensitivity) > policy.sensitivity:
+        sens = to_fraction(self._scorer.sensitivity, "scorer sensitivity", positive=True, error=BudgetError)
+        if sens > policy.sensitivity:
             raise BudgetError(f"scorer sensitivity {self._scorer.sensitivity} exceeds the policy's "
                               f"fixed bound {policy.sensitivity}")
         self.exact = exact
@@ -158,8 +166,11 @@ class MemView:
         if not isinstance(query, Query):
             raise QueryError(f"release() needs a Query, got {type(query).__name__}")
         history = _check_history(history)
+        slots = self._route(query, history)
+        for slot in slots:  # validate every slot's public plan before anything is charged
+            self.plan(query, slot, history)
         out = []
-        for slot in self._route(query, history):
+        for slot in slots:
             out.append(self._sample(self._prepare(query, slot, history)))
         return self._make_release(query, out)
 

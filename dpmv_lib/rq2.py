@@ -87,7 +87,7 @@ def with_paper(ours: pd.DataFrame, paper: pd.DataFrame | None, on: str | Sequenc
         return out
     on = [on] if isinstance(on, str) else list(on)
     _require(paper, on, "paper table")
-    have = [m for m in metrics if m in paper.columns and m in out.columns]
+    have = [m for m in dict.fromkeys(metrics) if m in paper.columns and m in out.columns]
     ref = paper[on + have].rename(columns={m: f"paper_{m}" for m in have})
     out = out.merge(ref, on=on, how="left")
     for m in have:
@@ -888,3 +888,359 @@ def frame_hash(*parts: Any) -> str:
     """A short content hash of JSON-able parts (cache keys of derived tables)."""
     body = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+# ---- pipeline pieces shared by notebooks 04 and 05 ------------------------------------------------------
+CODE_MODULES: tuple[str, ...] = ("interfaces", "memview", "variants", "ledger", "mechanism", "scorer", "policy",
+                                 "generation", "filters", "responders.surrogate", "responders.base")
+
+
+def code_fingerprint(modules: Sequence[str] = CODE_MODULES) -> str:
+    """sha256 prefix of the source of the modules that determine a transcript (cache key part):
+    a change to the mechanism, an interface or the surrogate invalidates cached transcripts."""
+    import importlib
+    import inspect
+
+    h = hashlib.sha256()
+    for name in modules:
+        mod = importlib.import_module(f"dpmv_lib.{name}")
+        h.update(name.encode())
+        h.update(Path(inspect.getsourcefile(mod) or "").read_bytes())
+    return h.hexdigest()[:16]
+
+
+def benchmark_fingerprint(bench: Any) -> str:
+    """sha256 prefix of the track's manifest checksums and the selected pair ids."""
+    files = bench.manifest.get("files", {}) if isinstance(bench.manifest, Mapping) else {}
+    return frame_hash(bench.track, sorted(p.pair_id for p in bench.pairs),
+                      {k: v.get("sha256") if isinstance(v, Mapping) else v for k, v in sorted(files.items())})
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")
+
+
+def cached_transcripts(bench: Any, responder: Any, methods: Sequence[str], *, seeds: Sequence[int], turns: int,
+                       B_a: Any = 2, K: int = 3, plan_horizon: int | None = 16,
+                       cache_dir: str | Path | None = None, workers: int = 1, progress: bool = False,
+                       log: Callable[[str], None] = print) -> pd.DataFrame:
+    """The transcript table (:func:`dpmv_lib.generation.generate_transcripts`) of ``methods`` over
+    the first ``turns`` turns, with one parquet per method in ``cache_dir`` keyed by the benchmark
+    (checksums + pairs), the responder identity, B_a, K, the preallocation horizon, the seeds and
+    the source of the generating code. A cached table with at least ``turns`` turns is reused
+    (truncated); only the missing methods are generated (in one call, so identical prompts are
+    generated once)."""
+    from .generation import InterfaceParams, generate_transcripts, load_transcripts, save_transcripts
+    from .interfaces import is_deterministic
+
+    if not methods:
+        raise ParameterError("no methods to generate")
+    base = (benchmark_fingerprint(bench), responder.identity(), str(Fraction(str(B_a))), int(K), plan_horizon,
+            code_fingerprint())
+    found: dict[str, pd.DataFrame] = {}
+    todo: list[str] = []
+    keys: dict[str, str] = {}
+    cdir = Path(cache_dir) if cache_dir is not None else None
+    for m in methods:
+        sd = (-1,) if is_deterministic(m) else tuple(int(s) for s in seeds)
+        keys[m] = f"{_slug(m)}-{frame_hash(m, sd, *base)}"
+        best = None
+        if cdir is not None and cdir.is_dir():
+            for f in cdir.glob(f"{keys[m]}-T*.parquet"):
+                try:
+                    t = int(f.stem.rsplit("-T", 1)[1])
+                except ValueError:
+                    continue
+                if t >= turns and (best is None or t < best[0]):
+                    best = (t, f)
+        if best is not None:
+            try:
+                df = load_transcripts(best[1])
+                found[m] = df[df["turn"] < turns].reset_index(drop=True)
+                continue
+            except Exception as exc:  # noqa: BLE001 - a corrupt cache file is regenerated, never used
+                log(f"[cache] ignoring unreadable {best[1].name}: {exc}")
+        todo.append(m)
+    if todo:
+        df = generate_transcripts(bench, responder, todo, seeds=tuple(seeds), turns=turns,
+                                  params=InterfaceParams(B_a=B_a, K=K, plan_horizon=plan_horizon),
+                                  workers=workers, progress=progress)
+        for m in todo:
+            part = df[df["method"] == m].reset_index(drop=True)
+            found[m] = part
+            if cdir is not None:
+                save_transcripts(part, cdir / f"{keys[m]}-T{turns}.parquet")
+    if todo and cdir is not None:
+        log(f"[cache] generated {', '.join(todo)}; reused {', '.join(m for m in methods if m not in todo) or '-'}")
+    elif cdir is not None:
+        log(f"[cache] reused every method from {cdir}")
+    return pd.concat([found[m] for m in methods], ignore_index=True)
+
+
+def reference_dir() -> Path:
+    """Directory of the paper's reference CSVs (as :func:`dpmv_lib.tables.paper_csv_path`:
+    ``../shared/reference`` beside the project, DPMV_REFERENCE overrides)."""
+    from .tables import paper_csv_path
+
+    return paper_csv_path().parent
+
+
+def load_paper_csv(name: str) -> pd.DataFrame:
+    """One of the paper's reference tables, e.g. ``paper_table4_safeguards.csv``."""
+    p = reference_dir() / name
+    if not p.exists():
+        raise ParameterError(f"paper reference table not found: {p} (set DPMV_REFERENCE to its directory)")
+    return pd.read_csv(p)
+
+
+def paper_figure(name: str) -> float:
+    """A single number of ``paper_other_figures.csv`` (e.g. ``score_channel_auc``)."""
+    df = load_paper_csv("paper_other_figures.csv")
+    hit = df.loc[df["figure"] == name, "value"]
+    if hit.empty:
+        raise ParameterError(f"paper_other_figures.csv has no figure {name!r}")
+    return float(hit.iloc[0])
+
+
+@dataclass(frozen=True)
+class RQ2Config:
+    """Notebook 04's parameters: Table 4 at horizon T with caps B_a and granularity K (paper:
+    T=16, B_a=2, K=3); leakage curves up to T_max; the learned auditor at ``learned_horizons``."""
+
+    profile: str = "default"
+    seed: int = 0
+    results_dir: str = "results"
+    data_dir: str = "data"
+    B_a: float = 2
+    K: int = 3
+    T: int = 16
+    T_max: int = 32
+    learned_horizons: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32)
+    n_boot: int = 1000
+    audit_unit: str = "auto"
+    workers: int = 1
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.T <= self.T_max <= 32:
+            raise ParameterError(f"need 1 <= T <= T_max <= 32, got T={self.T}, T_max={self.T_max}")
+        if float(self.B_a) <= 0 or self.K < 1:
+            raise ParameterError(f"need B_a > 0 and K >= 1, got B_a={self.B_a}, K={self.K}")
+        hs = tuple(sorted({int(h) for h in self.learned_horizons if 1 <= int(h) <= self.T_max} | {self.T}))
+        object.__setattr__(self, "learned_horizons", hs)
+
+    @property
+    def cache_dir(self) -> Path:
+        from .paths import resolve
+
+        return resolve(self.results_dir) / "cache"
+
+
+def load_pairs(cfg: Any, profile: Any) -> Any:
+    """The PairedMem pairs of the profile (the RQ1 stratified subset: same pairs as notebook 03)."""
+    from .datasets import load_benchmark
+    from .experiments import select_pairs
+
+    return select_pairs(load_benchmark("pairedmem", cfg.data_dir), profile.pairs, cfg.seed)
+
+
+def make_surrogate_or_profile_responder(profile: Any, bench: Any) -> Any:
+    """The profile's response model (the surrogate needs the public policies)."""
+    from .experiments import responder_specs
+    from .responders import make_responder
+
+    spec = responder_specs(profile)[0]
+    return make_responder(spec, list(bench.policies.values())) if spec == "surrogate" else make_responder(spec)
+
+
+QUERY_FAMILIES: tuple[str, ...] = ("target", "neutral", "distractor")
+
+
+def score_family_features(transcripts: pd.DataFrame, keys: pd.DataFrame, X: np.ndarray, *, horizon: int,
+                          generic_utility: float = 0.5,
+                          families: Sequence[str] = QUERY_FAMILIES) -> tuple[np.ndarray, list[str]]:
+    """Order-free features of the released score sequence by public query family (the query is
+    public, so is its family): per family, the mean released top score and the share of turns
+    whose top score exceeds the generic view's fixed, store-independent utility (a non-generic
+    view matched memory cues). Turn order differs across pairs, so these pool better than the
+    raw per-turn vector."""
+    _require(transcripts, {"pair_id", "side", "seed", "turn", "qtype"})
+    fam = (transcripts[transcripts["turn"] < horizon].drop_duplicates(["pair_id", "turn"])
+           .set_index(["pair_id", "turn"])["qtype"])
+    Q = np.array([[fam.get((pid, t), "") for t in range(horizon)] for pid in keys["pair_id"]])
+    cols, names = [], []
+    for f in families:
+        msk = Q == f
+        n = np.maximum(msk.sum(axis=1), 1)
+        cols.append(np.where(msk, X, 0.0).sum(axis=1) / n)
+        cols.append(np.where(msk & (X > generic_utility + 1e-9), 1.0, 0.0).sum(axis=1) / n)
+        names += [f"mean[{f}]", f"above_generic[{f}]"]
+    return np.column_stack(cols), names
+
+
+# ---- notebook helpers: timing, markdown, the score-channel and horizon summaries -----------------------
+class Timer:
+    """Wall time per named step: ``with timer("audit"): ...``; ``timer.seconds`` maps step -> s."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._clock = time.perf_counter
+        self._t0 = self._clock()
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, name: str):
+        import contextlib
+
+        @contextlib.contextmanager
+        def _ctx():
+            t = self._clock()
+            try:
+                yield
+            finally:
+                self.seconds[name] = self.seconds.get(name, 0.0) + self._clock() - t
+        return _ctx()
+
+    @property
+    def total(self) -> float:
+        return self._clock() - self._t0
+
+    def table(self) -> pd.DataFrame:
+        rows = [{"step": k, "seconds": round(v, 1)} for k, v in self.seconds.items()]
+        rows.append({"step": "total (wall)", "seconds": round(self.total, 1)})
+        return pd.DataFrame(rows)
+
+
+def _fmt(x: Any, nd: int = 3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, (float, np.floating)) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return str(int(x))
+    if isinstance(x, (float, np.floating)):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def _delta(x: Any) -> str:
+    if x is None or (isinstance(x, float) and (math.isnan(x))):
+        return "-"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:+.3f}"
+
+
+def markdown_table(df: pd.DataFrame, nd: int = 3) -> str:
+    """A DataFrame as a Markdown table with numbers to ``nd`` decimals and inf/NaN spelled out."""
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(map(str, cols)) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
+    for r in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_fmt(v, nd) for v in r) + " |")
+    return "\n".join(lines)
+
+
+def table4_markdown(t4: pd.DataFrame, cap: float, header: str = "") -> str:
+    """Table 4 in the paper's layout, ours beside the paper with the difference."""
+    rows = []
+    for r in t4.to_dict("records"):
+        row = {"Variant": r["variant"], "Violated": r["violated"] or "-",
+               "DP bound (ours: max / mean)": f"{format_bound(r['dp_bound'], cap)} / {_fmt(r['dp_bound_mean'], 2)}",
+               "ledger reports": _fmt(r["ledger_reported"], 2)}
+        if "paper_dp_bound" in r:
+            row["DP bound (paper)"] = format_bound(r["paper_dp_bound"], cap)
+        for m, lab in (("auc", "AUC"), ("trec", "tRec"), ("u", "U"), ("unsup", "Unsup")):
+            row[f"{lab} ours"] = _fmt(r[m])
+            if f"paper_{m}" in r:
+                row[f"{lab} paper"] = _fmt(r[f"paper_{m}"])
+                row[f"{lab} \u0394"] = _delta(r[f"delta_{m}"])
+        rows.append(row)
+    return (header + "\n\n" if header else "") + markdown_table(pd.DataFrame(rows))
+
+
+def claims_markdown(claims: pd.DataFrame) -> str:
+    """Claims as a Markdown list: HOLDS / DOES NOT HOLD with the numbers behind each verdict."""
+    return "\n".join(f"- **{'HOLDS' if r['holds'] else 'DOES NOT HOLD'}** - {r['claim']}: {r['evidence']}"
+                     for r in claims.to_dict("records"))
+
+
+def score_channel_table(transcripts: pd.DataFrame, *, horizon: int = 16, n_boot: int = 1000, seed: int = 0,
+                        generic_utility: float = 0.5, paper_auc: float | None = None) -> pd.DataFrame:
+    """The C3/C6 score-channel AUC three ways (rows): a learned auditor on the raw released score
+    sequence, a learned auditor on its per-query-family summary (:func:`score_family_features`),
+    both with the C.5 split protocol; and the exact pair-known auditor (0.5 + share of pairs whose
+    score sequence differs / 2). With ``paper_auc`` the paper's value and the difference."""
+    from .audit import AuditConfig
+
+    keys, X = score_sequences(transcripts, horizon)
+    cfg = AuditConfig(horizons=(horizon,), n_boot=n_boot, seed=seed)
+    F, names = score_family_features(transcripts, keys, X, horizon=horizon, generic_utility=generic_utility)
+    rows = []
+    for label, feats in (("learned: raw score sequence", X), ("learned: by query family", F)):
+        s, _ = feature_audit(keys, feats, horizon=horizon, config=cfg)
+        r = s.iloc[0]
+        rows.append({"auditor": label, "auc": float(r["auc"]), "auc_lo": float(r.get("auc_lo", np.nan)),
+                     "auc_hi": float(r.get("auc_hi", np.nan)), "tpr": float(r["tpr"]), "n_test_pairs": int(r["n_pairs"])})
+    ex = score_channel_exact(keys, X)
+    allr = ex[ex["attribute"] == "all"].iloc[0]
+    rows.append({"auditor": "exact: pair-known (any differing score identifies the store)",
+                 "auc": float(allr["pair_known_auc"]), "auc_lo": np.nan, "auc_hi": np.nan, "tpr": np.nan,
+                 "n_test_pairs": int(keys["pair_id"].nunique())})
+    out = pd.DataFrame(rows)
+    if paper_auc is not None:
+        out["paper_auc"] = paper_auc
+        out["delta_auc"] = out["auc"] - paper_auc
+    return out
+
+
+def horizon_claims(hsum: pd.DataFrame, cap: float, *, compliant: Sequence[str] = ("DP-MemView (on)", "DP-MemView (pre)"),
+                   T: int = 16) -> pd.DataFrame:
+    """Leakage-vs-horizon statements computed from :func:`horizon_summary`: Theorem 1 for the
+    compliant modes at every horizon; where each ablation first exceeds B_a; and whether every
+    ablation's ceiling at T lies above the compliant online mode's."""
+    out = []
+    for m in compliant:
+        g = hsum[hsum["method"] == m]
+        if len(g):
+            out.append(Claim(f"{m}: max realised loss <= B_a on every pair at every T <= {int(g['horizon'].max())}",
+                             bool(g["loss_le_cap_all_pairs"].all()), f"max over T {g['max_loss'].max():.3f} vs B_a {cap:g}"))
+    for m, g in hsum[~hsum["method"].isin(compliant)].groupby("method", sort=False):
+        over = g[g["max_loss"] > cap + 1e-9].sort_values("horizon")
+        ev = (f"first above B_a at T={int(over['horizon'].iloc[0])} (loss {_fmt(over['max_loss'].iloc[0])}, "
+              f"{int(over['pairs_over_cap'].iloc[0])} pairs)" if len(over) else
+              f"max over T {_fmt(g['max_loss'].max())} (never above B_a = {cap:g})")
+        out.append(Claim(f"{m}: max realised loss exceeds B_a at some T <= {int(g['horizon'].max())}",
+                         bool(len(over)), ev))
+    at = hsum[hsum["horizon"] == T].set_index("method")
+    if compliant[0] in at.index:
+        base = at.loc[compliant[0], "ceiling_auc"]
+        abl = at.drop(index=[m for m in compliant if m in at.index])["ceiling_auc"]
+        out.append(Claim(f"at T={T} every ablation's exact AUC ceiling is above {compliant[0]}'s",
+                         bool(len(abl) and (abl > base).all()),
+                         f"{compliant[0]} {base:.3f}; " + ", ".join(f"{k} {v:.3f}" for k, v in abl.items())))
+    return pd.DataFrame([c.__dict__ for c in out])
+
+
+def oracle_cross_check(transcripts: pd.DataFrame, per_pair: pd.DataFrame, horizon: int, n_pairs: int = 8,
+                       methods: Sequence[str] | None = None) -> dict[str, float]:
+    """Recompute the first ``n_pairs`` pairs at ``horizon`` with :func:`dpmv_lib.oracle.oracle_per_pair`
+    and return the largest differences from :func:`horizon_oracle` (AUC, finite max loss) and
+    whether the infinite losses coincide."""
+    from .oracle import oracle_per_pair
+
+    df = _one_model(transcripts)
+    if methods is not None:
+        df = df[df["method"].isin(methods)]
+    ids = sorted(df["pair_id"].unique())[:n_pairs]
+    sub = df[df["pair_id"].isin(ids) & (df["turn"] < horizon)]
+    ref = oracle_per_pair(sub, horizon)
+    ref = ref[ref["kind"] == "views"].set_index(["method", "pair_id", "seed"])
+    ours = per_pair[(per_pair["horizon"] == horizon) & per_pair["pair_id"].isin(ids)]
+    ours = ours[ours["method"].isin(ref.index.get_level_values("method"))].set_index(["method", "pair_id", "seed"])
+    j = ours[["oracle_auc", "max_loss"]].join(ref[["oracle_auc", "max_loss"]].add_suffix("_ref"), how="inner")
+    fin = np.isfinite(j["max_loss"]) & np.isfinite(j["max_loss_ref"])
+    return {"rows_compared": int(len(j)), "max_abs_auc_diff": float((j["oracle_auc"] - j["oracle_auc_ref"]).abs().max()),
+            "max_abs_loss_diff": float((j.loc[fin, "max_loss"] - j.loc[fin, "max_loss_ref"]).abs().max()) if fin.any() else 0.0,
+            "inf_losses_agree": bool((np.isinf(j["max_loss"]) == np.isinf(j["max_loss_ref"])).all())}

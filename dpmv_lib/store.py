@@ -5,6 +5,7 @@ at every position outside I_a; positions inside I_a may differ. D = {i : m_i != 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable as IterableABC, Mapping as MappingABC
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -21,6 +22,18 @@ class MemoryStore:
     name: str = ""
 
     def __post_init__(self) -> None:
+        if isinstance(self.layout, (str, bytes)) or not isinstance(self.layout, IterableABC):
+            raise StoreError(f"store layout must be a sequence of (position id, slot) pairs, got {self.layout!r}")
+        layout = tuple(tuple(p) if isinstance(p, list) else p for p in self.layout)  # JSON pairs ok
+        if not all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
+                   and isinstance(p[1], str) for p in layout):
+            raise StoreError(f"store layout must be a sequence of (int position id, str slot) pairs, got {layout!r}")
+        object.__setattr__(self, "layout", layout)
+        if not isinstance(self.contents, MappingABC):
+            raise StoreError(f"store contents must be a mapping position id -> text, got {type(self.contents).__name__}")
+        bad = [k for k in self.contents if not isinstance(k, int) or isinstance(k, bool)]
+        if bad:
+            raise StoreError(f"store {self.name!r}: position ids must be integers, got {bad[0]!r}")
         ids = [i for i, _ in self.layout]
         if len(set(ids)) != len(ids):
             raise StoreError("store layout repeats a position id")
@@ -40,6 +53,8 @@ class MemoryStore:
     @classmethod
     def from_policy(cls, policy: Policy, contents: Mapping[int, str], name: str = "") -> "MemoryStore":
         """A store on the policy's layout; contents must cover exactly the policy's positions."""
+        if not isinstance(contents, MappingABC):
+            raise StoreError(f"store contents must be a mapping position id -> text, got {type(contents).__name__}")
         return cls(layout=policy.layout, contents=dict(contents), name=name)
 
     def check_layout(self, policy: Policy) -> None:
@@ -51,9 +66,13 @@ class MemoryStore:
         try:
             return tuple(self.contents[i] for i in positions)
         except KeyError as exc:
-            raise StoreError(f"read of unknown position {exc.args[0]}") from None
+            raise StoreError(f"read of unknown position {exc.args[0]!r}") from None
+        except TypeError:
+            raise StoreError(f"read positions must be a sequence of position ids, got {positions!r}") from None
 
     def replace(self, updates: Mapping[int, str], name: str | None = None) -> "MemoryStore":
+        if not isinstance(updates, MappingABC):
+            raise StoreError(f"updates must be a mapping position id -> text, got {type(updates).__name__}")
         new = dict(self.contents)
         for i, t in updates.items():
             if i not in new:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib.contract import (CONDITIONS, CONTRACT_VARIANTS, MemoryRouting, check_contract, default_strategies,
+from dpmv_lib.contract import (CONDITIONS, CONTRACT_VARIANTS, check_contract, default_strategies,
                                main, synthetic_pairs, variant_factory)
 from dpmv_lib.errors import ParameterError, StoreError
 from dpmv_lib.exact import exact_privacy_loss
 from dpmv_lib.examples import running_example
-from dpmv_lib.ledger import OnlineBudget
+from dpmv_lib.ledger import OnlineBudget, PreallocatedBudget, planned_charges
 from dpmv_lib.memview import MemView, SlotPlan
 from dpmv_lib.policy import Query
 from dpmv_lib.scorer import cue_hits
@@ -55,6 +55,16 @@ EVIDENCE = {  # a phrase the evidence of each variant's condition must contain
 def variant_reports(example):
     """Every contract-violating variant checked once (horizon 2: every violation shows by turn 2)."""
     return {n: _check(cls, example[0], horizon=2) for n, cls in CONTRACT_VARIANTS.items() if n != "DP-MemView"}
+
+
+def test_memview_passes_with_other_budgets_and_samplers(example):
+    policy = example[0]
+    plan = [Query("d", "affordable_dinner"), Query("m", "meal_plan"), Query("c", "checkup_prep")]
+    pre = PreallocatedBudget(planned_charges(policy, plan))
+    assert check_contract(lambda p, s: MemView(p, s, budget=pre, seed=0), policy, strategies={"plan": plan},
+                          samples=2).passed
+    assert check_contract(variant_factory(MemView, OnlineBudget(1)), policy, horizon=2, samples=1).passed
+    assert check_contract(lambda p, s: MemView(p, s, exact=False, seed=0), policy, horizon=2, samples=1).passed
 
 
 @pytest.mark.parametrize("name", [n for n in CONTRACT_VARIANTS if n != "DP-MemView"])

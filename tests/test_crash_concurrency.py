@@ -23,6 +23,8 @@ from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 
+import pytest
+
 from dpmv_lib.durable import SqliteLedger, replay
 from dpmv_lib.examples import running_example
 
@@ -63,6 +65,7 @@ def _charges(reports: list[dict]) -> Counter:
     return total
 
 
+@pytest.mark.slow  # ~15-20 s: 40 interpreter start-ups
 def test_sigkill_never_undercounts_or_overruns(tmp_path):
     policy, _, _, _ = running_example()
     policy = policy.with_caps(CRASH_CAP)
@@ -70,7 +73,7 @@ def test_sigkill_never_undercounts_or_overruns(tmp_path):
     db = tmp_path / "crash.db"
     rnd = random.Random(20240601)
     released: Counter = Counter()
-    n_released, runs_with_progress = 0, 0
+    n_released, n_charges, runs_with_progress = 0, 0, 0
     log_len = 0
     for kill in range(N_KILLS):
         proc = _child(db, "alice", CRASH_CAP, CRASH_K, seed=str(kill))
@@ -91,12 +94,12 @@ def test_sigkill_never_undercounts_or_overruns(tmp_path):
                 assert spent[a] >= released[a], f"kill {kill}: ledger undercounts {a}: {spent[a]} < {released[a]}"
                 assert spent[a] <= caps[a], f"kill {kill}: {a} spent {spent[a]} over cap {caps[a]}"
             assert replay(log, caps) == spent  # ledger and audit log were committed together
-            admitted = sum(1 for r in log if r.admitted)
-            assert admitted >= sum(len(r["charges"]) for r in reps) + 0
+            n_charges += sum(len(r["charges"]) for r in reps)
+            assert sum(1 for r in log if r.admitted) >= n_charges  # every reported charge is logged
             runs_with_progress += len(log) > log_len
             log_len = len(log)
     # the kills landed while the child was really charging (not only during start-up)
-    assert runs_with_progress >= N_KILLS * 3 // 4, (runs_with_progress, n_released)
+    assert runs_with_progress >= N_KILLS // 2, (runs_with_progress, n_released)
     assert n_released > 0
 
 
@@ -105,9 +108,8 @@ def test_concurrent_processes_share_one_ledger(tmp_path):
     policy = policy.with_caps(CONC_CAP)
     caps = policy.caps
     db = tmp_path / "conc.db"
-    SqliteLedger.for_policy(db, "alice", policy).close()  # create before the race
     procs = [_child(db, "alice", CONC_CAP, CONC_K, RELEASES, str(i), wait=True) for i in range(N_PROCS)]
-    for p in procs:
+    for p in procs:  # they raced to create the file, schema and user row
         assert p.stdout.readline() == b"READY\n", p.stderr.read().decode()
     for p in procs:  # release them together
         p.stdin.write(b"go\n")

@@ -11,7 +11,7 @@ from dpmv_lib.durable import (AuditRecord, InMemoryLedgerStore, SqliteLedger, Sq
                               export_state, import_state, replay, replay_ledger)
 from dpmv_lib.errors import BudgetError, DPMVError, UnknownAttributeError
 from dpmv_lib.examples import running_example
-from dpmv_lib.ledger import InMemoryLedger, Ledger, OnlineBudget
+from dpmv_lib.ledger import Ledger, OnlineBudget
 from dpmv_lib.memview import MemView
 from dpmv_lib.policy import Query
 from dpmv_lib.variants import NoCap
@@ -244,3 +244,17 @@ def test_bad_constructor_arguments(example, tmp_path):
         SqliteLedger(tmp_path / "z.db", "u", {"a": 1}, "")
     with pytest.raises(BudgetError):
         SqliteLedger(tmp_path / "nodir" / "z.db", "u", {"a": 1}, fp)
+
+
+def test_deployment_doc_example_runs(tmp_path, monkeypatch, capsys):
+    """docs/deployment.md's example runs as written and prints an audit log with a fallback."""
+    import re
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "docs" / "deployment.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    exec(compile(code, "docs/deployment.md", "exec"), {"__name__": "deployment_example"})
+    out = capsys.readouterr().out
+    assert "#1 charged eps=2/3 to {debt, diabetes}" in out and "BLOCKED (generic fallback)" in out

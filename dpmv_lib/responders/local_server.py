@@ -30,6 +30,7 @@ class LocalChatServer:
         self.requests = 0
         self.failures = 0
         self._lock = threading.Lock()
+        self._model_lock = threading.Lock()
         self._httpd = ThreadingHTTPServer((host, port), self._handler())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -72,7 +73,8 @@ class LocalChatServer:
             return 400, {"error": {"message": str(exc), "type": "invalid_request_error"}}
         seed = body.get("seed")
         prompt = Prompt(query, conditioning, ("server", 0, int(seed) if isinstance(seed, int) else -1))
-        text = self.responder.respond([prompt])[0]
+        with self._model_lock:  # one generation at a time: backends need not be thread-safe
+            text = self.responder.respond([prompt])[0]
         max_tokens = body.get("max_tokens")
         if isinstance(max_tokens, int) and max_tokens > 0:
             text = " ".join(text.split()[:max_tokens])

@@ -164,6 +164,8 @@ class SurrogateResponder(Responder):
                            "phrasings": sorted(phrasings.items())}, sort_keys=True)
         self.model_id = SURROGATE_VERSION
         self.revision = hashlib.sha256(body.encode()).hexdigest()[:16]
+        self._cue_rank = {(vc.view.id, c): i for vc in self.cues for i, c in enumerate(vc.strong_text)}
+        self._build_index()
         self._analyse = lru_cache(maxsize=200_000)(self._analyse_line)
 
     @classmethod
@@ -182,19 +184,50 @@ class SurrogateResponder(Responder):
         prefixes = tuple(sorted({w[:5] for w in words if len(w) >= 5}))
         return _ViewCues(v, strong, tuple(c.lower() for c in v.cues), frozenset(words), prefixes)
 
+    def _build_index(self) -> None:
+        """Token -> candidate strong cues / weak views, so a line is checked only against cues
+        that can occur in it (a whole-word cue match implies its first token is in the line)."""
+        self._first: dict[str, list[tuple[str, str, re.Pattern[str]]]] = {}
+        self._weak_word: dict[str, list[str]] = {}
+        self._weak_prefix: dict[str, list[str]] = {}
+        for vc in self.cues:
+            for cue, pat in zip(vc.strong_text, vc.strong):
+                toks = _WORD_RE.findall(cue)
+                if toks:
+                    self._first.setdefault(toks[0], []).append((vc.view.id, cue, pat))
+            for w in vc.weak_words:
+                self._weak_word.setdefault(w, []).append(vc.view.id)
+            for pre in vc.weak_prefixes:
+                self._weak_prefix.setdefault(pre, []).append(vc.view.id)
+
     def _analyse_line(self, line: str) -> tuple[tuple[str, int, str], ...]:
-        """(view id, strength 2=strong/1=weak, cue) for every view with cues in one memory line."""
+        """(view id, strength 2=strong/1=weak, cue) for every view with cues in one memory line,
+        in policy order; for each view the first matching cue in its lexicon order."""
         low = line.lower()
         toks = set(_WORD_RE.findall(low))
+        strong: dict[str, tuple[int, str]] = {}
+        for t in toks:
+            for vid, cue, pat in self._first.get(t, ()):
+                if pat.search(low):
+                    rank = self._cue_rank[(vid, cue)]
+                    if vid not in strong or rank < strong[vid][0]:
+                        strong[vid] = (rank, cue)
+        weak: dict[str, str] = {}
+        for t in sorted(toks):
+            for vid in self._weak_word.get(t, ()):
+                weak.setdefault(vid, t)
+        for t in sorted(toks):
+            if len(t) >= 5:
+                for vid in self._weak_prefix.get(t[:5], ()):
+                    if vid not in weak:
+                        weak[vid] = t
         out = []
         for vc in self.cues:
-            hit = next((c for c, pat in zip(vc.strong_text, vc.strong) if pat.search(low)), None)
-            if hit is not None:
-                out.append((vc.view.id, 2, hit))
-                continue
-            weak = sorted(toks & vc.weak_words) or sorted(t for t in toks if len(t) >= 5 and t[:5] in vc.weak_prefixes)
-            if weak:
-                out.append((vc.view.id, 1, weak[0]))
+            vid = vc.view.id
+            if vid in strong:
+                out.append((vid, 2, strong[vid][1]))
+            elif vid in weak:
+                out.append((vid, 1, weak[vid]))
         return tuple(out)
 
     # ---- randomness keyed by (pair, turn, seed) and a decision tag -----------------------------

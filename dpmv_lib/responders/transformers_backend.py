@@ -45,6 +45,20 @@ def smollm2_gguf() -> Path:
     return path
 
 
+def cpu_threads(requested: int | None = None) -> int:
+    """Torch CPU threads: ``requested`` if given, else the cores not already busy (1-minute load
+    average), at least 1. On a shared machine, more threads than free cores makes OpenMP spin
+    and runs several times slower than one thread (measured in benchmarks/bench_generation.py)."""
+    if requested:
+        return int(requested)
+    n = os.cpu_count() or 1
+    try:
+        busy = int(os.getloadavg()[0] + 0.5)
+    except OSError:
+        busy = 0
+    return max(1, n - busy)
+
+
 def _fingerprint(path: Path) -> str:
     """A cheap content fingerprint of model files: names, sizes and the first/last MiB."""
     h = hashlib.sha256()
@@ -205,9 +219,9 @@ class TransformersResponder(Responder):
 
     def load(self):
         """(tokenizer, model), loaded once per process and shared by responders."""
-        if self.threads:
-            import torch
-            torch.set_num_threads(int(self.threads))
+        import torch
+        if self.device == "cpu":
+            torch.set_num_threads(cpu_threads(self.threads))
         convert = None
         if self.gguf_file and self.convert_cache:
             from ..paths import project_root

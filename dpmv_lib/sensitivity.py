@@ -1,0 +1,508 @@
+"""Budget sensitivity (paper "Budget sensitivity", Table 3) and the budget-exploration widget.
+
+Table 3 varies the cap B_a at K = 3 and the granularity K at B_a = 2 for DP-MemView (on) on
+PairedMem at T = 16, with eps_{t,g} = B_a / K (online rule), and reports AUC, tRec, Unsup (+ U).
+
+Beyond the table, :func:`compute_grid` precomputes cheap EXACT quantities on a grid
+B_a x K x mode (on / pre) x horizon T = 1..T_max, from the exact view distributions of the
+interface run on M and M' (no responses needed):
+
+* ``ceiling_auc`` / ``ceiling_tpr``: the optimal auditor of the augmented transcript (pooled over
+  the pairs, macro over attributes; :mod:`dpmv_lib.oracle`), an upper bound for any auditor;
+* ``max_loss``: the maximum realised privacy loss over pairs (Theorem 1: <= B_a);
+* ``target_rate_M`` / ``target_rate_Mp``: the expected share of turns whose released view is
+  linked to the pair's target attribute (public gold rules) under M (supported personalisation,
+  a proxy for tRec) and under M' (unsupported, a proxy for Unsup);
+* ``bound_max`` / ``bound_mean``: the reconstructed target bound
+  (:func:`dpmv_lib.accounting.reconstructed_bound`) after T turns;
+* ``admit_rate``: the share of target-touching selections that were admitted (not the fallback).
+
+The widget reads only this grid: :func:`widget_state` selects what to draw for (B_a, K, T,
+mode) and :func:`render_state` draws it, both testable without a browser; :func:`make_widget`
+wires them to ipywidgets sliders. Under papermill the notebook draws the same figure statically.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ._exact import to_fraction
+from .accounting import reconstructed_bound
+from .errors import ParameterError
+from .memview import MemView, Release, SlotRelease
+from .rq2 import (MemoScorer, SlotStep, lockstep_steps, pooled_ceiling, prefix_distributions, steps_to_turns,
+                  with_paper)
+
+METHOD = "DP-MemView (on)"
+MODES: tuple[str, ...] = ("on", "pre")
+TABLE3_METRICS: tuple[str, ...] = ("eps_tg", "auc", "trec", "unsup")  # the paper's Table 3 columns
+GRID_METRICS: dict[str, str] = {
+    "ceiling_auc": "exact optimal-auditor AUC (ceiling)",
+    "ceiling_tpr": "exact optimal-auditor TPR@5%FPR",
+    "max_loss": "max realised privacy loss",
+    "target_rate_M": "target-linked view rate on M",
+    "target_rate_Mp": "target-linked view rate on M'",
+    "bound_max": "reconstructed target bound (max)",
+    "bound_mean": "reconstructed target bound (mean)",
+    "admit_rate": "admitted share of target-touching selections",
+}
+
+
+# ---- Table 3 ---------------------------------------------------------------------------------------
+def _num(x: Any) -> Fraction:
+    return to_fraction(x, "budget parameter", positive=True, error=ParameterError)
+
+
+def setting_label(b_a: Any, k: int) -> str:
+    """The method label of one budget setting in the transcript table (distinct per setting)."""
+    return f"{METHOD} [B_a={float(_num(b_a)):g}, K={int(k)}]"
+
+
+def table3_settings(b_as: Sequence[Any] = (1, 2, 4, 8), k_fixed: int = 3, ks: Sequence[int] = (2, 3, 4),
+                    b_fixed: Any = 2) -> pd.DataFrame:
+    """The rows of Table 3: cap magnitude (B_a in ``b_as`` at K = ``k_fixed``) and budget
+    granularity (K in ``ks`` at B_a = ``b_fixed``), with eps_{t,g} = B_a / K exactly."""
+    rows = []
+    for sweep, pairs in (("cap_magnitude", [(b, k_fixed) for b in b_as]), ("granularity", [(b_fixed, k) for k in ks])):
+        for b, k in pairs:
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+                raise ParameterError(f"K must be an integer >= 1, got {k!r}")
+            eps = _num(b) / int(k)
+            rows.append({"sweep": sweep, "b_a": float(_num(b)), "k": int(k), "eps_tg": float(eps),
+                         "eps_exact": str(eps), "method": setting_label(b, k)})
+    return pd.DataFrame(rows)
+
+
+def unique_settings(settings: pd.DataFrame) -> list[tuple[float, int]]:
+    """Distinct (B_a, K) of the settings table (the shared B_a=2, K=3 row is computed once)."""
+    return list(dict.fromkeys((float(b), int(k)) for b, k in zip(settings["b_a"], settings["k"])))
+
+
+def budget_transcripts(bench: Any, responder: Any, settings: pd.DataFrame, *, seeds: Sequence[int], turns: int = 16,
+                       cache_dir: str | Path | None = None, workers: int = 1, progress: bool = False,
+                       log: Callable[[str], None] = print) -> pd.DataFrame:
+    """DP-MemView (on) transcripts for every distinct (B_a, K) of ``settings``, cached per setting
+    (:func:`dpmv_lib.rq2.cached_transcripts`), with ``method`` relabelled per setting and ``b_a``,
+    ``k`` columns added."""
+    from .rq2 import cached_transcripts
+
+    frames = []
+    for b, k in unique_settings(settings):
+        df = cached_transcripts(bench, responder, [METHOD], seeds=seeds, turns=turns, B_a=b, K=k,
+                                plan_horizon=turns, cache_dir=cache_dir, workers=workers, progress=progress, log=log)
+        frames.append(df.assign(method=setting_label(b, k), b_a=float(b), k=int(k)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def table3(settings: pd.DataFrame, privacy: pd.DataFrame, utility: pd.DataFrame, *, horizon: int = 16,
+           paper: pd.DataFrame | None = None, grid: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Table 3 with our numbers: per settings row eps_{t,g}, the embedding-auditor AUC / TPR, tRec,
+    U, Unsup; with ``grid`` the exact ceiling and target-view rates at T = ``horizon`` (mode on);
+    with ``paper`` the paper's values and deltas (matched on sweep, b_a, k)."""
+    for name, df, cols in (("settings", settings, {"sweep", "b_a", "k", "eps_tg", "method"}),
+                           ("privacy", privacy, {"method", "auc"}), ("utility", utility, {"method", "U", "tRec", "Unsup"})):
+        missing = cols - set(df.columns)
+        if missing:
+            raise ParameterError(f"{name} table lacks columns {sorted(missing)}")
+    priv = privacy[privacy["horizon"] == horizon] if "horizon" in privacy.columns else privacy
+    priv = priv.drop_duplicates("method").set_index("method")
+    util = utility.drop_duplicates("method").set_index("method")
+    recs = []
+    for r in settings.itertuples(index=False):
+        for name, tab in (("privacy", priv), ("utility", util)):
+            if r.method not in tab.index:
+                raise ParameterError(f"{name} results lack setting {r.method!r}")
+        rec = {"sweep": r.sweep, "b_a": r.b_a, "k": r.k, "eps_tg": r.eps_tg,
+               "auc": float(priv.at[r.method, "auc"]),
+               "tpr": float(priv.at[r.method, "tpr"]) if "tpr" in priv.columns else math.nan,
+               "auc_lo": float(priv.at[r.method, "auc_lo"]) if "auc_lo" in priv.columns else math.nan,
+               "auc_hi": float(priv.at[r.method, "auc_hi"]) if "auc_hi" in priv.columns else math.nan,
+               "trec": float(util.at[r.method, "tRec"]), "u": float(util.at[r.method, "U"]),
+               "unsup": float(util.at[r.method, "Unsup"])}
+        if grid is not None:
+            g = grid_lookup(grid, mode="on", b_a=r.b_a, k=r.k, T=horizon)
+            rec.update(ceiling_auc=float(g["ceiling_auc"]), target_rate_M=float(g["target_rate_M"]),
+                       target_rate_Mp=float(g["target_rate_Mp"]), max_loss=float(g["max_loss"]))
+        recs.append(rec)
+    out = pd.DataFrame.from_records(recs)
+    if paper is not None:
+        out = with_paper(out, paper, ["sweep", "b_a", "k"], TABLE3_METRICS)
+    return out
+
+
+@dataclass(frozen=True)
+class Claim:
+    claim: str
+    holds: bool
+    evidence: str
+
+
+def table3_claims(t3: pd.DataFrame, *, little: float = 0.05) -> pd.DataFrame:
+    """The paper's budget-sensitivity claims computed from our Table 3:
+    (1) at K = 3, AUC, tRec and Unsup change little for B_a <= 4 (operationalised: range <= ``little``);
+    (2) at K = 3, B_a = 8 increases distinguishability (AUC above every B_a <= 4);
+    (3) at B_a = 2, increasing K increases tRec and (4) Unsup (strictly along K);
+    (5, beyond the paper) the exact ceiling grows with B_a at K = 3 (where available)."""
+    cap = t3[t3["sweep"] == "cap_magnitude"].sort_values("b_a")
+    gran = t3[t3["sweep"] == "granularity"].sort_values("k")
+    out = []
+    small = cap[cap["b_a"] <= 4]
+    ranges = {m: float(small[m].max() - small[m].min()) for m in ("auc", "trec", "unsup")}
+    out.append(Claim(f"at K=3, AUC, tRec and Unsup change little for B_a <= 4 (range <= {little})",
+                     bool(len(small) > 1 and all(v <= little + 1e-12 for v in ranges.values())),
+                     ", ".join(f"{m} range {v:.3f}" for m, v in ranges.items())))
+    big = cap[cap["b_a"] == 8]
+    if len(big) and len(small):
+        out.append(Claim("at K=3, B_a=8 increases distinguishability (AUC above every B_a <= 4)",
+                         bool(big["auc"].iloc[0] > small["auc"].max()),
+                         f"AUC at B_a=8 {big['auc'].iloc[0]:.3f} vs max over B_a <= 4 {small['auc'].max():.3f}"))
+    for m, name in (("trec", "tRec"), ("unsup", "Unsup")):
+        vals = gran[m].to_numpy(float)
+        out.append(Claim(f"at B_a=2, increasing K increases {name}", bool(len(vals) > 1 and np.all(np.diff(vals) > 0)),
+                         ", ".join(f"K={k}: {v:.3f}" for k, v in zip(gran["k"], vals))))
+    if "ceiling_auc" in cap.columns:
+        vals = cap["ceiling_auc"].to_numpy(float)
+        out.append(Claim("beyond the paper: at K=3 the exact optimal-auditor ceiling grows with B_a",
+                         bool(len(vals) > 1 and np.all(np.diff(vals) > 0)),
+                         ", ".join(f"B_a={b:g}: {v:.3f}" for b, v in zip(cap["b_a"], vals))))
+    return pd.DataFrame([c.__dict__ for c in out])
+
+
+def plot_table3(t3: pd.DataFrame, path: str | Path | None = None):
+    """Table 3 as two panels (B_a at K=3, K at B_a=2): AUC, tRec, Unsup ours (solid) vs paper (dashed)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    colors = {"auc": "#d62728", "trec": "#2ca02c", "unsup": "#9467bd", "ceiling_auc": "#7f7f7f"}
+    for ax, (sweep, x, xl) in zip(axes, (("cap_magnitude", "b_a", "B_a (K=3)"), ("granularity", "k", "K (B_a=2)"))):
+        g = t3[t3["sweep"] == sweep].sort_values(x)
+        for m in ("auc", "trec", "unsup", "ceiling_auc"):
+            if m not in g.columns:
+                continue
+            ax.plot(g[x], g[m], marker="o", color=colors[m], label=f"{m} (ours)")
+            if f"paper_{m}" in g.columns:
+                ax.plot(g[x], g[f"paper_{m}"], marker="x", ls="--", color=colors[m], alpha=0.7, label=f"{m} (paper)")
+        if x == "b_a":
+            ax.set_xscale("log", base=2)
+        ax.set(xlabel=xl, title=f"Table 3: {sweep.replace('_', ' ')}")
+        ax.axhline(0.5, color="grey", lw=0.6)
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=130)
+    return fig
+
+
+# ---- the exact grid --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GridSpec:
+    """The grid: caps ``b_as`` x granularities ``ks`` x ``modes`` x horizons 1..``horizon``.
+    ``pre`` plans C_a over the first ``plan_horizon`` queries (Table 2's rule, plan = T = 16);
+    K does not enter the preallocated rule, so its rows repeat over K."""
+
+    b_as: tuple[float, ...] = (1, 2, 4, 8)
+    ks: tuple[int, ...] = (2, 3, 4)
+    modes: tuple[str, ...] = MODES
+    horizon: int = 32
+    plan_horizon: int = 16
+
+    def __post_init__(self) -> None:
+        if not self.b_as or not self.ks or not self.modes:
+            raise ParameterError("the grid needs at least one B_a, one K and one mode")
+        for m in self.modes:
+            if m not in MODES:
+                raise ParameterError(f"unknown mode {m!r}; use {MODES}")
+        for k in self.ks:
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+                raise ParameterError(f"K must be an integer >= 1, got {k!r}")
+        for b in self.b_as:
+            _num(b)
+        if not 1 <= self.horizon <= 32 or not 1 <= self.plan_horizon <= 32:
+            raise ParameterError(f"horizon and plan_horizon must lie in 1..32, got {self.horizon}, {self.plan_horizon}")
+        object.__setattr__(self, "b_as", tuple(float(_num(b)) for b in self.b_as))
+        object.__setattr__(self, "ks", tuple(int(k) for k in self.ks))
+
+    def settings(self) -> list[tuple[str, float, int | None]]:
+        """(mode, B_a, K) to run: every K for ``on``, one run per B_a for ``pre`` (K = None)."""
+        out: list[tuple[str, float, int | None]] = []
+        for mode in self.modes:
+            for b in self.b_as:
+                if mode == "on":
+                    out.extend(("on", b, k) for k in self.ks)
+                else:
+                    out.append(("pre", b, None))
+        return out
+
+
+def target_views(view_links: Mapping[str, Sequence[str]], attribute: str) -> frozenset[str]:
+    """Views whose public gold link names ``attribute`` (target-specific personalisation)."""
+    return frozenset(v for v, attrs in view_links.items() if attribute in attrs)
+
+
+def _steps_to_releases(steps: Sequence[SlotStep], queries: Sequence[Any], horizon: int) -> list[Release]:
+    """Public releases (one representative view per slot; the accounting ignores views) of a run."""
+    by_turn: list[list[SlotRelease]] = [[] for _ in range(horizon)]
+    for s in steps:
+        if s.turn < horizon:
+            mech = s.mechanism if s.admitted else "generic"
+            eps = s.epsilon if (s.admitted and s.epsilon is not None) else Fraction(0)
+            charged = s.charged if s.admitted else frozenset()
+            by_turn[s.turn].append(SlotRelease(s.slot, next(iter(s.probs_m)), s.read_set, s.affected, charged, eps,
+                                               mech, not s.admitted and bool(s.read_set)))
+    return [Release(queries[t], tuple(sl), ()) for t, sl in enumerate(by_turn)]
+
+
+def pair_grid_rows(policy: Any, pair: Any, mode: str, b_a: float, k: int | None, *, horizon: int, plan_horizon: int,
+                   view_links: Mapping[str, Sequence[str]], scorer: Any, max_atoms: int = 4096) -> tuple[list[dict], dict]:
+    """Exact per-horizon quantities of one pair under one setting (see the module docstring).
+    Returns (rows, {T: LLRDistribution}) with one row per T = 1..horizon."""
+    from .ledger import OnlineBudget, PreallocatedBudget, planned_charges
+
+    pol = policy.with_caps(b_a)
+    qs = pair.queries[:horizon]
+    if len(qs) < horizon:
+        raise ParameterError(f"pair {pair.pair_id} has {len(qs)} turns, the grid needs {horizon}")
+    budget = OnlineBudget(int(k)) if mode == "on" else PreallocatedBudget(planned_charges(pol, pair.queries[:plan_horizon]))
+    steps = lockstep_steps(pol, pair.m, pair.m_prime, qs, budget=budget, variant=MemView, scorer=scorer)
+    turns, equal = steps_to_turns(steps, horizon)
+    dists = prefix_distributions(turns, range(1, horizon + 1), public_equal=equal, max_atoms=max_atoms)
+    tv = target_views(view_links, pair.attribute)
+    rate_m = np.array([sum(p for sl in pm.values() for v, p in sl.items() if v in tv) for pm, _ in turns])
+    rate_mp = np.array([sum(p for sl in pq.values() for v, p in sl.items() if v in tv) for _, pq in turns])
+    touch = np.zeros(horizon)
+    adm = np.zeros(horizon)
+    for s in steps:
+        if pair.attribute in s.affected and s.read_set:
+            touch[s.turn] += 1
+            adm[s.turn] += s.admitted
+    rels = _steps_to_releases(steps, qs, horizon)
+    rows, last = [], None
+    for T in range(1, horizon + 1):
+        d = dists[T]
+        if last is None or d is not last[0]:
+            last = (d, d.auc(), d.max_loss())
+        rb = reconstructed_bound(rels[:T], pair.attribute)
+        rows.append({"mode": mode, "b_a": b_a, "k": k, "T": T, "pair_id": pair.pair_id, "attribute": pair.attribute,
+                     "pair_auc": last[1], "max_loss": last[2],
+                     "target_rate_M": float(rate_m[:T].mean()), "target_rate_Mp": float(rate_mp[:T].mean()),
+                     "bound": float(rb), "touch": float(touch[:T].sum()), "admitted": float(adm[:T].sum())})
+    return rows, dists
+
+
+def compute_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links: Mapping[str, Sequence[str]],
+                 max_atoms: int = 4096, fpr: float = 0.05, progress: bool = False) -> pd.DataFrame:
+    """The exact grid (module docstring) over ``pairs``: one row per (mode, B_a, K, T)."""
+    from .scorer import LexiconScorer
+
+    if not pairs:
+        raise ParameterError("the grid needs at least one pair")
+    scorer = MemoScorer(LexiconScorer())
+    settings = spec.settings()
+    it: Iterable = settings
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(settings, desc="budget grid", unit="setting")
+    out = []
+    for mode, b, k in it:
+        rows, dists = [], {}
+        for pair in pairs:
+            r, d = pair_grid_rows(bench.policy(pair), pair, mode, b, k, horizon=spec.horizon,
+                                  plan_horizon=spec.plan_horizon, view_links=view_links, scorer=scorer,
+                                  max_atoms=max_atoms)
+            rows.extend(r)
+            dists[pair.pair_id] = (pair.attribute, d)
+        per = pd.DataFrame(rows)
+        for T, g in per.groupby("T", sort=True):
+            by_attr: dict[str, list] = {}
+            for pid, (attr, d) in dists.items():
+                by_attr.setdefault(attr, []).append(d[T])
+            auc, tpr, err = pooled_ceiling(by_attr, fpr)
+            touch = g["touch"].sum()
+            base = {"b_a": b, "T": int(T), "ceiling_auc": auc, "ceiling_tpr": tpr, "auc_err": err,
+                    "mean_pair_auc": float(g["pair_auc"].mean()), "max_loss": float(g["max_loss"].max()),
+                    "target_rate_M": float(g["target_rate_M"].mean()), "target_rate_Mp": float(g["target_rate_Mp"].mean()),
+                    "bound_max": float(g["bound"].max()), "bound_mean": float(g["bound"].mean()),
+                    "admit_rate": float(g["admitted"].sum() / touch) if touch else math.nan,
+                    "n_pairs": int(g["pair_id"].nunique())}
+            if mode == "on":
+                out.append({"mode": "on", "k": int(k), "eps": float(Fraction(str(b)) / int(k)), **base})
+            else:
+                out.extend({"mode": "pre", "k": kk, "eps": math.nan, **base} for kk in spec.ks)
+    cols = ["mode", "b_a", "k", "T", "eps", *GRID_METRICS, "ceiling_tpr", "auc_err", "mean_pair_auc", "n_pairs"]
+    df = pd.DataFrame(out)
+    return df[[c for c in dict.fromkeys(cols) if c in df.columns]].sort_values(["mode", "b_a", "k", "T"]).reset_index(drop=True)
+
+
+def save_grid(grid: pd.DataFrame, path: str | Path) -> Path:
+    """Write the grid as CSV (atomic: tmp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    grid.to_csv(tmp, index=False)
+    tmp.replace(path)
+    return path
+
+
+def load_grid(path: str | Path) -> pd.DataFrame:
+    """Read a grid written by :func:`save_grid` and check its columns."""
+    path = Path(path)
+    if not path.exists():
+        raise ParameterError(f"grid file not found: {path}")
+    df = pd.read_csv(path)
+    check_grid(df)
+    return df
+
+
+def check_grid(grid: pd.DataFrame) -> None:
+    missing = {"mode", "b_a", "k", "T", "ceiling_auc"} - set(grid.columns)
+    if missing:
+        raise ParameterError(f"not a budget grid: missing columns {sorted(missing)}")
+    dup = grid.duplicated(["mode", "b_a", "k", "T"])
+    if dup.any():
+        raise ParameterError(f"the grid repeats {int(dup.sum())} (mode, B_a, K, T) cells")
+
+
+# ---- widget logic (no browser needed) -------------------------------------------------------------------
+def grid_options(grid: pd.DataFrame) -> dict[str, Any]:
+    """What the sliders offer: the grid's B_a and K values, its T range and modes."""
+    check_grid(grid)
+    return {"b_a": sorted(float(b) for b in grid["b_a"].unique()), "k": sorted(int(k) for k in grid["k"].unique()),
+            "T": (int(grid["T"].min()), int(grid["T"].max())), "mode": [m for m in MODES if m in set(grid["mode"])]}
+
+
+def _match(grid: pd.DataFrame, mode: str, b_a: Any, k: Any) -> pd.DataFrame:
+    opts = grid_options(grid)
+    if mode not in opts["mode"]:
+        raise ParameterError(f"mode {mode!r} not in the grid; valid: {opts['mode']}")
+    b = float(b_a)
+    if not any(math.isclose(b, x) for x in opts["b_a"]):
+        raise ParameterError(f"B_a = {b_a!r} not in the grid; valid: {opts['b_a']}")
+    if int(k) not in opts["k"]:
+        raise ParameterError(f"K = {k!r} not in the grid; valid: {opts['k']}")
+    return grid[(grid["mode"] == mode) & np.isclose(grid["b_a"].astype(float), b) & (grid["k"] == int(k))]
+
+
+def grid_lookup(grid: pd.DataFrame, *, mode: str, b_a: Any, k: Any, T: int) -> pd.Series:
+    """The grid row for (mode, B_a, K, T); unknown values raise naming the valid ones."""
+    sub = _match(grid, mode, b_a, k)
+    lo, hi = grid_options(grid)["T"]
+    if not lo <= int(T) <= hi:
+        raise ParameterError(f"T = {T!r} outside the grid's horizons {lo}..{hi}")
+    row = sub[sub["T"] == int(T)]
+    if len(row) != 1:
+        raise ParameterError(f"the grid has {len(row)} rows for mode={mode}, B_a={b_a}, K={k}, T={T}")
+    return row.iloc[0]
+
+
+@dataclass(frozen=True)
+class WidgetState:
+    """Everything one widget frame draws, selected from the grid (pure data)."""
+
+    mode: str
+    b_a: float
+    k: int
+    T: int
+    point: pd.Series          # the grid row at (mode, B_a, K, T)
+    curve: pd.DataFrame       # the selected setting vs T
+    others: pd.DataFrame      # every other setting of the same mode vs T (context lines)
+    heat: pd.DataFrame        # ceiling AUC at T for this mode: rows B_a, columns K
+    text: str                 # a one-line summary of the point
+
+
+def widget_state(grid: pd.DataFrame, *, mode: str, b_a: Any, k: Any, T: int) -> WidgetState:
+    """The widget callback's data step: select curves, heat map and point from the grid."""
+    point = grid_lookup(grid, mode=mode, b_a=b_a, k=k, T=T)
+    curve = _match(grid, mode, b_a, k).sort_values("T").reset_index(drop=True)
+    same = grid[grid["mode"] == mode]
+    others = same[~(np.isclose(same["b_a"].astype(float), float(b_a)) & (same["k"] == int(k)))]
+    heat = same[same["T"] == int(T)].pivot_table(index="b_a", columns="k", values="ceiling_auc", aggfunc="first")
+    eps = "B_a/C_a (planned)" if mode == "pre" else f"{float(b_a) / int(k):.3f}"
+    text = (f"mode={mode}  B_a={float(b_a):g}  K={int(k)}  eps={eps}  T={int(T)}: exact AUC ceiling "
+            f"{point['ceiling_auc']:.3f}, max loss {point['max_loss']:.3f} (B_a={float(b_a):g}), target-view rate "
+            f"M {point['target_rate_M']:.3f} / M' {point['target_rate_Mp']:.3f}, bound {point['bound_max']:.2f}")
+    return WidgetState(mode, float(b_a), int(k), int(T), point, curve, others, heat, text)
+
+
+def render_state(state: WidgetState, fig: Any = None):
+    """Draw one widget frame (2 x 2): ceiling AUC vs T, target-view rates vs T, realised loss and
+    reconstructed bound vs T (B_a dashed), and the ceiling heat map over (B_a, K) at T."""
+    import matplotlib.pyplot as plt
+
+    if fig is None:
+        fig = plt.figure(figsize=(11, 7.5))
+    fig.clear()
+    ax = fig.subplots(2, 2)
+    c, T = state.curve, state.T
+    for (b, k), g in state.others.groupby(["b_a", "k"]):
+        g = g.sort_values("T")
+        ax[0, 0].plot(g["T"], g["ceiling_auc"], color="grey", lw=0.6, alpha=0.5)
+    ax[0, 0].plot(c["T"], c["ceiling_auc"], color="#1f77b4", lw=2, label="selected setting")
+    ax[0, 0].axvline(T, color="k", ls=":")
+    ax[0, 0].axhline(0.5, color="grey", lw=0.8)
+    ax[0, 0].set(xlabel="horizon T", ylabel="AUC", title="exact optimal-auditor AUC (grey: other settings)")
+    ax[0, 0].legend(fontsize=8)
+    ax[0, 1].plot(c["T"], c["target_rate_M"], color="#2ca02c", label="M (supported)")
+    ax[0, 1].plot(c["T"], c["target_rate_Mp"], color="#9467bd", label="M' (unsupported)")
+    ax[0, 1].axvline(T, color="k", ls=":")
+    ax[0, 1].set(xlabel="horizon T", ylabel="expected share of turns", title="target-linked view release rate")
+    ax[0, 1].legend(fontsize=8)
+    ax[1, 0].plot(c["T"], c["max_loss"], color="#d62728", label="max realised loss")
+    ax[1, 0].plot(c["T"], c["bound_max"], color="#ff7f0e", label="reconstructed bound (max)")
+    ax[1, 0].axhline(state.b_a, color="k", ls="--", lw=1, label=f"B_a = {state.b_a:g}")
+    ax[1, 0].axvline(T, color="k", ls=":")
+    ax[1, 0].set(xlabel="horizon T", ylabel="privacy loss", title="Theorem 1: loss <= bound <= B_a")
+    ax[1, 0].legend(fontsize=8)
+    h = state.heat
+    if not h.empty:
+        im = ax[1, 1].imshow(h.to_numpy(float), aspect="auto", cmap="viridis", origin="lower")
+        ax[1, 1].set_xticks(range(h.shape[1]), [str(x) for x in h.columns])
+        ax[1, 1].set_yticks(range(h.shape[0]), [f"{x:g}" for x in h.index])
+        for i in range(h.shape[0]):
+            for j in range(h.shape[1]):
+                ax[1, 1].text(j, i, f"{h.iat[i, j]:.3f}", ha="center", va="center", fontsize=8, color="w")
+        fig.colorbar(im, ax=ax[1, 1], fraction=0.046)
+        ax[1, 1].set(xlabel="K", ylabel="B_a", title=f"AUC ceiling at T={T} ({state.mode})")
+    fig.suptitle(state.text, fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return fig
+
+
+def make_widget(grid: pd.DataFrame, *, mode: str = "on", b_a: Any = 2, k: Any = 3, T: int = 16):
+    """ipywidgets controls (B_a, K, T sliders; mode toggle) that redraw :func:`render_state` from the
+    grid on every change (no recomputation). Returns the widget box; its ``update`` attribute is
+    the callback (called with the current values) so it can be driven without a browser."""
+    import ipywidgets as W
+    import matplotlib.pyplot as plt
+
+    opts = grid_options(grid)
+    grid_lookup(grid, mode=mode, b_a=b_a, k=k, T=T)  # validate the defaults
+    s_b = W.SelectionSlider(options=[(f"{b:g}", b) for b in opts["b_a"]], value=float(b_a), description="B_a")
+    s_k = W.SelectionSlider(options=opts["k"], value=int(k), description="K")
+    s_t = W.IntSlider(min=opts["T"][0], max=opts["T"][1], value=int(T), description="horizon T")
+    s_m = W.ToggleButtons(options=opts["mode"], value=mode, description="mode")
+    out = W.Output()
+    label = W.HTML()
+
+    def update(*_):
+        st = widget_state(grid, mode=s_m.value, b_a=s_b.value, k=s_k.value, T=s_t.value)
+        label.value = f"<code>{st.text}</code>"
+        with out:
+            out.clear_output(wait=True)
+            fig = render_state(st)
+            plt.show()
+            plt.close(fig)
+        return st
+
+    for w in (s_b, s_k, s_t, s_m):
+        w.observe(update, names="value")
+    box = W.VBox([W.HBox([s_b, s_k]), W.HBox([s_t, s_m]), label, out])
+    box.update = update  # type: ignore[attr-defined]
+    update()
+    return box

@@ -1,0 +1,177 @@
+"""Budget sensitivity (dpmv_lib.sensitivity): Table 3 assembly and claims, the exact grid on a
+small benchmark (Theorem 1 on every cell), and the widget logic (lookup, state, render,
+ipywidgets callback) on a synthetic grid, without a browser."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpmv_lib import sensitivity as S
+from dpmv_lib.errors import ParameterError
+
+from test_rq2 import mini_benchmark
+
+
+def synthetic_grid(b_as=(1.0, 2.0, 4.0), ks=(2, 3), horizon=5) -> pd.DataFrame:
+    rows = []
+    for mode, b, k, T in itertools.product(S.MODES, b_as, ks, range(1, horizon + 1)):
+        rows.append({"mode": mode, "b_a": b, "k": k, "T": T, "eps": b / k if mode == "on" else np.nan,
+                     "ceiling_auc": 0.5 + 0.01 * b * T / k, "ceiling_tpr": 0.05 + 0.001 * T,
+                     "max_loss": min(b, 0.1 * b * T), "target_rate_M": 0.3 / T, "target_rate_Mp": 0.1 / T,
+                     "bound_max": min(b, 0.5 * T), "bound_mean": min(b, 0.4 * T), "admit_rate": 1.0})
+    return pd.DataFrame(rows)
+
+
+# ---- Table 3 ---------------------------------------------------------------------------------------
+def test_table3_settings_exact_eps_and_labels():
+    st = S.table3_settings()
+    assert len(st) == 7 and list(st["sweep"]).count("cap_magnitude") == 4
+    assert st.loc[(st["b_a"] == 2) & (st["k"] == 3), "eps_exact"].tolist() == ["2/3", "2/3"]
+    assert st["eps_tg"].round(3).tolist() == [0.333, 0.667, 1.333, 2.667, 1.0, 0.667, 0.5]
+    assert len(S.unique_settings(st)) == 6 and st["method"].nunique() == 6
+    with pytest.raises(ParameterError):
+        S.table3_settings(ks=(0,))
+    with pytest.raises(ParameterError):
+        S.table3_settings(b_as=(-1,))
+
+
+def _t3_inputs(aucs, trecs, unsups):
+    st = S.table3_settings()
+    meth = list(dict.fromkeys(st["method"]))
+    priv = pd.DataFrame({"method": meth, "horizon": 16, "auc": aucs, "tpr": 0.05})
+    util = pd.DataFrame({"method": meth, "U": 0.88, "tRec": trecs, "Unsup": unsups})
+    return st, priv, util
+
+
+def test_table3_assembly_and_claims_hold():
+    # unique settings in order: B=1,2,4,8 @K=3, then K=2, K=4 @B=2
+    st, priv, util = _t3_inputs([0.50, 0.49, 0.51, 0.60, 0.51, 0.52], [0.50, 0.51, 0.52, 0.53, 0.48, 0.55],
+                                [0.11, 0.12, 0.11, 0.10, 0.09, 0.13])
+    paper = pd.DataFrame({"sweep": ["cap_magnitude", "granularity"], "b_a": [1.0, 2.0], "k": [3, 4],
+                          "eps_tg": [0.333, 0.5], "auc": [0.541, 0.525], "trec": [0.508, 0.527], "unsup": [0.115, 0.129]})
+    t3 = S.table3(st, priv, util, paper=paper)
+    assert len(t3) == 7
+    assert t3.loc[0, "delta_auc"] == pytest.approx(0.50 - 0.541)
+    assert math.isnan(t3.loc[1, "delta_auc"])       # no paper row for that setting here
+    c = S.table3_claims(t3).set_index("claim")["holds"]
+    assert c.iloc[0] and c.iloc[1]                    # little change for B_a <= 4; B_a = 8 more distinguishable
+    assert c["at B_a=2, increasing K increases tRec"] and c["at B_a=2, increasing K increases Unsup"]
+
+
+def test_table3_claims_can_fail():
+    st, priv, util = _t3_inputs([0.50, 0.60, 0.51, 0.55, 0.51, 0.52], [0.50, 0.51, 0.52, 0.53, 0.56, 0.55],
+                                [0.11, 0.12, 0.11, 0.10, 0.13, 0.12])
+    c = S.table3_claims(S.table3(st, priv, util)).set_index("claim")["holds"]
+    assert not c.iloc[0] and not c.iloc[1]
+    assert not c["at B_a=2, increasing K increases tRec"] and not c["at B_a=2, increasing K increases Unsup"]
+
+
+def test_table3_needs_every_setting():
+    st, priv, util = _t3_inputs([0.5] * 6, [0.5] * 6, [0.1] * 6)
+    with pytest.raises(ParameterError):
+        S.table3(st, priv.iloc[:-1], util)
+
+
+# ---- the exact grid ------------------------------------------------------------------------------------
+def test_compute_grid_on_mini_benchmark_obeys_theorem1():
+    bench = mini_benchmark(8)
+    links = {"food.low_sugar": ["diabetes"], "finance.strict_budget": ["debt"]}
+    spec = S.GridSpec(b_as=(1, 2), ks=(2, 3), horizon=8, plan_horizon=8)
+    g = S.compute_grid(bench, bench.pairs, spec, view_links=links)
+    assert len(g) == 2 * 2 * 2 * 8                     # modes x B_a x K x T
+    S.check_grid(g)
+    assert (g["max_loss"] <= g["b_a"] + 1e-9).all()    # Theorem 1 on every cell
+    assert (g["bound_max"] <= g["b_a"] + 1e-12).all()
+    assert g["ceiling_auc"].between(0.5 - 1e-9, 1.0).all()
+    pre = g[g["mode"] == "pre"]
+    a, b = (pre[pre["k"] == k].drop(columns="k").reset_index(drop=True) for k in (2, 3))
+    pd.testing.assert_frame_equal(a, b)                # K does not enter the preallocated rule
+    on = g[(g["mode"] == "on") & (g["b_a"] == 2) & (g["k"] == 2)].sort_values("T")
+    assert on["bound_max"].is_monotonic_increasing and on["eps"].iloc[0] == 1.0
+    assert (on["target_rate_M"] >= 0).all() and (on["target_rate_M"] <= 1).all()
+
+
+def test_grid_spec_validation():
+    with pytest.raises(ParameterError):
+        S.GridSpec(modes=("sometimes",))
+    with pytest.raises(ParameterError):
+        S.GridSpec(ks=(0,))
+    with pytest.raises(ParameterError):
+        S.GridSpec(horizon=40)
+    assert len(S.GridSpec(b_as=(1, 2), ks=(2, 3, 4)).settings()) == 2 * 3 + 2
+
+
+def test_target_views():
+    links = {"v1": ["a"], "v2": ["a", "b"], "v3": ["b"]}
+    assert S.target_views(links, "a") == {"v1", "v2"}
+
+
+# ---- widget logic ------------------------------------------------------------------------------------------
+def test_grid_lookup_and_errors():
+    g = synthetic_grid()
+    row = S.grid_lookup(g, mode="on", b_a=2, k=3, T=4)
+    assert row["ceiling_auc"] == pytest.approx(0.5 + 0.01 * 2 * 4 / 3)
+    with pytest.raises(ParameterError, match="valid"):
+        S.grid_lookup(g, mode="on", b_a=3, k=3, T=4)
+    with pytest.raises(ParameterError, match="valid"):
+        S.grid_lookup(g, mode="on", b_a=2, k=5, T=4)
+    with pytest.raises(ParameterError):
+        S.grid_lookup(g, mode="on", b_a=2, k=3, T=9)
+    with pytest.raises(ParameterError):
+        S.grid_lookup(g, mode="later", b_a=2, k=3, T=1)
+    assert S.grid_options(g) == {"b_a": [1.0, 2.0, 4.0], "k": [2, 3], "T": (1, 5), "mode": ["on", "pre"]}
+
+
+def test_widget_state_selects_from_grid():
+    g = synthetic_grid()
+    st = S.widget_state(g, mode="on", b_a=4, k=2, T=3)
+    assert list(st.curve["T"]) == [1, 2, 3, 4, 5]
+    assert st.point["ceiling_auc"] == pytest.approx(0.5 + 0.01 * 4 * 3 / 2)
+    assert not ((st.others["b_a"] == 4) & (st.others["k"] == 2)).any()
+    assert st.heat.shape == (3, 2) and st.heat.loc[4.0, 2] == pytest.approx(st.point["ceiling_auc"])
+    assert "B_a=4" in st.text and "T=3" in st.text
+    st2 = S.widget_state(g, mode="pre", b_a=4, k=2, T=3)
+    assert "planned" in st2.text
+
+
+def test_render_state_draws_four_panels(tmp_path):
+    import matplotlib.pyplot as plt
+
+    fig = S.render_state(S.widget_state(synthetic_grid(), mode="on", b_a=2, k=3, T=2))
+    assert len(fig.axes) >= 4
+    fig.savefig(tmp_path / "w.png")
+    assert (tmp_path / "w.png").stat().st_size > 0
+    plt.close(fig)
+
+
+def test_make_widget_callback_updates_from_grid():
+    g = synthetic_grid()
+    box = S.make_widget(g, mode="on", b_a=2, k=3, T=2)
+    label = box.children[2]
+    assert "B_a=2" in label.value
+    slider_b = box.children[0].children[0]
+    slider_b.value = 1.0                               # what a user drag does: the observer redraws
+    assert "B_a=1" in label.value
+    st = box.update()
+    assert st.b_a == 1.0 and st.k == 3
+    with pytest.raises(ParameterError):
+        S.make_widget(g, b_a=16)
+
+
+def test_grid_save_load_roundtrip(tmp_path):
+    g = synthetic_grid()
+    p = S.save_grid(g, tmp_path / "grid.csv")
+    back = S.load_grid(p)
+    assert len(back) == len(g) and np.allclose(back["ceiling_auc"], g["ceiling_auc"])
+    with pytest.raises(ParameterError):
+        S.check_grid(pd.concat([g, g.iloc[:1]]))
+    with pytest.raises(ParameterError):
+        S.load_grid(tmp_path / "missing.csv")

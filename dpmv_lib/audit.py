@@ -279,8 +279,9 @@ def run_audit(transcripts: pd.DataFrame, encoder: Encoder, config: AuditConfig =
               ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fit auditors on ``source_track`` and evaluate on its test pairs and on every pair of the other
     tracks. Returns (summary, scores): one summary row per (track, response_model, method,
-    horizon) with macro AUC / TPR@fpr and bootstrap CIs, per-attribute values and the per-seed
-    AUC; and the calibrated score of every evaluated (pair, side) (seed-averaged)."""
+    horizon) with macro AUC / TPR@fpr and bootstrap CIs, per-attribute values, the per-seed and
+    independent-draw AUCs and the embedding unit used; and the calibrated score of every evaluated
+    (pair, side, seed) transcript (seed averaging happens in :func:`summarise_scores`)."""
     _require(transcripts, REQUIRED)
     if source_track not in set(transcripts["track"]):
         raise ParameterError(f"the auditor is fitted on the {source_track!r} track, absent from the transcripts")

@@ -365,7 +365,7 @@ def evaluate_claims(t2: pd.DataFrame, oracle: pd.DataFrame, audit_T: pd.DataFram
             return None, ""
         gap_mt = min(abs(r["auc"] - 0.5) for r in mt)
         gap_dp = max(abs(r["auc"] - 0.5) for r in dp)
-        return gap_dp <= 0.5 * gap_mt, f"max |AUC-0.5| DP-MemView {f3(gap_dp)} vs min memory-text {f3(gap_mt)}"
+        return gap_dp <= 0.5 * gap_mt, f"max |AUC-0.5| DP-MemView {f3(gap_dp)} vs min memory-text {f3(gap_mt)} (needs <= half)"
 
     add("C4", "Both DP-MemView modes are much closer to chance than the memory-text methods "
               "(operationalised: max |AUC-0.5| of the two modes <= half the smallest memory-text |AUC-0.5|)",
@@ -377,7 +377,7 @@ def evaluate_claims(t2: pd.DataFrame, oracle: pd.DataFrame, audit_T: pd.DataFram
         if not mt or not dp:
             return None, ""
         a, b = max(r["tpr"] for r in dp), min(r["tpr"] for r in mt)
-        return a < b, f"max TPR@5 DP-MemView {f3(a)} < min memory-text {f3(b)}"
+        return a < b, f"max TPR@5 DP-MemView {f3(a)} vs min memory-text {f3(b)} (needs <)"
 
     add("C5", "TPR@5 shows the same separation (every DP-MemView mode below every memory-text method)", _check(t2, tpr_sep))
 
@@ -388,7 +388,7 @@ def evaluate_claims(t2: pd.DataFrame, oracle: pd.DataFrame, audit_T: pd.DataFram
             if r is None or not dp:
                 return None, ""
             lo = min(x["trec"] for x in dp)
-            return r["trec"] < lo, f"{method} tRec {f3(r['trec'])} < min DP-MemView tRec {f3(lo)}"
+            return r["trec"] < lo, f"{method} tRec {f3(r['trec'])} vs min DP-MemView tRec {f3(lo)} (needs <)"
         return fn
 
     add("C6", "GenericOnly has lower tRec than both DP-MemView modes", _check(t2, low_trec("GenericOnly")))
@@ -399,7 +399,7 @@ def evaluate_claims(t2: pd.DataFrame, oracle: pd.DataFrame, audit_T: pd.DataFram
         if r is None or not mt:
             return None, ""
         hi = max(x["u"] for x in mt)
-        return r["u"] > hi, f"GenericOnly U {f3(r['u'])} > max memory-text U {f3(hi)}"
+        return r["u"] > hi, f"GenericOnly U {f3(r['u'])} vs max memory-text U {f3(hi)} (needs >)"
 
     add("C7", "GenericOnly attains high overall quality (U above every memory-text method)", _check(t2, generic_high_u))
     add("C8", "TypedMask has lower tRec than both DP-MemView modes", _check(t2, low_trec("TypedMask")))
@@ -410,7 +410,7 @@ def evaluate_claims(t2: pd.DataFrame, oracle: pd.DataFrame, audit_T: pd.DataFram
         if not mt or not dp:
             return None, ""
         a, b = min(x["u"] for x in dp), max(x["u"] for x in mt)
-        return a > b, f"min DP-MemView U {f3(a)} > max memory-text U {f3(b)}"
+        return a > b, f"min DP-MemView U {f3(a)} vs max memory-text U {f3(b)} (needs >)"
 
     add("C9", "Both DP-MemView modes achieve higher U than RawReadSet, TaskMin and OutputFilter in every "
               "model-track combination", _check(t2, dp_u))
@@ -429,7 +429,7 @@ def evaluate_claims(t2: pd.DataFrame, oracle: pd.DataFrame, audit_T: pd.DataFram
         on, pre = _row(t2, track, model, "DP-MemView (on)"), _row(t2, track, model, "DP-MemView (pre)")
         if on is None or pre is None:
             return None, ""
-        return abs(on["u"] - pre["u"]) <= 0.02, f"U on {f3(on['u'])} vs pre {f3(pre['u'])}"
+        return abs(on["u"] - pre["u"]) <= 0.02, f"U on {f3(on['u'])} vs pre {f3(pre['u'])} (needs |diff| <= 0.02)"
 
     add("C11", "DP-MemView (on) achieves comparable U to (pre) (operationalised: |difference| <= 0.02)", _check(t2, on_u_close))
 
@@ -439,7 +439,7 @@ def evaluate_claims(t2: pd.DataFrame, oracle: pd.DataFrame, audit_T: pd.DataFram
         if on is None or not others:
             return None, ""
         lo = min(x["unsup"] for x in others)
-        return on["unsup"] < lo, f"Unsup on {f3(on['unsup'])} < min of (pre, memory-text) {f3(lo)}"
+        return on["unsup"] < lo, f"Unsup on {f3(on['unsup'])} vs min of (pre, memory-text) {f3(lo)} (needs <)"
 
     add("C12", "DP-MemView (on) has lower Unsup than (pre), RawReadSet, TaskMin and OutputFilter", _check(t2, on_low_unsup))
 

@@ -65,7 +65,7 @@ def default_patterns(attributes: Iterable[str] | None = None) -> tuple[str, ...]
     return tuple(sorted(out, key=lambda p: (-len(p), p)))
 
 
-_SENT_RE = re.compile(r"(?<=[.!?])\s+")
+_SPLIT_KEEP_RE = re.compile(r"(?<=[.!?])(\s+)")
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ class DeletionFilter:
 
     patterns: tuple[str, ...] = field(default_factory=default_patterns)
     mode: str = "phrase"   # "phrase" deletes the phrase; "sentence" drops the whole sentence
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.mode not in ("phrase", "sentence"):
@@ -101,12 +102,38 @@ class DeletionFilter:
         return [m.group(0).lower() for m in self.pattern.finditer(text)]
 
     def __call__(self, text: str) -> str:
+        """Filter ``text`` sentence by sentence (phrases never span sentences); filtered
+        sentences are memoised, since responses reuse sentences."""
         if not text:
             return text
+        parts = _SPLIT_KEEP_RE.split(text)  # [sentence, separator, sentence, ...]
+        memo = self._memo
+        out = []
+        for k, part in enumerate(parts):
+            if k % 2:
+                out.append(part)
+                continue
+            got = memo.get(part)
+            if got is None:
+                if len(memo) > 200_000:
+                    memo.clear()
+                got = memo[part] = self._filter_sentence(part)
+            out.append(got)
         if self.mode == "sentence":
-            kept = [s for s in _SENT_RE.split(text) if not self.pattern.search(s)]
-            return " ".join(kept).strip()
-        return _tidy(self.pattern.sub("", text))
+            return " ".join(x for x in out[::2] if x).strip()
+        return _tidy_joined("".join(out))
+
+    def _filter_sentence(self, sentence: str) -> str:
+        if self.mode == "sentence":
+            return "" if self.pattern.search(sentence) else sentence
+        return _tidy(self.pattern.sub("", sentence))
+
+
+def _tidy_joined(text: str) -> str:
+    """After joining filtered sentences: drop the gaps that emptied sentences leave."""
+    text = re.sub(r"[ \t]{2,}", " ", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip()
 
 
 def _tidy(text: str) -> str:

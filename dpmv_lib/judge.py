@@ -96,9 +96,10 @@ def build_rubric(pair: Pair, side: str, behaviours: Mapping[str, Behaviour], hor
                 b = behaviours.get(bid)
                 if b is None:
                     raise ParameterError(f"pair {pair.pair_id}: gold behaviour {bid!r} is not in the catalogue")
-                items.append(RubricItem(t.index, bid, b.description, role))
+                items.append(RubricItem(t.index, bid, b.description, role, contrast_set(b, behaviours)))
     queries = tuple(t.query.text for t in pair.turns[:horizon])
-    body = json.dumps([queries, [(i.turn, i.item_id, i.description, i.role) for i in items]], sort_keys=True)
+    body = json.dumps([queries, [(i.turn, i.item_id, i.description, i.role, list(i.contrast)) for i in items]],
+                      sort_keys=True)
     return Rubric(hashlib.sha256(body.encode()).hexdigest()[:20], queries, tuple(items))
 
 

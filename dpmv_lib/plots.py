@@ -18,9 +18,12 @@ def _plt():
 
 
 def _colors(methods: Sequence[str]) -> dict[str, tuple]:
+    """One fixed colour per method name (the same in every figure)."""
     import matplotlib
     cmap = matplotlib.colormaps["tab10"]
-    return {m: cmap(i % 10) for i, m in enumerate(methods)}
+    known = list(MARKERS)
+    extra = [m for m in methods if m not in known]
+    return {m: cmap((known.index(m) if m in known else len(known) + extra.index(m)) % 10) for m in methods}
 
 
 def privacy_utility_figure(table2: pd.DataFrame, path: str | Path | None = None, title: str = ""):

@@ -157,6 +157,8 @@ def accounting_per_pair(transcripts: pd.DataFrame, horizons: Sequence[int] = (16
     cols = {c: df[c].tolist() for c in ("method", "pair_id", "attribute", "side", "seed", "turn", "query",
                                         "intent", "released")}
     parsed: dict[tuple, Release] = {}
+    contrib: dict[tuple, Fraction | float] = {}
+    want = set(hs)
     recs = []
     for (method, pair_id, side, seed), idx in df.groupby(["method", "pair_id", "side", "seed"], sort=True).indices.items():
         idx = sorted(idx, key=lambda i: cols["turn"][i])
@@ -173,19 +175,25 @@ def accounting_per_pair(transcripts: pd.DataFrame, horizons: Sequence[int] = (16
             rels.append(r)
         attr = cols["attribute"][idx[0]]
         omitted = admitted = 0
+        total: Fraction | float = Fraction(0)
         for t, rel in enumerate(rels[:hs[-1]], start=1):
+            # reconstructed_bound is a sum over releases (inf once a deterministic release touched
+            # I_a), so the prefix bound is the running sum of each release's own bound
+            ck = (id(rel), attr)
+            step = contrib.get(ck)
+            if step is None:
+                step = contrib[ck] = reconstructed_bound((rel,), attr)
+            total = math.inf if (isinstance(total, float) or isinstance(step, float)) else total + step
             for s_ in rel.slots:
                 if attr in s_.affected and s_.mechanism != "generic":
                     admitted += 1
                     omitted += attr not in s_.charged
-            if t not in hs:
+            if t not in want:
                 continue
-            prefix = tuple(rels[:t])
-            rb = reconstructed_bound(prefix, attr)
             recs.append({"method": method, "pair_id": pair_id, "attribute": attr, "side": side,
-                         "seed": int(seed), "horizon": t, "recon_bound": fraction_or_inf(rb),
-                         "recon_bound_exact": "inf" if isinstance(rb, float) else str(rb),
-                         "ledger": float(reported_ledger(prefix, attr)), "omitted": omitted,
+                         "seed": int(seed), "horizon": t, "recon_bound": fraction_or_inf(total),
+                         "recon_bound_exact": "inf" if isinstance(total, float) else str(total),
+                         "ledger": float(reported_ledger((rel,), attr)), "omitted": omitted,
                          "admitted_target": admitted})
     return pd.DataFrame.from_records(recs)
 
@@ -761,26 +769,42 @@ def pooled_ceiling(dists_by_attribute: Mapping[str, Sequence[LLRDistribution]], 
 
 
 def horizon_summary(per_pair: pd.DataFrame, cap: float | Mapping[str, float], *, fpr: float = 0.05,
-                    pool_splits: Sequence[str] | None = ("test",)) -> pd.DataFrame:
+                    pool_splits: Sequence[str] | None = ("test",), seeds_horizons: Iterable[int] | None = (),
+                    max_atoms: int = HORIZON_MAX_ATOMS) -> pd.DataFrame:
     """Per (method, horizon): the pooled ceiling AUC / TPR on the pairs of ``pool_splits`` (the
-    learned auditor's evaluation pairs; None = all), the mean per-pair ceiling, and Theorem 1's
-    check on EVERY pair: max realised privacy loss, number of pairs above B_a."""
-    _require(per_pair, {"method", "horizon", "attribute", "split", "pair_id", "max_loss", "oracle_auc", "dist"},
-             "per-pair oracle table")
+    learned auditor's evaluation pairs; None = all) for ONE transcript per pair (``ceiling_auc``,
+    the bound of the learned ``auc_indep``) and, at ``seeds_horizons`` (None = every horizon), for
+    all EM seeds of a pair observed together (``ceiling_auc_seeds``, the bound of the seed-averaged
+    learned ``auc``); the mean per-pair ceiling; and Theorem 1's check on EVERY pair: max realised
+    privacy loss, number of pairs above B_a."""
+    _require(per_pair, {"method", "horizon", "attribute", "split", "pair_id", "seed", "max_loss", "oracle_auc",
+                        "dist"}, "per-pair oracle table")
     cap_of = (lambda a: float(cap[a])) if isinstance(cap, Mapping) else (lambda a: float(cap))
+    want_seeds = None if seeds_horizons is None else {int(h) for h in seeds_horizons}
     recs = []
     for (method, h), g in per_pair.groupby(["method", "horizon"], sort=False):
         pool = g if pool_splits is None else g[g["split"].isin(pool_splits)]
         if pool.empty:
             pool = g
         auc, tpr, err = pooled_ceiling({a: list(ga["dist"]) for a, ga in pool.groupby("attribute")}, fpr)
+        rec = {"method": method, "horizon": int(h), "ceiling_auc": auc, "ceiling_tpr": tpr, "auc_err": err}
+        if want_seeds is None or int(h) in want_seeds:
+            by_attr: dict[str, list] = {}
+            for (attr, _), gp in pool.groupby(["attribute", "pair_id"]):
+                d = gp["dist"].iloc[0].coarsen(max_atoms)
+                for other in gp["dist"].iloc[1:]:
+                    d = d.convolve(other.coarsen(max_atoms), max_atoms=max_atoms)
+                by_attr.setdefault(attr, []).append(d)
+            a2, t2, e2 = pooled_ceiling(by_attr, fpr)
+            rec.update(ceiling_auc_seeds=a2, ceiling_tpr_seeds=t2, auc_err_seeds=e2)
         over = g[g["max_loss"] > g["attribute"].map(cap_of) + 1e-9]
-        recs.append({"method": method, "horizon": int(h), "ceiling_auc": auc, "ceiling_tpr": tpr, "auc_err": err,
-                     "n_pool_pairs": int(pool["pair_id"].nunique()),
-                     "mean_pair_auc": float(g["oracle_auc"].mean()), "max_loss": float(g["max_loss"].max()),
-                     "mean_max_loss": float(g["max_loss"].replace(np.inf, np.nan).mean()),
-                     "n_pairs": int(g["pair_id"].nunique()), "pairs_over_cap": int(over["pair_id"].nunique()),
-                     "loss_le_cap_all_pairs": bool(over.empty)})
+        rec.update({"n_pool_pairs": int(pool["pair_id"].nunique()),
+                    "mean_pair_auc": float(g["oracle_auc"].mean()), "max_loss": float(g["max_loss"].max()),
+                    "share_inf_loss": float(np.isinf(g["max_loss"]).mean()),
+                    "mean_finite_max_loss": float(g["max_loss"].replace(np.inf, np.nan).mean()),
+                    "n_pairs": int(g["pair_id"].nunique()), "pairs_over_cap": int(over["pair_id"].nunique()),
+                    "loss_le_cap_all_pairs": bool(over.empty)})
+        recs.append(rec)
     return pd.DataFrame.from_records(recs)
 
 
@@ -792,8 +816,8 @@ def theorem_check(summary: pd.DataFrame, horizon: int, cap: float) -> pd.DataFra
     s["B_a"] = cap
     s["violated"] = [violated_condition(m) for m in s["method"]]
     s["within_B_a"] = s["max_loss"] <= cap + 1e-9
-    return s[["method", "violated", "horizon", "n_pairs", "max_loss", "mean_max_loss", "B_a", "within_B_a",
-              "pairs_over_cap"]].reset_index(drop=True)
+    return s[["method", "violated", "horizon", "n_pairs", "max_loss", "mean_finite_max_loss", "share_inf_loss",
+              "B_a", "within_B_a", "pairs_over_cap"]].reset_index(drop=True)
 
 
 def bound_vs_horizon(acc: pd.DataFrame) -> pd.DataFrame:
@@ -815,45 +839,44 @@ METHOD_STYLE: dict[str, dict[str, Any]] = {
 
 
 def plot_leakage_vs_horizon(oracle_sum: pd.DataFrame, bounds: pd.DataFrame, cap: float,
-                            learned: pd.DataFrame | None = None, path: str | Path | None = None):
-    """Figure: (a) exact optimal-auditor AUC ceiling vs T (with the learned auditor's AUC where
-    given), (b) max realised privacy loss vs T, (c) reconstructed target bound vs T; B_a dashed."""
+                            learned: pd.DataFrame | None = None, path: str | Path | None = None,
+                            learned_col: str = "auc_indep"):
+    """Figure: (a) exact optimal-auditor AUC ceiling for one transcript vs T, with the learned
+    auditor's single-transcript AUC (``learned_col``, dashed) where given; (b) max realised privacy
+    loss vs T (inf not drawn, noted); (c) reconstructed target bound vs T; B_a dotted."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    finite_top = cap * 1.5
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
+    notes = []
     for m, g in oracle_sum.groupby("method", sort=False):
         st = METHOD_STYLE.get(m, {})
         g = g.sort_values("horizon")
-        axes[0].plot(g["horizon"], g["ceiling_auc"], label=f"{m} (exact ceiling)", ms=3, **st)
-        loss = g["max_loss"].replace(np.inf, np.nan)
-        finite_top = max(finite_top, float(np.nanmax(loss)) if loss.notna().any() else 0)
-        axes[1].plot(g["horizon"], loss, label=m, ms=3, **st)
+        axes[0].plot(g["horizon"], g["ceiling_auc"], label=f"{m}", ms=3, **st)
+        axes[1].plot(g["horizon"], g["max_loss"].replace(np.inf, np.nan), label=m, ms=3, **st)
         if g["max_loss"].eq(np.inf).any():
-            first = int(g.loc[g["max_loss"].eq(np.inf), "horizon"].min())
-            axes[1].annotate(f"{m}: inf from T={first}", xy=(0.02, 0.95 - 0.07 * list(METHOD_STYLE).index(m)
-                                                                 if m in METHOD_STYLE else 0.5),
-                             xycoords="axes fraction", fontsize=8, color=st.get("color", "k"))
-    if learned is not None and not learned.empty:
+            notes.append(f"{m}: inf from T={int(g.loc[g['max_loss'].eq(np.inf), 'horizon'].min())} (support mismatch)")
+    if learned is not None and not learned.empty and learned_col in learned.columns:
         for m, g in learned.groupby("method", sort=False):
             st = dict(METHOD_STYLE.get(m, {}))
             g = g.sort_values("horizon")
-            axes[0].plot(g["horizon"], g["auc"], ls="--", label=f"{m} (learned)", ms=4, **st)
+            axes[0].plot(g["horizon"], g[learned_col], ls="--", ms=4, alpha=0.8, **st)
     axes[0].axhline(0.5, color="grey", lw=0.8)
-    axes[0].set(xlabel="horizon T", ylabel="AUC", title="(a) distinguishability vs horizon")
-    axes[0].legend(fontsize=7)
+    axes[0].set(xlabel="horizon T", ylabel="AUC (one transcript per pair)",
+                title="(a) exact ceiling (solid) vs learned auditor (dashed)")
+    axes[0].legend(fontsize=7, loc="center right")
     axes[1].axhline(cap, color="k", ls=":", label=f"B_a = {cap:g}")
-    axes[1].set(xlabel="horizon T", ylabel="max realised privacy loss", title="(b) exact max loss (Theorem 1)")
-    axes[1].legend(fontsize=7)
+    axes[1].set(xlabel="horizon T", ylabel="max realised privacy loss over pairs", title="(b) exact max loss (Theorem 1)")
+    axes[1].legend(fontsize=7, loc="upper left")
+    if notes:
+        axes[1].text(0.98, 0.02, "\n".join(notes), transform=axes[1].transAxes, ha="right", va="bottom", fontsize=7)
     for m, g in bounds.groupby("method", sort=False):
         st = METHOD_STYLE.get(m, {})
         g = g.sort_values("horizon")
-        y = g["bound_max"].replace(np.inf, np.nan)
-        axes[2].plot(g["horizon"], y, label=m, ms=3, **st)
+        axes[2].plot(g["horizon"], g["bound_max"].replace(np.inf, np.nan), label=m, ms=3, **st)
     axes[2].axhline(cap, color="k", ls=":", label=f"B_a = {cap:g}")
     axes[2].set(xlabel="horizon T", ylabel="reconstructed target bound (max over pairs)",
-                title="(c) accounting (CappedArgmax: inf, not drawn)")
-    axes[2].legend(fontsize=7)
+                title="(c) accounting (deterministic releases: inf, not drawn)")
+    axes[2].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     if path is not None:
         path = Path(path)
@@ -1244,3 +1267,24 @@ def oracle_cross_check(transcripts: pd.DataFrame, per_pair: pd.DataFrame, horizo
     return {"rows_compared": int(len(j)), "max_abs_auc_diff": float((j["oracle_auc"] - j["oracle_auc_ref"]).abs().max()),
             "max_abs_loss_diff": float((j.loc[fin, "max_loss"] - j.loc[fin, "max_loss_ref"]).abs().max()) if fin.any() else 0.0,
             "inf_losses_agree": bool((np.isinf(j["max_loss"]) == np.isinf(j["max_loss_ref"])).all())}
+
+
+def ceiling_consistency(hsum: pd.DataFrame, audit_summary: pd.DataFrame) -> pd.DataFrame:
+    """Learned auditor vs its exact ceiling at every audited horizon: the single-transcript AUC
+    (``auc_indep``) against ``ceiling_auc`` and the seed-averaged AUC (``auc``) against
+    ``ceiling_auc_seeds``; consistent when the learned CI's lower end does not exceed the ceiling
+    (plus its merge error)."""
+    a = audit_summary.copy()
+    keep = [c for c in ("method", "horizon", "auc", "auc_lo", "auc_indep", "auc_indep_lo") if c in a.columns]
+    m = a[keep].merge(hsum, on=["method", "horizon"], how="inner")
+    out = m[["method", "horizon"]].copy()
+    out["learned_auc_indep"] = m.get("auc_indep", np.nan)
+    out["ceiling_auc"] = m["ceiling_auc"]
+    lo = m.get("auc_indep_lo", m.get("auc_indep", np.nan))
+    out["indep_consistent"] = lo <= m["ceiling_auc"] + m["auc_err"] + 1e-9
+    out["learned_auc_seed_avg"] = m["auc"]
+    if "ceiling_auc_seeds" in m.columns:
+        out["ceiling_auc_seeds"] = m["ceiling_auc_seeds"]
+        lo2 = m.get("auc_lo", m["auc"])
+        out["seed_avg_consistent"] = (lo2 <= m["ceiling_auc_seeds"] + m["auc_err_seeds"] + 1e-9) | m["ceiling_auc_seeds"].isna()
+    return out.sort_values(["method", "horizon"]).reset_index(drop=True)

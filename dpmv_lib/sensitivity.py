@@ -506,3 +506,36 @@ def make_widget(grid: pd.DataFrame, *, mode: str = "on", b_a: Any = 2, k: Any = 
     box.update = update  # type: ignore[attr-defined]
     update()
     return box
+
+
+def grid_key(bench: Any, pairs: Sequence[Any], spec: GridSpec, view_links: Mapping[str, Sequence[str]],
+             max_atoms: int) -> str:
+    """Cache key of a grid: data (checksums + pairs), spec, gold links, atom budget and code."""
+    from dataclasses import asdict
+
+    from .rq2 import benchmark_fingerprint, code_fingerprint, frame_hash
+
+    return frame_hash(benchmark_fingerprint(bench), sorted(p.pair_id for p in pairs), asdict(spec),
+                      {k: list(v) for k, v in sorted(view_links.items())}, max_atoms,
+                      code_fingerprint() + code_fingerprint(("sensitivity", "rq2", "oracle", "accounting")))
+
+
+def cached_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links: Mapping[str, Sequence[str]],
+                path: str | Path, max_atoms: int = 4096, progress: bool = False,
+                log: Callable[[str], None] = print) -> pd.DataFrame:
+    """:func:`compute_grid`, stored at ``path`` (CSV) with a ``.key`` sidecar; reused when the key
+    (data, pairs, spec, links, code) matches, recomputed otherwise."""
+    path = Path(path)
+    key = grid_key(bench, pairs, spec, view_links, max_atoms)
+    side = path.with_name(path.name + ".key")
+    if path.exists() and side.exists() and side.read_text().strip() == key:
+        try:
+            grid = load_grid(path)
+            log(f"[grid] reused {path}")
+            return grid
+        except (ParameterError, ValueError, OSError) as exc:
+            log(f"[grid] recomputing: unreadable {path} ({exc})")
+    grid = compute_grid(bench, pairs, spec, view_links=view_links, max_atoms=max_atoms, progress=progress)
+    save_grid(grid, path)
+    side.write_text(key + "\n")
+    return grid

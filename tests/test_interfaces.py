@@ -261,3 +261,45 @@ def test_generic_only_is_the_generic_view():
     for t, tc in zip(pair.turns, run("GenericOnly", pair, "M")):
         assert tc.views == tuple(policy.slot(g).generic.id for g in policy.route(t.query))
     assert isinstance(PAIRS[0].turns[0].query, Query)
+
+
+def _real_pairs(n_plain=2, n_overlap=2):
+    try:
+        from dpmv_lib.datasets import load_benchmark
+        bench = load_benchmark("pairedmem")
+    except Exception as exc:  # noqa: BLE001 - the frozen data is built by notebook 01
+        pytest.skip(f"PairedMem data not available: {exc}")
+    plain = [p for p in bench.pairs if not p.overlap][:n_plain]
+    over = [p for p in bench.pairs if p.overlap][:n_overlap]
+    return bench, plain + over
+
+
+def test_defining_properties_on_pairedmem_pairs():
+    bench, pairs = _real_pairs()
+    for pair in pairs:
+        policy = bench.policy(pair)
+        for m in ("GenericOnly", "TypedMask"):
+            a = make_interface(m).run(pair, policy, "M")
+            b = make_interface(m).run(pair, policy, "M'")
+            assert [t.conditioning for t in a] == [t.conditioning for t in b]
+        raw = make_interface("RawReadSet")
+        assert [t.conditioning for t in raw.run(pair, policy, "M")] != [t.conditioning for t in raw.run(pair, policy, "M'")]
+        reads = {q: set() for q in ("target", "neutral", "distractor")}
+        for t in pair.turns:
+            for g in policy.route(t.query):
+                reads[t.query.qtype].update(policy.read(t.query, g))
+        distractor_only = reads["distractor"] - reads["target"] - reads["neutral"]
+        for tc in make_interface("TaskMin").run(pair, policy, "M"):
+            assert not set(tc.items) & distractor_only
+        memory = [x for x in list(pair.m.contents.values()) + list(pair.m_prime.contents.values()) if x]
+        for tc in make_interface("DP-MemView (on)").run(pair, policy, "M", 0):
+            assert lines(tc.conditioning) == [policy.view(v).text for v in tc.views]
+            assert not any(x in tc.conditioning for x in memory)
+    over = [p for p in pairs if p.overlap]
+    gaps = []
+    for pair in over:
+        for seed in (0, 1, 2):
+            rel = [t.release for t in make_interface("IncompleteCharge").run(pair, bench.policy(pair), "M", seed)]
+            gaps.append(reconstructed_bound(rel, pair.attribute) - reported_ledger(rel, pair.attribute))
+            assert reported_ledger(rel, pair.attribute) <= 2
+    assert over and max(gaps) > 0

@@ -219,3 +219,21 @@ def test_llm_judge_with_real_smollm2():
         assert out.error and all(math.isnan(out.scores[d]) for d in DIMENSIONS)
     else:
         assert all(0 <= out.scores[d] <= 4 for d in DIMENSIONS)
+
+
+@pytest.mark.slow
+def test_minilm_thresholds_match_their_documentation():
+    from dpmv_lib.encoders import get_encoder
+    from dpmv_lib.judge import CALIBRATION_CONTRAST, MARGINS
+    enc = get_encoder("minilm")
+    for desc, restate, other, unrelated in CALIBRATION:
+        x = enc.encode([desc, restate, other, unrelated])
+        assert grade(float(x[1] @ x[0]), THRESHOLDS["st"]) >= 3
+        assert grade(float(x[2] @ x[0]), THRESHOLDS["st"]) <= 2
+        assert grade(float(x[3] @ x[0]), THRESHOLDS["st"]) == 0
+    for desc, contrast, restate, generic, unrelated in CALIBRATION_CONTRAST:
+        x = enc.encode([desc, *contrast, restate, generic, unrelated])
+        d, c, s = x[0], x[1:1 + len(contrast)], x[1 + len(contrast):]
+        margins = [float(v @ d - (c @ v).max()) for v in s]
+        assert grade(margins[0], MARGINS["st"]) >= 3
+        assert grade(margins[1], MARGINS["st"]) == 0 and grade(margins[2], MARGINS["st"]) == 0

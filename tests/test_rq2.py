@@ -105,8 +105,19 @@ def test_release_round_trip_matches_library_accounting():
 
 
 def test_accounting_on_real_interfaces_incomplete_charge_underreports():
-    df = conditioning_frame(["DP-MemView (on)", "IncompleteCharge", "NoCap"], turns=8)
-    acc = rq2.accounting_per_pair(df, horizons=(8,))
+    df = conditioning_frame(["DP-MemView (on)", "IncompleteCharge", "NoCap", "CappedArgmax"], turns=8)
+    acc = rq2.accounting_per_pair(df, horizons=(3, 8))
+    # the running sum equals the library function applied to every prefix
+    for (method, pid, side, seed), g in df.groupby(["method", "pair_id", "side", "seed"]):
+        rels = rq2.transcript_releases(g)
+        attr = g["attribute"].iloc[0]
+        for h in (3, 8):
+            row = acc[(acc["method"] == method) & (acc["pair_id"] == pid) & (acc["side"] == side)
+                      & (acc["seed"] == seed) & (acc["horizon"] == h)].iloc[0]
+            assert row["recon_bound_exact"] == str(reconstructed_bound(rels[:h], attr)).replace("inf", "inf")
+            assert row["ledger"] == float(rels[h - 1].spent[attr])
+    acc = acc[acc["horizon"] == 8]
+    acc = acc[acc["method"] != "CappedArgmax"]
     s = rq2.accounting_summary(acc, cap=2.0).set_index("method")
     assert s.loc["DP-MemView (on)", "dp_bound"] <= 2.0
     assert not s.loc["DP-MemView (on)", "ledger_underreports"]

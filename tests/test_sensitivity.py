@@ -175,3 +175,16 @@ def test_grid_save_load_roundtrip(tmp_path):
         S.check_grid(pd.concat([g, g.iloc[:1]]))
     with pytest.raises(ParameterError):
         S.load_grid(tmp_path / "missing.csv")
+
+
+def test_cached_grid_reuses_and_recomputes(tmp_path):
+    bench = mini_benchmark(4)
+    spec = S.GridSpec(b_as=(2,), ks=(3,), modes=("on",), horizon=4, plan_horizon=4)
+    logs = []
+    p = tmp_path / "grids" / "g.csv"
+    g1 = S.cached_grid(bench, bench.pairs, spec, view_links={}, path=p, log=logs.append)
+    g2 = S.cached_grid(bench, bench.pairs, spec, view_links={}, path=p, log=logs.append)
+    assert any("reused" in x for x in logs) and np.allclose(g1["ceiling_auc"], g2["ceiling_auc"])
+    spec2 = S.GridSpec(b_as=(1,), ks=(3,), modes=("on",), horizon=4, plan_horizon=4)
+    g3 = S.cached_grid(bench, bench.pairs, spec2, view_links={}, path=p, log=logs.append)
+    assert set(g3["b_a"]) == {1.0}

@@ -17,9 +17,8 @@ from typing import Any, Sequence
 
 from ..errors import ParameterError
 
-SYSTEM_PROMPT = ("You are a helpful personal assistant. Answer the user's request directly in a few "
-                 "sentences. Follow the response guidance if any is given, and use the user's notes "
-                 "only where they help.")
+SYSTEM_PROMPT = ("You are a helpful personal assistant. Answer in a few sentences; follow any response "
+                 "guidance and use the user's notes only where relevant.")
 REQUEST_LABEL = "Request:"
 
 

@@ -135,6 +135,25 @@ def _save_dequantised(model, tok, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _int8(model, key: tuple):
+    """Dynamic int8 quantisation of the Linear layers (CPU; about 2x faster prefill). An option,
+    not the default: the float32 model is the reference."""
+    qkey = key + ("int8",)
+    with _LOCK:
+        if qkey not in _MODELS:
+            import warnings
+
+            import torch
+            if model.device.type != "cpu":
+                raise GenerationError("quantize='int8' is a CPU option")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                q = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8,
+                                                           inplace=False)
+            _MODELS[qkey] = (None, q)
+        return _MODELS[qkey][1]
+
+
 class _GumbelSampler:
     """LogitsProcessor: temperature + top-p, then per-row Gumbel noise from per-row generators.
 
@@ -172,14 +191,16 @@ class TransformersResponder(Responder):
     ``model``: "smollm2" (the packaged GGUF), a local model directory, or a ``.gguf`` file path.
     ``device``: "auto" (CUDA if available, else CPU), "cpu" or "cuda". GGUF weights are
     dequantised to ``dtype`` (float32 by default) and, with ``convert_cache``, saved once under
-    ``results/cache/models/`` (git-ignored) so later loads skip the dequantisation."""
+    ``results/cache/models/`` (git-ignored) so later loads skip the dequantisation.
+    ``quantize="int8"``: optional dynamic int8 Linear layers on CPU (faster; not the reference).
+    ``threads``: torch CPU threads (default: the cores not already busy, see :func:`cpu_threads`)."""
 
     backend = "transformers"
 
     def __init__(self, model: str = "smollm2", decoding: DecodingConfig | None = None, *,
                  batch_size: int = 32, device: str = "auto", dtype: str = "float32",
                  revision: str | None = None, name: str | None = None, threads: int | None = None,
-                 convert_cache: bool = True) -> None:
+                 convert_cache: bool = True, quantize: str | None = None) -> None:
         self.decoding = decoding or DecodingConfig()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise GenerationError(f"batch_size must be an int >= 1, got {batch_size!r}")
@@ -208,6 +229,11 @@ class TransformersResponder(Responder):
         self.dtype = dtype
         self.threads = threads
         self.convert_cache = convert_cache
+        if quantize not in (None, "int8"):
+            raise GenerationError(f"quantize must be None or 'int8', got {quantize!r}")
+        self.quantize = quantize
+        if quantize:
+            self.revision += f"+{quantize}"   # another model: never mixed in the cache
         self.generated_tokens = 0
 
     @property
@@ -227,7 +253,10 @@ class TransformersResponder(Responder):
             from ..paths import project_root
             convert = project_root() / "results" / "cache" / "models" / f"{Path(self.gguf_file).stem}-{self.revision}-{self.dtype}"
             convert.parent.mkdir(parents=True, exist_ok=True)
-        return _load(self.model_dir, self.gguf_file, self.device, self.dtype, convert)
+        tok, model = _load(self.model_dir, self.gguf_file, self.device, self.dtype, convert)
+        if self.quantize == "int8":
+            model = _int8(model, (self.model_dir, self.gguf_file, self.device, self.dtype))
+        return tok, model
 
     def render(self, prompt: Prompt) -> str:
         tok, _ = self.load()

@@ -1,0 +1,223 @@
+"""Benchmark response generation (issue 4 targets).
+
+    .venv/bin/python benchmarks/bench_generation.py [--parts surrogate smollm2] [--workers 2]
+        [--prompts 64] [--batch-sizes 32 64] [--max-new-tokens 64] [--int8] [--seed 0]
+
+* ``surrogate``: every RQ1 transcript of the default profile (all PairedMem pairs, both stores,
+  32 turns, the 7 RQ1 methods, EM seeds {0,1,2} for the stochastic ones) with the surrogate,
+  end to end (``generate_transcripts``); target < 2 minutes on 2 cores. Also the conditioning
+  stage alone with the float Gumbel-max sampler vs the exact rational sampler (the sampler choice
+  of ``InterfaceParams.exact``).
+* ``smollm2``: generated tokens/s of SmolLM2-135M-Instruct (dequantised float32 GGUF) on CPU at
+  batch 32 and 64, on real prompts of the transcript table (a stratified sample over methods from
+  the first 16 turns); target >= 150. Reported end to end (prefill + decode) and decode only
+  (time of ``max_new_tokens`` minus time of 1 new token on the same batches). ``--int8`` also
+  measures the optional dynamic-int8 model.
+
+Writes benchmarks/results/generation.json and generation.md (a part not run keeps its previous
+numbers). Load averages are recorded before and after each part: other developers share the
+machine's cores, so numbers are only comparable under similar load.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def load() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def machine() -> dict:
+    vers = {}
+    for p in ("numpy", "pandas", "torch", "transformers", "pyarrow"):
+        try:
+            vers[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            vers[p] = None
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+            "packages": vers}
+
+
+def bench_surrogate(workers: int, seed: int) -> dict:
+    from dpmv_lib.datasets import load_benchmark
+    from dpmv_lib.generation import GenerationStats, InterfaceParams, conditioning_table, generate_transcripts
+    from dpmv_lib.interfaces import RQ1_METHODS
+    from dpmv_lib.profiles import get_profile
+    from dpmv_lib.responders import SurrogateResponder
+
+    prof = get_profile("default")
+    bench = load_benchmark("pairedmem")
+    if prof.pairs is not None:
+        bench = bench.subset([p.pair_id for p in bench.pairs[: prof.pairs]])
+    resp = SurrogateResponder.from_benchmark(bench)
+    out: dict = {"pairs": len(bench), "methods": list(RQ1_METHODS), "em_seeds": list(prof.em_seeds),
+                 "turns": 32, "workers": workers, "load_before": load()}
+    st = GenerationStats()
+    t = time.perf_counter()
+    df = generate_transcripts(bench, resp, RQ1_METHODS, seeds=prof.em_seeds, workers=workers, cache=None,
+                              progress=True, stats=st)
+    wall = time.perf_counter() - t
+    out.update(wall_s=round(wall, 1), rows=len(df), requests=st.requests, unique_requests=st.unique_requests,
+               stages_s={"conditioning": round(st.seconds_conditioning, 1),
+                         "generation": round(st.seconds_generation, 1),
+                         "table": round(st.seconds_total - st.seconds_conditioning - st.seconds_generation, 1)},
+               target_s=120, meets_target=wall < 120, load_after_end_to_end=load())
+    samplers = {}
+    for exact in (False, True):
+        t = time.perf_counter()
+        conditioning_table(bench, [m for m in RQ1_METHODS if m.startswith("DP-MemView")], seeds=prof.em_seeds,
+                           params=InterfaceParams(exact=exact), workers=workers, progress=False)
+        samplers["exact" if exact else "float"] = round(time.perf_counter() - t, 1)
+    out["dp_conditioning_s_by_sampler"] = samplers
+    out["load_after"] = load()
+    return out
+
+
+def sample_prompts(n: int, seed: int):
+    import numpy as np
+
+    from dpmv_lib.datasets import load_benchmark
+    from dpmv_lib.generation import _ROW_FIELDS, conditioning_table
+    from dpmv_lib.interfaces import RQ1_METHODS
+    from dpmv_lib.responders import Prompt
+
+    bench = load_benchmark("pairedmem")
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(bench.pairs), size=min(8, len(bench.pairs)), replace=False)
+    sub = bench.subset([bench.pairs[i].pair_id for i in pick])
+    rows = conditioning_table(sub, RQ1_METHODS, seeds=(0,), turns=16, progress=False)
+    ci = {f: i for i, f in enumerate(_ROW_FIELDS)}
+    by_method: dict[str, list] = {}
+    for r in rows:
+        by_method.setdefault(r[ci["method"]], []).append(r)
+    prompts = []
+    per = -(-n // len(by_method))
+    for m in RQ1_METHODS:
+        cand = by_method[m]
+        for j in rng.choice(len(cand), size=min(per, len(cand)), replace=False):
+            r = cand[j]
+            prompts.append(Prompt(r[ci["query"]], r[ci["conditioning"]], (r[ci["pair_id"]], r[ci["turn"]], 0)))
+    rng.shuffle(prompts)
+    return prompts[:n]
+
+
+def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bool, seed: int) -> dict:
+    import torch
+
+    from dpmv_lib.responders import DecodingConfig, TransformersResponder
+
+    prompts = sample_prompts(n_prompts, seed)
+    out: dict = {"prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy", "runs": [],
+                 "load_before": load()}
+    t = time.perf_counter()
+    base = TransformersResponder("smollm2", DecodingConfig(max_new_tokens=max_new))
+    tok, _ = base.load()
+    out["load_model_s"] = round(time.perf_counter() - t, 1)
+    out["torch_threads"] = torch.get_num_threads()
+    lens = [len(tok(base.render(p), add_special_tokens=False)["input_ids"]) for p in prompts]
+    out["prompt_tokens"] = {"mean": round(sum(lens) / len(lens), 1), "max": max(lens), "min": min(lens)}
+    for quant in ([None, "int8"] if int8 else [None]):
+        for bs in batch_sizes:
+            full = TransformersResponder("smollm2", DecodingConfig(max_new_tokens=max_new), batch_size=bs,
+                                         quantize=quant, threads=out["torch_threads"])
+            one = TransformersResponder("smollm2", DecodingConfig(max_new_tokens=1), batch_size=bs,
+                                        quantize=quant, threads=out["torch_threads"])
+            full.load()
+            l0 = load()
+            t = time.perf_counter()
+            one.respond(prompts)
+            t_prefill = time.perf_counter() - t
+            t = time.perf_counter()
+            texts = full.respond(prompts)
+            t_full = time.perf_counter() - t
+            gen = full.generated_tokens
+            run = {"model": "float32" if quant is None else quant, "batch_size": bs, "generated_tokens": gen,
+                   "wall_s": round(t_full, 1), "prefill_plus_1_s": round(t_prefill, 1),
+                   "tokens_per_s": round(gen / t_full, 1),
+                   "decode_tokens_per_s": round((gen - len(prompts)) / max(1e-9, t_full - t_prefill), 1),
+                   "empty_responses": sum(1 for x in texts if not x.strip()), "load": [l0, load()]}
+            out["runs"].append(run)
+            print(json.dumps(run), flush=True)
+    out["target_tokens_per_s"] = 150
+    out["load_after"] = load()
+    return out
+
+
+def write(results: dict) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / "generation.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    old.update(results)
+    path.write_text(json.dumps(old, indent=1) + "\n")
+    lines = ["# Generation benchmark (issue 4)", "",
+             f"Machine: {old['machine']['cpus']} CPUs, Python {old['machine']['python']}, "
+             f"torch {old['machine']['packages'].get('torch')}, transformers {old['machine']['packages'].get('transformers')}. "
+             "The cores are shared with other developers' jobs; load averages (1/5/15 min) are listed.", ""]
+    s = old.get("surrogate")
+    if s:
+        lines += ["## Surrogate: all RQ1 transcripts of the default profile", "",
+                  f"{s['pairs']} pairs x 2 stores x {s['turns']} turns x {len(s['methods'])} methods "
+                  f"(EM seeds {s['em_seeds']} for the stochastic ones) = **{s['rows']:,} rows** "
+                  f"({s['unique_requests']:,} unique requests after deduplication), {s['workers']} worker processes.", "",
+                  "| measure | value |", "|---|---|",
+                  f"| end to end | **{s['wall_s']} s** (target < {s['target_s']} s: {'met' if s['meets_target'] else 'NOT met'}) |",
+                  f"| stages (conditioning / surrogate / table) | {s['stages_s']['conditioning']} / "
+                  f"{s['stages_s']['generation']} / {s['stages_s']['table']} s |",
+                  f"| DP-MemView conditioning, float sampler | {s['dp_conditioning_s_by_sampler']['float']} s |",
+                  f"| DP-MemView conditioning, exact sampler | {s['dp_conditioning_s_by_sampler']['exact']} s |",
+                  f"| load average before / after | {s['load_before']} / {s['load_after']} |", ""]
+    m = old.get("smollm2")
+    if m:
+        lines += ["## SmolLM2-135M-Instruct on CPU (transformers, greedy)", "",
+                  f"{m['prompts']} real prompts (stratified over the RQ1 methods, first 16 turns; prompt tokens "
+                  f"mean {m['prompt_tokens']['mean']}, max {m['prompt_tokens']['max']}), max_new_tokens "
+                  f"{m['max_new_tokens']}, torch threads {m['torch_threads']}, model load {m['load_model_s']} s.", "",
+                  "| model | batch | generated tokens | wall s | tokens/s (end to end) | decode-only tokens/s | load |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in m["runs"]:
+            lines.append(f"| {r['model']} | {r['batch_size']} | {r['generated_tokens']} | {r['wall_s']} | "
+                         f"**{r['tokens_per_s']}** | {r['decode_tokens_per_s']} | {r['load'][0]} -> {r['load'][1]} |")
+        lines += ["", f"Target: >= {m['target_tokens_per_s']} generated tokens/s at batch 32-64.", ""]
+    (OUT / "generation.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="generation benchmark (issue 4)")
+    ap.add_argument("--parts", nargs="+", default=["surrogate", "smollm2"], choices=["surrogate", "smollm2"])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--prompts", type=int, default=64)
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64])
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--int8", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    results: dict = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if "surrogate" in args.parts:
+        results["surrogate"] = bench_surrogate(args.workers, args.seed)
+        print(json.dumps(results["surrogate"], indent=1), flush=True)
+        write(results)
+    if "smollm2" in args.parts:
+        results["smollm2"] = bench_smollm2(args.prompts, args.batch_sizes, args.max_new_tokens, args.int8, args.seed)
+        write(results)
+    print((OUT / "generation.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

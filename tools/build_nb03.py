@@ -1,0 +1,172 @@
+"""Build notebooks/03_rq1_privacy_utility.ipynb (committed without outputs). Run: .venv/bin/python tools/build_nb03.py"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat as nbf
+
+ROOT = Path(__file__).resolve().parent.parent
+md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
+
+cells = [
+    md("""# 03 — RQ1: privacy-utility of the compared memory interfaces (Table 2)
+
+**Paper step.** RQ1 asks whether DP-MemView keeps the *transcript* of a long interaction close to
+indistinguishable between adjacent stores $M \\sim_a M'$ while still personalising from supported
+memory, compared with a memory-independent control (**GenericOnly**), a raw-memory reference
+(**RawReadSet**), adaptations of published defences (**TypedMask** ~ MemPrivacy, **TaskMin** ~
+AirGapAgent) and a post-generation filter (**OutputFilter**). Table 2 of the paper reports, at
+$T=16$, $B_a=2$, $K=3$:
+
+* **privacy** - an *embedding auditor* (C.5): frozen sentence encoder, each response embedded, the
+  first $t$ responses averaged and $L_2$-normalised, one logistic regression per attribute and
+  prefix length fitted on PairedMem training pairs, sigmoid-calibrated on validation pairs, scored
+  on held-out test pairs and applied unchanged to the transfer track; macro-AUC over the four
+  attributes and TPR at 5% FPR;
+* **utility** - a blinded judge with a rubric fixed from each pair's gold behaviours: $U$ (mean of
+  relevance, correctness, actionability, personalisation, /4), tRec (target-required behaviours on
+  $M$) and Unsup (unsupported target-specific behaviours on $M'$).
+
+**What this run uses.** The response model, encoder and judge come from the profile: in the
+`default` profile a seeded *surrogate* response model (an instrument, not an LLM; see
+`dpmv_lib.responders.surrogate`), all-MiniLM-L6-v2 from an offline package, and an offline rubric
+judge based on sentence similarity (`dpmv_lib.judge.RubricJudge`); `llm` uses SmolLM2-135M and
+`paper` the paper's three served models. **None of these is the paper's Qwen/Llama/Gemma + Claude
+setup unless the `paper` profile is run**, so our numbers are compared with each of the paper's
+models and with their mean, clearly labelled.
+
+**Beyond the paper.** For DP-MemView the released views are the only store-dependent input of the
+response model, and given the public ledger path they are independent across turns. The *exact
+optimal auditor* (`dpmv_lib.oracle`) convolves the per-turn likelihood ratios of the views and gives
+the best AUC / TPR that **any** auditor of the transcript can reach, and the maximum realised privacy
+loss, which Theorem 1 bounds by $B_a$ on every pair.
+
+All logic lives in `dpmv_lib` (`experiments`, `audit`, `oracle`, `judge`, `tables`, `plots`); this
+notebook calls `run_rq1` and shows its results."""),
+    code("""profile = "default"
+seed = 0
+results_dir = "results"
+data_dir = "data"
+INTERACTIVE = False
+B_a = 2
+K = 3
+T = 16
+# embedding unit of the auditor: response (exactly C.5), sentence (mean of sentence embeddings), auto
+AUDIT_UNIT = "auto"
+# bootstrap replicates over pairs for the 95% CIs
+N_BOOT = 1000""", metadata={"tags": ["parameters"]}),
+    code("""import json
+import time
+
+import pandas as pd
+from IPython.display import Image, Markdown, display
+
+from dpmv_lib.experiments import RQ1Config, claims_markdown, run_rq1
+from dpmv_lib.profiles import get_profile
+from dpmv_lib import tables as TB
+
+pd.set_option("display.width", 200)
+pd.set_option("display.max_columns", 40)
+prof = get_profile(profile)
+print(f"profile {prof.name}: {prof.description}")
+print(f"response model(s): {prof.response_models or prof.responder}; encoder: {prof.encoder}; judge: {prof.judge}; "
+      f"EM seeds: {prof.em_seeds}; pairs: {prof.pairs or 'all'} PairedMem, {prof.transfer_pairs or 'all'} transfer")"""),
+    md("""## 1. Run the pipeline
+
+`run_rq1` loads both frozen tracks (a stratified subset in the smoke profile), generates the
+transcripts of the seven RQ1 interfaces for the first $T$ turns of every pair, both stores and the
+profile's EM seeds (deterministic methods once), and then runs the auditor, the exact oracle and the
+judge. Timings per stage are printed; every table and figure is also written under
+`{results_dir}/tables` and `{results_dir}/figures`."""),
+    code("""t0 = time.perf_counter()
+cfg = RQ1Config(profile=profile, seed=seed, results_dir=results_dir, data_dir=data_dir, B_a=B_a, K=K, T=T,
+                audit_unit=AUDIT_UNIT, n_boot=N_BOOT, progress=False)
+res = run_rq1(cfg)
+print(json.dumps({k: round(v, 1) for k, v in res.timings.items()}, indent=1))
+for n in res.notes:
+    print("NOTE:", n)"""),
+    md("""### An example turn
+
+What each interface passes the response model at one target-relevant turn of one pair, under $M$
+and $M'$ (first EM seed for the stochastic methods), and the response it produced."""),
+    code("""tr = res.transcripts
+pm = tr[(tr["track"] == "pairedmem") & (tr["qtype"] == "target")]
+pid, turn = pm["pair_id"].iloc[0], int(pm["turn"].iloc[0])
+ex = tr[(tr["pair_id"] == pid) & (tr["turn"] == turn) & (tr["seed"].isin([-1, min(prof.em_seeds)]))]
+print(f"pair {pid}, turn {turn}: {ex['query'].iloc[0]!r}")
+display(ex.pivot_table(index="method", columns="side", values=["conditioning", "response"], aggfunc="first")
+          .reindex(cfg.methods))"""),
+    md("""## 2. Chance by construction (the paper's dagger), checked
+
+The paper marks GenericOnly and TypedMask with a dagger: their conditioning is identical under $M$
+and $M'$, so any auditor is at chance. Here the claim is **checked from the transcripts**: for every
+pair, seed and turn the conditioning text, released views and public release record are compared
+between the two stores. Only methods with zero differing cells get 0.500 / 0.050 in Table 2; the
+measured auditor values stay in the CSV (`auc_measured`, `tpr_measured`)."""),
+    code("""display(res.identical)"""),
+    md("""## 3. Table 2 (ours)
+
+AUC and TPR@5: auditor at prefix length $T$ (seed-averaged scores per pair and side, C.5 "Runs and
+aggregation"), 95% bootstrap CIs over test pairs (stratified by attribute). tRec / U / Unsup: the
+judge at $T$, seeds averaged within each pair before averaging over pairs. The embedding unit used
+is printed below (`response` = exactly C.5)."""),
+    code("""print("embedding unit:", res.audit["embedding_unit"].iloc[0])
+display(Markdown(TB.table2_markdown(res.table2)))"""),
+    md("""## 4. Beside the paper
+
+The paper's numbers (`../shared/reference/paper_table2_rq1.csv`) for each of its three response
+models and their mean; $\\Delta$ = ours - paper mean. Our response model is the profile's (the
+surrogate by default), not one of the paper's, so the comparison is about *patterns* (which methods
+separate, which personalise), not about matching values; absolute U and tRec also depend on the
+judge, which is not the paper's Claude judge."""),
+    code("""if not res.comparison.empty:
+    display(Markdown(TB.comparison_markdown(res.comparison)))
+else:
+    print("paper reference table not available")"""),
+    md("""## 5. Which of the paper's RQ1 claims hold in this run
+
+Each claim of the paper's RQ1 section is a function of the table above (`dpmv_lib.experiments.
+evaluate_claims`); vague wording is operationalised as stated in each line, and a claim made "across
+all model-track combinations" must hold in every combination of this run. The verdicts below are
+computed, not typed in."""),
+    code("""display(Markdown(claims_markdown(res.claims)))
+n_hold = int(res.claims["holds"].fillna(False).astype(bool).sum())
+print(f"{n_hold} of {res.claims['holds'].notna().sum()} evaluated claims hold in this run")"""),
+    md("""## 6. The exact optimal auditor (beyond the paper)
+
+For each pair the distribution of the transcript log-likelihood ratio is computed exactly under $M$
+and $M'$ from the EM probabilities of the released views (convolution over turns). Pooled over the
+auditor's evaluation pairs this gives the **ceiling**: the best AUC any auditor of the transcript can
+reach - for one transcript per pair, and for all EM seeds of a pair observed together (the
+seed-averaged auditor of Table 2 sees all of them). The learned auditor is compared with the
+single-transcript ceiling through `auc_indep` (M and M' transcripts from independent draws; the
+generator couples M and M' of one pair and seed through common random numbers, which slightly
+inflates same-pair comparisons of the seed-averaged AUC). Memory-text methods release no views:
+their transcript ceiling is 1 when the conditioning differs, 0.5 when it is identical. The last
+columns check Theorem 1 numerically: the maximum realised privacy loss over every benchmark pair."""),
+    code("""aT = res.audit[res.audit["horizon"] == T]
+display(Markdown(TB.oracle_markdown(res.oracle, aT, float(B_a))))
+display(Image(res.paths["rq1_ceiling"]) if "rq1_ceiling" in res.paths else None)"""),
+    md("""## 7. Figures: privacy-utility and leakage vs horizon
+
+Left: auditor AUC against tRec; right: against U (filled markers PairedMem, hollow transfer). Then
+the learned auditor's macro-AUC as the transcript prefix grows (same transcripts, $t \\le T$)."""),
+    code("""if "rq1_privacy_utility" in res.paths:
+    display(Image(res.paths["rq1_privacy_utility"]))
+    display(Image(res.paths["rq1_leakage_horizon"]))"""),
+    md("""## 8. Files written
+
+Tables (CSV + Markdown) and figures of this run; `rq1_run.json` records the configuration, profile,
+encoder, judge, embedding unit and the time per stage."""),
+    code("""for k, v in sorted(res.paths.items()):
+    print(f"{k:24s} {v}")
+print(f"notebook wall time so far: {time.perf_counter() - t0:.0f} s")"""),
+]
+
+nb = nbf.v4.new_notebook()
+nb.cells = cells
+nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+nb.metadata["language_info"] = {"name": "python"}
+out = ROOT / "notebooks" / "03_rq1_privacy_utility.ipynb"
+nbf.write(nb, str(out))
+print(f"wrote {out}")

@@ -22,10 +22,10 @@ import logging
 import multiprocessing as mp
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 from tqdm.auto import tqdm
@@ -47,12 +47,13 @@ _INT_COLUMNS = ("seed", "turn", "block")
 
 @dataclass(frozen=True)
 class InterfaceParams:
-    """Parameters shared by the MemView-based interfaces (Table 2 defaults: B_a=2, K=3, T=16)."""
+    """Parameters shared by the MemView-based interfaces (Table 2 defaults: B_a=2, K=3, T=16;
+    ``exact``: the exact rational EM sampler, measured no slower than the float one here)."""
 
     B_a: Any = 2
     K: int = 3
     plan_horizon: int | None = 16
-    exact: bool = False
+    exact: bool = True
 
 
 @dataclass
@@ -104,6 +105,9 @@ def conditioning_table(benchmark: Benchmark, methods: Sequence[str] = RQ1_METHOD
     ifaces = {m: make_interface(m, B_a=params.B_a, K=params.K, plan_horizon=params.plan_horizon,
                                 exact=params.exact) for m in methods}
     n = len(benchmark.pairs)
+    if workers > 1 and "fork" not in mp.get_all_start_methods():
+        log.warning("workers=%d needs the 'fork' start method, unavailable here; running in one process", workers)
+        workers = 1
     if workers <= 1 or n < 2:
         rows: list[tuple] = []
         for pair in tqdm(benchmark.pairs, desc="conditioning", unit="pair", disable=not progress):
@@ -113,12 +117,11 @@ def conditioning_table(benchmark: Benchmark, methods: Sequence[str] = RQ1_METHOD
     chunks = [list(range(i, n, workers * 4)) for i in range(workers * 4)]
     chunks = [c for c in chunks if c]
     rows_by_chunk: list[list[tuple]] = [[] for _ in chunks]
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    ctx = mp.get_context("fork")
     try:
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             futs = {pool.submit(_worker_rows, c): k for k, c in enumerate(chunks)}
             with tqdm(total=n, desc="conditioning", unit="pair", disable=not progress) as bar:
-                from concurrent.futures import as_completed
                 for f in as_completed(futs):
                     k = futs[f]
                     rows_by_chunk[k] = f.result()
@@ -163,58 +166,76 @@ def _open_cache(cache: Any, responder: Responder) -> GenerationCache | None:
     raise ParameterError(f"cache must be None, 'auto', 'default', a path or a GenerationCache, got {cache!r}")
 
 
-def generate_responses(prompts: Sequence[Prompt], responder: Responder, *, cache: Any = "auto",
-                       batch_size: int | None = None, progress: bool = True,
-                       stats: GenerationStats | None = None) -> list[str]:
-    """Stages 2-3 for a list of prompts: deduplicate, reuse the cache, generate the rest."""
-    stats = stats if stats is not None else GenerationStats()
-    seeded = responder.seeded
+def _unique(prompts: Sequence[Prompt], seeded: bool) -> tuple[list[Prompt], list[int]]:
+    """Stage 2: one representative per distinct request, and each prompt's representative index."""
     uniq: dict[tuple, int] = {}
+    reps: list[Prompt] = []
     index = []
     for p in prompts:
         k = (p.query, p.conditioning, p.key if seeded else None)
         j = uniq.get(k)
         if j is None:
-            j = uniq[k] = len(uniq)
+            j = uniq[k] = len(reps)
+            reps.append(p)
         index.append(j)
-    reps: list[Prompt] = [None] * len(uniq)  # type: ignore[list-item]
-    for p, j in zip(prompts, index):
-        if reps[j] is None:
-            reps[j] = p
+    return reps, index
+
+
+def _generate(prompts: Sequence[Prompt], responder: Responder, cache: Any, batch_size: int | None,
+              progress: bool, stats: GenerationStats) -> tuple[list[str], list[str]]:
+    """Stages 2-3: (text per prompt, content address per prompt)."""
+    reps, index = _unique(prompts, responder.seeded)
     stats.requests += len(prompts)
     stats.unique_requests += len(reps)
+    identity = responder.identity()
+    addresses = [content_address(identity, responder.request(p)) for p in reps]
     texts: list[str | None] = [None] * len(reps)
     store = _open_cache(cache, responder)
-    identity = responder.identity()
-    addresses: list[str] = []
-    if store is not None:
-        addresses = [content_address(identity, responder.request(p)) for p in reps]
-        hit = store.get_many(addresses)
-        for j, a in enumerate(addresses):
-            if a in hit:
-                texts[j] = hit[a]
-        stats.cache_hits += len(hit)
-    todo = [j for j, t in enumerate(texts) if t is None]
-    bs = batch_size or (getattr(responder, "batch_size", None) or (2048 if responder.backend == "surrogate" else 64))
-    if responder.backend == "openai":
-        bs = batch_size or max(1, 4 * getattr(responder, "concurrency", 8))
-    with tqdm(total=len(todo), desc=f"generate ({responder.name})", unit="resp", disable=not progress) as bar:
-        for s in range(0, len(todo), bs):
-            chunk = todo[s:s + bs]
-            outs = responder.respond([reps[j] for j in chunk])
-            if len(outs) != len(chunk):
-                raise GenerationError(f"responder {responder.name!r} returned {len(outs)} texts for {len(chunk)} prompts")
-            for j, t in zip(chunk, outs):
-                if not isinstance(t, str):
-                    raise GenerationError(f"responder {responder.name!r} returned a {type(t).__name__}, not text")
-                texts[j] = t
-            if store is not None:
-                store.put_many([(addresses[j], texts[j]) for j in chunk])
-            stats.generated += len(chunk)
-            bar.update(len(chunk))
-    if store is not None and not isinstance(cache, GenerationCache):
-        store.close()
-    return [texts[j] for j in index]  # type: ignore[misc]
+    try:
+        if store is not None:
+            hit = store.get_many(addresses)
+            for j, a in enumerate(addresses):
+                if a in hit:
+                    texts[j] = hit[a]
+            stats.cache_hits += len(hit)
+        todo = [j for j, t in enumerate(texts) if t is None]
+        if batch_size is not None:
+            bs = batch_size
+        elif responder.backend == "openai":
+            bs = max(1, 4 * getattr(responder, "concurrency", 8))
+        elif responder.backend == "surrogate":
+            bs = 2048
+        else:
+            bs = getattr(responder, "batch_size", None) or 64
+        with tqdm(total=len(todo), desc=f"generate ({responder.name})", unit="resp", disable=not progress) as bar:
+            for s in range(0, len(todo), bs):
+                chunk = todo[s:s + bs]
+                outs = responder.respond([reps[j] for j in chunk])
+                if len(outs) != len(chunk):
+                    raise GenerationError(f"responder {responder.name!r} returned {len(outs)} texts for "
+                                          f"{len(chunk)} prompts")
+                for j, t in zip(chunk, outs):
+                    if not isinstance(t, str):
+                        raise GenerationError(f"responder {responder.name!r} returned a {type(t).__name__}, not text")
+                    texts[j] = t
+                if store is not None:
+                    store.put_many([(addresses[j], texts[j]) for j in chunk])
+                stats.generated += len(chunk)
+                bar.update(len(chunk))
+    finally:
+        if store is not None and not isinstance(cache, GenerationCache):
+            store.close()
+    return [texts[j] for j in index], [addresses[j] for j in index]  # type: ignore[misc]
+
+
+def generate_responses(prompts: Sequence[Prompt], responder: Responder, *, cache: Any = "auto",
+                       batch_size: int | None = None, progress: bool = True,
+                       stats: GenerationStats | None = None) -> list[str]:
+    """Stages 2-3 for a list of prompts: deduplicate, reuse the cache, generate the rest (in
+    batches of ``batch_size``; by default the backend's batch size, 4 x concurrency for servers)."""
+    texts, _ = _generate(prompts, responder, cache, batch_size, progress,
+                         stats if stats is not None else GenerationStats())
+    return texts
 
 
 def generate_transcripts(benchmark: Benchmark, responder: Responder, methods: Sequence[str] = RQ1_METHODS, *,
@@ -226,8 +247,8 @@ def generate_transcripts(benchmark: Benchmark, responder: Responder, methods: Se
 
     ``seeds`` are the EM seeds of stochastic methods (deterministic ones use -1); ``turns`` limits
     each trajectory to its first turns; ``cache`` is "auto" (on disk for model backends, off for
-    the surrogate), "default", a path, a GenerationCache or None; ``workers`` processes build
-    the conditioning."""
+    the surrogate, which is faster than a lookup), "default", a path, a GenerationCache or None;
+    ``workers`` processes build the conditioning."""
     stats = stats if stats is not None else GenerationStats()
     t0 = time.perf_counter()
     rows = conditioning_table(benchmark, methods, seeds=seeds, sides=sides, turns=turns, params=params,
@@ -236,25 +257,15 @@ def generate_transcripts(benchmark: Benchmark, responder: Responder, methods: Se
     ci = {f: i for i, f in enumerate(_ROW_FIELDS)}
     prompts = [Prompt(r[ci["query"]], r[ci["conditioning"]], (r[ci["pair_id"]], r[ci["turn"]], r[ci["seed"]]))
                for r in rows]
-    texts = generate_responses(prompts, responder, cache=cache, batch_size=batch_size, progress=progress,
-                               stats=stats)
+    texts, addresses = _generate(prompts, responder, cache, batch_size, progress, stats)
     t2 = time.perf_counter()
     post = {m: make_interface(m) for m in methods}
     df = pd.DataFrame.from_records(rows, columns=list(_ROW_FIELDS))
-    df["response"] = [post[m].postprocess(t) for m, t in zip(df["method"], texts)] if any(
-        type(i).postprocess is not Interface.postprocess for i in post.values()) else texts
+    if any(type(i).postprocess is not Interface.postprocess for i in post.values()):
+        texts = [post[m].postprocess(t) for m, t in zip(df["method"], texts)]
+    df["response"] = texts
     df["response_model"] = responder.name
-    identity = responder.identity()
-    seeded = responder.seeded
-    addr_memo: dict[tuple, str] = {}
-    req = []
-    for p in prompts:
-        k = (p.query, p.conditioning, p.key if seeded else None)
-        a = addr_memo.get(k)
-        if a is None:
-            a = addr_memo[k] = content_address(identity, responder.request(p))
-        req.append(a)
-    df["request"] = req
+    df["request"] = addresses
     df = df[list(TRANSCRIPT_COLUMNS)]
     for c in _INT_COLUMNS:
         df[c] = df[c].astype("int64")

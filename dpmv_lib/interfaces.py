@@ -234,12 +234,13 @@ class TaskMin(RawReadSet):
     def run(self, pair, policy, side, seed=None, turns=None):
         store = self._check(pair, side, seed, False)
         allowed = task_positions(pair, policy)
+        allowed_set = set(allowed)
         out = []
         for t, q in enumerate(self._queries(pair, turns)):
             if self.scope == "union":
                 items = allowed
             else:
-                items = tuple(i for i in RawReadSet._items(self, pair, policy, q) if i in set(allowed))
+                items = tuple(i for i in RawReadSet._items(self, pair, policy, q) if i in allowed_set)
             out.append(TurnConditioning(t, render_memory(store.read(items)), (), items,
                                         {"items": list(items)}, {}))
         return tuple(out)
@@ -281,7 +282,9 @@ class MemViewInterface(Interface):
 
     ``B_a``: one cap for every attribute (None keeps the policy's caps); ``K``: online
     granularity; ``plan_horizon``: T for the preallocated plan (None = whole trajectory);
-    ``exact``: exact rational sampler (True) or float Gumbel-max sampler (False)."""
+    ``exact``: exact rational sampler (True, default) or float Gumbel-max sampler (False); on
+    PairedMem the exact sampler costs about the same (benchmarks/results/generation.json), so
+    experiments use it too."""
 
     name: ClassVar[str] = "DP-MemView (on)"
     stochastic: ClassVar[bool] = True
@@ -291,7 +294,7 @@ class MemViewInterface(Interface):
     B_a: Fraction | None = Fraction(2)
     K: int = 3
     plan_horizon: int | None = 16
-    exact: bool = False
+    exact: bool = True
     scorer: Any = field(default_factory=LexiconScorer, compare=False)
     _caches: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -411,7 +414,7 @@ METHODS: dict[str, type[Interface]] = {
 
 
 def make_interface(method: str, *, B_a: Number | None = 2, K: int = 3, plan_horizon: int | None = 16,
-                   exact: bool = False, scorer: Scorer | None = None, **kwargs: Any) -> Interface:
+                   exact: bool = True, scorer: Scorer | None = None, **kwargs: Any) -> Interface:
     """Build a compared interface by its method name (docs/architecture.md) with its parameters.
 
     B_a, K, plan_horizon, exact and scorer apply to MemView-based methods; memory-text and generic

@@ -205,25 +205,24 @@ def accounting_summary(acc: pd.DataFrame, cap: float | Mapping[str, float]) -> p
     _require(acc, {"method", "horizon", "pair_id", "side", "seed", "recon_bound", "ledger", "omitted",
                    "attribute"}, "accounting table")
     cap_of = (lambda a: float(cap[a])) if isinstance(cap, Mapping) else (lambda a: float(cap))
-    recs = []
-    for (method, h), g in acc.groupby(["method", "horizon"], sort=False):
-        caps = g["attribute"].map(cap_of)
-        by_side = g.pivot_table(index=["pair_id", "seed"], columns="side", values="recon_bound", aggfunc="first")
-        same = bool(by_side.nunique(axis=1).le(1).all()) if by_side.shape[1] > 1 else True
-        rb = g["recon_bound"].to_numpy(float)
-        finite = rb[np.isfinite(rb)]
-        recs.append({
-            "method": method, "horizon": int(h), "n_pairs": int(g["pair_id"].nunique()),
-            "dp_bound": float(rb.max()), "dp_bound_mean": float(rb.mean()) if len(finite) == len(rb) else math.inf,
-            "dp_bound_median": float(np.median(rb)), "ledger_max": float(g["ledger"].max()),
-            "ledger_mean": float(g["ledger"].mean()),
-            "share_bound_over_cap": float(np.mean(rb > caps.to_numpy(float) + 1e-12)),
-            "omitted_mean": float(g["omitted"].mean()), "omitted_max": int(g["omitted"].max()),
-            "share_omitting": float(np.mean(g["omitted"] > 0)),
-            "ledger_underreports": bool((g["recon_bound"] > g["ledger"] + 1e-12).any()),
-            "bound_same_on_M_and_Mprime": same,
-        })
-    return pd.DataFrame.from_records(recs)
+    df = acc.assign(_cap=acc["attribute"].map(cap_of))
+    df["_over"] = df["recon_bound"] > df["_cap"] + 1e-12
+    df["_omits"] = df["omitted"] > 0
+    df["_under"] = df["recon_bound"] > df["ledger"] + 1e-12
+    df["_inf"] = np.isinf(df["recon_bound"])
+    keys = ["method", "horizon"]
+    same = (df.groupby(keys + ["pair_id", "seed"], sort=False)["recon_bound"].nunique() <= 1).groupby(level=keys).all()
+    g = df.groupby(keys, sort=False)
+    out = g.agg(n_pairs=("pair_id", "nunique"), dp_bound=("recon_bound", "max"), dp_bound_mean=("recon_bound", "mean"),
+                dp_bound_median=("recon_bound", "median"), ledger_max=("ledger", "max"), ledger_mean=("ledger", "mean"),
+                share_bound_over_cap=("_over", "mean"), omitted_mean=("omitted", "mean"), omitted_max=("omitted", "max"),
+                share_omitting=("_omits", "mean"), ledger_underreports=("_under", "any"), _any_inf=("_inf", "any"))
+    out.loc[out["_any_inf"], "dp_bound_mean"] = math.inf
+    out["bound_same_on_M_and_Mprime"] = same
+    out = out.drop(columns="_any_inf").reset_index()
+    out["horizon"] = out["horizon"].astype(int)
+    out["omitted_max"] = out["omitted_max"].astype(int)
+    return out
 
 
 # ---- Table 4 assembly and claims ---------------------------------------------------------------------
@@ -1041,7 +1040,7 @@ class RQ2Config:
     T: int = 16
     T_max: int = 32
     learned_horizons: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32)
-    n_boot: int = 1000
+    n_boot: int | None = None       # bootstrap replicates; None: 200 for smoke, else 1000
     audit_unit: str = "auto"
     workers: int = 1
     progress: bool = True
@@ -1053,6 +1052,8 @@ class RQ2Config:
             raise ParameterError(f"need B_a > 0 and K >= 1, got B_a={self.B_a}, K={self.K}")
         hs = tuple(sorted({int(h) for h in self.learned_horizons if 1 <= int(h) <= self.T_max} | {self.T}))
         object.__setattr__(self, "learned_horizons", hs)
+        if self.n_boot is None:
+            object.__setattr__(self, "n_boot", 200 if self.profile == "smoke" else 1000)
 
     @property
     def cache_dir(self) -> Path:
@@ -1281,10 +1282,17 @@ def ceiling_consistency(hsum: pd.DataFrame, audit_summary: pd.DataFrame) -> pd.D
     out["learned_auc_indep"] = m.get("auc_indep", np.nan)
     out["ceiling_auc"] = m["ceiling_auc"]
     lo = m.get("auc_indep_lo", m.get("auc_indep", np.nan))
-    out["indep_consistent"] = lo <= m["ceiling_auc"] + m["auc_err"] + 1e-9
+    out["indep_consistent"] = _flag(lo, m["ceiling_auc"] + m["auc_err"])
     out["learned_auc_seed_avg"] = m["auc"]
     if "ceiling_auc_seeds" in m.columns:
         out["ceiling_auc_seeds"] = m["ceiling_auc_seeds"]
-        lo2 = m.get("auc_lo", m["auc"])
-        out["seed_avg_consistent"] = (lo2 <= m["ceiling_auc_seeds"] + m["auc_err_seeds"] + 1e-9) | m["ceiling_auc_seeds"].isna()
+        out["seed_avg_consistent"] = _flag(m.get("auc_lo", m["auc"]), m["ceiling_auc_seeds"] + m["auc_err_seeds"])
     return out.sort_values(["method", "horizon"]).reset_index(drop=True)
+
+
+def _flag(value: pd.Series, bound: pd.Series) -> pd.Series:
+    """value <= bound as a nullable boolean: <NA> where either side is missing (not evaluated)."""
+    v, b = pd.to_numeric(value, errors="coerce"), pd.to_numeric(bound, errors="coerce")
+    out = pd.Series(v.to_numpy() <= b.to_numpy() + 1e-9, index=v.index, dtype="boolean")
+    out[v.isna() | b.isna()] = pd.NA
+    return out

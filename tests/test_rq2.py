@@ -251,7 +251,12 @@ def test_horizon_oracle_matches_oracle_per_pair():
         assert np.array_equal(np.isinf(j["max_loss"]), np.isinf(j["max_loss_ref"]))
         fin = np.isfinite(j["max_loss"])
         assert np.allclose(j.loc[fin, "max_loss"], j.loc[fin, "max_loss_ref"], atol=1e-12)
-    s = rq2.horizon_summary(hp, cap=2.0, pool_splits=None).set_index(["method", "horizon"])
+    s = rq2.horizon_summary(hp, cap=2.0, pool_splits=None, seeds_horizons=None).set_index(["method", "horizon"])
+    # pooled ceilings agree with dpmv_lib.oracle.oracle_summary (single transcript and all seeds)
+    ref8 = oracle.oracle_summary(oracle.oracle_per_pair(df, 8, keep_dists=True), caps=2.0, eval_split=None)
+    for r in ref8.itertuples():
+        assert s.loc[(r.method, 8), "ceiling_auc"] == pytest.approx(r.ceiling_auc, abs=1e-9)
+        assert s.loc[(r.method, 8), "ceiling_auc_seeds"] == pytest.approx(r.ceiling_auc_seeds, abs=1e-9)
     assert s.loc[("DP-MemView (on)", 8), "loss_le_cap_all_pairs"]
     assert math.isinf(s.loc[("CappedArgmax", 8), "max_loss"])
     chk = rq2.theorem_check(s.reset_index(), 8, 2.0).set_index("method")
@@ -324,3 +329,15 @@ def test_violated_condition_from_code():
     assert rq2.violated_condition("DP-MemView (on)") == ""
     assert rq2.violated_condition("NoCap") == "C5"
     assert rq2.violated_condition("ScoreChannel") == "C6"
+
+
+def test_ceiling_consistency_flags():
+    hs = pd.DataFrame({"method": ["A", "A"], "horizon": [4, 8], "ceiling_auc": [0.6, 0.6], "auc_err": [0.0, 0.0],
+                       "ceiling_auc_seeds": [0.7, 0.7], "auc_err_seeds": [0.0, 0.0]})
+    au = pd.DataFrame({"method": ["A", "A"], "horizon": [4, 8], "auc": [0.65, 0.8], "auc_lo": [0.6, 0.75],
+                       "auc_indep": [0.55, 0.7], "auc_indep_lo": [0.5, 0.65]})
+    c = rq2.ceiling_consistency(hs, au)
+    assert list(c["indep_consistent"]) == [True, False]
+    assert list(c["seed_avg_consistent"]) == [True, False]
+    c2 = rq2.ceiling_consistency(hs, au.assign(auc_indep=[np.nan, 0.5], auc_indep_lo=[np.nan, 0.5]))
+    assert c2["indep_consistent"].isna().iloc[0] and bool(c2["indep_consistent"].iloc[1])

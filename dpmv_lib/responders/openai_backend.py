@@ -12,6 +12,7 @@ import json
 import os
 import random
 import socket
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -25,7 +26,11 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
 class OpenAIResponder(Responder):
-    """Chat completions at ``{base_url}/chat/completions`` (``base_url`` usually ends in ``/v1``)."""
+    """Chat completions at ``{base_url}/chat/completions`` (``base_url`` usually ends in ``/v1``).
+
+    The cache identity is (backend, served model name, ``revision``, decoding), not the URL, so
+    the same model served elsewhere reuses cached generations; set ``revision`` to tell apart
+    different weights served under one name."""
 
     backend = "openai"
 
@@ -51,9 +56,7 @@ class OpenAIResponder(Responder):
         self.concurrency, self.timeout = concurrency, float(timeout)
         self.max_retries, self.backoff, self.max_backoff = int(max_retries), float(backoff), float(max_backoff)
         self.attempts = 0  # total HTTP attempts (for diagnostics and tests)
-
-    def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "endpoint": self.base_url}
+        self._count_lock = threading.Lock()
 
     def payload(self, prompt: Prompt) -> dict[str, Any]:
         d = self.decoding
@@ -71,7 +74,8 @@ class OpenAIResponder(Responder):
             headers["Authorization"] = f"Bearer {self.api_key}"
         last = ""
         for attempt in range(self.max_retries + 1):
-            self.attempts += 1
+            with self._count_lock:
+                self.attempts += 1
             req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:

@@ -24,8 +24,11 @@ R3 Memory notes (lines under "Notes from the user's memory:"): the surrogate per
    with probability ``p_echo``; a view with only weak cues is followed with probability
    ``p_follow_weak`` (over-reach). When a view is followed from memory, each *related* view
    (same slot, sharing a public intent) is also followed with probability ``p_related``
-   (over-reach on related non-target cues: the source of unsupported personalisation). At most
-   ``max_personalised`` views are followed per response, strong ones first.
+   (over-reach on related non-target cues: the source of unsupported personalisation). Like an
+   LLM it focuses on the query's topic: the slots whose topic words (``TOPIC_WORDS`` for common
+   slot names, plus the words of the policy's public intent names routed to each slot) occur
+   most in the query; views of other slots are followed with probability multiplied by
+   ``p_offtopic``. At most ``max_personalised`` views are followed per response, on-topic first.
 R4 Placeholders: a memory line holding a bracketed placeholder (e.g. "[withheld food detail]")
    yields, with probability ``p_awkward``, an awkward sentence that repeats the placeholder
    (at most two per response); placeholders give nothing to personalise from.
@@ -67,7 +70,7 @@ VIEW_TEMPLATES = (
 ECHO_TEMPLATES = (
     "Since you mentioned {cue}, {t}",
     "Given your note about {cue}, {t}",
-    "Because of the {cue} you noted, {t}",
+    "Because you noted \"{cue}\", {t}",
 )
 AWKWARD_TEMPLATES = (
     "I see a note marked {ph}; I'll leave that aside.",
@@ -93,6 +96,33 @@ STOPWORDS = frozenset("""a an and are as at be by for from has have i in is it i
 this to was were with you your me our we they them he she his her their not no can only up out
 about into over just very so than then there here what when how all any each more most some such
 """.split())
+# Topic words per common slot name: how the surrogate, like an LLM, tells what a query is about.
+# Slots of any policy also get the words of their routed intents' names and their view texts.
+TOPIC_WORDS: dict[str, tuple[str, ...]] = {
+    "food": ("food", "meal", "meals", "dinner", "lunch", "breakfast", "breakfasts", "snack", "cook", "cooking",
+             "recipe", "kitchen", "grocery", "groceries", "restaurant", "eat", "eating", "herbs", "staples",
+             "menu", "pan", "cooker", "freezing", "bread", "vegetables", "takeaway", "leftovers",
+             "supermarket", "fridge"),
+    "finance": ("money", "budget", "spend", "spending", "overspending", "save", "savings", "saving", "bill",
+                "bills", "payment", "payments", "bank", "banking", "tax", "taxes", "purchase", "buy", "gift",
+                "gifts", "afford", "aside", "expenses", "car", "price", "cost"),
+    "fitness": ("fitness", "workout", "workouts", "exercise", "run", "runs", "running", "stretch", "gym",
+                "sport", "sports", "strength", "training", "active", "activity", "yoga", "movement", "move"),
+    "health": ("health", "doctor", "sleep", "stress", "tired", "energy", "supplement", "supplements", "vitamin",
+               "multivitamin", "eye", "eyes", "aid", "checkup", "appointment", "wellness", "medical",
+               "physical", "calming", "drained", "slump", "tense", "unwind", "overwhelmed", "waking",
+               "bedtime", "screen", "relax"),
+    "work": ("work", "inbox", "email", "emails", "messages", "meeting", "meetings", "agenda", "career", "desk",
+             "commute", "network", "networking", "contacts", "colleague", "colleagues", "boss", "job",
+             "office", "priorities", "productive", "workday", "professional", "professionally", "skills",
+             "team", "presenting", "linkedin", "goals"),
+    "schedule": ("schedule", "routine", "morning", "mornings", "weekend", "holiday", "travel", "trip",
+                 "journey", "chores", "laundry", "reading", "books", "sunday", "saturday", "evening",
+                 "calendar", "weekdays", "leave", "break", "winter", "summer"),
+}
+# Words of intent names too generic to say which slot a query is about.
+GENERIC_INTENT_WORDS = frozenset("tips plan plans planning ideas idea advice prep list routine weekly time "
+                                 "levels out big home good".split())
 _PLACEHOLDER_RE = re.compile(r"\[[^\[\]]{1,60}\]")
 _WORD_RE = re.compile(r"[a-z0-9']+")
 
@@ -104,6 +134,10 @@ class _ViewCues:
     strong_text: tuple[str, ...]
     weak_words: frozenset[str]
     weak_prefixes: tuple[str, ...]
+
+
+def _stem(word: str) -> str:
+    return word[:5] if len(word) >= 5 else word
 
 
 def _lc_first(text: str) -> str:
@@ -123,13 +157,13 @@ class SurrogateResponder(Responder):
     def __init__(self, policies: Policy | Iterable[Policy], decoding: DecodingConfig | None = None, *,
                  name: str = "surrogate", p_follow_view: float = 0.95, p_follow_strong: float = 0.85,
                  p_follow_weak: float = 0.3, p_echo: float = 0.5, p_related: float = 0.15,
-                 p_awkward: float = 0.7, max_personalised: int = 3) -> None:
+                 p_awkward: float = 0.7, p_offtopic: float = 0.2, max_personalised: int = 3) -> None:
         pols = [policies] if isinstance(policies, Policy) else list(policies)
         if not pols:
             raise ParameterError("the surrogate needs at least one public policy (its view vocabulary)")
         for pname, p in dict(p_follow_view=p_follow_view, p_follow_strong=p_follow_strong,
                              p_follow_weak=p_follow_weak, p_echo=p_echo, p_related=p_related,
-                             p_awkward=p_awkward).items():
+                             p_awkward=p_awkward, p_offtopic=p_offtopic).items():
             if not (isinstance(p, (int, float)) and 0 <= p <= 1):
                 raise ParameterError(f"{pname} must be a probability in [0, 1], got {p!r}")
         if isinstance(max_personalised, bool) or not isinstance(max_personalised, int) or max_personalised < 0:
@@ -138,7 +172,7 @@ class SurrogateResponder(Responder):
         self.name = name
         self.params = dict(p_follow_view=p_follow_view, p_follow_strong=p_follow_strong,
                            p_follow_weak=p_follow_weak, p_echo=p_echo, p_related=p_related,
-                           p_awkward=p_awkward, max_personalised=max_personalised)
+                           p_awkward=p_awkward, p_offtopic=p_offtopic, max_personalised=max_personalised)
         views: dict[str, View] = {}
         phrasings: dict[str, tuple[str, ...]] = {}
         for pol in pols:
@@ -158,15 +192,31 @@ class SurrogateResponder(Responder):
                                     if w.id != v.id and not w.generic and w.slot == v.slot
                                     and set(w.intents) & set(v.intents))
                         for v in views.values()}
-        body = json.dumps({"version": SURROGATE_VERSION, "params": self.params,
-                           "views": sorted([v.id, v.slot, v.text, list(v.cues), list(v.intents), v.generic]
-                                           for v in views.values()),
-                           "phrasings": sorted(phrasings.items())}, sort_keys=True)
-        self.model_id = SURROGATE_VERSION
-        self.revision = hashlib.sha256(body.encode()).hexdigest()[:16]
+        self._topic: dict[str, set[str]] = {}
+        for pol in pols:
+            for g in pol.slot_names:
+                for w in TOPIC_WORDS.get(g, ()) + (g,):
+                    self._topic.setdefault(_stem(w), set()).add(g)
+            routes = getattr(pol.router, "routes", None) or (pol.source or {}).get("routes", {})
+            for intent, slots in dict(routes).items():
+                for w in re.split(r"[._\s-]+", str(intent).lower()):
+                    if len(w) >= 3 and w not in STOPWORDS and w not in GENERIC_INTENT_WORDS:
+                        for g in slots:
+                            self._topic.setdefault(_stem(w), set()).add(g)
+        self.query_slots = lru_cache(maxsize=50_000)(self._query_slots)
         self._cue_rank = {(vc.view.id, c): i for vc in self.cues for i, c in enumerate(vc.strong_text)}
         self._build_index()
         self._analyse = lru_cache(maxsize=200_000)(self._analyse_line)
+        # identity for the cache: everything that determines the output besides the prompt
+        body = json.dumps({"version": SURROGATE_VERSION, "params": self.params,
+                           "views": sorted([v.id, v.slot, v.text, list(v.cues), list(v.intents), v.generic]
+                                           for v in views.values()),
+                           "phrasings": sorted(phrasings.items()),
+                           "topic": sorted((k, sorted(v)) for k, v in self._topic.items()),
+                           "banks": [OPENINGS, VIEW_TEMPLATES, ECHO_TEMPLATES, AWKWARD_TEMPLATES, GENERIC_BODY,
+                                     CLOSINGS]}, sort_keys=True)
+        self.model_id = SURROGATE_VERSION
+        self.revision = hashlib.sha256(body.encode()).hexdigest()[:16]
 
     @classmethod
     def from_benchmark(cls, benchmark, **kwargs) -> "SurrogateResponder":
@@ -230,6 +280,17 @@ class SurrogateResponder(Responder):
                 out.append((vid, 1, weak[vid]))
         return tuple(out)
 
+    def _query_slots(self, query: str) -> frozenset[str]:
+        """The slots a query is about (most topic-word hits; empty if none): R3's topic focus."""
+        score: dict[str, int] = {}
+        for t in set(_WORD_RE.findall(query.lower())):
+            for g in self._topic.get(_stem(t), ()):
+                score[g] = score.get(g, 0) + 1
+        if not score:
+            return frozenset()
+        top = max(score.values())
+        return frozenset(g for g, v in score.items() if v == top)
+
     # ---- randomness keyed by (pair, turn, seed) and a decision tag -----------------------------
     @staticmethod
     def _u(key: str, tag: str) -> float:
@@ -289,13 +350,21 @@ class SurrogateResponder(Responder):
                     strong.setdefault(vid, cue)
                 elif vid not in strong:
                     weak.setdefault(vid, cue)
+        topic = self.query_slots(prompt.query)
+
+        def on_topic(vid: str) -> bool:
+            return not topic or self.views[vid].slot in topic
+
         chosen: list[tuple[str, str | None]] = []
-        for vid, cue in strong.items():
-            if self._u(key, f"ms:{vid}") < p["p_follow_strong"]:
-                chosen.append((vid, cue if self._u(key, f"echo:{vid}") < p["p_echo"] else None))
-        for vid in weak:
-            if vid not in strong and self._u(key, f"mw:{vid}") < p["p_follow_weak"]:
-                chosen.append((vid, None))
+        for rank in (0, 1):  # on-topic views first, then off-topic ones (followed less often)
+            f = 1.0 if rank == 0 else p["p_offtopic"]
+            for vid, cue in strong.items():
+                if on_topic(vid) == (rank == 0) and self._u(key, f"ms:{vid}") < p["p_follow_strong"] * f:
+                    chosen.append((vid, cue if self._u(key, f"echo:{vid}") < p["p_echo"] else None))
+            for vid in weak:
+                if vid not in strong and on_topic(vid) == (rank == 0) and \
+                        self._u(key, f"mw:{vid}") < p["p_follow_weak"] * f:
+                    chosen.append((vid, None))
         extra = []
         for vid, _ in chosen:
             for rid in self.related.get(vid, ()):

@@ -266,10 +266,11 @@ class TransformersResponder(Responder):
         import torch
         tok, model = self.load()
         texts = [self.render(p) for p in prompts]
-        lengths = [len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
+        lengths = [len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]] if texts else []
         order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         out: list[str] = [""] * len(texts)
         dec = self.decoding
+        stops = {tok.eos_token_id, tok.pad_token_id} | set(_as_list(model.generation_config.eos_token_id))
         for start in range(0, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]
             enc = tok([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
@@ -283,7 +284,6 @@ class TransformersResponder(Responder):
                 gen = model.generate(**enc, **kw)[:, enc["input_ids"].shape[1]:]
             for row, i in enumerate(idx):
                 ids = gen[row].tolist()
-                stops = {tok.eos_token_id, tok.pad_token_id} | set(_as_list(model.generation_config.eos_token_id))
                 n = next((k for k, t in enumerate(ids) if t in stops), len(ids))
                 self.generated_tokens += n
                 out[i] = tok.decode(ids[:n], skip_special_tokens=True).strip()

@@ -139,6 +139,8 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
             one = TransformersResponder("smollm2", DecodingConfig(max_new_tokens=1), batch_size=bs,
                                         quantize=quant, threads=out["torch_threads"])
             full.load()
+            from dpmv_lib.responders.transformers_backend import length_batches
+            batches = length_batches(lens, bs, full.min_fill)
             l0 = load()
             t = time.perf_counter()
             one.respond(prompts)
@@ -151,6 +153,8 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
                    "wall_s": round(t_full, 1), "prefill_plus_1_s": round(t_prefill, 1),
                    "tokens_per_s": round(gen / t_full, 1),
                    "decode_tokens_per_s": round((gen - len(prompts)) / max(1e-9, t_full - t_prefill), 1),
+                   "batches": len(batches), "mean_batch": round(len(prompts) / len(batches), 1),
+                   "padding_waste": round(1 - sum(lens) / sum(len(b) * lens[b[0]] for b in batches), 3),
                    "empty_responses": sum(1 for x in texts if not x.strip()), "load": [l0, load()]}
             out["runs"].append(run)
             print(json.dumps(run), flush=True)
@@ -188,10 +192,12 @@ def write(results: dict) -> None:
                   f"{m['prompts']} real prompts (stratified over the RQ1 methods, first 16 turns; prompt tokens "
                   f"mean {m['prompt_tokens']['mean']}, max {m['prompt_tokens']['max']}), max_new_tokens "
                   f"{m['max_new_tokens']}, torch threads {m['torch_threads']}, model load {m['load_model_s']} s.", "",
-                  "| model | batch | generated tokens | wall s | tokens/s (end to end) | decode-only tokens/s | load |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| model | max batch | batches (mean size, padding waste) | generated tokens | wall s | "
+                  "tokens/s (end to end) | decode-only tokens/s | load |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in m["runs"]:
-            lines.append(f"| {r['model']} | {r['batch_size']} | {r['generated_tokens']} | {r['wall_s']} | "
+            shape = (f"{r['batches']} ({r['mean_batch']}, {r['padding_waste']})" if "batches" in r else "-")
+            lines.append(f"| {r['model']} | {r['batch_size']} | {shape} | {r['generated_tokens']} | {r['wall_s']} | "
                          f"**{r['tokens_per_s']}** | {r['decode_tokens_per_s']} | {r['load'][0]} -> {r['load'][1]} |")
         lines += ["", f"Target: >= {m['target_tokens_per_s']} generated tokens/s at batch 32-64.", ""]
     (OUT / "generation.md").write_text("\n".join(lines) + "\n")

@@ -201,7 +201,8 @@ def _safe(name: str) -> str:
 
 
 def get_encoder(spec: str = "minilm", *, cache_dir: str | Path | None = None, **kwargs) -> Encoder:
-    """Build an encoder from its spec (see module docstring); with ``cache_dir`` it is cached."""
+    """Build an encoder from its spec (see module docstring); with ``cache_dir`` a model encoder is
+    cached on disk (the hashing encoder never is: recomputing it is cheaper than a lookup)."""
     if not isinstance(spec, str) or not spec:
         raise ParameterError(f"encoder spec must be a non-empty string, got {spec!r}")
     if spec == "hashing" or spec.startswith("hashing:"):
@@ -218,7 +219,9 @@ def get_encoder(spec: str = "minilm", *, cache_dir: str | Path | None = None, **
         base = SentenceTransformerEncoder(spec[3:], **kwargs)
     else:
         raise ParameterError(f"unknown encoder spec {spec!r}; use 'minilm', 'st:<path>' or 'hashing[:dim]'")
-    return CachedEncoder(base, cache_dir) if cache_dir is not None else base
+    if cache_dir is None or isinstance(base, HashingEncoder):  # hashing is cheaper than a cache lookup
+        return base
+    return CachedEncoder(base, cache_dir)
 
 
 def encode_unique(encoder: Encoder, texts: Iterable[str]) -> tuple[dict[str, int], np.ndarray]:

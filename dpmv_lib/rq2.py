@@ -1039,7 +1039,7 @@ class RQ2Config:
     K: int = 3
     T: int = 16
     T_max: int = 32
-    learned_horizons: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32)
+    learned_horizons: tuple[int, ...] | None = None  # None: (4, 16, 32) for smoke, else (1, 2, 4, 8, 16, 24, 32)
     n_boot: int | None = None       # bootstrap replicates; None: 200 for smoke, else 1000
     audit_unit: str = "auto"
     workers: int = 1
@@ -1050,10 +1050,13 @@ class RQ2Config:
             raise ParameterError(f"need 1 <= T <= T_max <= 32, got T={self.T}, T_max={self.T_max}")
         if float(self.B_a) <= 0 or self.K < 1:
             raise ParameterError(f"need B_a > 0 and K >= 1, got B_a={self.B_a}, K={self.K}")
-        hs = tuple(sorted({int(h) for h in self.learned_horizons if 1 <= int(h) <= self.T_max} | {self.T}))
+        smoke = self.profile == "smoke"
+        wanted = self.learned_horizons if self.learned_horizons is not None else (
+            (4, 16, 32) if smoke else (1, 2, 4, 8, 16, 24, 32))
+        hs = tuple(sorted({int(h) for h in wanted if 1 <= int(h) <= self.T_max} | {self.T}))
         object.__setattr__(self, "learned_horizons", hs)
         if self.n_boot is None:
-            object.__setattr__(self, "n_boot", 200 if self.profile == "smoke" else 1000)
+            object.__setattr__(self, "n_boot", 200 if smoke else 1000)
 
     @property
     def cache_dir(self) -> Path:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -117,6 +116,10 @@ def fmt(x: float, nd: int = 3) -> str:
     return f"{x:.{nd}f}"
 
 
+def _finite(x) -> bool:
+    return x is not None and isinstance(x, (int, float, np.floating)) and math.isfinite(float(x))
+
+
 def _md(df: pd.DataFrame) -> str:
     cols = list(df.columns)
     lines = ["| " + " | ".join(map(str, cols)) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
@@ -141,7 +144,7 @@ def table2_markdown(table2: pd.DataFrame, *, with_ci: bool = True) -> str:
                     v = fmt(rd.get(m, np.nan))
                     if m in ("auc", "tpr") and rd.get("by_construction"):
                         v += DAGGER
-                    elif with_ci and not math.isnan(rd.get(f"{m}_lo", np.nan) or np.nan):
+                    elif with_ci and _finite(rd.get(f"{m}_lo")) and _finite(rd.get(f"{m}_hi")):
                         v += f" [{fmt(rd[f'{m}_lo'], 2)}, {fmt(rd[f'{m}_hi'], 2)}]"
                     row[pre + METRIC_LABELS[m]] = v
             rows.append(row)

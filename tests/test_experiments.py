@@ -86,6 +86,18 @@ def test_claims_can_fail():
     assert "DOES NOT HOLD" in claims_markdown(c.reset_index())
 
 
+def test_ablation_claim():
+    t2 = _table()
+    base = _oracle(t2)
+    for loss, expect in ((2.5, True), (1.0, False)):
+        abl = pd.DataFrame({"track": ["pairedmem", "transfer"], "response_model": "m", "method": "NoCap",
+                            "ceiling_auc": 0.6, "auc_err": 0.0, "max_loss": loss, "n_pairs": 10,
+                            "max_loss_le_cap_all_pairs": loss <= 2, "pairs_over_cap": int(loss > 2)})
+        c = evaluate_claims(t2, pd.concat([base.assign(pairs_over_cap=0), abl]), _audit(t2), _identical(t2),
+                            2.0).set_index("id")
+        assert bool(c.loc["X3", "holds"]) is expect
+
+
 def test_config_validation():
     with pytest.raises(ParameterError):
         RQ1Config(T=0)

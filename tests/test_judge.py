@@ -6,7 +6,6 @@ import inspect
 import json
 import math
 
-import numpy as np
 import pandas as pd
 import pytest
 

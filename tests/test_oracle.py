@@ -5,7 +5,6 @@ import json
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 

@@ -187,3 +187,14 @@ def test_surrogate_cue_index_matches_naive_scan():
                 expect.append((vc.view.id, 1, weak[0]))
         assert s._analyse_line(line) == tuple(expect), line
     assert re
+
+
+def test_length_batches_bound_padding_and_size():
+    from dpmv_lib.responders.transformers_backend import length_batches
+    lengths = [400, 100, 120, 390, 150, 160, 300, 110, 95, 101]
+    batches = length_batches(lengths, 3)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for b in batches:
+        assert len(b) <= 3 and min(lengths[i] for i in b) >= 0.75 * max(lengths[i] for i in b)
+    assert [len(b) for b in length_batches([5] * 7, 3)] == [3, 3, 1]
+    assert length_batches([10, 1], 4, 0.0) == [[0, 1]] and length_batches([], 4) == []

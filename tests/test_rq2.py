@@ -341,3 +341,34 @@ def test_ceiling_consistency_flags():
     assert list(c["seed_avg_consistent"]) == [True, False]
     c2 = rq2.ceiling_consistency(hs, au.assign(auc_indep=[np.nan, 0.5], auc_indep_lo=[np.nan, 0.5]))
     assert c2["indep_consistent"].isna().iloc[0] and bool(c2["indep_consistent"].iloc[1])
+
+
+# ---- pipeline helpers ----------------------------------------------------------------------------------
+def test_rq2_config_defaults_and_validation():
+    assert rq2.RQ2Config(profile="smoke").n_boot == 200 and rq2.RQ2Config().n_boot == 1000
+    assert rq2.RQ2Config(T=8, T_max=8).learned_horizons == (1, 2, 4, 8)
+    with pytest.raises(ParameterError):
+        rq2.RQ2Config(T=20, T_max=16)
+    with pytest.raises(ParameterError):
+        rq2.RQ2Config(B_a=0)
+
+
+def test_cached_transcripts_reuse_truncate_and_key(tmp_path):
+    from dpmv_lib.responders import make_responder
+
+    bench = mini_benchmark(8)
+    resp = make_responder("surrogate", list(bench.policies.values()))
+    logs = []
+    kw = dict(seeds=(0,), cache_dir=tmp_path, log=logs.append, progress=False)
+    a = rq2.cached_transcripts(bench, resp, ["DP-MemView (on)", "CappedArgmax"], turns=8, **kw)
+    assert set(a["method"]) == {"DP-MemView (on)", "CappedArgmax"} and a["turn"].max() == 7
+    assert len(list(tmp_path.glob("*-T8.parquet"))) == 2
+    b = rq2.cached_transcripts(bench, resp, ["DP-MemView (on)"], turns=4, **kw)   # shorter: reused, truncated
+    assert "reused every method" in logs[-1] and b["turn"].max() == 3
+    pd.testing.assert_frame_equal(b.reset_index(drop=True),
+                                  a[(a["method"] == "DP-MemView (on)") & (a["turn"] < 4)].reset_index(drop=True))
+    rq2.cached_transcripts(bench, resp, ["DP-MemView (on)"], turns=4, B_a=1, **kw)  # another cap: new key
+    assert "generated DP-MemView (on)" in logs[-1]
+    (next(tmp_path.glob("CappedArgmax*.parquet"))).write_bytes(b"not parquet")     # corrupt: regenerated
+    rq2.cached_transcripts(bench, resp, ["CappedArgmax"], turns=8, **kw)
+    assert any("ignoring unreadable" in x for x in logs)

@@ -85,8 +85,9 @@ def test_compute_grid_on_mini_benchmark_obeys_theorem1():
     bench = mini_benchmark(8)
     links = {"food.low_sugar": ["diabetes"], "finance.strict_budget": ["debt"]}
     spec = S.GridSpec(b_as=(1, 2), ks=(2, 3), horizon=8, plan_horizon=8)
-    g = S.compute_grid(bench, bench.pairs, spec, view_links=links)
+    g = S.compute_grid(bench, bench.pairs, spec, view_links=links, n_seeds=3)
     assert len(g) == 2 * 2 * 2 * 8                     # modes x B_a x K x T
+    assert (g["ceiling_auc_seeds"] >= g["ceiling_auc"] - 1e-9).all()   # three transcripts beat one
     S.check_grid(g)
     assert (g["max_loss"] <= g["b_a"] + 1e-9).all()    # Theorem 1 on every cell
     assert (g["bound_max"] <= g["b_a"] + 1e-12).all()

@@ -38,6 +38,7 @@ def _table2(model="surrogate"):
                           "method": ["GenericOnly", "RawReadSet"], "horizon": [16, 16], "auc": [0.5, 0.9],
                           "tpr": [0.05, 0.6], "auc_lo": [0.5, 0.85], "auc_hi": [0.5, 0.95], "tpr_lo": [0.0, 0.5],
                           "tpr_hi": [0.0, 0.7], "by_construction": [True, False]})
+    audit.loc[1, "tpr_lo"] = 0.0
     util = pd.DataFrame({"track": ["pairedmem"] * 2, "response_model": [model] * 2,
                          "method": ["GenericOnly", "RawReadSet"], "U": [0.8, 0.7], "tRec": [0.4, 0.5],
                          "Unsup": [0.05, 0.2], "n_failed": [0, 0]})
@@ -61,6 +62,7 @@ def test_markdown_marks_dagger_and_writes(tmp_path, paper):
     t2 = _table2()
     md = table2_markdown(t2)
     assert "0.500" + DAGGER in md and "0.900 [0.85, 0.95]" in md
+    assert "0.600 [0.00, 0.70]" in md                     # a CI is shown even when its bound is 0
     assert "RawReadSet" in comparison_markdown(compare_with_paper(t2, paper))
     paths = write_table(t2, md, tmp_path / "tables", "t2")
     assert paths["csv"].exists() and paths["md"].read_text().startswith("**PairedMem")

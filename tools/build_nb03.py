@@ -143,7 +143,10 @@ single-transcript ceiling through `auc_indep` (M and M' transcripts from indepen
 generator couples M and M' of one pair and seed through common random numbers, which slightly
 inflates same-pair comparisons of the seed-averaged AUC). Memory-text methods release no views:
 their transcript ceiling is 1 when the conditioning differs, 0.5 when it is identical. The last
-columns check Theorem 1 numerically: the maximum realised privacy loss over every benchmark pair."""),
+columns check Theorem 1 numerically: the maximum realised privacy loss over every benchmark pair.
+The contract-violating variants of RQ2 (IncompleteCharge, CappedArgmax, NoCap, ScoreChannel) are
+run through the same oracle (views only, no responses) to show that their realised loss is not
+bounded by $B_a$ (claim X3 above)."""),
     code("""aT = res.audit[res.audit["horizon"] == T]
 display(Markdown(TB.oracle_markdown(res.oracle, aT, float(B_a))))
 display(Image(res.paths["rq1_ceiling"]) if "rq1_ceiling" in res.paths else None)"""),

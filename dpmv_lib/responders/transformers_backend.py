@@ -193,18 +193,23 @@ class TransformersResponder(Responder):
     dequantised to ``dtype`` (float32 by default) and, with ``convert_cache``, saved once under
     ``results/cache/models/`` (git-ignored) so later loads skip the dequantisation.
     ``quantize="int8"``: optional dynamic int8 Linear layers on CPU (faster; not the reference).
-    ``threads``: torch CPU threads (default: the cores not already busy, see :func:`cpu_threads`)."""
+    ``threads``: torch CPU threads (default: the cores not already busy, see :func:`cpu_threads`).
+    ``batch_size``/``min_fill``: batches of up to ``batch_size`` prompts of similar length
+    (:func:`length_batches`); ``min_fill=0`` gives plain fixed-size batches."""
 
     backend = "transformers"
 
     def __init__(self, model: str = "smollm2", decoding: DecodingConfig | None = None, *,
                  batch_size: int = 32, device: str = "auto", dtype: str = "float32",
                  revision: str | None = None, name: str | None = None, threads: int | None = None,
-                 convert_cache: bool = True, quantize: str | None = None) -> None:
+                 convert_cache: bool = True, quantize: str | None = None, min_fill: float = 0.75) -> None:
         self.decoding = decoding or DecodingConfig()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise GenerationError(f"batch_size must be an int >= 1, got {batch_size!r}")
         self.batch_size = batch_size
+        if not 0 <= min_fill <= 1:
+            raise GenerationError(f"min_fill must be in [0, 1], got {min_fill!r}")
+        self.min_fill = float(min_fill)
         if model == "smollm2":
             path = smollm2_gguf()
             self.model_dir, self.gguf_file = str(path.parent), path.name
@@ -267,12 +272,10 @@ class TransformersResponder(Responder):
         tok, model = self.load()
         texts = [self.render(p) for p in prompts]
         lengths = [len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]] if texts else []
-        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         out: list[str] = [""] * len(texts)
         dec = self.decoding
         stops = {tok.eos_token_id, tok.pad_token_id} | set(_as_list(model.generation_config.eos_token_id))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
+        for idx in length_batches(lengths, self.batch_size, self.min_fill):
             enc = tok([texts[i] for i in idx], return_tensors="pt", padding=True, add_special_tokens=False)
             enc = {k: v.to(model.device) for k, v in enc.items()}
             kw: dict[str, Any] = dict(max_new_tokens=dec.max_new_tokens, do_sample=False,
@@ -288,6 +291,20 @@ class TransformersResponder(Responder):
                 self.generated_tokens += n
                 out[i] = tok.decode(ids[:n], skip_special_tokens=True).strip()
         return out
+
+
+def length_batches(lengths: Sequence[int], batch_size: int, min_fill: float = 0.75) -> list[list[int]]:
+    """Indices grouped into batches of at most ``batch_size`` prompts, longest first; a batch is
+    closed early when the next prompt is shorter than ``min_fill`` x the batch's longest, so
+    left-padding never wastes more than 1 - ``min_fill`` of a row (prefill is compute-bound on CPU)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < batch_size and lengths[i] >= min_fill * lengths[batches[-1][0]]:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 def _as_list(x) -> list:

@@ -13,7 +13,16 @@ Pipeline (each stage with a progress bar):
 4. **Post-processing** - OutputFilter's deletion filter on its rows.
 
 Every row has the contract columns of docs/architecture.md plus ``request`` (the sha256 content
-address of the generation; equal addresses = one generation).
+address of the generation; equal addresses = one generation). Usage::
+
+    from dpmv_lib.datasets import load_benchmark
+    from dpmv_lib.generation import generate_transcripts, save_transcripts
+    from dpmv_lib.responders import make_responder
+
+    bench = load_benchmark("pairedmem")
+    model = make_responder("surrogate", bench.policies.values())   # or "smollm2", "openai:<url>|<model>"
+    df = generate_transcripts(bench, model, seeds=(0, 1, 2), turns=16, workers=2)
+    save_transcripts(df, "results/transcripts/pairedmem-surrogate.parquet")
 """
 from __future__ import annotations
 

@@ -29,7 +29,10 @@ and its protection.
   target (so the target's charge is the one omitted, as in Table 4).
 
 View-based interfaces run sequentially over the trajectory per (pair, side, seed) because the
-ledger carries over. For EM-based methods each turn also records ``view_probs``: the exact
+ledger carries over. The MemView RNG is seeded by (pair, EM seed), the same on M and M' (common
+random numbers, as a run seeded per seed would be): each side's releases still follow Eq. (7)
+exactly, so every single-transcript auditor sees the correct distributions; only the pairing of
+M and M' runs is correlated. For EM-based methods each turn also records ``view_probs``: the exact
 per-slot view distribution of Eq. (7) under this side, computed by MemView's own ``_outcomes``
 on the same prepared operation that is sampled (a trusted-side diagnostic for the exact optimal
 auditor; never shown to a model).
@@ -295,6 +298,7 @@ class MemViewInterface(Interface):
     K: int = 3
     plan_horizon: int | None = 16
     exact: bool = True
+    seed: int | None = None   # default EM seed of run() (None: run() must be given one)
     scorer: Any = field(default_factory=LexiconScorer, compare=False)
     _caches: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -341,6 +345,8 @@ class MemViewInterface(Interface):
                    exact=self.exact, seed=em_seed(pair.pair_id, seed), **kwargs)
 
     def run(self, pair, policy, side, seed=None, turns=None):
+        if seed is None and self.stochastic:
+            seed = self.seed
         self._check(pair, side, seed, self.stochastic)
         seed = DETERMINISTIC_SEED if seed is None else seed
         mv = self.memview(pair, policy, side, seed)
@@ -414,17 +420,27 @@ METHODS: dict[str, type[Interface]] = {
 
 
 def make_interface(method: str, *, B_a: Number | None = 2, K: int = 3, plan_horizon: int | None = 16,
-                   exact: bool = True, scorer: Scorer | None = None, **kwargs: Any) -> Interface:
+                   exact: bool = True, seed: int | None = None, scorer: Scorer | None = None,
+                   **kwargs: Any) -> Interface:
     """Build a compared interface by its method name (docs/architecture.md) with its parameters.
 
-    B_a, K, plan_horizon, exact and scorer apply to MemView-based methods; memory-text and generic
-    methods ignore them. Extra keyword arguments go to the interface (e.g. ``scope`` of TaskMin,
-    ``filter`` of OutputFilter)."""
+    B_a, K, plan_horizon, exact, seed (default EM seed of ``run``) and scorer apply to
+    MemView-based methods; memory-text and generic methods ignore them (a deterministic method
+    rejects an EM seed). Extra keyword arguments go to the interface (e.g. ``scope`` of TaskMin,
+    ``filter`` of OutputFilter)::
+
+        iface = make_interface("DP-MemView (on)", B_a=2, K=3, seed=0)
+        turns = iface.run(pair, benchmark.policy(pair), "M")   # one TurnConditioning per turn
+    """
     if method not in METHODS:
         raise ParameterError(f"unknown method {method!r}; known methods: {', '.join(METHODS)}")
     cls = METHODS[method]
+    if seed is not None and not cls.stochastic and seed != DETERMINISTIC_SEED:
+        raise ParameterError(f"{method} is deterministic (seed {DETERMINISTIC_SEED}); got EM seed {seed!r}")
+    if seed is not None and cls.stochastic and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ParameterError(f"a stochastic method needs an EM seed >= 0, got {seed!r}")
     if issubclass(cls, MemViewInterface):
-        params = dict(B_a=B_a, K=K, plan_horizon=plan_horizon, exact=exact, **kwargs)
+        params = dict(B_a=B_a, K=K, plan_horizon=plan_horizon, exact=exact, seed=seed, **kwargs)
         if scorer is not None:
             params["scorer"] = scorer
         return cls(**params)

@@ -303,3 +303,17 @@ def test_defining_properties_on_pairedmem_pairs():
             gaps.append(reconstructed_bound(rel, pair.attribute) - reported_ledger(rel, pair.attribute))
             assert reported_ledger(rel, pair.attribute) <= 2
     assert over and max(gaps) > 0
+
+
+def test_make_interface_default_seed():
+    pair = PAIRS[0]
+    a = make_interface("DP-MemView (on)", seed=3).run(pair, BENCH.policy(pair), "M")
+    b = make_interface("DP-MemView (on)").run(pair, BENCH.policy(pair), "M", 3)
+    assert [t.views for t in a] == [t.views for t in b]
+    with pytest.raises(ParameterError, match="EM seed"):
+        make_interface("DP-MemView (on)").run(pair, BENCH.policy(pair), "M")
+    with pytest.raises(ParameterError, match="deterministic"):
+        make_interface("RawReadSet", seed=1)
+    with pytest.raises(ParameterError, match="EM seed"):
+        make_interface("NoCap", seed=-1)
+    assert make_interface("CappedArgmax", seed=-1).run(pair, BENCH.policy(pair), "M")[0].views

@@ -228,8 +228,10 @@ class TransformersResponder(Responder):
             self.model_id = str(p.resolve())
             default_name = p.stem if p.is_file() else p.name
         self.name = name or default_name
-        self.revision = revision or _fingerprint(Path(self.model_dir) / self.gguf_file if self.gguf_file
-                                                 else Path(self.model_dir))
+        self._weights_revision = revision or _fingerprint(Path(self.model_dir) / self.gguf_file if self.gguf_file
+                                                          else Path(self.model_dir))
+        self.revision = self._weights_revision
+        self._loaded: tuple[Any, Any] | None = None
         self._device = device
         self.dtype = dtype
         self.threads = threads
@@ -249,19 +251,24 @@ class TransformersResponder(Responder):
         return "cuda" if torch.cuda.is_available() else "cpu"
 
     def load(self):
-        """(tokenizer, model), loaded once per process and shared by responders."""
+        """(tokenizer, model): loaded once per process and shared by responders; the CPU thread
+        count is fixed on this responder's first load."""
+        if self._loaded is not None:
+            return self._loaded
         import torch
         if self.device == "cpu":
             torch.set_num_threads(cpu_threads(self.threads))
         convert = None
         if self.gguf_file and self.convert_cache:
             from ..paths import project_root
-            convert = project_root() / "results" / "cache" / "models" / f"{Path(self.gguf_file).stem}-{self.revision}-{self.dtype}"
+            convert = (project_root() / "results" / "cache" / "models" /
+                       f"{Path(self.gguf_file).stem}-{self._weights_revision}-{self.dtype}")
             convert.parent.mkdir(parents=True, exist_ok=True)
         tok, model = _load(self.model_dir, self.gguf_file, self.device, self.dtype, convert)
         if self.quantize == "int8":
             model = _int8(model, (self.model_dir, self.gguf_file, self.device, self.dtype))
-        return tok, model
+        self._loaded = (tok, model)
+        return self._loaded
 
     def render(self, prompt: Prompt) -> str:
         tok, _ = self.load()

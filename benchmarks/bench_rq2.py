@@ -11,6 +11,7 @@ one fresh results directory (cold caches: 05 reuses 04's main-setting transcript
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -61,12 +62,17 @@ def main(argv=None) -> int:
     ap.add_argument("--profiles", nargs="+", default=["smoke", "default"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-warm", action="store_true", help="skip the second (warm-cache) run")
+    ap.add_argument("--keep", metavar="DIR", help="run in DIR (kept: executed notebooks, tables, figures) "
+                    "instead of a temporary directory; DIR/<profile> must not exist")
     args = ap.parse_args(argv)
     res = {"benchmark": "notebooks 04 and 05 end to end (papermill)", "machine": machine(), "seed": args.seed,
            "targets": {"smoke": "< 60 s per notebook", "default": "about 600 s per notebook on 2 cores"}, "runs": {}}
-    with tempfile.TemporaryDirectory(prefix="bench_rq2_") as tmp:
+    with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="bench_rq2_")) as tmp:
         for prof in args.profiles:
             rd = Path(tmp) / prof
+            if rd.exists():
+                raise SystemExit(f"{rd} exists; the cold run needs a fresh results directory")
+            rd.mkdir(parents=True)
             r: dict = {}
             for kind in ("cold",) + (() if args.no_warm else ("warm",)):
                 for key in NOTEBOOKS:

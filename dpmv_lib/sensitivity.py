@@ -513,7 +513,8 @@ def make_widget(grid: pd.DataFrame, *, mode: str = "on", b_a: Any = 2, k: Any = 
         st = widget_state(grid, mode=s_m.value, b_a=s_b.value, k=s_k.value, T=s_t.value)
         label.value = f"<code>{st.text}</code>"
         with out:
-            out.clear_output(wait=True)
+            # no clear_output(wait=True): headless kernels (papermill/nbclient) can wait forever on it
+            out.clear_output()
             fig = render_state(st)
             plt.show()
             plt.close(fig)

@@ -198,3 +198,11 @@ def test_length_batches_bound_padding_and_size():
         assert len(b) <= 3 and min(lengths[i] for i in b) >= 0.75 * max(lengths[i] for i in b)
     assert [len(b) for b in length_batches([5] * 7, 3)] == [3, 3, 1]
     assert length_batches([10, 1], 4, 0.0) == [[0, 1]] and length_batches([], 4) == []
+
+
+def test_cpu_threads():
+    from dpmv_lib.responders.transformers_backend import busy_cores, cpu_threads
+    assert cpu_threads(3) == 3
+    assert 1 <= cpu_threads() <= (os.cpu_count() or 1)
+    b = busy_cores(0.05)
+    assert b is None or 0 <= b <= (os.cpu_count() or 1) + 1e-9

@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -45,18 +46,40 @@ def smollm2_gguf() -> Path:
     return path
 
 
+def busy_cores(window: float = 0.5) -> float | None:
+    """Cores kept busy by OTHER processes: /proc/stat sampled over ``window`` seconds while this
+    process sleeps (so, unlike the load average, our own recent work does not count)."""
+    def snap():
+        with open("/proc/stat") as f:
+            vals = [int(x) for x in f.readline().split()[1:]]
+        idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+        return sum(vals[:8]), idle
+    try:
+        t0, i0 = snap()
+        time.sleep(window)
+        t1, i1 = snap()
+    except (OSError, ValueError, IndexError):
+        return None
+    if t1 <= t0:
+        return None
+    return (1 - (i1 - i0) / (t1 - t0)) * (os.cpu_count() or 1)
+
+
 def cpu_threads(requested: int | None = None) -> int:
-    """Torch CPU threads: ``requested`` if given, else the cores not already busy (1-minute load
-    average), at least 1. On a shared machine, more threads than free cores makes OpenMP spin
-    and runs several times slower than one thread (measured in benchmarks/bench_generation.py)."""
+    """Torch CPU threads: ``requested`` if given, else the cores not busy with other processes
+    (:func:`busy_cores`; the 1-minute load average where /proc is missing), at least 1. On a
+    shared machine, more threads than free cores makes OpenMP spin and runs several times slower
+    than one thread (measured: benchmarks/results/generation.json)."""
     if requested:
         return int(requested)
     n = os.cpu_count() or 1
-    try:
-        busy = int(os.getloadavg()[0] + 0.5)
-    except OSError:
-        busy = 0
-    return max(1, n - busy)
+    busy = busy_cores()
+    if busy is None:
+        try:
+            busy = os.getloadavg()[0]
+        except OSError:
+            busy = 0.0
+    return max(1, n - int(busy + 0.5))
 
 
 def _fingerprint(path: Path) -> str:
@@ -136,8 +159,9 @@ def _save_dequantised(model, tok, target: Path) -> None:
 
 
 def _int8(model, key: tuple):
-    """Dynamic int8 quantisation of the Linear layers (CPU; about 2x faster prefill). An option,
-    not the default: the float32 model is the reference."""
+    """Dynamic int8 quantisation of the Linear layers (CPU; faster prefill). An option, not the
+    default: the float32 model is the reference. Caveat: activation scales are computed per
+    batch, so a prompt's output can depend on the prompts batched with it."""
     qkey = key + ("int8",)
     with _LOCK:
         if qkey not in _MODELS:

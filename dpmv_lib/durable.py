@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ._exact import Number, to_fraction
 from .errors import BudgetError, UnknownAttributeError
-from .ledger import ChargeRecord, InMemoryLedger, Ledger
+from .ledger import ChargeRecord, InMemoryLedger, Ledger, check_charge_args
 from .policy import Policy
 
 STATE_FORMAT = "dpmv-ledger-state"
@@ -132,21 +132,6 @@ def _check_caps(caps: Any) -> dict[str, Fraction]:
         out[a] = to_fraction(b, f"cap of {a!r}", positive=True, error=BudgetError)
     return out
 
-
-def _check_charge_args(caps: Mapping[str, Fraction], attributes: Any, epsilon: Any
-                       ) -> tuple[frozenset[str], Fraction]:
-    """Validate a prospective charge before anything is touched (typed errors, no side effects)."""
-    if isinstance(attributes, (str, bytes)) or not isinstance(attributes, Iterable):
-        raise BudgetError(f"attributes must be a collection of attribute names, got {attributes!r}")
-    try:
-        attrs = frozenset(attributes)
-    except TypeError:
-        raise BudgetError(f"attributes must be hashable attribute names, got {attributes!r}") from None
-    for a in attrs:
-        if not isinstance(a, str) or a not in caps:
-            raise UnknownAttributeError(f"ledger has no attribute {a!r}; it tracks {sorted(caps)}")
-    eps = to_fraction(epsilon, "epsilon", nonnegative=True, error=BudgetError)
-    return attrs, eps
 
 
 def replay(log: Sequence[AuditRecord | ChargeRecord | Mapping[str, Any]], caps: Mapping[str, Number],
@@ -422,12 +407,12 @@ class SqliteLedger:
     def try_charge(self, attributes: frozenset[str], epsilon: Fraction) -> bool:
         """C5: in one IMMEDIATE transaction admit iff L_a + eps <= B_a for every requested a, then
         charge all of them; the decision is appended to the audit log and committed before return."""
-        attrs, eps = _check_charge_args(self._caps, attributes, epsilon)
+        attrs, eps = check_charge_args(self._caps, attributes, epsilon)
         return self._charge(attrs, eps, checked=True)
 
     def charge_unchecked(self, attributes: frozenset[str], epsilon: Fraction) -> None:
         """Charge without the prospective check. Only the NoCap ablation (violates C5) uses this."""
-        attrs, eps = _check_charge_args(self._caps, attributes, epsilon)
+        attrs, eps = check_charge_args(self._caps, attributes, epsilon)
         self._charge(attrs, eps, checked=False)
 
     def _charge(self, attrs: frozenset[str], eps: Fraction, checked: bool) -> bool:

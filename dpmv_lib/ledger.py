@@ -43,6 +43,23 @@ class Ledger(Protocol):
     def charge_unchecked(self, attributes: frozenset[str], epsilon: Fraction) -> None: ...
 
 
+def check_charge_args(caps: Mapping[str, Fraction], attributes: object, epsilon: object
+                      ) -> tuple[frozenset[str], Fraction]:
+    """Validate a prospective charge before anything changes (typed errors, no side effects);
+    shared by every ledger backend."""
+    if isinstance(attributes, (str, bytes)) or not isinstance(attributes, IterableABC):
+        raise BudgetError(f"attributes must be a collection of attribute names, got {attributes!r}")
+    try:
+        attrs = frozenset(attributes)
+    except TypeError:
+        raise BudgetError(f"attributes must be hashable attribute names, got {attributes!r}") from None
+    for a in attrs:
+        if not isinstance(a, str) or a not in caps:
+            raise UnknownAttributeError(f"ledger has no attribute {a!r}; it tracks {sorted(caps)}")
+    eps = to_fraction(epsilon, "epsilon", nonnegative=True, error=BudgetError)
+    return attrs, eps
+
+
 class InMemoryLedger:
     """Exact in-process ledger (thread-safe). ``log`` is the operator-visible audit log."""
 
@@ -84,17 +101,7 @@ class InMemoryLedger:
             raise UnknownAttributeError(f"ledger has no attribute {a!r}; it tracks {sorted(self._caps)}")
 
     def _check_args(self, attributes: Iterable[str], epsilon: Fraction) -> tuple[frozenset[str], Fraction]:
-        """Validate a prospective charge before anything changes (typed errors)."""
-        if isinstance(attributes, (str, bytes)) or not isinstance(attributes, IterableABC):
-            raise BudgetError(f"attributes must be a collection of attribute names, got {attributes!r}")
-        try:
-            attrs = frozenset(attributes)
-        except TypeError:
-            raise BudgetError(f"attributes must be hashable attribute names, got {attributes!r}") from None
-        for a in attrs:
-            self._require(a)
-        eps = to_fraction(epsilon, "epsilon", nonnegative=True, error=BudgetError)
-        return attrs, eps
+        return check_charge_args(self._caps, attributes, epsilon)
 
     def try_charge(self, attributes: frozenset[str], epsilon: Fraction) -> bool:
         """C5: admit iff L_a + eps <= B_a for every a in ``attributes``; then charge all of them."""

@@ -192,6 +192,7 @@ def plot_table3(t3: pd.DataFrame, path: str | Path | None = None):
                 ax.plot(g[x], g[f"paper_{m}"], marker="x", ls="--", color=colors[m], alpha=0.7, label=f"{m} (paper)")
         if x == "b_a":
             ax.set_xscale("log", base=2)
+        ax.set_xticks(list(g[x]), [f"{v:g}" for v in g[x]])
         ax.set(xlabel=xl, title=f"Table 3: {sweep.replace('_', ' ')}")
         ax.axhline(0.5, color="grey", lw=0.6)
     axes[0].legend(fontsize=7, ncol=2)

@@ -23,11 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
+from machine_info import loadavg, machine  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
@@ -36,22 +35,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def load() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def machine() -> dict:
-    vers = {}
-    for p in ("numpy", "pandas", "torch", "transformers", "pyarrow"):
-        try:
-            vers[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            vers[p] = None
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-            "packages": vers}
 
 
 def bench_surrogate(workers: int, seed: int) -> dict:
@@ -67,7 +50,7 @@ def bench_surrogate(workers: int, seed: int) -> dict:
         bench = bench.subset([p.pair_id for p in bench.pairs[: prof.pairs]])
     resp = SurrogateResponder.from_benchmark(bench)
     out: dict = {"pairs": len(bench), "methods": list(RQ1_METHODS), "em_seeds": list(prof.em_seeds),
-                 "turns": 32, "workers": workers, "load_before": load()}
+                 "turns": 32, "workers": workers, "load_before": loadavg()}
     st = GenerationStats()
     t = time.perf_counter()
     df = generate_transcripts(bench, resp, RQ1_METHODS, seeds=prof.em_seeds, workers=workers, cache=None,
@@ -77,7 +60,7 @@ def bench_surrogate(workers: int, seed: int) -> dict:
                stages_s={"conditioning": round(st.seconds_conditioning, 1),
                          "generation": round(st.seconds_generation, 1),
                          "table": round(st.seconds_total - st.seconds_conditioning - st.seconds_generation, 1)},
-               target_s=120, meets_target=wall < 120, load_after_end_to_end=load())
+               target_s=120, meets_target=wall < 120, load_after_end_to_end=loadavg())
     samplers = {}
     for exact in (False, True):
         t = time.perf_counter()
@@ -85,7 +68,7 @@ def bench_surrogate(workers: int, seed: int) -> dict:
                            params=InterfaceParams(exact=exact), workers=workers, progress=False)
         samplers["exact" if exact else "float"] = round(time.perf_counter() - t, 1)
     out["dp_conditioning_s_by_sampler"] = samplers
-    out["load_after"] = load()
+    out["load_after"] = loadavg()
     return out
 
 
@@ -125,7 +108,7 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
 
     prompts = sample_prompts(n_prompts, seed)
     out: dict = {"prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy", "runs": [],
-                 "load_before": load()}
+                 "load_before": loadavg()}
     t = time.perf_counter()
     base = TransformersResponder("smollm2", DecodingConfig(max_new_tokens=max_new), threads=threads)
     tok, _ = base.load()
@@ -142,7 +125,7 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
             full.load()
             from dpmv_lib.responders.transformers_backend import length_batches
             batches = length_batches(lens, bs, full.min_fill)
-            l0 = load()
+            l0 = loadavg()
             t = time.perf_counter()
             one.respond(prompts)
             t_prefill = time.perf_counter() - t
@@ -156,11 +139,11 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
                    "decode_tokens_per_s": round((gen - len(prompts)) / max(1e-9, t_full - t_prefill), 1),
                    "batches": len(batches), "mean_batch": round(len(prompts) / len(batches), 1),
                    "padding_waste": round(1 - sum(lens) / sum(len(b) * lens[b[0]] for b in batches), 3),
-                   "empty_responses": sum(1 for x in texts if not x.strip()), "load": [l0, load()]}
+                   "empty_responses": sum(1 for x in texts if not x.strip()), "load": [l0, loadavg()]}
             out["runs"].append(run)
             print(json.dumps(run), flush=True)
     out["target_tokens_per_s"] = 150
-    out["load_after"] = load()
+    out["load_after"] = loadavg()
     return out
 
 

@@ -13,32 +13,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
+from machine_info import machine  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 NB = ROOT / "notebooks" / "03_rq1_privacy_utility.ipynb"
 OUT = ROOT / "benchmarks" / "results"
 
 
-def machine() -> dict:
-    vers = {}
-    for p in ("numpy", "pandas", "scikit-learn", "torch", "sentence-transformers", "papermill"):
-        try:
-            vers[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            vers[p] = None
-    try:
-        load = os.getloadavg()
-    except OSError:
-        load = None
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-            "packages": vers, "loadavg_at_start": load}
 
 
 def run_notebook(profile: str, results_dir: Path, out_nb: Path, seed: int) -> dict:

@@ -14,31 +14,17 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import subprocess
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
+from machine_info import machine  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {"04": ROOT / "notebooks" / "04_rq2_safeguards.ipynb", "05": ROOT / "notebooks" / "05_budget_sensitivity.ipynb"}
 OUT = ROOT / "benchmarks" / "results"
 
 
-def machine() -> dict:
-    vers = {}
-    for p in ("numpy", "pandas", "scikit-learn", "torch", "sentence-transformers", "papermill"):
-        try:
-            vers[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            vers[p] = None
-    try:
-        load = os.getloadavg()
-    except OSError:
-        load = None
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-            "packages": vers, "loadavg_at_start": load}
 
 
 def run_notebook(key: str, profile: str, results_dir: Path, out_nb: Path, seed: int) -> dict:

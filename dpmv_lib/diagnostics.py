@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from . import counterexamples as cx
+from .plots import save_figure
 from .accounting import reconstructed_bound
 from .exact import Strategy, fixed_strategy, transcript_distribution
 from .examples import running_example
@@ -290,11 +291,7 @@ def plot_loss_vs_horizon(df: pd.DataFrame, path: str | Path | None = None):
         ax.set_ylabel("exact max privacy loss")
         ax.legend(frameon=False)
     fig.tight_layout()
-    if path is not None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=150)
-    return fig
+    return save_figure(fig, path, dpi=150)
 
 
 def save_table(df: pd.DataFrame, tables_dir: str | Path, name: str) -> tuple[Path, Path]:

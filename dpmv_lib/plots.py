@@ -12,6 +12,15 @@ MARKERS = {"GenericOnly": "s", "RawReadSet": "X", "TypedMask": "P", "TaskMin": "
            "NoCap": "h", "ScoreChannel": "*"}
 
 
+def save_figure(fig, path: str | Path | None, dpi: int = 130):
+    """Write ``fig`` as PNG to ``path`` (parents created) when a path is given; return ``fig``."""
+    if path is not None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi)
+    return fig
+
+
 def _plt():
     import matplotlib.pyplot as plt  # Agg without a display, inline in notebooks
     return plt
@@ -57,10 +66,7 @@ def privacy_utility_figure(table2: pd.DataFrame, path: str | Path | None = None,
     fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8, frameon=False)
     fig.suptitle(title or "Privacy-utility (Table 2)")
     fig.tight_layout(rect=(0, 0.12, 1, 0.95))
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=130)
-    return fig
+    return save_figure(fig, path, dpi=130)
 
 
 def leakage_horizon_figure(audit: pd.DataFrame, path: str | Path | None = None, title: str = ""):
@@ -85,10 +91,7 @@ def leakage_horizon_figure(audit: pd.DataFrame, path: str | Path | None = None, 
     axes[0][-1].legend(fontsize=8, loc="best")
     fig.suptitle(title or "Leakage vs horizon")
     fig.tight_layout()
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=130)
-    return fig
+    return save_figure(fig, path, dpi=130)
 
 
 def ceiling_figure(oracle: pd.DataFrame, audit_at_T: pd.DataFrame, path: str | Path | None = None, title: str = ""):
@@ -111,7 +114,4 @@ def ceiling_figure(oracle: pd.DataFrame, audit_at_T: pd.DataFrame, path: str | P
     ax.legend(fontsize=8)
     ax.set_title(title or "Learned auditor vs exact optimal auditor")
     fig.tight_layout()
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=130)
-    return fig
+    return save_figure(fig, path, dpi=130)

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .plots import save_figure
 from .accounting import reconstructed_bound, reported_ledger
 from .errors import ParameterError
 from .memview import MemView, Release, SlotRelease
@@ -877,11 +878,7 @@ def plot_leakage_vs_horizon(oracle_sum: pd.DataFrame, bounds: pd.DataFrame, cap:
                 title="(c) accounting (deterministic releases: inf, not drawn)")
     axes[2].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    if path is not None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=130)
-    return fig
+    return save_figure(fig, path, dpi=130)
 
 
 def plot_table4(t4: pd.DataFrame, path: str | Path | None = None):
@@ -899,11 +896,7 @@ def plot_table4(t4: pd.DataFrame, path: str | Path | None = None):
         ax.set_title(m)
     np.atleast_1d(axes)[0].legend(fontsize=8)
     fig.tight_layout()
-    if path is not None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=130)
-    return fig
+    return save_figure(fig, path, dpi=130)
 
 
 def frame_hash(*parts: Any) -> str:

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .plots import save_figure
 from ._exact import to_fraction
 from .accounting import reconstructed_bound
 from .errors import ParameterError
@@ -197,10 +198,7 @@ def plot_table3(t3: pd.DataFrame, path: str | Path | None = None):
         ax.axhline(0.5, color="grey", lw=0.6)
     axes[0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
-    if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=130)
-    return fig
+    return save_figure(fig, path, dpi=130)
 
 
 # ---- the exact grid --------------------------------------------------------------------------------

@@ -166,12 +166,9 @@ class MemView:
         if not isinstance(query, Query):
             raise QueryError(f"release() needs a Query, got {type(query).__name__}")
         history = _check_history(history)
-        slots = self._route(query, history)
-        for slot in slots:  # validate every slot's public plan before anything is charged
-            self.plan(query, slot, history)
-        out = []
-        for slot in slots:
-            out.append(self._sample(self._prepare(query, slot, history)))
+        # every slot's public plan is validated before anything is charged
+        plans = [self.plan(query, slot, history) for slot in self._route(query, history)]
+        out = [self._sample(self._prepare(query, p.slot, history, p)) for p in plans]
         return self._make_release(query, out)
 
     def plan(self, query: Query, slot: str, history: Sequence[Release] = ()) -> SlotPlan:
@@ -195,8 +192,9 @@ class MemView:
         return other
 
     # ---- the slot-level operation ------------------------------------------------------------
-    def _prepare(self, query: Query, slot: str, history: tuple[Release, ...]) -> _Prepared:
-        plan = self.plan(query, slot, history)
+    def _prepare(self, query: Query, slot: str, history: tuple[Release, ...],
+                 plan: SlotPlan | None = None) -> _Prepared:
+        plan = plan if plan is not None else self.plan(query, slot, history)
         if plan.epsilon is None:
             return _Prepared(plan, False)
         if not self._admit(plan.charged, plan.epsilon):  # C5: commit before anything is sampled

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from .tables import write_table as _tables_write
 from .benchmark import Pair
 from .errors import CorpusError
 from .paths import project_root
@@ -155,13 +156,8 @@ def group_table(pairs: Sequence[Pair]) -> pd.DataFrame:
 
 
 def write_table(df: pd.DataFrame, tables_dir: str | Path, name: str) -> list[Path]:
-    """CSV + Markdown under ``tables_dir``."""
-    d = Path(tables_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    csv_p, md_p = d / f"{name}.csv", d / f"{name}.md"
-    df.to_csv(csv_p, index=False)
-    md_p.write_text(df.astype(str).to_markdown(index=False) + "\n", encoding="utf-8")
-    return [csv_p, md_p]
+    """CSV + Markdown under ``tables_dir`` (through :func:`dpmv_lib.tables.write_table`)."""
+    return list(_tables_write(df, df.astype(str).to_markdown(index=False), tables_dir, name).values())
 
 
 def pair_side_by_side(pair: Pair) -> pd.DataFrame:

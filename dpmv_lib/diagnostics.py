@@ -30,6 +30,7 @@ from .ledger import BudgetRule, OnlineBudget, PreallocatedBudget, planned_charge
 from .memview import MemView, Release
 from .policy import Policy, Query
 from .store import MemoryStore
+from .tables import write_table
 from .variants import VARIANTS
 
 REL_TOL = 1e-9
@@ -296,9 +297,5 @@ def plot_loss_vs_horizon(df: pd.DataFrame, path: str | Path | None = None):
 
 def save_table(df: pd.DataFrame, tables_dir: str | Path, name: str) -> tuple[Path, Path]:
     """Write ``name``.csv and ``name``.md (DataFrame.to_markdown) under ``tables_dir``."""
-    d = Path(tables_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    csv, md = d / f"{name}.csv", d / f"{name}.md"
-    df.to_csv(csv, index=False)
-    md.write_text(df.to_markdown(index=False) + "\n")
-    return csv, md
+    out = write_table(df, df.to_markdown(index=False), tables_dir, name)
+    return out["csv"], out["md"]

@@ -1,6 +1,6 @@
 """Benchmark response generation (issue 4 targets).
 
-    .venv/bin/python benchmarks/bench_generation.py [--parts surrogate smollm2] [--workers 2]
+    .venv/bin/python benchmarks/bench_generation.py [--parts surrogate smollm2 llamacpp] [--workers 2]
         [--prompts 64] [--batch-sizes 32 64] [--max-new-tokens 64] [--int8] [--seed 0]
 
 * ``surrogate``: every RQ1 transcript of the default profile (all PairedMem pairs, both stores,
@@ -8,6 +8,8 @@
   end to end (``generate_transcripts``); target < 2 minutes on 2 cores. Also the conditioning
   stage alone with the float Gumbel-max sampler vs the exact rational sampler (the sampler choice
   of ``InterfaceParams.exact``).
+* ``llamacpp``: the same measurement for the packaged Q4_1 GGUF run natively by llama.cpp
+  (``LlamaCppResponder``), with and without the shared-prefix cache.
 * ``smollm2``: generated tokens/s of SmolLM2-135M-Instruct (dequantised float32 GGUF) on CPU at
   batch 32 and 64, on real prompts of the transcript table (a stratified sample over methods from
   the first 16 turns); target >= 150. Reported end to end (prefill + decode) and decode only
@@ -147,6 +149,86 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
     return out
 
 
+def model_flops(path) -> dict:
+    """Matrix FLOPs per token of a GGUF model: 2 x the block weights (every token) and 2 x the
+    output matrix (only tokens whose logits are read: the generated ones)."""
+    from gguf import GGUFReader
+    r = GGUFReader(str(path))
+    blocks = sum(int(t.n_elements) for t in r.tensors if t.name.startswith("blk.") and len(t.shape) > 1)
+    out = next((int(t.n_elements) for t in r.tensors if t.name == "output.weight"), None)
+    out = out or next(int(t.n_elements) for t in r.tensors if t.name == "token_embd.weight")
+    return {"prompt_token_gflop": round(2 * blocks / 1e9, 4), "generated_token_gflop": round(2 * (blocks + out) / 1e9, 4)}
+
+
+def gemm_peak_gflops(n: int = 2048, reps: int = 5) -> float:
+    """Measured float32 GEMM rate of this machine (numpy/OpenBLAS, all cores)."""
+    import numpy as np
+    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
+    a @ a
+    t = time.perf_counter()
+    for _ in range(reps):
+        a @ a
+    return round(reps * 2 * n ** 3 / (time.perf_counter() - t) / 1e9, 1)
+
+
+def bench_llamacpp(n_prompts: int, batch_sizes: list[int], max_new: int, seed: int,
+                   threads: int | None = None) -> dict:
+    """SmolLM2 run natively by llama.cpp on the same prompts and output limit: the packaged Q4_1
+    GGUF and its F16 re-encoding, at each batch size, plus Q4_1 without the prefix cache."""
+    import llama_cpp
+
+    from dpmv_lib.responders import DecodingConfig, LlamaCppResponder, smollm2_gguf
+
+    prompts = sample_prompts(n_prompts, seed)
+    out: dict = {"prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy", "runs": [],
+                 "llama_cpp_python": llama_cpp.__version__, "load_before": loadavg(),
+                 "gemm_peak_gflops": gemm_peak_gflops(), **model_flops(smollm2_gguf())}
+    configs = [(w, bs, True) for w in ("gguf", "f16") for bs in batch_sizes] + [("gguf", batch_sizes[0], False)]
+    texts_by: dict = {}
+    for weights, bs, prefix in configs:
+        kw = dict(batch_size=bs, threads=threads, prefix_cache=prefix, weights=weights)
+        t = time.perf_counter()
+        full = LlamaCppResponder("smollm2", DecodingConfig(max_new_tokens=max_new), **kw)
+        one = LlamaCppResponder("smollm2", DecodingConfig(max_new_tokens=1), **kw)
+        full.load()
+        one.load()
+        load_s = time.perf_counter() - t
+        lens = [len(full.tokenize(full.render(p))) for p in prompts]
+        out.setdefault("prompt_tokens", {"mean": round(sum(lens) / len(lens), 1), "max": max(lens),
+                                         "min": min(lens), "shared_prefix": len(full.load()["prefix"])})
+        l0 = loadavg()
+        t = time.perf_counter()
+        one.respond(prompts)
+        t_prefill = time.perf_counter() - t
+        t = time.perf_counter()
+        texts = full.respond(prompts)
+        t_full = time.perf_counter() - t
+        gen = full.generated_tokens
+        same = texts_by.setdefault(weights, texts) == texts
+        run = {"weights": "Q4_1 (as packaged)" if weights == "gguf" else "F16 (re-encoded)", "prefix_cache": prefix,
+               "batch_size": bs, "threads": full.load()["threads"], "load_s": round(load_s, 1),
+               "generated_tokens": gen, "prompt_tokens_evaluated": full.prompt_tokens_evaluated,
+               "wall_s": round(t_full, 1), "prefill_plus_1_s": round(t_prefill, 1),
+               "tokens_per_s": round(gen / t_full, 1),
+               "decode_tokens_per_s": round((gen - len(prompts)) / max(1e-9, t_full - t_prefill), 1),
+               "same_texts_as_first_run": same,
+               "empty_responses": sum(1 for x in texts if not x.strip()), "load": [l0, loadavg()]}
+        full.close()
+        one.close()
+        out["runs"].append(run)
+        print(json.dumps(run), flush=True)
+    gen_per = max(r["generated_tokens"] for r in out["runs"]) / len(prompts)
+    prompt_per = out["prompt_tokens"]["mean"] - out["prompt_tokens"]["shared_prefix"]
+    flop = out["generated_token_gflop"] + prompt_per / gen_per * out["prompt_token_gflop"]
+    out["bound"] = {"generated_per_prompt": round(gen_per, 1), "unshared_prompt_tokens": round(prompt_per, 1),
+                    "gflop_per_generated_token": round(flop, 3),
+                    "max_end_to_end_tokens_per_s": round(out["gemm_peak_gflops"] / flop, 1),
+                    "max_decode_tokens_per_s": round(out["gemm_peak_gflops"] / out["generated_token_gflop"], 1)}
+    out["target_tokens_per_s"] = 150
+    out["load_after"] = loadavg()
+    return out
+
+
 def write(results: dict) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "generation.json"
@@ -193,12 +275,43 @@ def write(results: dict) -> None:
                   f"averages {m['prompt_tokens']['mean']} tokens and a response {gen_per:.0f} generated tokens, "
                   f"so the model processes about {(m['prompt_tokens']['mean'] + gen_per) / gen_per:.1f} tokens per "
                   "generated token; decode alone is the decode-only column.", ""]
+    m = old.get("llamacpp")
+    if m:
+        bd = m["bound"]
+        lines += ["## SmolLM2-135M-Instruct on CPU (llama.cpp, greedy) [llamacpp]", "",
+                  f"The same {m['prompts']} prompts and max_new_tokens {m['max_new_tokens']} through `LlamaCppResponder` "
+                  f"(llama-cpp-python {m['llama_cpp_python']}): batched sequences with their own KV cells, no padding, "
+                  f"the {m['prompt_tokens']['shared_prefix']}-token chat-template prefix evaluated once. Prompt tokens mean "
+                  f"{m['prompt_tokens']['mean']}, max {m['prompt_tokens']['max']}.", "",
+                  "| weights | prefix cache | max batch | threads | generated tokens | prompt tokens evaluated | wall s | "
+                  "tokens/s (end to end) | decode-only tokens/s | prefill share of wall | same texts | load |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in m["runs"]:
+            lines.append(f"| {r['weights']} | {'on' if r['prefix_cache'] else 'off'} | {r['batch_size']} | {r['threads']} | "
+                         f"{r['generated_tokens']} | {r['prompt_tokens_evaluated']} | {r['wall_s']} | **{r['tokens_per_s']}** | "
+                         f"{r['decode_tokens_per_s']} | {r['prefill_plus_1_s'] / max(r['wall_s'], 1e-9):.0%} | "
+                         f"{'yes' if r['same_texts_as_first_run'] else 'NO'} | {r['load'][0]} -> {r['load'][1]} |")
+        best = max(m["runs"], key=lambda r: r["tokens_per_s"])
+        best_dec = max(m["runs"], key=lambda r: r["decode_tokens_per_s"])
+        lines += ["", "\"same texts\": identical responses to the first run with the same weights (another batch size "
+                  "or no prefix cache), i.e. batch-invariant greedy decoding.", "",
+                  f"Target: >= {m['target_tokens_per_s']} generated tokens/s at batch 32-64: "
+                  f"{'met' if best['tokens_per_s'] >= m['target_tokens_per_s'] else 'NOT met'} end to end "
+                  f"(best {best['tokens_per_s']}, {best['weights']}, batch {best['batch_size']}); decode only "
+                  f"{'met' if best_dec['decode_tokens_per_s'] >= m['target_tokens_per_s'] else 'NOT met'} "
+                  f"(best {best_dec['decode_tokens_per_s']}).", "",
+                  f"Compute bound on this machine: float32 GEMM peaks at {m['gemm_peak_gflops']} GFLOP/s (numpy, all cores). "
+                  f"A prompt token costs {m['prompt_token_gflop']} GFLOP and a generated token {m['generated_token_gflop']} "
+                  f"(matrix products only). A response here has {bd['generated_per_prompt']} generated tokens per "
+                  f"{bd['unshared_prompt_tokens']} unshared prompt tokens, so {bd['gflop_per_generated_token']} GFLOP per "
+                  f"generated token: at most **{bd['max_end_to_end_tokens_per_s']} tokens/s end to end** and "
+                  f"{bd['max_decode_tokens_per_s']} decode-only, even at the GEMM peak.", ""]
     (OUT / "generation.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="generation benchmark (issue 4)")
-    ap.add_argument("--parts", nargs="+", default=["surrogate", "smollm2"], choices=["surrogate", "smollm2"])
+    ap.add_argument("--parts", nargs="+", default=["surrogate", "smollm2", "llamacpp"], choices=["surrogate", "smollm2", "llamacpp"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64])
@@ -216,6 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     if "smollm2" in args.parts:
         results[args.label] = bench_smollm2(args.prompts, args.batch_sizes, args.max_new_tokens, args.int8,
                                             args.seed, args.threads)
+        write(results)
+    if "llamacpp" in args.parts:
+        results["llamacpp"] = bench_llamacpp(args.prompts, args.batch_sizes, args.max_new_tokens, args.seed,
+                                             args.threads)
         write(results)
     print((OUT / "generation.md").read_text())
     return 0

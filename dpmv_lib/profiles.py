@@ -14,7 +14,7 @@ class Profile:
     description: str
     pairs: int | None            # PairedMem pairs evaluated (None = all 320)
     transfer_pairs: int | None   # transfer pairs evaluated (None = all 80)
-    responder: str               # "surrogate" | "smollm2" | "hf:<path>" | "openai:<base_url>|<model>"
+    responder: str               # "surrogate" | "smollm2" | "hf:<path>" | "llamacpp[:<gguf>][@f16]" | "openai:<base_url>|<model>"
     encoder: str                 # "hashing" | "minilm" | "st:<path>"
     judge: str                   # "rubric" | "llm:<spec>"
     em_seeds: tuple[int, ...] = (0, 1, 2)
@@ -33,7 +33,8 @@ PROFILES: dict[str, Profile] = {
                        pairs=None, transfer_pairs=None, responder="surrogate", encoder="minilm",
                        judge="rubric"),
     "llm": Profile("llm", "real offline generation with SmolLM2-135M-Instruct, no network",
-                   pairs=40, transfer_pairs=20, responder="smollm2", encoder="minilm", judge="rubric"),
+                   pairs=40, transfer_pairs=20, responder="llamacpp:smollm2@f16", encoder="minilm",
+                   judge="rubric"),
     "paper": Profile("paper", "the paper's setting on GPUs: HF model paths or OpenAI-compatible servers",
                      pairs=None, transfer_pairs=None, responder="openai", encoder="st:sentence-transformers/all-mpnet-base-v2",
                      judge="llm", response_models=("Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct", "gemma-2-9b-it")),

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `make test`: the pytest suite, with pytest's exit code 5 ("no tests collected") counted as success.
+#
+# The llama.cpp backend is tested for real, so the suite needs llama-cpp-python (extra `llamacpp`),
+# which PyPI ships as source only. The first time (no install stamp), it is compiled in the
+# background while the rest of the suite runs (pytest keeps mostly one core busy), and the
+# backend's tests run once it is installed. When pytest arguments name paths, the build runs first
+# and pytest runs once.
+#
+# usage: tools/run_tests.sh PYTHON LLAMA_STAMP [pytest args...]
+set -uo pipefail
+PY=$1
+STAMP=$2
+shift 2
+LLAMA_TESTS=tests/test_llamacpp_backend.py
+LOG=.venv/llamacpp-build.log
+
+finish() {  # exit with the combined status: 0 when every pytest run passed or collected nothing
+    local rc
+    for rc in "$@"; do
+        if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then exit "$rc"; fi
+    done
+    exit 0
+}
+
+if [ -f "$STAMP" ]; then
+    "$PY" -m pytest -q "$@"
+    finish $?
+fi
+
+pin=$("$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llamacpp"][0])') || exit 1
+build() {
+    CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" "$PY" -m pip install -q "$pin" >"$LOG" 2>&1 && touch "$STAMP"
+}
+build_failed() {
+    echo "== could not install $pin (it compiles llama.cpp: needs a C/C++ compiler and CMake); end of $LOG:"
+    tail -n 30 "$LOG"
+    exit 1
+}
+
+for arg in "$@"; do
+    if [ -e "${arg%%::*}" ]; then   # explicit test paths: build first, then one pytest run
+        echo "== compiling $pin (about 10 minutes on 2 cores; log: $LOG)"
+        build || build_failed
+        "$PY" -m pytest -q "$@"
+        finish $?
+    fi
+done
+
+echo "== compiling $pin in the background (about 10 minutes on 2 cores; log: $LOG)"
+build &
+bpid=$!
+"$PY" -m pytest -q --ignore="$LLAMA_TESTS" "$@"
+rc1=$?
+echo "== waiting for the llama-cpp-python build to finish"
+wait "$bpid" || build_failed
+"$PY" -m pytest -q "$@" "$LLAMA_TESTS"
+finish "$rc1" $?

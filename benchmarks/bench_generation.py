@@ -102,6 +102,23 @@ def sample_prompts(n: int, seed: int):
     return prompts[:n]
 
 
+def timed_throughput(one, full, prompts) -> tuple[list[str], dict]:
+    """Time ``one`` (max_new_tokens=1: prefill + 1 token) and ``full`` on the same prompts:
+    end-to-end and decode-only generated tokens/s, with the load average around the runs."""
+    l0 = loadavg()
+    t = time.perf_counter()
+    one.respond(prompts)
+    t_prefill = time.perf_counter() - t
+    t = time.perf_counter()
+    texts = full.respond(prompts)
+    t_full = time.perf_counter() - t
+    gen = full.generated_tokens
+    return texts, {"generated_tokens": gen, "wall_s": round(t_full, 1), "prefill_plus_1_s": round(t_prefill, 1),
+                   "tokens_per_s": round(gen / t_full, 1),
+                   "decode_tokens_per_s": round((gen - len(prompts)) / max(1e-9, t_full - t_prefill), 1),
+                   "empty_responses": sum(1 for x in texts if not x.strip()), "load": [l0, loadavg()]}
+
+
 def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bool, seed: int,
                   threads: int | None = None) -> dict:
     import torch
@@ -127,21 +144,10 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
             full.load()
             from dpmv_lib.responders.transformers_backend import length_batches
             batches = length_batches(lens, bs, full.min_fill)
-            l0 = loadavg()
-            t = time.perf_counter()
-            one.respond(prompts)
-            t_prefill = time.perf_counter() - t
-            t = time.perf_counter()
-            texts = full.respond(prompts)
-            t_full = time.perf_counter() - t
-            gen = full.generated_tokens
-            run = {"model": "float32" if quant is None else quant, "batch_size": bs, "generated_tokens": gen,
-                   "wall_s": round(t_full, 1), "prefill_plus_1_s": round(t_prefill, 1),
-                   "tokens_per_s": round(gen / t_full, 1),
-                   "decode_tokens_per_s": round((gen - len(prompts)) / max(1e-9, t_full - t_prefill), 1),
+            _, timing = timed_throughput(one, full, prompts)
+            run = {"model": "float32" if quant is None else quant, "batch_size": bs, **timing,
                    "batches": len(batches), "mean_batch": round(len(prompts) / len(batches), 1),
-                   "padding_waste": round(1 - sum(lens) / sum(len(b) * lens[b[0]] for b in batches), 3),
-                   "empty_responses": sum(1 for x in texts if not x.strip()), "load": [l0, loadavg()]}
+                   "padding_waste": round(1 - sum(lens) / sum(len(b) * lens[b[0]] for b in batches), 3)}
             out["runs"].append(run)
             print(json.dumps(run), flush=True)
     out["target_tokens_per_s"] = 150
@@ -196,23 +202,11 @@ def bench_llamacpp(n_prompts: int, batch_sizes: list[int], max_new: int, seed: i
         lens = [len(full.tokenize(full.render(p))) for p in prompts]
         out.setdefault("prompt_tokens", {"mean": round(sum(lens) / len(lens), 1), "max": max(lens),
                                          "min": min(lens), "shared_prefix": len(full.load()["prefix"])})
-        l0 = loadavg()
-        t = time.perf_counter()
-        one.respond(prompts)
-        t_prefill = time.perf_counter() - t
-        t = time.perf_counter()
-        texts = full.respond(prompts)
-        t_full = time.perf_counter() - t
-        gen = full.generated_tokens
-        same = texts_by.setdefault(weights, texts) == texts
+        texts, timing = timed_throughput(one, full, prompts)
         run = {"weights": "Q4_1 (as packaged)" if weights == "gguf" else "F16 (re-encoded)", "prefix_cache": prefix,
-               "batch_size": bs, "threads": full.load()["threads"], "load_s": round(load_s, 1),
-               "generated_tokens": gen, "prompt_tokens_evaluated": full.prompt_tokens_evaluated,
-               "wall_s": round(t_full, 1), "prefill_plus_1_s": round(t_prefill, 1),
-               "tokens_per_s": round(gen / t_full, 1),
-               "decode_tokens_per_s": round((gen - len(prompts)) / max(1e-9, t_full - t_prefill), 1),
-               "same_texts_as_first_run": same,
-               "empty_responses": sum(1 for x in texts if not x.strip()), "load": [l0, loadavg()]}
+               "batch_size": bs, "threads": full.load()["threads"], "load_s": round(load_s, 1), **timing,
+               "prompt_tokens_evaluated": full.prompt_tokens_evaluated,
+               "same_texts_as_first_run": texts_by.setdefault(weights, texts) == texts}
         full.close()
         one.close()
         out["runs"].append(run)

@@ -11,11 +11,12 @@ same rule as the transformers backend), so a prompt's draw never depends on its 
 
 Batch invariance: with a unified KV cache (llama.cpp's default for parallel sequences) a
 sequence's cells land at offsets that depend on its batch-mates, the attention sums run in a
-different SIMD order and greedy outputs changed with the batch (3 of 4 test prompts). Separate
+different SIMD order and greedy outputs changed with the batch (a development experiment: 3 of
+the 4 test prompts). Separate
 per-sequence cells remove that: with F16 weights (``weights="f16"``) a prompt gets the same text
 alone, in any order, at batch 32 or 64 and with or without the prefix cache (tests; benchmark on
 128 prompts). With the packaged Q4_1 weights a few responses still change with the batch size
-(7,212 vs 7,227 generated tokens on the benchmark's 128 prompts): llama.cpp's quantised matrix
+(7,212 vs 7,227 generated tokens on the 128 prompts of benchmarks/bench_generation.py): llama.cpp's quantised matrix
 kernels depend on the shape of each call. Outputs are reproducible for the same prompt list.
 """
 from __future__ import annotations

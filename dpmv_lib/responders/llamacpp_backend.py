@@ -5,19 +5,19 @@ one context holds up to ``batch_size`` sequences, each in its own KV cells; the 
 prefix every prompt shares (system message + ``<|im_start|>user``) is evaluated once per context
 and copied into each sequence (``llama_memory_seq_cp``), each prompt's remaining tokens are
 evaluated together, and then every unfinished sequence adds one token per ``llama_decode`` call.
-There is no padding. Greedy decoding, or seeded sampling
-(temperature, top-p) with per-prompt randomness from the prompt key (Gumbel-max in numpy, the
-same rule as the transformers backend), so a prompt's draw never depends on its batch.
+There is no padding. Greedy decoding, or seeded sampling (temperature, top-p) with per-prompt
+randomness from the prompt key (Gumbel-max in numpy, the same rule as the transformers
+backend), so a prompt's draw never depends on its batch.
 
 Batch invariance: with a unified KV cache (llama.cpp's default for parallel sequences) a
 sequence's cells land at offsets that depend on its batch-mates, the attention sums run in a
-different SIMD order and greedy outputs changed with the batch (a development experiment: 3 of
-the 4 test prompts). Separate
-per-sequence cells remove that: with F16 weights (``weights="f16"``) a prompt gets the same text
-alone, in any order, at batch 32 or 64 and with or without the prefix cache (tests; benchmark on
-128 prompts). With the packaged Q4_1 weights a few responses still change with the batch size
-(7,212 vs 7,227 generated tokens on the 128 prompts of benchmarks/bench_generation.py): llama.cpp's quantised matrix
-kernels depend on the shape of each call. Outputs are reproducible for the same prompt list.
+different SIMD order, and greedy outputs changed with the batch (a development experiment: 3 of
+the 4 test prompts). Separate per-sequence cells remove that: with F16 weights
+(``weights="f16"``) a prompt gets the same text alone, in any order, at batch 32 or 64 and with
+or without the prefix cache (tests; benchmark on 128 prompts). With the packaged Q4_1 weights a
+few responses still change with the batch size (7,212 vs 7,227 generated tokens on the 128
+prompts of benchmarks/bench_generation.py): llama.cpp's quantised matrix kernels depend on the
+shape of each call. Outputs are reproducible for the same prompt list.
 """
 from __future__ import annotations
 

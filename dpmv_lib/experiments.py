@@ -491,32 +491,30 @@ def evaluate_claims(t2: pd.DataFrame, oracle: pd.DataFrame, audit_T: pd.DataFram
               "consistent with the exact optimal-auditor ceiling (its CI lower bound does not exceed it)",
         _check(t2, below_ceiling))
 
-    def loss_ok(track, model):
-        parts, oks = [], []
-        for m in DP_MODES:
-            o = oracle[(oracle["track"] == track) & (oracle["response_model"] == model) & (oracle["method"] == m)]
-            if o.empty:
-                continue
-            oks.append(bool(o["max_loss_le_cap_all_pairs"].iloc[0]))
-            parts.append(f"{m} max loss {f3(float(o['max_loss'].iloc[0]))} over {int(o['n_pairs'].iloc[0])} pairs")
-        return (all(oks) if oks else None), ", ".join(parts)
+    def per_oracle_row(methods, ok, describe):
+        """A claim check over the oracle rows of ``methods``: all ``ok(row)``, with ``describe(row)``."""
+        def check(track, model):
+            parts, oks = [], []
+            for m in methods:
+                o = oracle[(oracle["track"] == track) & (oracle["response_model"] == model) & (oracle["method"] == m)]
+                if o.empty:
+                    continue
+                row = o.iloc[0]
+                oks.append(ok(row))
+                parts.append(f"{m} {describe(row)}")
+            return (all(oks) if oks else None), ", ".join(parts)
+        return check
 
+    loss_ok = per_oracle_row(DP_MODES, lambda r: bool(r["max_loss_le_cap_all_pairs"]),
+                             lambda r: f"max loss {f3(float(r['max_loss']))} over {int(r['n_pairs'])} pairs")
     add("X2", f"Beyond the paper: the exact maximum realised privacy loss of DP-MemView is <= B_a = {B_a:g} on every "
               "benchmark pair (Theorem 1, checked numerically)", _check(t2, loss_ok))
 
     abl = [m for m in oracle["method"].unique() if m not in RQ1_METHODS]
     if abl:
-        def over_cap(track, model):
-            parts, oks = [], []
-            for m in abl:
-                o = oracle[(oracle["track"] == track) & (oracle["response_model"] == model) & (oracle["method"] == m)]
-                if o.empty:
-                    continue
-                oks.append(not bool(o["max_loss_le_cap_all_pairs"].iloc[0]))
-                parts.append(f"{m} max loss {f3(float(o['max_loss'].iloc[0]))} ({int(o['pairs_over_cap'].iloc[0])} "
-                             f"of {int(o['n_pairs'].iloc[0])} pairs over)")
-            return (all(oks) if oks else None), ", ".join(parts)
-
+        over_cap = per_oracle_row(abl, lambda r: not bool(r["max_loss_le_cap_all_pairs"]),
+                                  lambda r: f"max loss {f3(float(r['max_loss']))} ({int(r['pairs_over_cap'])} "
+                                            f"of {int(r['n_pairs'])} pairs over)")
         add("X3", f"Beyond the paper: every contract-violating variant ({', '.join(abl)}) realises a privacy loss "
                   f"> B_a = {B_a:g} on at least one pair (their guarantees fail; a variant may still stay below B_a "
                   "in realised loss when the utility gaps are small)", _check(t2, over_cap))

@@ -72,11 +72,16 @@ def test_greedy_generates_real_text_independent_of_order(llm):
     # each prompt alone (batch of one) and in reverse order give the same greedy text
     assert [llm.respond([p])[0] for p in PROMPTS] == out
     assert llm.respond(PROMPTS[::-1])[::-1] == out
+    # the shared prefix is evaluated once per context; each prompt adds only its own tokens
+    lens = [len(llm.tokenize(llm.render(p))) for p in PROMPTS]
+    n_prefix, before = len(llm.load()["prefix"]), llm.prompt_tokens_evaluated
+    llm.respond(PROMPTS)
+    assert llm.prompt_tokens_evaluated - before == sum(n - n_prefix for n in lens)
     # without the shared-prefix cache every prompt is evaluated from its first token: same text
     plain = LlamaCppResponder("smollm2", DecodingConfig(max_new_tokens=12), batch_size=4, threads=2,
                               prefix_cache=False, weights="f16")
     assert plain.respond(PROMPTS) == out
-    assert plain.prompt_tokens_evaluated > llm.prompt_tokens_evaluated / 3
+    assert plain.prompt_tokens_evaluated == sum(lens)
     plain.close()
 
 

@@ -90,11 +90,10 @@ def convert_gguf(src: Path, weights: str, target_dir: Path, revision: str) -> Pa
     return target
 
 
-def _render_template(template: str, messages: list[dict[str, str]], bos: str, eos: str) -> str:
+def _compile_template(template: str):
+    """The GGUF's Jinja chat template, compiled once (rendered as transformers renders it)."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(template).render(messages=messages, add_generation_prompt=True,
-                                            bos_token=bos, eos_token=eos)
+    return ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(template)
 
 
 class LlamaCppResponder(Responder):
@@ -175,7 +174,7 @@ class LlamaCppResponder(Responder):
         n_seq = min(self.batch_size + 1, int(L.llama_max_parallel_sequences()))
         self.batch_size = n_seq - 1
         self._state = {"L": L, "model": model, "vocab": vocab, "ctx": None, "cells": 0,
-                       "template": tmpl.decode("utf-8"), "n_vocab": int(L.llama_vocab_n_tokens(vocab)),
+                       "template": _compile_template(tmpl.decode("utf-8")), "n_vocab": int(L.llama_vocab_n_tokens(vocab)),
                        "threads": cpu_threads(self.threads), "prefix_seq": n_seq - 1, "n_seq": n_seq}
         s = self._state
         s["bos"] = self._piece(L.llama_vocab_bos(vocab))
@@ -243,7 +242,8 @@ class LlamaCppResponder(Responder):
     def render(self, prompt: Prompt) -> str:
         """The prompt text (the GGUF's own chat template, as transformers renders it)."""
         s = self.load()
-        return _render_template(s["template"], build_messages(prompt), s["bos"], s["eos"])
+        return s["template"].render(messages=build_messages(prompt), add_generation_prompt=True,
+                                    bos_token=s["bos"], eos_token=s["eos"])
 
     def tokenize(self, text: str) -> list[int]:
         s = self.load()
@@ -269,7 +269,7 @@ class LlamaCppResponder(Responder):
     def _prefix_tokens(self) -> list[int]:
         """Tokens of the chat-template text before the user content (shared by every prompt)."""
         s = self._state
-        text = _render_template(s["template"], build_messages(Prompt(_SENTINEL)), s["bos"], s["eos"])
+        text = self.render(Prompt(_SENTINEL))
         head = text.split(_SENTINEL)[0]
         return self.tokenize(head) if head else []
 

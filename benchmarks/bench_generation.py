@@ -28,7 +28,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from machine_info import loadavg, machine  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from machine_info import describe, loadavg, machine  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
@@ -188,6 +188,7 @@ def bench_llamacpp(n_prompts: int, batch_sizes: list[int], max_new: int, seed: i
     prompts = sample_prompts(n_prompts, seed)
     out: dict = {"prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy", "runs": [],
                  "llama_cpp_python": llama_cpp.__version__, "load_before": loadavg(),
+                 "llama_cpp_build": llama_cpp.llama_print_system_info().decode().strip(" |"),
                  "gemm_peak_gflops": gemm_peak_gflops(), **model_flops(smollm2_gguf())}
     configs = [(w, bs, True) for w in ("gguf", "f16") for bs in batch_sizes] + [("gguf", batch_sizes[0], False)]
     texts_by: dict = {}
@@ -230,7 +231,7 @@ def write(results: dict) -> None:
     old.update(results)
     path.write_text(json.dumps(old, indent=1) + "\n")
     lines = ["# Generation benchmark (issue 4)", "",
-             f"Machine: {old['machine']['cpus']} CPUs, Python {old['machine']['python']}, "
+             f"Machine: {describe(old['machine'])}, Python {old['machine']['python']}, "
              f"torch {old['machine']['packages'].get('torch')}, transformers {old['machine']['packages'].get('transformers')}. "
              "The cores are shared with other developers' jobs; load averages (1/5/15 min) are listed.", ""]
     s = old.get("surrogate")

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from machine_info import machine  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from machine_info import describe, machine  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 NB = ROOT / "notebooks" / "03_rq1_privacy_utility.ipynb"
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "rq1.json").write_text(json.dumps(res, indent=1))
     lines = ["# RQ1 benchmark (notebook 03 under papermill)", "",
-             f"Machine: {res['machine']['cpus']} CPUs, Python {res['machine']['python']}, load average at start "
+             f"Machine: {describe(res['machine'])}, Python {res['machine']['python']}, load average at start "
              f"{res['machine']['loadavg_at_start']} (other processes shared the cores).", "",
              "| profile | run | wall (s) | generation | audit | oracle | judge | tables | embedding unit |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

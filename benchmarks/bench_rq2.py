@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from machine_info import machine  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from machine_info import describe, machine  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {"04": ROOT / "notebooks" / "04_rq2_safeguards.ipynb", "05": ROOT / "notebooks" / "05_budget_sensitivity.ipynb"}
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "rq2.json").write_text(json.dumps(res, indent=1))
     lines = ["# Notebooks 04 and 05 benchmark (papermill)", "",
-             f"Machine: {res['machine']['cpus']} CPUs, Python {res['machine']['python']}, load average at start "
+             f"Machine: {describe(res['machine'])}, Python {res['machine']['python']}, load average at start "
              f"{res['machine']['loadavg_at_start']} (other processes shared the cores).", "",
              "| profile | run | notebook | wall (s) | load (1 min) | steps (s) |", "| --- | --- | --- | --- | --- | --- |"]
     for prof, r in res["runs"].items():

@@ -8,7 +8,8 @@ Notebooks are ``notebooks/NN_*.ipynb`` (01_data_construction, 02_mechanism,
 order. Each gets the parameters ``profile``, ``seed`` and ``results_dir``, ``INTERACTIVE=False``
 (batch runs have no browser) and any ``-p`` override that its parameters cell declares. Executed copies go to ``{results_dir}/notebooks/`` and a
 ``{results_dir}/manifest.json`` records the git commit, profile, parameters, seeds, package
-versions and wall time per notebook. The default profile writes to ``results/``; any other
+versions, the machine (CPU model, ISA flags, cores: :func:`dpmv_lib.machine.cpu_info`) and wall
+time per notebook. The default profile writes to ``results/``; any other
 profile to ``results/<profile>/`` so smoke runs never overwrite the committed results.
 
 Exit codes: 0 all notebooks ran; 1 a notebook failed (the run stops there); 2 bad arguments
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from .errors import DPMVError, ParameterError
+from .machine import cpu_info
 from .paths import project_root
 from .profiles import PROFILES, get_profile
 
@@ -342,6 +344,7 @@ def run_notebooks(profile: str = "default", *, only: Sequence[str] | None = None
         "python": platform.python_version(),
         "executable": sys.executable,
         "platform": platform.platform(),
+        "machine": cpu_info(),
         "packages": package_versions(),
         "kernel_environment": {k: os.environ.get(k, v) for k, v in KERNEL_ENV_DEFAULTS.items()},
         "command": list(command) if command is not None else None,

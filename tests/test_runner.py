@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from dpmv_lib import run as runner
 from dpmv_lib.errors import ParameterError
+from dpmv_lib.machine import cpu_info
 from dpmv_lib.paths import project_root
 from dpmv_lib.profiles import PROFILES
 
@@ -183,6 +185,9 @@ def test_run_injects_parameters_and_writes_manifest(nbdir, tmp_path):
     assert set(m["git"]) == {"commit", "dirty"}
     assert m["git"]["commit"] is None or len(m["git"]["commit"]) == 40
     assert m["kernel_environment"]["HF_HUB_OFFLINE"]
+    # the machine: results from CPUs with different instruction sets are not comparable
+    assert m["machine"] == json.loads(json.dumps(cpu_info()))
+    assert m["machine"]["cores"] == os.cpu_count() and set(m["machine"]) >= {"model", "isa", "cores"}
     assert m["wall_s"] > 0 and m["finished"]
     assert [e["name"] for e in m["notebooks"]] == ["01_alpha", "02_beta"]
     for e in m["notebooks"]:

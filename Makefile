@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: help install install-llamacpp reproduce test smoke bench clean-venv
+.PHONY: help install install-llamacpp reproduce test smoke bench clean-venv FORCE
 
 help:
 	@echo "make reproduce   run every notebook in order (profile $(PROFILE)); results in results/"
@@ -38,11 +38,15 @@ install: $(STAMP)
 
 # The llama.cpp backend (extra `llamacpp`): PyPI ships llama-cpp-python as source only, so pip
 # compiles llama.cpp once (about 8-11 minutes on 2 cores; the multimodal library is left out).
+# The build flags live in tools/llamacpp_cmake_args.sh (portable AVX2 on x86-64, no AMX: issue
+# 11); tools/install_llamacpp.sh rebuilds when the stamp records other flags (FORCE: it always
+# checks, and does nothing when current).
 # `make test` needs it (its backend is tested for real: tools/run_tests.sh compiles it while
 # the rest of the suite runs); `make reproduce` needs it only for PROFILE=llm.
-$(LLAMA_STAMP): $(STAMP)
-	CMAKE_ARGS="$${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" $(PY) -m pip install -q -e '.[llamacpp]'
-	touch $(LLAMA_STAMP)
+$(LLAMA_STAMP): $(STAMP) FORCE
+	@bash tools/install_llamacpp.sh $(PY) $(LLAMA_STAMP)
+
+FORCE:
 
 install-llamacpp: $(LLAMA_STAMP)
 

@@ -2,10 +2,10 @@
 # `make test`: the pytest suite, with pytest's exit code 5 ("no tests collected") counted as success.
 #
 # The llama.cpp backend is tested for real, so the suite needs llama-cpp-python (extra `llamacpp`),
-# which PyPI ships as source only. The first time (no install stamp), it is compiled in the
-# background while the rest of the suite runs (pytest keeps mostly one core busy), and the
-# backend's tests run once it is installed. When pytest arguments name paths, the build runs first
-# and pytest runs once.
+# which PyPI ships as source only. The first time (no install stamp, or one recording other
+# CMAKE_ARGS: tools/install_llamacpp.sh), it is compiled in the background while the rest of the
+# suite runs (pytest keeps mostly one core busy), and the backend's tests run once it is
+# installed. When pytest arguments name paths, the build runs first and pytest runs once.
 #
 # usage: tools/run_tests.sh PYTHON LLAMA_STAMP [pytest args...]
 set -uo pipefail
@@ -23,14 +23,14 @@ finish() {  # exit with the combined status: 0 when every pytest run passed or c
     exit 0
 }
 
-if [ -f "$STAMP" ]; then
+if bash tools/install_llamacpp.sh --check "$PY" "$STAMP"; then
     "$PY" -m pytest -q "$@"
     finish $?
 fi
 
 pin=$("$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llamacpp"][0])') || exit 1
 build() {
-    CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" "$PY" -m pip install -q "$pin" >"$LOG" 2>&1 && touch "$STAMP"
+    bash tools/install_llamacpp.sh "$PY" "$STAMP" >"$LOG" 2>&1
 }
 build_failed() {
     echo "== could not install $pin (it compiles llama.cpp: needs a C/C++ compiler and CMake); end of $LOG:"

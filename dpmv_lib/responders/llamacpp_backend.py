@@ -18,6 +18,16 @@ or without the prefix cache (tests; benchmark on 128 prompts). With the packaged
 few responses still change with the batch size (7,212 vs 7,227 generated tokens on the 128
 prompts of benchmarks/bench_generation.py): llama.cpp's quantised matrix kernels depend on the
 shape of each call. Outputs are reproducible for the same prompt list.
+
+Build and CPU (issue 11): built with llama.cpp's default ``GGML_NATIVE=ON`` on a Xeon with
+AMX-INT8 + AVX512-VNNI, the packaged Q4_1 model segfaulted on its first ``respond`` (F16
+worked). ``-march=native`` defines ``__AMX_INT8__`` there, which compiles ggml's AMX extra
+buffer type; it takes Q4_0/Q4_1/Q8_0/K-quant weights (not F16: ``qtype_has_amx_kernels``),
+repacks them and runs their products in ``ggml_backend_amx_mul_mat``, a path with segfault
+reports on AMX CPUs (ggml-org/llama.cpp#20824, ollama/ollama#17205, stanfordnlp/dspy#10079).
+Inferred, not reproduced: no AMX CPU was available (verified on AMD AVX-512 without AMX). Hence tools/llamacpp_cmake_args.sh builds a portable AVX2 kernel
+set with AMX off on x86-64, and a library built with AMX anyway loads models without the extra
+buffer types (:func:`build_features`; logged).
 """
 from __future__ import annotations
 
@@ -58,6 +68,19 @@ def _quiet(L) -> None:
             log.debug("llama.cpp: %s", (text or b"").decode("utf-8", "replace").rstrip())
         _LOG_CB = cb
         L.llama_log_set(_LOG_CB, ctypes.c_void_p(0))
+
+
+def build_features(L) -> dict[str, str]:
+    """The CPU features the loaded llama.cpp library was compiled with (``{"AVX2": "1", ...}``,
+    from ``llama_print_system_info``)."""
+    text = L.llama_print_system_info()
+    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    feats = {}
+    for part in text.split("|"):
+        key, sep, value = part.partition("=")
+        if sep:
+            feats[key.split(":")[-1].strip()] = value.strip()
+    return feats
 
 
 _FTYPES = {"f16": "LLAMA_FTYPE_MOSTLY_F16", "f32": "LLAMA_FTYPE_ALL_F32"}
@@ -158,6 +181,9 @@ class LlamaCppResponder(Responder):
         L.llama_backend_init()
         mp = L.llama_model_default_params()
         mp.n_gpu_layers = self.gpu_layers
+        if build_features(L).get("AMX_INT8") == "1":   # issue 11: keep weights off the AMX path
+            mp.use_extra_bufts = False
+            log.info("llama.cpp was built with AMX: loading %s without extra buffer types", self.path)
         path = self.path
         if self.weights != "gguf":
             from ..paths import project_root

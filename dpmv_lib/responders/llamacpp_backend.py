@@ -22,12 +22,16 @@ shape of each call. Outputs are reproducible for the same prompt list.
 Build and CPU (issue 11): built with llama.cpp's default ``GGML_NATIVE=ON`` on a Xeon with
 AMX-INT8 + AVX512-VNNI, the packaged Q4_1 model segfaulted on its first ``respond`` (F16
 worked). ``-march=native`` defines ``__AMX_INT8__`` there, which compiles ggml's AMX extra
-buffer type; it takes Q4_0/Q4_1/Q8_0/K-quant weights (not F16: ``qtype_has_amx_kernels``),
-repacks them and runs their products in ``ggml_backend_amx_mul_mat``, a path with segfault
-reports on AMX CPUs (ggml-org/llama.cpp#20824, ollama/ollama#17205, stanfordnlp/dspy#10079).
-Inferred, not reproduced: no AMX CPU was available (verified on AMD AVX-512 without AMX). Hence tools/llamacpp_cmake_args.sh builds a portable AVX2 kernel
-set with AMX off on x86-64, and a library built with AMX anyway loads models without the extra
-buffer types (:func:`build_features`; logged).
+buffer type: it repacks Q4_0/Q4_1/Q8_0/K-quant weights (``qtype_has_amx_kernels``; F16 is
+copied as is and takes plain AVX-512 code) and multiplies them on AMX tiles in
+``ggml_backend_amx_mul_mat``, a path with segfault reports on AMX CPUs
+(ggml-org/llama.cpp#20824, ollama/ollama#17205, stanfordnlp/dspy#10079). That cause is
+inferred, not reproduced (the fix was tested on an AMD AVX-512 CPU without AMX). So
+tools/llamacpp_cmake_args.sh builds portable AVX2 kernels with AMX off on x86-64, and a library
+built with AMX anyway loads models without the extra buffer types (:func:`build_features`;
+logged). The price on AVX-512 CPUs: slower than a native build (F16 most), and greedy texts
+that differ from a native build's. ``CMAKE_ARGS=-DLLAVA_BUILD=OFF`` gives the native build back
+(not portable; on an AMX CPU only that load-time guard remains).
 """
 from __future__ import annotations
 

@@ -169,11 +169,22 @@ class PreallocatedBudget:
         if not isinstance(self.planned, MappingABC):
             raise BudgetError(f"planned charge counts must be a mapping attribute -> C_a, got {self.planned!r}")
         for a, c in self.planned.items():
+            if not isinstance(a, str) or not a.strip():
+                raise BudgetError(f"planned charge counts are keyed by attribute names (non-empty strings), "
+                                  f"got {a!r}")
             if isinstance(c, bool) or not isinstance(c, int) or c < 0:
                 raise BudgetError(f"planned charge count C_{a} must be an integer >= 0, got {c!r}")
         object.__setattr__(self, "planned", dict(self.planned))
 
+    def check_attributes(self, caps: Mapping[str, Fraction]) -> None:
+        """Every planned C_a must name an attribute of the policy (no silently ignored names)."""
+        unknown = sorted(a for a in self.planned if a not in caps)
+        if unknown:
+            raise UnknownAttributeError(f"PreallocatedBudget plans charges for unknown attributes {unknown}; "
+                                        f"the policy has {sorted(caps)}")
+
     def epsilon(self, charge_set: frozenset[str], caps: Mapping[str, Fraction]) -> Fraction | None:
+        self.check_attributes(caps)
         attrs = charge_set or frozenset(a for a in caps if self.planned.get(a, 0) > 0)
         if not attrs:
             return None

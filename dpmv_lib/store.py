@@ -6,11 +6,20 @@ at every position outside I_a; positions inside I_a may differ. D = {i : m_i != 
 from __future__ import annotations
 
 from collections.abc import Iterable as IterableABC, Mapping as MappingABC
+import reprlib
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from .errors import StoreError
 from .policy import Policy
+
+
+def _r(x: Any) -> str:
+    """A short, recursion-safe repr for error messages."""
+    try:
+        return reprlib.repr(x)
+    except Exception:  # pragma: no cover - a hostile __repr__
+        return f"<{type(x).__name__}>"
 
 
 @dataclass(frozen=True)
@@ -23,17 +32,22 @@ class MemoryStore:
 
     def __post_init__(self) -> None:
         if isinstance(self.layout, (str, bytes)) or not isinstance(self.layout, IterableABC):
-            raise StoreError(f"store layout must be a sequence of (position id, slot) pairs, got {self.layout!r}")
+            raise StoreError(f"store layout must be a sequence of (position id, slot) pairs, got {_r(self.layout)}")
         layout = tuple(tuple(p) if isinstance(p, list) else p for p in self.layout)  # JSON pairs ok
         if not all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
                    and isinstance(p[1], str) for p in layout):
-            raise StoreError(f"store layout must be a sequence of (int position id, str slot) pairs, got {layout!r}")
+            raise StoreError(f"store layout must be a sequence of (int position id, str slot) pairs, got {_r(layout)}")
         object.__setattr__(self, "layout", layout)
+        if not isinstance(self.name, str):
+            raise StoreError(f"store name must be a string, got {type(self.name).__name__}")
+        empty = [i for i, s in layout if not s.strip()]
+        if empty:
+            raise StoreError(f"store {self.name!r}: layout gives position {empty[0]} an empty slot name")
         if not isinstance(self.contents, MappingABC):
             raise StoreError(f"store contents must be a mapping position id -> text, got {type(self.contents).__name__}")
-        bad = [k for k in self.contents if not isinstance(k, int) or isinstance(k, bool)]
+        bad = [k for k in self.contents if type(k) is not int]
         if bad:
-            raise StoreError(f"store {self.name!r}: position ids must be integers, got {bad[0]!r}")
+            raise StoreError(f"store {self.name!r}: position ids must be integers, got {_r(bad[0])}")
         ids = [i for i, _ in self.layout]
         if len(set(ids)) != len(ids):
             raise StoreError("store layout repeats a position id")
@@ -68,7 +82,7 @@ class MemoryStore:
         except KeyError as exc:
             raise StoreError(f"read of unknown position {exc.args[0]!r}") from None
         except TypeError:
-            raise StoreError(f"read positions must be a sequence of position ids, got {positions!r}") from None
+            raise StoreError(f"read positions must be a sequence of position ids, got {_r(positions)}") from None
 
     def replace(self, updates: Mapping[int, str], name: str | None = None) -> "MemoryStore":
         if not isinstance(updates, MappingABC):
@@ -76,7 +90,7 @@ class MemoryStore:
         new = dict(self.contents)
         for i, t in updates.items():
             if i not in new:
-                raise StoreError(f"cannot replace unknown position {i}")
+                raise StoreError(f"cannot replace unknown position {_r(i)}")
             new[i] = t
         return MemoryStore(self.layout, new, self.name if name is None else name)
 

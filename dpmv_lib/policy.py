@@ -517,10 +517,9 @@ def _keys(d: Mapping[str, Any], what: str, allowed: frozenset[str], required: fr
         raise PolicyError(f"policy is missing the required key {missing[0]!r}")
     if missing:
         raise PolicyError(f"{what} is missing the required key {missing[0]!r}")
-    unknown = sorted(map(str, d.keys() - allowed))
+    unknown = sorted(str(k)[:40] for k in d.keys() - allowed)
     if unknown:
-        raise PolicyError(f"{what} has unknown keys {[_r(k) for k in unknown[:10]]}" if what != "policy"
-                          else f"policy has unknown keys {unknown[:10]}")
+        raise PolicyError(f"{what} has unknown keys {unknown[:10]}; allowed: {sorted(allowed)}")
 
 
 def _list(x: Any, what: str) -> list:

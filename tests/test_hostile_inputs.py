@@ -503,7 +503,9 @@ def test_preallocated_budget_accepts_exactly_the_policy_attributes():
 def test_json_depth_counts_brackets_outside_strings():
     assert pol.json_depth(b'{"a": [1, "[[[[", {"b": []}]}') == 4
     assert pol.json_depth(b'"[[[\\"[["') == 0
-    assert pol.json_depth(b"[" * 1000, stop_above=10) == 11
+    assert pol.json_depth(b"[" * 1000) == 1000
+    assert pol.json_depth(b'["\\\\", [[]], "\\"]]]"]') == 3  # an escaped backslash, then an escaped quote
+    assert pol.json_depth(b"") == pol.json_depth(b"1") == 0
 
 
 # ---- hypothesis: generated malformed policies, files, stores, budgets --------------------------

@@ -425,12 +425,17 @@ _REPR.maxstring = _REPR.maxother = 60
 _REPR.maxlevel = 3
 
 
-def _r(x: Any) -> str:
+def short_repr(x: Any) -> str:
     """A short, recursion-safe repr for error messages (hostile values can be huge or deep)."""
+    if isinstance(x, int) and x.bit_length() > 256:
+        return f"<{type(x).__name__} of {x.bit_length()} bits>"
     try:
         return _REPR.repr(x)
-    except Exception:  # pragma: no cover - a hostile __repr__
+    except Exception:  # a hostile __repr__, or an int over Python's digit limit inside a container
         return f"<{type(x).__name__}>"
+
+
+_r = short_repr
 
 
 def _read_bounded(path: Path, max_bytes: int, what: str, error: type[Exception]) -> bytes:

@@ -6,20 +6,11 @@ at every position outside I_a; positions inside I_a may differ. D = {i : m_i != 
 from __future__ import annotations
 
 from collections.abc import Iterable as IterableABC, Mapping as MappingABC
-import reprlib
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
 from .errors import StoreError
-from .policy import Policy
-
-
-def _r(x: Any) -> str:
-    """A short, recursion-safe repr for error messages."""
-    try:
-        return reprlib.repr(x)
-    except Exception:  # pragma: no cover - a hostile __repr__
-        return f"<{type(x).__name__}>"
+from .policy import Policy, short_repr as _r
 
 
 @dataclass(frozen=True)

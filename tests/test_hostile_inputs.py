@@ -377,9 +377,11 @@ budget_case("preallocated count negative", lambda: PreallocatedBudget({"debt": -
 budget_case("preallocated count float", lambda: PreallocatedBudget({"debt": 1.5}), "C_debt", "1.5")
 budget_case("preallocated count bool", lambda: PreallocatedBudget({"debt": True}), "C_debt", "True")
 budget_case("preallocated not a mapping", lambda: PreallocatedBudget([("debt", 1)]), "must be a mapping")  # type: ignore[arg-type]
-budget_case("online K zero", lambda: OnlineBudget(0), "K must be an integer >= 1", "0")
-budget_case("online K string", lambda: OnlineBudget("3"), "K must be an integer >= 1", "'3'")  # type: ignore[arg-type]
-budget_case("online K bool", lambda: OnlineBudget(True), "K must be an integer >= 1", "True")
+budget_case("online K zero", lambda: OnlineBudget(0), "K must be an integer in [1, ", "0")
+budget_case("online K string", lambda: OnlineBudget("3"), "K must be an integer in [1, ", "'3'")  # type: ignore[arg-type]
+budget_case("online K bool", lambda: OnlineBudget(True), "K must be an integer in [1, ", "True")
+budget_case("online K 10**5000 (eps would not print)", lambda: OnlineBudget(10**5000), "K must be an integer in [1, ")
+budget_case("preallocated count 10**5000", lambda: PreallocatedBudget({"debt": 10**5000}), "C_debt", "[0, ")
 
 
 # ---- parameters -------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from machine_info import machine  # noqa: E402  (benchmarks/ is on sys.path when run as a script)

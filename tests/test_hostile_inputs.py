@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpmv_lib import policy as pol
-from dpmv_lib.errors import (BudgetError, DPMVError, ParameterError, PolicyError, QueryError, StoreError,
+from dpmv_lib.errors import (BudgetError, ParameterError, PolicyError, QueryError, StoreError,
                              UnknownAttributeError)
 from dpmv_lib.examples import RUNNING_EXAMPLE_POLICY, running_example
 from dpmv_lib.ledger import OnlineBudget, PreallocatedBudget

@@ -172,7 +172,7 @@ class PreallocatedBudget:
 
     def __post_init__(self) -> None:
         if not isinstance(self.planned, MappingABC):
-            raise BudgetError(f"planned charge counts must be a mapping attribute -> C_a, got {self.planned!r}")
+            raise BudgetError(f"planned charge counts must be a mapping attribute -> C_a, got {short_repr(self.planned)}")
         for a, c in self.planned.items():
             if not isinstance(a, str) or not a.strip():
                 raise BudgetError(f"planned charge counts are keyed by attribute names (non-empty strings), "

@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from ._exact import Number, to_fraction
 from .errors import BudgetError, UnknownAttributeError
-from .policy import Policy, Query
+from .policy import Policy, Query, short_repr
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,10 @@ class InMemoryLedger:
 
 
 # ---- budget rules ---------------------------------------------------------------------------
+MAX_CHARGES = 10**9
+"""Largest K (online) or C_a (preallocated): keeps every eps_{t,g} = B_a / K a printable rational."""
+
+
 class BudgetRule(Protocol):
     """Maps a charge set Gamma and caps to the local parameter eps_{t,g} (public, C4)."""
 
@@ -148,8 +152,9 @@ class OnlineBudget:
     K: int = 3
 
     def __post_init__(self) -> None:
-        if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 1:
-            raise BudgetError(f"online budget granularity K must be an integer >= 1, got {self.K!r}")
+        if isinstance(self.K, bool) or not isinstance(self.K, int) or not 1 <= self.K <= MAX_CHARGES:
+            raise BudgetError(f"online budget granularity K must be an integer in [1, {MAX_CHARGES}], "
+                              f"got {short_repr(self.K)}")
 
     def epsilon(self, charge_set: frozenset[str], caps: Mapping[str, Fraction]) -> Fraction:
         attrs = charge_set or frozenset(caps)
@@ -167,13 +172,25 @@ class PreallocatedBudget:
 
     def __post_init__(self) -> None:
         if not isinstance(self.planned, MappingABC):
-            raise BudgetError(f"planned charge counts must be a mapping attribute -> C_a, got {self.planned!r}")
+            raise BudgetError(f"planned charge counts must be a mapping attribute -> C_a, got {short_repr(self.planned)}")
         for a, c in self.planned.items():
-            if isinstance(c, bool) or not isinstance(c, int) or c < 0:
-                raise BudgetError(f"planned charge count C_{a} must be an integer >= 0, got {c!r}")
+            if not isinstance(a, str) or not a.strip():
+                raise BudgetError(f"planned charge counts are keyed by attribute names (non-empty strings), "
+                                  f"got {short_repr(a)}")
+            if isinstance(c, bool) or not isinstance(c, int) or not 0 <= c <= MAX_CHARGES:
+                raise BudgetError(f"planned charge count C_{a} must be an integer in [0, {MAX_CHARGES}], "
+                                  f"got {short_repr(c)}")
         object.__setattr__(self, "planned", dict(self.planned))
 
+    def check_attributes(self, caps: Mapping[str, Fraction]) -> None:
+        """Every planned C_a must name an attribute of the policy (no silently ignored names)."""
+        unknown = sorted(a for a in self.planned if a not in caps)
+        if unknown:
+            raise UnknownAttributeError(f"PreallocatedBudget plans charges for unknown attributes {unknown}; "
+                                        f"the policy has {sorted(caps)}")
+
     def epsilon(self, charge_set: frozenset[str], caps: Mapping[str, Fraction]) -> Fraction | None:
+        self.check_attributes(caps)
         attrs = charge_set or frozenset(a for a in caps if self.planned.get(a, 0) > 0)
         if not attrs:
             return None

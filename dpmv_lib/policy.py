@@ -15,8 +15,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from ._exact import Number, fraction_str, to_fraction
+from ._exact import Number, fraction_str
 from .errors import PolicyError, QueryError, UnknownAttributeError
+from .policy_format import (MAX_ATTRIBUTES, MAX_DENOMINATOR, MAX_INTENTS, MAX_NESTING_DEPTH,  # noqa: F401
+                            MAX_POLICY_BYTES, MAX_POSITION_ID, MAX_POSITIONS, MAX_RATIONAL, MAX_SLOTS,
+                            MAX_VIEWS, PolicyLimits, _ATTRIBUTE_KEYS, _POLICY_KEYS, _POLICY_REQUIRED,
+                            _POSITION_KEYS, _READ_KEYS, _SLOT_KEYS, _VIEW_KEYS, _duplicates, _int_tuple,
+                            _keys, _limit, _limits, _list, _name, _parse_json_bytes, _r, _read_bounded,
+                            _str_tuple, _text, json_depth, parse_rational, short_repr)
 
 
 @dataclass(frozen=True)
@@ -245,18 +251,21 @@ class Policy:
         tmp.replace(path)
 
     @classmethod
-    def load(cls, path: str | Path) -> "Policy":
+    def load(cls, path: str | Path, *, limits: PolicyLimits | None = None) -> "Policy":
+        """Read and validate a policy file. Every failure (missing file, directory, unreadable,
+        too large, not UTF-8, empty, not JSON, nested too deeply, malformed policy) raises
+        :class:`PolicyError` naming the file and the problem; see :class:`PolicyLimits`."""
+        lim = _limits(limits)
         path = Path(path)
-        if not path.exists():
-            raise PolicyError(f"policy file not found: {path}")
+        raw = _read_bounded(path, lim.max_bytes, "policy file", PolicyError)
+        data = _parse_json_bytes(raw, path, lim.max_depth, "policy file", PolicyError)
         try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise PolicyError(f"policy file {path} is not valid JSON: {exc}") from None
-        return cls.from_dict(data)
+            return cls._from_plain(data, lim)
+        except PolicyError as exc:
+            raise type(exc)(f"policy file {path}: {exc}") from None
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Policy":
+    def from_dict(cls, data: Mapping[str, Any], *, limits: PolicyLimits | None = None) -> "Policy":
         """Build and validate a policy from its JSON form (see ``data/policy/`` for an example)::
 
             {"name": ..., "sensitivity": "0.6",
@@ -267,46 +276,83 @@ class Policy:
              "attributes": [{"name": "diabetes", "group": [1, 2, 3], "cap": "2"}],
              "routes": {"intent": ["food", "finance"]},
              "reads": [{"intent": ..., "slot": ..., "positions": [...]}]}   # optional
+
+        The format is strict: names and ids are non-empty strings, ``generic`` is a JSON
+        boolean, unknown keys are refused at every level, caps and the sensitivity are bounded
+        positive rationals (:func:`parse_rational`), and the counts obey ``limits``.
         """
+        lim = _limits(limits)
         if not isinstance(data, Mapping):
             raise PolicyError(f"a policy must be a JSON object, got {type(data).__name__}")
+        routes_raw = data.get("routes")
+        if isinstance(routes_raw, Mapping):
+            bad = [k for k in routes_raw if not isinstance(k, str)]
+            if bad:
+                raise PolicyError(f"policy 'routes' keys (intents) must be strings, got {_r(bad[0])}")
         try:  # parse the plain-JSON form (also what the fingerprint and to_dict() use)
             data = json.loads(json.dumps(data))
         except (TypeError, ValueError, RecursionError) as exc:
-            raise PolicyError(f"a policy must be plain JSON data (objects, lists, strings, numbers): {exc}") from None
-        for key in ("name", "slots", "positions", "attributes", "routes"):
-            if key not in data:
-                raise PolicyError(f"policy is missing the required key {key!r}")
-        unknown = set(data) - {"name", "slots", "positions", "attributes", "routes", "reads",
-                               "sensitivity", "description", "version"}
-        if unknown:
-            raise PolicyError(f"policy has unknown keys {sorted(unknown)}")
-        slots = tuple(_slot_from(d) for d in _list(data["slots"], "slots"))
-        positions = tuple(_position_from(d) for d in _list(data["positions"], "positions"))
-        attributes = tuple(_attribute_from(d) for d in _list(data["attributes"], "attributes"))
+            raise PolicyError(f"a policy must be plain JSON data (objects, lists, strings, numbers): "
+                              f"{_r(str(exc))}") from None
+        return cls._from_plain(data, lim)
+
+    @classmethod
+    def _from_plain(cls, data: Any, lim: PolicyLimits) -> "Policy":
+        """from_dict on freshly parsed JSON (owned by this call, so it becomes ``source``)."""
+        if not isinstance(data, dict):
+            raise PolicyError(f"a policy must be a JSON object, got {type(data).__name__}")
+        _keys(data, "policy", _POLICY_KEYS, _POLICY_REQUIRED)
+        name = _name(data["name"], "policy 'name'")
+        if "description" in data:
+            _text(data["description"], "policy 'description'")
+        if "version" in data and (isinstance(data["version"], bool)
+                                  or not isinstance(data["version"], (str, int))):
+            raise PolicyError(f"policy 'version' must be a string or an integer, got {_r(data['version'])}")
+        slots_raw = _list(data["slots"], "slots")
+        _limit(len(slots_raw), lim.max_slots, "slots", "max_slots")
+        n_views = sum(len(d["views"]) for d in slots_raw
+                      if isinstance(d, dict) and isinstance(d.get("views"), list))
+        _limit(n_views, lim.max_views, "views (all slots together)", "max_views")
+        positions_raw = _list(data["positions"], "positions")
+        _limit(len(positions_raw), lim.max_positions, "positions", "max_positions")
+        attributes_raw = _list(data["attributes"], "attributes")
+        _limit(len(attributes_raw), lim.max_attributes, "attributes", "max_attributes")
+        slots = tuple(_slot_from(d, i) for i, d in enumerate(slots_raw))
+        positions = tuple(_position_from(d, i) for i, d in enumerate(positions_raw))
+        attributes = tuple(_attribute_from(d, i) for i, d in enumerate(attributes_raw))
         routes_raw = data["routes"]
-        if not isinstance(routes_raw, Mapping) or not routes_raw:
+        if not isinstance(routes_raw, dict) or not routes_raw:
             raise PolicyError("policy 'routes' must be a non-empty object intent -> [slots]")
+        _limit(len(routes_raw), lim.max_intents, "intents in 'routes'", "max_intents")
         routes = {}
         for intent, slots_for in routes_raw.items():
-            if not isinstance(slots_for, list) or not all(isinstance(s, str) for s in slots_for):
-                raise PolicyError(f"route for intent {intent!r} must be a list of slot names")
-            routes[str(intent)] = tuple(slots_for)
+            _name(intent, "an intent in 'routes'")
+            if not isinstance(slots_for, list):
+                raise PolicyError(f"route for intent {intent!r} must be a list of slot names, got "
+                                  f"{type(slots_for).__name__}")
+            routes[intent] = tuple(_name(s, f"a slot in the route for intent {intent!r}") for s in slots_for)
         slot_positions: dict[str, list[int]] = {s.name: [] for s in slots}
         for p in positions:
             slot_positions.setdefault(p.slot, []).append(p.id)
-        overrides = {}
-        for d in _list(data.get("reads", []), "reads"):
-            if not isinstance(d, Mapping) or not {"intent", "slot", "positions"} <= set(d):
-                raise PolicyError(f"each read entry needs intent, slot and positions, got {d!r}")
-            overrides[(str(d["intent"]), str(d["slot"]))] = tuple(_int_list(d["positions"], "read positions"))
+        reads_raw = _list(data.get("reads", []), "reads")
+        _limit(len(reads_raw), lim.max_intents, "read entries", "max_intents")
+        overrides: dict[tuple[str, str], tuple[int, ...]] = {}
+        for k, d in enumerate(reads_raw):
+            if not isinstance(d, dict):
+                raise PolicyError(f"each read entry needs intent, slot and positions, got {_r(d)}")
+            if not {"intent", "slot", "positions"} <= set(d):
+                raise PolicyError(f"each read entry needs intent, slot and positions, got {_r(d)}")
+            _keys(d, f"read entry {k}", _READ_KEYS, _READ_KEYS)
+            key = (_name(d["intent"], f"'intent' of read entry {k}"), _name(d["slot"], f"'slot' of read entry {k}"))
+            if key in overrides:
+                raise PolicyError(f"read entry {key!r} is given twice")
+            overrides[key] = _int_tuple(d["positions"], f"read positions of entry {key!r}")
         policy = cls(
-            name=str(data["name"]), slots=slots, positions=positions, attributes=attributes,
+            name=name, slots=slots, positions=positions, attributes=attributes,
             router=TableRouter(routes),
             reader=TableReadPolicy({k: tuple(v) for k, v in slot_positions.items()}, overrides),
-            sensitivity=to_fraction(data.get("sensitivity", "0.6"), "sensitivity", positive=True,
-                                    error=PolicyError),
-            intents=tuple(routes), source=json.loads(json.dumps(data)))
+            sensitivity=parse_rational(data.get("sensitivity", "0.6"), "sensitivity"),
+            intents=tuple(routes), source=data)
         for (intent, slot), pos in overrides.items():
             if intent not in routes:
                 raise PolicyError(f"read entry names unknown intent {intent!r}")
@@ -315,70 +361,74 @@ class Policy:
             own = set(slot_positions.get(slot, ()))
             bad = [i for i in pos if i not in own]
             if bad:
-                raise PolicyError(f"read entry ({intent!r}, {slot!r}) names positions {bad} outside that slot")
+                raise PolicyError(f"read entry ({intent!r}, {slot!r}) names positions {bad[:20]} outside that slot")
         return policy
 
 
-def _list(x: Any, what: str) -> list:
-    if not isinstance(x, list):
-        raise PolicyError(f"policy {what!r} must be a list, got {type(x).__name__}")
-    return x
-
-
-def _int_list(x: Any, what: str) -> list[int]:
-    if not isinstance(x, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in x):
-        raise PolicyError(f"{what} must be a list of integers, got {x!r}")
-    return x
-
-
-def _str_tuple(x: Any, what: str) -> tuple[str, ...]:
-    if not isinstance(x, (list, tuple)) or not all(isinstance(i, str) for i in x):
-        raise PolicyError(f"{what} must be a list of strings, got {x!r}")
-    return tuple(x)
-
-
 def _cap(x: Any, name: str) -> Fraction:
-    return to_fraction(x, f"cap B_a of attribute {name!r}", positive=True, error=PolicyError)
+    return parse_rational(x, f"cap B_a of attribute {name!r}")
 
 
-def _slot_from(d: Any) -> Slot:
-    if not isinstance(d, Mapping) or "name" not in d or "views" not in d:
-        raise PolicyError(f"each slot needs 'name' and 'views', got {d!r}")
-    name = str(d["name"])
+def _slot_from(d: Any, k: int) -> Slot:
+    if not isinstance(d, dict) or "name" not in d or "views" not in d:
+        raise PolicyError(f"each slot needs 'name' and 'views', got {_r(d)}")
+    name = _name(d["name"], f"name of slot {k}")
+    _keys(d, f"slot {name!r}", _SLOT_KEYS, _SLOT_KEYS)
     views = []
-    for v in _list(d["views"], f"views of slot {name}"):
-        if not isinstance(v, Mapping) or "id" not in v or "text" not in v:
-            raise PolicyError(f"each view of slot {name!r} needs 'id' and 'text', got {v!r}")
-        views.append(View(id=str(v["id"]), slot=name, text=str(v["text"]),
-                          cues=_str_tuple(v.get("cues", []), f"cues of view {v['id']}"),
-                          intents=_str_tuple(v.get("intents", []), f"intents of view {v['id']}"),
-                          generic=bool(v.get("generic", False))))
+    for j, v in enumerate(_list(d["views"], f"views of slot {name}")):
+        if not isinstance(v, dict) or "id" not in v or "text" not in v:
+            raise PolicyError(f"each view of slot {name!r} needs 'id' and 'text', got {_r(v)}")
+        vid = _name(v["id"], f"id of view {j} of slot {name!r}")
+        _keys(v, f"view {vid!r}", _VIEW_KEYS, frozenset({"id", "text"}))
+        generic = v.get("generic", False)
+        if not isinstance(generic, bool):
+            raise PolicyError(f"'generic' of view {vid!r} must be a JSON boolean (true/false), got "
+                              f"{type(generic).__name__} {_r(generic)}")
+        views.append(View(id=vid, slot=name, text=_text(v["text"], f"text of view {vid!r}"),
+                          cues=_str_tuple(v.get("cues", []), f"cues of view {vid!r}"),
+                          intents=_str_tuple(v.get("intents", []), f"intents of view {vid!r}"),
+                          generic=generic))
     return Slot(name=name, views=tuple(views))
 
 
-def _position_from(d: Any) -> Position:
-    if not isinstance(d, Mapping) or "id" not in d or "slot" not in d:
-        raise PolicyError(f"each position needs 'id' and 'slot', got {d!r}")
-    if not isinstance(d["id"], int) or isinstance(d["id"], bool):
-        raise PolicyError(f"position id must be an integer, got {d['id']!r}")
-    return Position(id=d["id"], slot=str(d["slot"]), label=str(d.get("label", "")))
+def _position_from(d: Any, k: int) -> Position:
+    if not isinstance(d, dict) or "id" not in d or "slot" not in d:
+        raise PolicyError(f"each position needs 'id' and 'slot', got {_r(d)}")
+    pid = d["id"]
+    if type(pid) is not int:
+        raise PolicyError(f"position id must be an integer, got {type(pid).__name__} {_r(pid)} (position {k})")
+    if not -MAX_POSITION_ID - 1 <= pid <= MAX_POSITION_ID:
+        raise PolicyError(f"position id {_r(pid)} is outside the signed 64-bit range (position {k})")
+    if len(d) > 2:
+        _keys(d, f"position {pid}", _POSITION_KEYS, frozenset({"id", "slot"}))
+    return Position(id=pid, slot=_name(d["slot"], f"slot of position {pid}"),
+                    label=_text(d.get("label", ""), f"label of position {pid}"))
 
 
-def _attribute_from(d: Any) -> Attribute:
-    if not isinstance(d, Mapping) or not {"name", "group", "cap"} <= set(d):
-        raise PolicyError(f"each attribute needs 'name', 'group' and 'cap', got {d!r}")
-    name = str(d["name"])
-    return Attribute(name=name, group=frozenset(_int_list(d["group"], f"group of attribute {name!r}")),
-                     cap=_cap(d["cap"], name), description=str(d.get("description", "")))
+def _attribute_from(d: Any, k: int) -> Attribute:
+    if not isinstance(d, dict) or not {"name", "group", "cap"} <= set(d):
+        raise PolicyError(f"each attribute needs 'name', 'group' and 'cap', got {_r(d)}")
+    name = _name(d["name"], f"name of attribute {k}")
+    _keys(d, f"attribute {name!r}", _ATTRIBUTE_KEYS, frozenset({"name", "group", "cap"}))
+    return Attribute(name=name, group=frozenset(_int_tuple(d["group"], f"group of attribute {name!r}")),
+                     cap=_cap(d["cap"], name), description=_text(d.get("description", ""),
+                                                                 f"description of attribute {name!r}"))
 
 
 def _validate(p: Policy) -> None:
+    """Cross-reference checks (linear time: sets and dicts), also for policies built in code."""
+    if not isinstance(p.name, str):
+        raise PolicyError(f"policy name must be a string, got {type(p.name).__name__}")
     if not p.slots:
         raise PolicyError("policy has no slots")
     names = [s.name for s in p.slots]
-    dup = {n for n in names if names.count(n) > 1}
+    for n in names:
+        if not isinstance(n, str) or not n.strip():
+            raise PolicyError(f"slot names must be non-empty strings, got {_r(n)}")
+    dup = _duplicates(names)
     if dup:
-        raise PolicyError(f"duplicate slot names {sorted(dup)}")
+        raise PolicyError(f"duplicate slot names {dup[:20]}")
+    name_set = set(names)
     seen_views: set[str] = set()
     for s in p.slots:
         if not s.views:
@@ -387,6 +437,12 @@ def _validate(p: Policy) -> None:
         if len(generics) != 1:
             raise PolicyError(f"slot {s.name!r} must have exactly one fixed generic view, has {len(generics)}")
         for v in s.views:
+            if not isinstance(v.id, str) or not v.id.strip():
+                raise PolicyError(f"view ids must be non-empty strings, got {_r(v.id)} in slot {s.name!r}")
+            if not isinstance(v.text, str):
+                raise PolicyError(f"text of view {v.id!r} must be a string, got {type(v.text).__name__}")
+            if not isinstance(v.generic, bool):
+                raise PolicyError(f"'generic' of view {v.id!r} must be a bool, got {_r(v.generic)}")
             if v.slot != s.name:
                 raise PolicyError(f"view {v.id!r} is listed under slot {s.name!r} but says slot {v.slot!r}")
             if v.id in seen_views:
@@ -395,31 +451,40 @@ def _validate(p: Policy) -> None:
     if not p.positions:
         raise PolicyError("policy has no memory positions")
     ids = [q.id for q in p.positions]
-    dup_ids = {i for i in ids if ids.count(i) > 1}
-    if dup_ids:
-        raise PolicyError(f"duplicate position ids {sorted(dup_ids)}")
     for q in p.positions:
-        if q.slot not in names:
-            raise PolicyError(f"position {q.id} names unknown slot {q.slot!r}")
+        if type(q.id) is not int:
+            raise PolicyError(f"position id must be an integer, got {_r(q.id)}")
+        if q.slot not in name_set:
+            raise PolicyError(f"position {q.id} names unknown slot {_r(q.slot)}")
+    dup_ids = _duplicates(ids)
+    if dup_ids:
+        raise PolicyError(f"duplicate position ids {dup_ids[:20]}")
     anames = [a.name for a in p.attributes]
-    dup_a = {n for n in anames if anames.count(n) > 1}
+    for n in anames:
+        if not isinstance(n, str) or not n.strip():
+            raise PolicyError(f"attribute names must be non-empty strings, got {_r(n)}")
+    dup_a = _duplicates(anames)
     if dup_a:
-        raise PolicyError(f"duplicate attribute names {sorted(dup_a)}")
+        raise PolicyError(f"duplicate attribute names {dup_a[:20]}")
     idset = set(ids)
     for a in p.attributes:
+        if not isinstance(a.group, frozenset):
+            raise PolicyError(f"group I_a of attribute {a.name!r} must be a frozenset of position ids")
         if not a.group:
             raise PolicyError(f"attribute {a.name!r} has an empty group I_a")
-        unknown = sorted(a.group - idset)
+        unknown = sorted(a.group - idset, key=repr)
         if unknown:
-            raise PolicyError(f"group I_a of attribute {a.name!r} names unknown positions {unknown}")
+            raise PolicyError(f"group I_a of attribute {a.name!r} names unknown positions {unknown[:20]}")
         if not isinstance(a.cap, Fraction) or a.cap <= 0:
             raise PolicyError(f"cap of attribute {a.name!r} must be a positive exact number, got {a.cap!r}")
+        parse_rational(a.cap, f"cap B_a of attribute {a.name!r}")
     if not isinstance(p.sensitivity, Fraction) or p.sensitivity <= 0:
         raise PolicyError(f"sensitivity must be a positive exact number, got {p.sensitivity!r}")
+    parse_rational(p.sensitivity, "sensitivity")
     if isinstance(p.router, TableRouter):
         for intent, slots in p.router.routes.items():
             for s in slots:
-                if s not in names:
+                if s not in name_set:
                     raise PolicyError(f"route for intent {intent!r} names unknown slot {s!r}")
             if len(set(slots)) != len(slots):
                 raise PolicyError(f"route for intent {intent!r} repeats a slot: {list(slots)}")

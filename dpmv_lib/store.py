@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from .errors import StoreError
-from .policy import Policy
+from .policy import Policy, short_repr as _r
 
 
 @dataclass(frozen=True)
@@ -23,17 +23,22 @@ class MemoryStore:
 
     def __post_init__(self) -> None:
         if isinstance(self.layout, (str, bytes)) or not isinstance(self.layout, IterableABC):
-            raise StoreError(f"store layout must be a sequence of (position id, slot) pairs, got {self.layout!r}")
+            raise StoreError(f"store layout must be a sequence of (position id, slot) pairs, got {_r(self.layout)}")
         layout = tuple(tuple(p) if isinstance(p, list) else p for p in self.layout)  # JSON pairs ok
         if not all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
                    and isinstance(p[1], str) for p in layout):
-            raise StoreError(f"store layout must be a sequence of (int position id, str slot) pairs, got {layout!r}")
+            raise StoreError(f"store layout must be a sequence of (int position id, str slot) pairs, got {_r(layout)}")
         object.__setattr__(self, "layout", layout)
+        if not isinstance(self.name, str):
+            raise StoreError(f"store name must be a string, got {type(self.name).__name__}")
+        empty = [i for i, s in layout if not s.strip()]
+        if empty:
+            raise StoreError(f"store {self.name!r}: layout gives position {empty[0]} an empty slot name")
         if not isinstance(self.contents, MappingABC):
             raise StoreError(f"store contents must be a mapping position id -> text, got {type(self.contents).__name__}")
-        bad = [k for k in self.contents if not isinstance(k, int) or isinstance(k, bool)]
+        bad = [k for k in self.contents if type(k) is not int]
         if bad:
-            raise StoreError(f"store {self.name!r}: position ids must be integers, got {bad[0]!r}")
+            raise StoreError(f"store {self.name!r}: position ids must be integers, got {_r(bad[0])}")
         ids = [i for i, _ in self.layout]
         if len(set(ids)) != len(ids):
             raise StoreError("store layout repeats a position id")
@@ -68,7 +73,7 @@ class MemoryStore:
         except KeyError as exc:
             raise StoreError(f"read of unknown position {exc.args[0]!r}") from None
         except TypeError:
-            raise StoreError(f"read positions must be a sequence of position ids, got {positions!r}") from None
+            raise StoreError(f"read positions must be a sequence of position ids, got {_r(positions)}") from None
 
     def replace(self, updates: Mapping[int, str], name: str | None = None) -> "MemoryStore":
         if not isinstance(updates, MappingABC):
@@ -76,7 +81,7 @@ class MemoryStore:
         new = dict(self.contents)
         for i, t in updates.items():
             if i not in new:
-                raise StoreError(f"cannot replace unknown position {i}")
+                raise StoreError(f"cannot replace unknown position {_r(i)}")
             new[i] = t
         return MemoryStore(self.layout, new, self.name if name is None else name)
 

@@ -103,5 +103,24 @@ class LexiconScorer:
         return r, c, s
 
     def __call__(self, query: Query, view: View, read_contents: Sequence[str]) -> Fraction:
-        r, c, s = self.components(query, view, read_contents)
-        return min(Fraction(1), max(Fraction(0), self.w_r * r + self.w_c * c + self.w_s * s))
+        if view.generic:
+            return _combine(self.w_r, self.w_c, self.w_s, self.generic_r, self.generic_c, self.generic_s)
+        r = Fraction(1) if query.intent in view.intents else Fraction(0)
+        if not read_contents or not view.cues:
+            return _combine(self.w_r, self.w_c, self.w_s, r, Fraction(0), Fraction(0))
+        hits = [cue_hits(view.cues, t) for t in read_contents]
+        k, n, h = sum(1 for x in hits if x > 0), len(read_contents), min(sum(hits), self.saturation)
+        return _combine_counts(self.w_r, self.w_c, self.w_s, r, k, n, h, self.saturation)
+
+
+@lru_cache(maxsize=1 << 14)
+def _combine(w_r: Fraction, w_c: Fraction, w_s: Fraction, r: Fraction, c: Fraction, s: Fraction) -> Fraction:
+    """u = clamp_[0,1](w_r r + w_c c + w_s s), exact (memoised: few distinct component values)."""
+    return min(Fraction(1), max(Fraction(0), w_r * r + w_c * c + w_s * s))
+
+
+@lru_cache(maxsize=1 << 14)
+def _combine_counts(w_r: Fraction, w_c: Fraction, w_s: Fraction, r: Fraction, k: int, n: int, h: int,
+                    saturation: int) -> Fraction:
+    """:func:`_combine` with c = k/n and s = h/saturation (h already capped at saturation)."""
+    return _combine(w_r, w_c, w_s, r, Fraction(k, n), Fraction(h, saturation))

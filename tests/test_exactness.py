@@ -55,8 +55,14 @@ def test_lexicon_utility_differences_never_exceed_sensitivity(running):
         for view in slot.views:
             texts = ["nothing notable"] + [" ".join(view.cues[:k]) for k in (1, 2)] if view.cues else ["x"]
             for q in (DINNER, MEAL, Query("q", "budget_check")):
-                us = [Fraction(scorer(q, view, list(read)))
-                      for n in (1, 2, 3) for read in itertools.product(texts, repeat=n)]
+                us = []
+                for n in (1, 2, 3):
+                    for read in itertools.product(texts, repeat=n):
+                        u = scorer(q, view, list(read))
+                        r, c, s = scorer.components(q, view, list(read))
+                        assert isinstance(u, Fraction) and u == min(1, Fraction(2, 5) * r + Fraction(2, 5) * c
+                                                                     + Fraction(1, 5) * s)
+                        us.append(u)
                 assert max(us) - min(us) <= scorer.sensitivity, (view.id, q.intent)
                 assert all(0 <= u <= 1 for u in us)
 

@@ -140,7 +140,7 @@ class _Prepared:
     utilities: tuple[Fraction, ...] = ()  # exact rationals in [0, 1] (C3)
 
 
-def _exact_utility(value: Any) -> Fraction | None:
+def _checked_utility(value: Any) -> Fraction | None:
     """A scorer value as an exact rational in [0, 1] (floats through their exact binary value);
     None if it is not a finite number in [0, 1] (C5 fail-closed)."""
     if isinstance(value, (bool, np.bool_)):
@@ -168,6 +168,8 @@ class MemView:
     ``exact=True`` (default) samples with the exact rational sampler; ``seed=None`` draws from
     the OS (deployment), an int makes runs reproducible (experiments). ``ledger`` may be any
     :class:`~dpmv_lib.ledger.Ledger` backend (e.g. a durable one); its caps must equal the policy's.
+    A failing scorer never raises out of ``release()`` (C5 fail-closed, module docstring); its
+    failures are listed, operator-side only, in ``scorer_failures``.
     """
 
     label: ClassVar[str] = "DP-MemView"
@@ -269,7 +271,7 @@ class MemView:
                 value = self._scorer(query, v, contents)
             except Exception as exc:  # a failure may depend on memory: never let it out
                 return self._failed(slot, v, f"raised {type(exc).__name__}", len(views))
-            u = _exact_utility(value)
+            u = _checked_utility(value)
             if u is None:
                 return self._failed(slot, v, f"returned a non-finite or out-of-range value of type "
                                              f"{type(value).__name__}", len(views))

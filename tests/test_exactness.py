@@ -146,6 +146,31 @@ def test_contract_checker_flags_an_exact_excess_of_1e17(running):
     assert good.passed, good.table()
 
 
+class FloatLexicon(LexiconScorer):
+    """The lexicon scorer as it was: the same components combined in floats."""
+
+    def __call__(self, query, view, read_contents):
+        r, c, s = (float(x) for x in self.components(query, view, read_contents))
+        return min(1.0, max(0.0, 0.4 * r + 0.4 * c + 0.2 * s))
+
+
+def test_contract_checker_sees_the_float_lexicon_excess(running):
+    """M has cues of food.quick (r = 0 for the dinner query, c = s = 1), M'_diabetes none: the float
+    scorer moves u(food.quick) by 0.6000000000000001 > 3/5 (flagged, exactly); the exact one by 3/5."""
+    policy, m, m_d, _ = running
+    m_quick = m.replace({2: "Busy weeks, so quick meals.", 3: "Late shifts mean quick dinners."}, name="M quick")
+    reports = {}
+    for name, scorer in (("float", FloatLexicon()), ("exact", LexiconScorer())):
+        reports[name] = check_contract(
+            lambda p, st, sc=scorer: MemView(p, st, budget=OnlineBudget(3), scorer=sc, seed=0), policy,
+            pairs=[("diabetes", m_quick, m_d)], strategies={"dinner": [DINNER]}, horizon=1, samples=1)
+    assert reports["float"].failed_conditions == ("C3",)
+    detail = reports["float"].result("C3").evidence[0].detail
+    excess = Fraction(0.6000000000000001) - Fraction(3, 5)
+    assert "food.quick" in detail and f"Du + {excess}" in detail
+    assert reports["exact"].passed, reports["exact"].table()
+
+
 # ---- C5: fail-closed scoring ------------------------------------------------------------------
 class Tripwire:
     """A custom scorer that raises (with a memory-dependent message) iff a read item contains

@@ -8,7 +8,8 @@ M ~_a M' under the same public prefixes and reports which conditions fail, with 
 * C2 complete charging: the charge set must contain Gamma*(R) computed from the PUBLIC policy,
   and a slot whose distribution depends on I_a must charge a;
 * C3 private selection: an admitted charged selection must release Eq. (7) exactly (no point
-  mass / argmax), with log-ratio <= eps between M and M';
+  mass / argmax), with log-ratio <= eps between M and M'; Eq. (7)'s premise
+  |u_M(v) - u_M'(v)| <= Du is checked exactly, in rationals, with no tolerance;
 * C4 public control: route G_t, read set, charge set, eps and the budget branch must be equal
   under M and M' given the same prefix h_{t,j};
 * C5 pathwise caps: no admission with L_a + eps > B_a, ledger updated by exactly eps on admission,
@@ -56,6 +57,9 @@ CONDITIONS: dict[str, str] = {
     "Thm1": "exact transcript privacy loss <= B_a (Theorem 1 on these pairs and strategies)",
     "Enum": "release() stays inside the enumerated transcript support",
 }
+# Tolerance for comparisons of float probabilities / log-ratios only (exp is irrational, so these
+# cannot be exact); they corroborate. The premise that decides eps-DP of Eq. (7), the utility
+# sensitivity |u_M(v) - u_M'(v)| <= Du, is compared exactly (see _compare).
 _TOL = 1e-9
 
 
@@ -242,6 +246,7 @@ class _Node:
     plans: set = field(default_factory=set)
     admitted: set = field(default_factory=set)
     vocab: set = field(default_factory=set)
+    utils: set = field(default_factory=set)
     ledgers: set = field(default_factory=set)
     dist: dict = field(default_factory=lambda: defaultdict(float))
 
@@ -369,6 +374,8 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
                             node.ledgers.add(_lkey(before))
                             if prep.admitted:
                                 node.vocab.add(tuple(v.id for v in b._vocabulary(slot)))
+                                node.utils.add(tuple(zip((v.id for v in prep.views),
+                                                         map(_exact, prep.utilities))))
                             for sr, pr in outs:
                                 node.dist[sr] += p * pr
                                 k = ids.child(dkey, sr)
@@ -388,6 +395,11 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
             raise ParameterError(f"more than {max_transcripts} public prefixes; use a smaller horizon or example")
     W.final = {h: sum(p for _, p in bl) for h, bl in frontier.items()}
     return W
+
+
+def _exact(u: Any) -> Fraction:
+    """A utility as an exact rational (a float through its exact binary value)."""
+    return u if isinstance(u, Fraction) else Fraction(u)
 
 
 def _fork(b: MemView) -> MemView:
@@ -461,7 +473,7 @@ def _self_checks(policy: Policy, b: MemView, prep: Any, outs: list, before: dict
     if outside:
         F.add("C1", where, f"released views {outside} outside the offered vocabulary")
         return
-    expect = dict(zip(views, em_probabilities(prep.utilities, float(eps), float(policy.sensitivity))))
+    expect = dict(zip(views, em_probabilities(prep.utilities, eps, policy.sensitivity)))
     if any(abs(got.get(v, 0.0) - expect[v]) > 1e-9 for v in views):
         if len(got) == 1 and len(views) > 1:
             F.add("C3", where, f"deterministic release: point mass on {next(iter(got))} where Eq. (7) "
@@ -470,7 +482,8 @@ def _self_checks(policy: Policy, b: MemView, prep: Any, outs: list, before: dict
             F.add("C3", where, f"view distribution {_fmt_dist(got)} is not Eq. (7) {_fmt_dist(expect)}")
 
 
-def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids) -> None:
+def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids,
+             sensitivity: Fraction) -> None:
     """Cross-store checks under the same public prefix (C1, C2, C3, C4, C6)."""
     for key in wm.routes.keys() & wp.routes.keys():
         if wm.routes[key] != wp.routes[key]:
@@ -502,6 +515,7 @@ def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids)
         if vocab_differs:
             F.add("C1", where, f"vocabulary differs: M offers {_vocabs(nm.vocab)}, M' offers {_vocabs(np_.vocab)}")
         plan = next(iter(nm.plans))
+        _check_sensitivity(nm.utils, np_.utils, sensitivity, where, F)
         dm, dp = _project(nm), _project(np_)
         if set(dm) != set(dp):
             only = f"only under M: {sorted(set(dm) - set(dp))}; only under M': {sorted(set(dp) - set(dm))}"
@@ -534,6 +548,19 @@ def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids)
                 else:
                     F.add("C4", where, f"public release fields differ for view {v}: {sorted(rm, key=repr)} vs "
                                        f"{sorted(rp, key=repr)}")
+
+
+def _check_sensitivity(um: set, up: set, du: Fraction, where: Callable[[], str], F: _Findings) -> None:
+    """C3 premise of Eq. (7), exactly: |u_M(v) - u_M'(v)| <= Du for every view offered on both
+    sides (rational arithmetic, no tolerance: an excess of 1e-17 is a violation)."""
+    for a in um:
+        for b in up:
+            ub = dict(b)
+            for v, x in a:
+                if v in ub and abs(x - ub[v]) > du:
+                    F.add("C3", where, f"utility of view {v} moves by {abs(x - ub[v])} = Du + "
+                                       f"{abs(x - ub[v]) - du} > Du = {du} between M and M' (exact check of "
+                                       f"Eq. 7's premise)")
 
 
 def _project(node: _Node) -> dict[str, float]:
@@ -605,7 +632,7 @@ def check_contract(factory: Factory, policy: Policy,
                     if ids.history_id(hist) not in w.final:
                         F.add("Enum", f"{ctx}, {side}", f"release() produced {_views_of(hist)} (ledger "
                                                         f"{dict(hist[-1].ledger)}), which the hooks give probability 0")
-            _compare(attr, walks["M"], walks["M'"], ctx, F, ids)
+            _compare(attr, walks["M"], walks["M'"], ctx, F, ids, policy.sensitivity)
             pl = privacy_loss(walks["M"].final, walks["M'"].final)
             cap = policy.attribute(attr).cap
             losses.append(LossCheck(attr, sname, pl.max_loss, cap, pl.n_transcripts))

@@ -107,7 +107,7 @@ def em_view_table(policy: Policy, m: MemoryStore, m_prime: MemoryStore, query: Q
         per_slot = {}
         for slot in policy.route(query, ()):
             prep = iface._prepare(query, slot, ())
-            u = dict(zip((v.id for v in prep.views), prep.utilities)) if prep.admitted else {}
+            u = dict(zip((v.id for v in prep.views), map(float, prep.utilities))) if prep.admitted else {}
             per_slot[slot] = (prep, u, {sr.view: p for sr, p in iface._outcomes(prep)})
         sides[label] = per_slot
     for slot, (prep, u_m, p_m) in sides["M"].items():

@@ -7,11 +7,33 @@ or return the slot's fixed generic view at zero cost. Only public things leave: 
 slot, which attributes were charged and at what eps, and the public ledger state (C3, C6).
 
 Theorem 1: under C1-C6 the whole adaptive augmented transcript is pure B_a-DP for each a.
+
+C3, exactly: Eq. (7) is eps-DP only if |u_M(v) - u_M'(v)| <= Du holds for the numbers the sampler
+really uses. Utilities are therefore kept as exact rationals from the scorer to the sampler (the
+lexicon scorer returns ``Fraction``s; a float is read through its exact binary value), Du is the
+policy's exact bound, and the exact sampler decides with rationals only; the float path rounds
+only the shifted exponents eps*(u - u_max)/(2 Du). So the bound is met exactly, not up to
+rounding (in floats 0.4*0 + 0.4*1 + 0.2*1 = 0.6000000000000001 > 3/5 = Du).
+
+C5, fail-closed scoring: the prospective check charges the slot before the scorer runs, from the
+public plan only. If the scorer then fails for any view of the slot (raises, returns a non-number,
+NaN/inf, or a value outside [0, 1]), every utility of the slot is replaced by the constant 1/2:
+the slot releases a uniformly random view of V_g, with exactly the public fields of any admitted
+release (mechanism "em", the planned charge and eps). Nothing is raised and the ledger moves as
+planned, so whether the call errors or the ledger moves cannot depend on memory; the failure is
+recorded only in the operator-side list ``MemView.scorer_failures`` (never in a Release).
+Privacy: 1/2 lies within 1/2 <= Du of every valid utility in [0, 1], so the sanitised scorer
+keeps sensitivity Du and the release stays eps-DP for every policy with Du >= 1/2 (all shipped
+policies: 3/5 or 1; for Du < 1/2 the bound is eps/(2 Du)). Releasing the fixed generic view
+instead would not be DP: probability 1 on the failing store against as little as
+e^(-eps/(2 Du))/|V_g| on its neighbour.
 """
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+import logging
+import math
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar, Sequence
 
@@ -96,12 +118,44 @@ class SlotPlan:
     epsilon: Fraction | None
 
 
+#: C5 fail-closed: the utility of every view of a slot whose scorer failed (uniform release).
+FAILSAFE_UTILITY = Fraction(1, 2)
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ScorerFailure:
+    """Operator-side record of one fail-closed slot (private: never part of a Release)."""
+
+    slot: str
+    view: str
+    reason: str
+
+
 @dataclass
 class _Prepared:
     plan: SlotPlan
     admitted: bool
     views: tuple[View, ...] = ()
-    utilities: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    utilities: tuple[Fraction, ...] = ()  # exact rationals in [0, 1] (C3)
+
+
+def _checked_utility(value: Any) -> Fraction | None:
+    """A scorer value as an exact rational in [0, 1] (floats through their exact binary value);
+    None if it is not a finite number in [0, 1] (C5 fail-closed)."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, Fraction):
+        u = value
+    elif isinstance(value, (int, np.integer)):
+        u = Fraction(int(value))
+    elif isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            return None
+        u = Fraction(float(value))
+    else:
+        return None
+    return u if 0 <= u <= 1 else None
 
 
 class MemView:
@@ -114,6 +168,8 @@ class MemView:
     ``exact=True`` (default) samples with the exact rational sampler; ``seed=None`` draws from
     the OS (deployment), an int makes runs reproducible (experiments). ``ledger`` may be any
     :class:`~dpmv_lib.ledger.Ledger` backend (e.g. a durable one); its caps must equal the policy's.
+    A failing scorer never raises out of ``release()`` (C5 fail-closed, module docstring); its
+    failures are listed, operator-side only, in ``scorer_failures``.
     """
 
     label: ClassVar[str] = "DP-MemView"
@@ -154,6 +210,7 @@ class MemView:
             raise BudgetError(f"scorer sensitivity {self._scorer.sensitivity} exceeds the policy's "
                               f"fixed bound {policy.sensitivity}")
         self.exact = exact
+        self.scorer_failures: list[ScorerFailure] = []  # operator-side log (C5 fail-closed)
         self._rng = np.random.default_rng(seed)
         if random_source is not None:
             self._source = random_source
@@ -189,6 +246,7 @@ class MemView:
         if not isinstance(self.ledger, InMemoryLedger):
             raise BudgetError("fork() needs an in-memory ledger")
         other.ledger = self.ledger.copy()
+        other.scorer_failures = list(self.scorer_failures)
         return other
 
     # ---- the slot-level operation ------------------------------------------------------------
@@ -201,10 +259,30 @@ class MemView:
             return _Prepared(plan, False)
         views = self._vocabulary(slot)
         contents = self._store.read(plan.read_set)
-        u = np.array([float(self._scorer(query, v, contents)) for v in views])
-        if np.any(~np.isfinite(u)) or np.any(u < 0) or np.any(u > 1):
-            raise BudgetError(f"scorer returned utilities outside [0, 1] for slot {slot!r}")
-        return _Prepared(plan, True, views, u)
+        return _Prepared(plan, True, views, self._utilities(query, slot, views, contents))
+
+    def _utilities(self, query: Query, slot: str, views: tuple[View, ...],
+                   contents: Sequence[str]) -> tuple[Fraction, ...]:
+        """Exact utilities of the slot's views (C3); fail-closed on any scorer failure (C5, see
+        the module docstring): the slot's utilities become the constant 1/2, nothing is raised."""
+        out = []
+        for v in views:
+            try:
+                value = self._scorer(query, v, contents)
+            except Exception as exc:  # a failure may depend on memory: never let it out
+                return self._failed(slot, v, f"raised {type(exc).__name__}", len(views))
+            u = _checked_utility(value)
+            if u is None:
+                return self._failed(slot, v, f"returned a non-finite or out-of-range value of type "
+                                             f"{type(value).__name__}", len(views))
+            out.append(u)
+        return tuple(out)
+
+    def _failed(self, slot: str, view: View, reason: str, n: int) -> tuple[Fraction, ...]:
+        self.scorer_failures.append(ScorerFailure(slot, view.id, reason))
+        _log.warning("scorer failed on slot %r (view %r: %s); slot released uniformly over V_g",
+                     slot, view.id, reason)
+        return (FAILSAFE_UTILITY,) * n
 
     def _generic(self, prep: _Prepared) -> SlotRelease:
         p = prep.plan
@@ -226,14 +304,14 @@ class MemView:
         """Every possible SlotRelease of this operation with its exact probability (for checks)."""
         if not prep.admitted:
             return [(self._generic(prep), 1.0)]
-        probs = em_probabilities(prep.utilities, float(prep.plan.epsilon), float(self.policy.sensitivity))
+        probs = em_probabilities(prep.utilities, prep.plan.epsilon, self.policy.sensitivity)
         return [(self._released(prep, v.id, "em", self._extras(prep)), float(p))
                 for v, p in zip(prep.views, probs)]
 
-    def _draw(self, utilities: np.ndarray, epsilon: Fraction) -> int:
+    def _draw(self, utilities: Sequence[Fraction], epsilon: Fraction) -> int:
         if self.exact:
             return sample_em_exact(list(utilities), epsilon, self.policy.sensitivity, self._source)
-        return sample_em(utilities, float(epsilon), float(self.policy.sensitivity), self._rng)
+        return sample_em(list(utilities), epsilon, self.policy.sensitivity, self._rng)
 
     def _make_release(self, query: Query, slots: list[SlotRelease]) -> Release:
         return Release(query, tuple(slots), tuple(sorted(self.ledger.spent().items())))
@@ -252,7 +330,8 @@ class MemView:
         return affected
 
     def _admit(self, charged: frozenset[str], epsilon: Fraction) -> bool:
-        """C5: prospective cap check and ledger update (atomic in the ledger backend)."""
+        """C5: prospective cap check and ledger update (atomic in the ledger backend), made from
+        the public plan before the scorer runs; a later scorer failure fails closed (see above)."""
         if not charged:
             return True
         return self.ledger.try_charge(charged, epsilon)

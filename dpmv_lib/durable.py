@@ -12,7 +12,10 @@ charge all of them) and ``charge_unchecked`` (ablations only). This module adds
 * an operator-visible audit log (:class:`AuditRecord`): every prospective charge with its
   attributes, eps, admitted or blocked (and by which attributes), what remains, a timestamp and
   a sequence number. A blocked selection falls back to the generic view silently for the
-  application (paper, C5) but is visible here.
+  application (paper, C5) but is visible here. The log is hash-chained per user (each record
+  commits to the previous hash and to the running totals; HMAC-SHA256 with an operator ``key``,
+  see :mod:`dpmv_lib._chain`) and the stored totals must equal its replay: on open and before
+  every charge, else :class:`~dpmv_lib.errors.LedgerIntegrityError` and nothing is written.
 * :func:`export_state` / :func:`import_state` (JSON with caps, spent, policy fingerprint, log;
   fingerprint checked) and :func:`replay`, which recomputes the ledger from the log exactly and
   checks every recorded decision.
@@ -600,11 +603,17 @@ class SqliteLedger:
         With ``anchor`` (a head saved earlier, outside the database) also require that record
         ``anchor.seq`` still has that hash: a file rolled back to before it, or replaced by
         another consistent ledger, is refused."""
+        if isinstance(anchor, ChainHead) and anchor.user_id != self.user_id:
+            raise BudgetError(f"anchor belongs to user {anchor.user_id!r}, not {self.user_id!r}")
+        pair = (anchor.seq, anchor.hash) if isinstance(anchor, ChainHead) else (0, "") if anchor is None else anchor
+        if not isinstance(pair, tuple) or len(pair) != 2 or isinstance(pair[0], bool) \
+                or not isinstance(pair[0], int) or pair[0] < 0 or not isinstance(pair[1], str):
+            raise BudgetError(f"anchor must be a ChainHead or (seq, hash), got {anchor!r}")
+        a_seq, a_hash = pair
         with self._tx(write=False) as db:
             self._full_verify(db)
             head = ChainHead(self.user_id, self._v.seq, self._v.hash)
             if anchor is not None:
-                a_seq, a_hash = (anchor.seq, anchor.hash) if isinstance(anchor, ChainHead) else anchor
                 if a_seq == 0:
                     got = self._genesis
                 else:

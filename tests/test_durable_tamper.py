@@ -390,3 +390,25 @@ def test_negative_spent_regression(tmp_path, keyed):
     with pytest.raises(LedgerIntegrityError, match="negative"):
         mv.release(MEAL)
     led.close()
+
+
+def test_bad_anchor_is_a_typed_error(tmp_path, policy):
+    with SqliteLedger.for_policy(tmp_path / "l.db", "alice", policy) as led:
+        for bad in ("abc", (1,), ("1", "h"), (-1, "h"), (True, "h"), ChainHead("bob", 0, "h")):
+            with pytest.raises(BudgetError, match="anchor"):
+                led.verify(bad)
+
+
+def test_consistent_rollback_of_user_rows_needs_anchor(tmp_path, policy):
+    """Documented limitation: resetting log, head and totals together to the genesis is a
+    consistent (older) state; only an external anchor catches it."""
+    db = tmp_path / "l.db"
+    _build(db, policy, KEY)
+    with SqliteLedger.for_policy(db, "alice", policy, key=KEY) as led:
+        anchor = led.chain_head()
+    _sql(db, f"DELETE FROM audit_log WHERE {A}", f"UPDATE ledger_entry SET spent = '0' WHERE {A}",
+         f"UPDATE ledger_user SET head_seq = 0, head_hash = genesis WHERE {A}")
+    with SqliteLedger.for_policy(db, "alice", policy, key=KEY) as led:
+        assert led.spent() == {"debt": 0, "diabetes": 0}  # accepted by the chain alone
+        with pytest.raises(LedgerIntegrityError, match="anchored head #6"):
+            led.verify(anchor)

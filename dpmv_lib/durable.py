@@ -36,7 +36,7 @@ from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ._exact import Number, to_fraction
 from . import _chain
-from ._chain import key_from_env
+from ._chain import key_from_env  # noqa: F401  (re-exported: the documented way to read the key)
 from .errors import BudgetError, LedgerFormatError, LedgerIntegrityError, UnknownAttributeError
 from .ledger import ChargeRecord, InMemoryLedger, Ledger, check_charge_args
 from .policy import Policy
@@ -524,7 +524,7 @@ class SqliteLedger:
             e = Fraction(eps)
             remaining = tuple(sorted((k, Fraction(v)) for k, v in r.items()))
             totals = {k: Fraction(v) for k, v in t.items()}
-        except (ValueError, TypeError, ZeroDivisionError):
+        except (ValueError, TypeError, ZeroDivisionError, RecursionError):
             raise self._refuse(f"audit record #{seq} has a malformed column") from None
         if e < 0:
             raise self._refuse(f"audit record #{seq} has a negative eps {eps}")
@@ -570,7 +570,7 @@ class SqliteLedger:
             rec, totals = self._parse_row(row)
             try:
                 _replay_step(spent, rec, self._caps)
-            except BudgetError as exc:
+            except (BudgetError, UnknownAttributeError) as exc:
                 raise self._refuse(f"replay fails: {exc}") from None
             if totals != spent:
                 raise self._refuse(f"audit record #{seq} stores running totals {_fmt(totals)} but replay "

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dpmv_lib import _chain
-from dpmv_lib.durable import ChainHead, SqliteLedger, SqliteLedgerStore, _replay_step, key_from_env
+from dpmv_lib.durable import ChainHead, SqliteLedger, SqliteLedgerStore, key_from_env
 from dpmv_lib.errors import BudgetError, LedgerFormatError, LedgerIntegrityError
 from dpmv_lib.examples import running_example
 from dpmv_lib.ledger import OnlineBudget

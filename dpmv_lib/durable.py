@@ -12,7 +12,10 @@ charge all of them) and ``charge_unchecked`` (ablations only). This module adds
 * an operator-visible audit log (:class:`AuditRecord`): every prospective charge with its
   attributes, eps, admitted or blocked (and by which attributes), what remains, a timestamp and
   a sequence number. A blocked selection falls back to the generic view silently for the
-  application (paper, C5) but is visible here.
+  application (paper, C5) but is visible here. The log is hash-chained per user (each record
+  commits to the previous hash and to the running totals; HMAC-SHA256 with an operator ``key``,
+  see :mod:`dpmv_lib._chain`) and the stored totals must equal its replay: on open and before
+  every charge, else :class:`~dpmv_lib.errors.LedgerIntegrityError` and nothing is written.
 * :func:`export_state` / :func:`import_state` (JSON with caps, spent, policy fingerprint, log;
   fingerprint checked) and :func:`replay`, which recomputes the ledger from the log exactly and
   checks every recorded decision.
@@ -32,13 +35,15 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ._exact import Number, to_fraction
-from .errors import BudgetError, UnknownAttributeError
+from . import _chain
+from ._chain import key_from_env  # noqa: F401  (re-exported: the documented way to read the key)
+from .errors import BudgetError, LedgerFormatError, LedgerIntegrityError, UnknownAttributeError
 from .ledger import ChargeRecord, InMemoryLedger, Ledger, check_charge_args
 from .policy import Policy
 
 STATE_FORMAT = "dpmv-ledger-state"
 STATE_VERSION = 1
-_SCHEMA_VERSION = "1"
+_SCHEMA_VERSION = "2"  # 2: hash-chained audit log (1: unchained, refused)
 
 
 # ---- audit records ----------------------------------------------------------------------------
@@ -146,27 +151,32 @@ def replay(log: Sequence[AuditRecord | ChargeRecord | Mapping[str, Any]], caps: 
         raise BudgetError(f"an audit log must be a list of records, got {type(log).__name__}")
     spent = {a: Fraction(0) for a in caps_f}
     for i, raw in enumerate(log, 1):
-        r = _as_record(raw, i)
-        for a in r.attributes:
-            if a not in caps_f:
-                raise UnknownAttributeError(f"audit record #{r.seq} names attribute {a!r}; the caps "
-                                            f"cover {sorted(caps_f)}")
-        fits = all(spent[a] + r.epsilon <= caps_f[a] for a in r.attributes)
-        if strict and r.admitted and r.checked and not fits:
-            raise BudgetError(f"audit record #{r.seq} admits eps={r.epsilon} on {list(r.attributes)} "
-                              f"but that overruns a cap (spent {_fmt(spent)}, caps {_fmt(caps_f)})")
-        if strict and not r.admitted and fits:
-            raise BudgetError(f"audit record #{r.seq} blocks eps={r.epsilon} on {list(r.attributes)} "
-                              f"although it fits (spent {_fmt(spent)}, caps {_fmt(caps_f)})")
-        if r.admitted:
-            for a in r.attributes:
-                spent[a] += r.epsilon
-        if strict:
-            for a, v in r.remaining:
-                if a not in caps_f or caps_f[a] - spent[a] != v:
-                    raise BudgetError(f"audit record #{r.seq} says {a!r} has {v} remaining; replay "
-                                      f"gives {caps_f.get(a, Fraction(0)) - spent.get(a, Fraction(0))}")
+        _replay_step(spent, _as_record(raw, i), caps_f, strict)
     return spent
+
+
+def _replay_step(spent: dict[str, Fraction], r: AuditRecord, caps_f: Mapping[str, Fraction],
+                 strict: bool = True) -> None:
+    """Apply one audit record to ``spent`` in place (C5 re-check of its decision when strict)."""
+    for a in r.attributes:
+        if a not in caps_f:
+            raise UnknownAttributeError(f"audit record #{r.seq} names attribute {a!r}; the caps "
+                                        f"cover {sorted(caps_f)}")
+    fits = all(spent[a] + r.epsilon <= caps_f[a] for a in r.attributes)
+    if strict and r.admitted and r.checked and not fits:
+        raise BudgetError(f"audit record #{r.seq} admits eps={r.epsilon} on {list(r.attributes)} "
+                          f"but that overruns a cap (spent {_fmt(spent)}, caps {_fmt(caps_f)})")
+    if strict and not r.admitted and fits:
+        raise BudgetError(f"audit record #{r.seq} blocks eps={r.epsilon} on {list(r.attributes)} "
+                          f"although it fits (spent {_fmt(spent)}, caps {_fmt(caps_f)})")
+    if r.admitted:
+        for a in r.attributes:
+            spent[a] += r.epsilon
+    if strict:
+        for a, v in r.remaining:
+            if a not in caps_f or caps_f[a] - spent[a] != v:
+                raise BudgetError(f"audit record #{r.seq} says {a!r} has {v} remaining; replay "
+                                  f"gives {caps_f.get(a, Fraction(0)) - spent.get(a, Fraction(0))}")
 
 
 def replay_ledger(log: Sequence[Any], caps: Mapping[str, Number], *, strict: bool = True) -> InMemoryLedger:
@@ -263,19 +273,22 @@ def import_state(state: Mapping[str, Any] | str, policy_fingerprint: str) -> InM
 
 
 # ---- SQLite backend ----------------------------------------------------------------------------
+_TABLES = ("dpmv_meta", "ledger_user", "ledger_entry", "audit_log")
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS dpmv_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS ledger_user (
-    user_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, created TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS ledger_entry (
+CREATE TABLE dpmv_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE ledger_user (
+    user_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, created TEXT NOT NULL, chain TEXT NOT NULL,
+    genesis TEXT NOT NULL, head_seq INTEGER NOT NULL, head_hash TEXT NOT NULL);
+CREATE TABLE ledger_entry (
     user_id TEXT NOT NULL, attribute TEXT NOT NULL, cap TEXT NOT NULL, spent TEXT NOT NULL,
     PRIMARY KEY (user_id, attribute));
-CREATE TABLE IF NOT EXISTS audit_log (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT, user_id TEXT NOT NULL, ts TEXT NOT NULL,
-    attributes TEXT NOT NULL, epsilon TEXT NOT NULL, admitted INTEGER NOT NULL,
-    checked INTEGER NOT NULL, remaining TEXT NOT NULL, blocked TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS audit_log_user ON audit_log (user_id, seq);
+CREATE TABLE audit_log (
+    user_id TEXT NOT NULL, seq INTEGER NOT NULL, ts TEXT NOT NULL, attributes TEXT NOT NULL,
+    epsilon TEXT NOT NULL, admitted INTEGER NOT NULL, checked INTEGER NOT NULL,
+    remaining TEXT NOT NULL, blocked TEXT NOT NULL, totals TEXT NOT NULL, hash TEXT NOT NULL,
+    PRIMARY KEY (user_id, seq));
 """
+_LOG_COLUMNS = "seq, " + ", ".join(_chain.RECORD_COLUMNS) + ", hash"
 
 
 def _frac(text: Any, what: str) -> Fraction:
@@ -285,17 +298,45 @@ def _frac(text: Any, what: str) -> Fraction:
         raise BudgetError(f"corrupt ledger value for {what}: {text!r}") from None
 
 
+@dataclass(frozen=True)
+class ChainHead:
+    """The verified head of a user's audit chain: record ``seq`` (0 = genesis) has ``hash``.
+
+    Store it outside the database (C5 audit anchor) and pass it to ``SqliteLedger.verify`` later:
+    a file rolled back to before that record, or replaced, no longer verifies."""
+
+    user_id: str
+    seq: int
+    hash: str
+
+
+@dataclass(frozen=True)
+class _Verified:
+    seq: int                      # highest verified record (0: only the genesis)
+    hash: str                     # its hash
+    prev: str                     # hash of record seq-1 ("" at the genesis)
+    totals: dict[str, Fraction]   # running L_a after it
+
+
 class SqliteLedger:
     """One user's durable ledger in a SQLite file (WAL). Implements the Ledger protocol.
 
-    ``SqliteLedger(path, user_id, caps, policy_fingerprint)`` creates the user's ledger at zero
-    or reopens it; reopening checks that the stored fingerprint and caps equal the given ones
-    (a BudgetError names both otherwise). Many processes may open the same file; every
-    ``try_charge`` is one ``BEGIN IMMEDIATE`` transaction, committed (``synchronous=FULL``)
-    before it returns, i.e. before MemView samples the view (C5)."""
+    ``SqliteLedger(path, user_id, caps, policy_fingerprint, key=None)`` creates the user's
+    ledger at zero or reopens it. Reopening checks the stored fingerprint and caps against the
+    given ones and verifies the whole hash-chained audit log (see ``dpmv_lib._chain``): every
+    record's hash, contiguous sequence numbers, every decision (strict replay), the running
+    totals in each record, the chain head and that the stored spent budgets equal the replay.
+    Before every charge (inside its ``BEGIN IMMEDIATE`` transaction) and every read of
+    ``spent()`` it re-verifies the last verified record, verifies every record appended since
+    (by other processes) and checks the head and stored totals against the tail. Any mismatch
+    raises :class:`~dpmv_lib.errors.LedgerIntegrityError` naming the ledger and the mismatch,
+    and nothing is written. With ``key`` (>= 16 bytes) the chain is HMAC-SHA256 keyed, so edits
+    cannot be re-signed without the key. Each ``try_charge`` is committed
+    (``synchronous=FULL``) before it returns, i.e. before MemView samples the view (C5)."""
 
     def __init__(self, path: str | Path, user_id: str, caps: Mapping[str, Number],
-                 policy_fingerprint: str, *, timeout: float = 60.0, synchronous: str = "FULL") -> None:
+                 policy_fingerprint: str, *, key: bytes | None = None, timeout: float = 60.0,
+                 synchronous: str = "FULL") -> None:
         if not isinstance(user_id, str) or not user_id:
             raise BudgetError(f"user_id must be a non-empty string, got {user_id!r}")
         if not isinstance(policy_fingerprint, str) or not policy_fingerprint:
@@ -305,6 +346,8 @@ class SqliteLedger:
         if not isinstance(path, (str, Path)):
             raise BudgetError(f"path must be a file path, got {type(path).__name__}")
         self._caps = _check_caps(caps)
+        self._key = _chain.check_key(key)
+        self._chain = _chain.chain_kind(self._key)
         self.path = str(path)
         self.user_id = user_id
         self.policy_fingerprint = policy_fingerprint
@@ -313,13 +356,24 @@ class SqliteLedger:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
+        self._genesis = ""
+        self._v = _Verified(0, "", "", {a: Fraction(0) for a in self._caps})
         self._open()
-        self._register()
+        try:
+            self._register()
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def for_policy(cls, path: str | Path, user_id: str, policy: Policy, **kwargs: Any) -> "SqliteLedger":
         """The user's ledger for ``policy`` (its caps and fingerprint)."""
         return cls(path, user_id, policy.caps, policy.fingerprint(), **kwargs)
+
+    @property
+    def keyed(self) -> bool:
+        """True when the audit chain is HMAC-keyed with an operator secret."""
+        return self._key is not None
 
     # ---- connection ------------------------------------------------------------------------
     def _open(self) -> None:
@@ -342,8 +396,8 @@ class SqliteLedger:
             self._open()
         return self._conn
 
-    def _tx(self) -> "_Tx":
-        return _Tx(self)
+    def _tx(self, write: bool = True) -> "_Tx":
+        return _Tx(self, write)
 
     def close(self) -> None:
         with self._lock:
@@ -357,56 +411,246 @@ class SqliteLedger:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    # ---- opening and verification ----------------------------------------------------------
+    def _refuse(self, what: str) -> LedgerIntegrityError:
+        return LedgerIntegrityError(f"ledger {self.path} (user {self.user_id!r}) does not verify: {what}; "
+                                    "refusing it (nothing was changed)")
+
+    def _ensure_schema(self, db: "_Tx") -> None:
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        ours = sorted(names & set(_TABLES))
+        if not ours:  # a new (or foreign) file: create the current format
+            db.executescript_safe(_SCHEMA)
+            db.execute("INSERT INTO dpmv_meta (key, value) VALUES ('schema_version', ?)", (_SCHEMA_VERSION,))
+            return
+        version = None
+        if "dpmv_meta" in names:
+            row = db.execute("SELECT value FROM dpmv_meta WHERE key = 'schema_version'").fetchone()
+            version = row[0] if row else None
+        if version != _SCHEMA_VERSION:
+            old = " (the old format without a hash-chained audit log)" if version == "1" else ""
+            raise LedgerFormatError(
+                f"ledger database {self.path} has format version {version!r}{old}; this dpmv reads only "
+                f"version {_SCHEMA_VERSION!r}. Export each user with the dpmv that wrote it "
+                "(SqliteLedger.export_state) and import into a new file (import_state); nothing was changed")
+        missing = sorted(set(_TABLES) - names)
+        if missing:
+            raise self._refuse(f"tables {missing} are missing")
+
     def _register(self) -> None:
         with self._tx() as db:
-            db.executescript_safe(_SCHEMA)
-            db.execute("INSERT OR IGNORE INTO dpmv_meta (key, value) VALUES ('schema_version', ?)",
-                       (_SCHEMA_VERSION,))
-            row = db.execute("SELECT fingerprint FROM ledger_user WHERE user_id = ?",
+            self._ensure_schema(db)
+            row = db.execute("SELECT fingerprint, created, chain, genesis FROM ledger_user WHERE user_id = ?",
                              (self.user_id,)).fetchone()
             if row is None:
-                db.execute("INSERT INTO ledger_user (user_id, fingerprint, created) VALUES (?, ?, ?)",
-                           (self.user_id, self.policy_fingerprint, _now()))
+                n_e = db.execute("SELECT COUNT(*) FROM ledger_entry WHERE user_id = ?", (self.user_id,)).fetchone()[0]
+                n_l = db.execute("SELECT COUNT(*) FROM audit_log WHERE user_id = ?", (self.user_id,)).fetchone()[0]
+                if n_e or n_l:
+                    raise self._refuse(f"its ledger_user row (header and chain head) is missing but "
+                                       f"{n_e} totals rows and {n_l} audit records exist")
+                created = _now()
+                genesis = _chain.genesis_hash(self._key, self.user_id, self.policy_fingerprint, created,
+                                              self._chain, self._caps)
+                db.execute("INSERT INTO ledger_user (user_id, fingerprint, created, chain, genesis, head_seq, "
+                           "head_hash) VALUES (?, ?, ?, ?, ?, 0, ?)",
+                           (self.user_id, self.policy_fingerprint, created, self._chain, genesis, genesis))
                 db.executemany("INSERT INTO ledger_entry (user_id, attribute, cap, spent) VALUES (?, ?, ?, '0')",
                                [(self.user_id, a, str(b)) for a, b in sorted(self._caps.items())])
+                self._genesis = genesis
+                self._v = _Verified(0, genesis, "", {a: Fraction(0) for a in self._caps})
                 return
-            if row[0] != self.policy_fingerprint:
+            fingerprint, created, chain, genesis = row
+            if fingerprint != self.policy_fingerprint:
                 raise BudgetError(f"ledger of user {self.user_id!r} in {self.path} was created for policy "
-                                  f"{row[0]} but is opened with policy {self.policy_fingerprint}")
-            stored = {a: _frac(c, f"cap of {a!r}") for a, c in db.execute(
-                "SELECT attribute, cap FROM ledger_entry WHERE user_id = ?", (self.user_id,))}
+                                  f"{fingerprint} but is opened with policy {self.policy_fingerprint}")
+            if chain != self._chain:
+                if chain == _chain.CHAIN_KEYED:
+                    raise self._refuse("its audit chain is HMAC-keyed but no key was given")
+                if chain == _chain.CHAIN_UNKEYED:
+                    raise self._refuse("a key was given but its audit chain is unkeyed (sha256): it was "
+                                       "created without a key, or a keyed chain was rewritten without it")
+                raise self._refuse(f"unknown chain kind {chain!r}")
+            stored = {}
+            for a, c in db.execute("SELECT attribute, cap FROM ledger_entry WHERE user_id = ?", (self.user_id,)):
+                stored[a] = _frac(c, f"cap of {a!r}")
+            lost = sorted(set(self._caps) - set(stored))
+            if lost and set(stored) <= set(self._caps):
+                raise self._refuse(f"the totals row (cap and spent) of {lost} is missing from ledger_entry")
             if stored != self._caps:
                 raise BudgetError(f"ledger of user {self.user_id!r} has caps {_fmt(stored)} but is opened "
                                   f"with caps {_fmt(self._caps)}")
+            expect = _chain.genesis_hash(self._key, self.user_id, fingerprint, str(created), chain, self._caps)
+            if genesis != expect:
+                raise self._refuse("its genesis hash does not match its header "
+                                   + ("(wrong key, or user/fingerprint/created/caps edited)" if self._key
+                                      else "(user/fingerprint/created/caps edited)"))
+            self._genesis = genesis
+            self._full_verify(db)
+
+    def _full_verify(self, db: "_Tx", collect: list[AuditRecord] | None = None) -> None:
+        """Replay and check the whole chain from the genesis (on open, ``log``, ``export_state``)."""
+        self._v = _Verified(0, self._genesis, "", {a: Fraction(0) for a in self._caps})
+        self._sync(db, collect)
+
+    def _read_totals(self, db: "_Tx") -> dict[str, Fraction]:
+        out: dict[str, Fraction] = {}
+        for a, v in db.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?", (self.user_id,)):
+            if a not in self._caps:
+                raise self._refuse(f"ledger_entry has a row for attribute {a!r} outside the caps {sorted(self._caps)}")
+            try:
+                if not isinstance(v, str):
+                    raise ValueError
+                out[a] = Fraction(v)
+            except (ValueError, ZeroDivisionError):
+                raise self._refuse(f"the stored spent of {a!r} is not an exact rational: {v!r}") from None
+            if out[a] < 0:
+                raise self._refuse(f"the stored spent of {a!r} is {v}: negative")
+        lost = sorted(set(self._caps) - set(out))
+        if lost:
+            raise self._refuse(f"the totals row (cap and spent) of {lost} is missing from ledger_entry")
+        return out
+
+    def _parse_row(self, row: Sequence[Any]) -> tuple[AuditRecord, dict[str, Fraction]]:
+        seq, ts, attrs, eps, adm, chk, rem, blk, tot, _h = row
+        try:
+            a = json.loads(attrs)
+            r = json.loads(rem)
+            b = json.loads(blk)
+            t = json.loads(tot)
+            if (not isinstance(a, list) or not all(isinstance(x, str) for x in a) or not isinstance(r, dict)
+                    or not isinstance(b, list) or not all(isinstance(x, str) for x in b)
+                    or not isinstance(t, dict) or adm not in (0, 1) or chk not in (0, 1)):
+                raise ValueError
+            e = Fraction(eps)
+            remaining = tuple(sorted((k, Fraction(v)) for k, v in r.items()))
+            totals = {k: Fraction(v) for k, v in t.items()}
+        except (ValueError, TypeError, ZeroDivisionError, RecursionError):
+            raise self._refuse(f"audit record #{seq} has a malformed column") from None
+        if e < 0:
+            raise self._refuse(f"audit record #{seq} has a negative eps {eps}")
+        return (AuditRecord(seq, self.user_id, ts, tuple(a), e, bool(adm), bool(chk), remaining, tuple(b)),
+                totals)
+
+    def _sync(self, db: "_Tx", collect: list[AuditRecord] | None = None) -> None:
+        """Verify what was appended since the last verified record, then head and totals (C5).
+
+        Re-hashes the last verified record (an edit of it is detected), verifies each newer
+        record (contiguous seq, hash chained from the last verified one, strict replay of its
+        decision, running totals) and requires the stored chain head to be the tail and the
+        stored spent budgets to equal the tail's running totals."""
+        v, uid, key = self._v, self.user_id, self._key
+        head = db.execute("SELECT head_seq, head_hash, genesis FROM ledger_user WHERE user_id = ?",
+                          (uid,)).fetchone()
+        if head is None:
+            raise self._refuse("its ledger_user row (header and chain head) was deleted")
+        head_seq, head_hash, genesis = head
+        if genesis != self._genesis:
+            raise self._refuse("its genesis hash changed since it was verified")
+        stored = self._read_totals(db)
+        last = db.execute("SELECT MAX(seq) FROM audit_log WHERE user_id = ?", (uid,)).fetchone()[0] or 0
+        if not isinstance(last, int) or last < v.seq:
+            raise self._refuse(f"the audit log now ends at #{last} but record #{v.seq} was verified "
+                               "earlier (records deleted from the end)")
+        if v.seq:
+            row = db.execute(f"SELECT {_LOG_COLUMNS} FROM audit_log WHERE user_id = ? AND seq = ?",
+                             (uid, v.seq)).fetchone()
+            if row is None or self._row_hash(row, v.prev) != v.hash or row[-1] != v.hash:
+                raise self._refuse(f"audit record #{v.seq} was deleted or edited after it was verified")
+        seq, h, prev, spent = v.seq, v.hash, v.prev, dict(v.totals)
+        for row in db.execute(f"SELECT {_LOG_COLUMNS} FROM audit_log WHERE user_id = ? AND seq > ? ORDER BY seq",
+                              (uid, v.seq)).fetchall():
+            if row[0] != seq + 1:
+                raise self._refuse(f"the audit log has no record #{seq + 1} (the next one is #{row[0]}): a "
+                                   "record was deleted or renumbered")
+            seq = row[0]
+            computed = self._row_hash(row, h)
+            if row[-1] != computed:
+                raise self._refuse(f"audit record #{seq} does not match its hash chain: it was edited or "
+                                   "reordered" + (", or the key is wrong" if key else ""))
+            rec, totals = self._parse_row(row)
+            try:
+                _replay_step(spent, rec, self._caps)
+            except (BudgetError, UnknownAttributeError) as exc:
+                raise self._refuse(f"replay fails: {exc}") from None
+            if totals != spent:
+                raise self._refuse(f"audit record #{seq} stores running totals {_fmt(totals)} but replay "
+                                   f"gives {_fmt(spent)}")
+            if collect is not None:
+                collect.append(rec)
+            prev, h = h, computed
+        if seq == 0 and head_seq != 0:
+            raise self._refuse(f"the audit log is empty but the chain head says #{head_seq} (log deleted)")
+        if head_seq != seq or head_hash != h:
+            raise self._refuse(f"the stored chain head is #{head_seq} {str(head_hash)[:16]} but the audit log "
+                               f"ends at #{seq} {h[:16]} (records deleted from or added to its end)")
+        diff = [f"{a}: stored {stored[a]}, log replays to {spent[a]}" for a in sorted(spent) if stored[a] != spent[a]]
+        if diff:
+            raise self._refuse("the stored spent budgets do not equal the replay of the audit log ("
+                               + "; ".join(diff) + f"; tail record #{seq})")
+        self._v = _Verified(seq, h, prev, spent)
+
+    def _row_hash(self, row: Sequence[Any], prev: str) -> str:
+        seq, cols = row[0], tuple(row[1:-1])
+        for name, typ, val in zip(_chain.RECORD_COLUMNS, _chain.COLUMN_TYPES, cols):
+            if type(val) is not typ:
+                raise self._refuse(f"column {name} of audit record #{seq} is {type(val).__name__}, "
+                                   f"expected {typ.__name__}")
+        return _chain.record_hash(self._key, self.user_id, seq, prev, cols)
+
+    def verify(self, anchor: ChainHead | tuple[int, str] | None = None) -> ChainHead:
+        """Verify the whole chain now and return its head (C5 audit).
+
+        With ``anchor`` (a head saved earlier, outside the database) also require that record
+        ``anchor.seq`` still has that hash: a file rolled back to before it, or replaced by
+        another consistent ledger, is refused."""
+        if isinstance(anchor, ChainHead) and anchor.user_id != self.user_id:
+            raise BudgetError(f"anchor belongs to user {anchor.user_id!r}, not {self.user_id!r}")
+        pair = (anchor.seq, anchor.hash) if isinstance(anchor, ChainHead) else (0, "") if anchor is None else anchor
+        if not isinstance(pair, tuple) or len(pair) != 2 or isinstance(pair[0], bool) \
+                or not isinstance(pair[0], int) or pair[0] < 0 or not isinstance(pair[1], str):
+            raise BudgetError(f"anchor must be a ChainHead or (seq, hash), got {anchor!r}")
+        a_seq, a_hash = pair
+        with self._tx(write=False) as db:
+            self._full_verify(db)
+            head = ChainHead(self.user_id, self._v.seq, self._v.hash)
+            if anchor is not None:
+                if a_seq == 0:
+                    got = self._genesis
+                else:
+                    row = db.execute("SELECT hash FROM audit_log WHERE user_id = ? AND seq = ?",
+                                     (self.user_id, a_seq)).fetchone()
+                    got = row[0] if row else None
+                if got != a_hash:
+                    raise self._refuse(f"the chain does not contain the anchored head #{a_seq} "
+                                       f"{str(a_hash)[:16]} (it ends at #{head.seq}): the file was rolled "
+                                       "back or replaced")
+        return head
+
+    def chain_head(self) -> ChainHead:
+        """The current (verified) chain head; export it to anchor the ledger externally."""
+        with self._tx(write=False) as db:
+            self._sync(db)
+            return ChainHead(self.user_id, self._v.seq, self._v.hash)
 
     # ---- the Ledger protocol ------------------------------------------------------------------
     @property
     def caps(self) -> dict[str, Fraction]:
         return dict(self._caps)
 
-    def _read_spent(self, db: Any) -> dict[str, Fraction]:
-        out = {a: _frac(v, f"spent of {a!r}") for a, v in db.execute(
-            "SELECT attribute, spent FROM ledger_entry WHERE user_id = ?", (self.user_id,))}
-        if set(out) != set(self._caps):
-            raise BudgetError(f"ledger of user {self.user_id!r} in {self.path} is missing attributes "
-                              f"{sorted(set(self._caps) - set(out))}")
-        return out
-
     def spent(self) -> dict[str, Fraction]:
-        """Current L_a for every attribute (one consistent snapshot)."""
-        with self._lock:
-            try:
-                return self._read_spent(self._db())
-            except sqlite3.Error as exc:
-                raise BudgetError(f"cannot read ledger {self.path}: {exc}") from None
+        """Current L_a for every attribute (one consistent, verified snapshot)."""
+        with self._tx(write=False) as db:
+            self._sync(db)
+            return dict(self._v.totals)
 
     def remaining(self) -> dict[str, Fraction]:
         s = self.spent()
         return {a: self._caps[a] - s[a] for a in self._caps}
 
     def try_charge(self, attributes: frozenset[str], epsilon: Fraction) -> bool:
-        """C5: in one IMMEDIATE transaction admit iff L_a + eps <= B_a for every requested a, then
-        charge all of them; the decision is appended to the audit log and committed before return."""
+        """C5: in one IMMEDIATE transaction verify the ledger, admit iff L_a + eps <= B_a for every
+        requested a, then charge all of them; the decision is appended to the audit chain and
+        committed before return."""
         attrs, eps = check_charge_args(self._caps, attributes, epsilon)
         return self._charge(attrs, eps, checked=True)
 
@@ -415,84 +659,92 @@ class SqliteLedger:
         attrs, eps = check_charge_args(self._caps, attributes, epsilon)
         self._charge(attrs, eps, checked=False)
 
+    def _append(self, db: "_Tx", v: _Verified, ts: str, attrs: Sequence[str], eps: Fraction, ok: bool,
+                checked: bool, remaining: Mapping[str, Fraction], blocked: Sequence[str],
+                spent: Mapping[str, Fraction]) -> _Verified:
+        seq = v.seq + 1
+        cols = (ts, json.dumps(list(attrs)), str(eps), int(ok), int(checked),
+                json.dumps({a: str(x) for a, x in remaining.items()}), json.dumps(list(blocked)),
+                _chain.totals_text(spent))
+        h = _chain.record_hash(self._key, self.user_id, seq, v.hash, cols)
+        db.execute(f"INSERT INTO audit_log (user_id, {_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (self.user_id, seq, *cols, h))
+        return _Verified(seq, h, v.hash, dict(spent))
+
+    def _set_head(self, db: "_Tx", new: _Verified, changed: Iterable[str]) -> None:
+        db.executemany("UPDATE ledger_entry SET spent = ? WHERE user_id = ? AND attribute = ?",
+                       [(str(new.totals[a]), self.user_id, a) for a in sorted(changed)])
+        db.execute("UPDATE ledger_user SET head_seq = ?, head_hash = ? WHERE user_id = ?",
+                   (new.seq, new.hash, self.user_id))
+
     def _charge(self, attrs: frozenset[str], eps: Fraction, checked: bool) -> bool:
         with self._tx() as db:
-            spent = self._read_spent(db)
+            self._sync(db)
+            spent = dict(self._v.totals)
             blocked = sorted(a for a in attrs if spent[a] + eps > self._caps[a]) if checked else []
             ok = not blocked
             if ok:
-                for a in sorted(attrs):
+                for a in attrs:
                     spent[a] += eps
-                db.executemany("UPDATE ledger_entry SET spent = ? WHERE user_id = ? AND attribute = ?",
-                               [(str(spent[a]), self.user_id, a) for a in sorted(attrs)])
-            db.execute("INSERT INTO audit_log (user_id, ts, attributes, epsilon, admitted, checked, "
-                       "remaining, blocked) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (self.user_id, _now(), json.dumps(sorted(attrs)), str(eps), int(ok), int(checked),
-                        json.dumps({a: str(self._caps[a] - spent[a]) for a in sorted(attrs)}),
-                        json.dumps(blocked)))
+            new = self._append(db, self._v, _now(), sorted(attrs), eps, ok, checked,
+                               {a: self._caps[a] - spent[a] for a in sorted(attrs)}, blocked, spent)
+            self._set_head(db, new, attrs if ok else ())
+        self._v = new  # only after COMMIT
         return ok
 
     # ---- audit log, export / import -----------------------------------------------------------
     @property
     def log(self) -> list[AuditRecord]:
-        """The operator-visible audit log of this user, in sequence order."""
+        """The operator-visible audit log of this user, in sequence order (fully verified)."""
         return self.audit_log()
 
     def audit_log(self, since_seq: int = 0) -> list[AuditRecord]:
-        """Audit records with ``seq > since_seq`` in sequence order."""
-        with self._lock:
-            try:
-                return self._read_log(self._db(), since_seq)
-            except sqlite3.Error as exc:
-                raise BudgetError(f"cannot read the audit log of {self.path}: {exc}") from None
-
-    def _read_log(self, db: Any, since_seq: int = 0) -> list[AuditRecord]:
-        rows = db.execute(
-            "SELECT seq, ts, attributes, epsilon, admitted, checked, remaining, blocked FROM "
-            "audit_log WHERE user_id = ? AND seq > ? ORDER BY seq", (self.user_id, int(since_seq))).fetchall()
-        out = []
-        for seq, ts, attrs, eps, adm, chk, rem, blk in rows:
-            out.append(AuditRecord(seq, self.user_id, ts, tuple(json.loads(attrs)), _frac(eps, "epsilon"),
-                                   bool(adm), bool(chk),
-                                   tuple(sorted((a, _frac(v, a)) for a, v in json.loads(rem).items())),
-                                   tuple(json.loads(blk))))
-        return out
+        """Audit records with ``seq > since_seq`` in sequence order (the whole chain is verified)."""
+        with self._tx(write=False) as db:
+            out: list[AuditRecord] = []
+            self._full_verify(db, out)
+        return [r for r in out if r.seq > since_seq]
 
     def export_state(self) -> dict[str, Any]:
-        """JSON-able state: caps, spent, policy fingerprint and the full audit log (one snapshot)."""
-        with self._tx() as db:  # the write lock makes spent and log one consistent snapshot
-            spent = self._read_spent(db)
-            log = self._read_log(db)
+        """JSON-able state: caps, spent, policy fingerprint, the full audit log (one verified
+        snapshot) and ``chain_head`` (seq and hash of this ledger's chain, for anchoring)."""
+        with self._tx(write=False) as db:
+            log: list[AuditRecord] = []
+            self._full_verify(db, log)
+            v = self._v
         return {"format": STATE_FORMAT, "version": STATE_VERSION, "user_id": self.user_id,
                 "policy_fingerprint": self.policy_fingerprint,
                 "caps": {a: str(b) for a, b in sorted(self._caps.items())},
-                "spent": {a: str(v) for a, v in sorted(spent.items())},
-                "log": [r.to_dict() for r in log]}
+                "spent": {a: str(x) for a, x in sorted(v.totals.items())},
+                "log": [r.to_dict() for r in log],
+                "chain_head": {"seq": v.seq, "hash": v.hash}}
 
     def import_state(self, state: Mapping[str, Any] | str) -> None:
         """Restore an exported state into this (fresh) ledger.
 
         Checks the policy fingerprint, the caps, the user and that the log replays to the stated
-        spent budget. Refuses a ledger that already has charges or log entries: importing must
-        never lower a spent budget."""
+        spent budget, then re-chains the records under this ledger's key. Refuses a ledger that
+        already has charges or log entries: importing must never lower a spent budget."""
         st = parse_state(state, self.policy_fingerprint)
         if st.caps != self._caps:
             raise BudgetError(f"imported caps {_fmt(st.caps)} differ from this ledger's caps {_fmt(self._caps)}")
         if st.user_id and st.user_id != self.user_id:
             raise BudgetError(f"state belongs to user {st.user_id!r}, not {self.user_id!r}")
         with self._tx() as db:
-            n = db.execute("SELECT COUNT(*) FROM audit_log WHERE user_id = ?", (self.user_id,)).fetchone()[0]
-            if n or any(v != 0 for v in self._read_spent(db).values()):
+            self._sync(db)
+            n = self._v.seq
+            if n or any(x != 0 for x in self._v.totals.values()):
                 raise BudgetError(f"ledger of user {self.user_id!r} already has {n} audit records or a "
                                   "non-zero spent budget; import only into a fresh ledger")
-            db.executemany("UPDATE ledger_entry SET spent = ? WHERE user_id = ? AND attribute = ?",
-                           [(str(v), self.user_id, a) for a, v in sorted(st.spent.items())])
-            db.executemany("INSERT INTO audit_log (user_id, ts, attributes, epsilon, admitted, checked, "
-                           "remaining, blocked) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           [(self.user_id, r.timestamp, json.dumps(list(r.attributes)), str(r.epsilon),
-                             int(r.admitted), int(r.checked),
-                             json.dumps({a: str(v) for a, v in r.remaining}), json.dumps(list(r.blocked)))
-                            for r in st.log])
+            new, spent = self._v, dict(self._v.totals)
+            for r in st.log:
+                _replay_step(spent, r, self._caps)
+                new = self._append(db, new, r.timestamp, r.attributes, r.epsilon, r.admitted, r.checked,
+                                   dict(r.remaining), r.blocked, spent)
+            if new.totals != st.spent:  # parse_state replayed the same log: cannot differ
+                raise BudgetError(f"imported log replays to {_fmt(new.totals)}, not {_fmt(st.spent)}")
+            self._set_head(db, new, self._caps)
+        self._v = new
 
     def integrity_check(self) -> str:
         """SQLite's PRAGMA integrity_check ("ok" when the file is sound)."""
@@ -511,20 +763,21 @@ class SqliteLedger:
             conn.close()
 
     def __repr__(self) -> str:
-        return f"SqliteLedger({self.path!r}, user={self.user_id!r})"
+        return f"SqliteLedger({self.path!r}, user={self.user_id!r}, keyed={self.keyed})"
 
 
 class _Tx:
-    """``with ledger._tx() as db``: BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any error)."""
+    """``with ledger._tx() as db``: BEGIN IMMEDIATE (``write``) or BEGIN ... COMMIT (ROLLBACK on any error)."""
 
-    def __init__(self, ledger: SqliteLedger) -> None:
+    def __init__(self, ledger: SqliteLedger, write: bool = True) -> None:
         self.ledger = ledger
+        self.begin = "BEGIN IMMEDIATE" if write else "BEGIN"
 
     def __enter__(self) -> "_Tx":
         self.ledger._lock.acquire()
         try:
             self.conn = self.ledger._db()
-            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute(self.begin)
         except sqlite3.Error as exc:
             self.ledger._lock.release()
             raise BudgetError(f"cannot lock ledger {self.ledger.path}: {exc}") from None

@@ -29,6 +29,15 @@ class BudgetError(DPMVError):
     """A budget rule or ledger operation is invalid (not the silent cap fallback, which is normal)."""
 
 
+class LedgerIntegrityError(BudgetError):
+    """A durable ledger's stored totals, hash-chained audit log or key do not verify (tampering,
+    a lost or edited record, a wrong key); the ledger is refused and nothing is written."""
+
+
+class LedgerFormatError(LedgerIntegrityError):
+    """A ledger database written in an older (or unknown) on-disk format version."""
+
+
 class ParameterError(DPMVError):
     """A bad parameter value (non-finite epsilon, unknown profile, ...)."""
 

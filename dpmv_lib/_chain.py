@@ -1,0 +1,87 @@
+"""Hash chain over a durable ledger's audit log (C5 audit trail that cannot be edited silently).
+
+Per user, record ``i`` commits to the previous record's hash, to all its stored columns and to
+the running totals L_a after it; the chain starts at a genesis hash that commits to the ledger
+header (user, policy fingerprint, creation time, chain kind, caps)::
+
+    h_0 = MAC("genesis", user, fingerprint, created, chain, caps)
+    h_i = MAC("record", user, i, h_{i-1}, ts, attributes, eps, admitted, checked, remaining,
+              blocked, totals_i)
+
+MAC is HMAC-SHA256 under the operator's secret key (``chain = "hmac-sha256"``), or plain
+SHA-256 without a key (``chain = "sha256"``): that detects edits by anyone who does not
+recompute the chain, but whoever can write the file can recompute an unkeyed chain.
+Columns enter the MAC exactly as stored (text and integers), so any edit of a stored value,
+even one to an equal fraction ("2/3" -> "4/6"), changes the hash.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+from fractions import Fraction
+from typing import Any, Mapping
+
+from .errors import BudgetError
+
+CHAIN_KEYED = "hmac-sha256"
+CHAIN_UNKEYED = "sha256"
+MIN_KEY_BYTES = 16
+KEY_ENV = "DPMV_LEDGER_KEY"
+_DOMAIN = b"dpmv-ledger-chain-v2\x00"
+
+# stored audit-log columns that enter the MAC, with their SQLite storage types
+RECORD_COLUMNS = ("ts", "attributes", "epsilon", "admitted", "checked", "remaining", "blocked", "totals")
+COLUMN_TYPES = (str, str, str, int, int, str, str, str)
+
+
+def check_key(key: Any) -> bytes | None:
+    """The operator key as bytes (None: unkeyed chain); at least MIN_KEY_BYTES bytes."""
+    if key is None:
+        return None
+    if not isinstance(key, (bytes, bytearray)):
+        raise BudgetError(f"the ledger key must be bytes (e.g. bytes.fromhex(secret)), got {type(key).__name__}")
+    if len(key) < MIN_KEY_BYTES:
+        raise BudgetError(f"the ledger key must have at least {MIN_KEY_BYTES} bytes, got {len(key)}")
+    return bytes(key)
+
+
+def key_from_env(name: str = KEY_ENV) -> bytes:
+    """The operator key from the environment variable ``name`` (hex, >= 16 bytes)."""
+    raw = os.environ.get(name)
+    if raw is None:
+        raise BudgetError(f"environment variable {name} (the ledger key, hex) is not set")
+    try:
+        key = bytes.fromhex(raw.strip())
+    except ValueError:
+        raise BudgetError(f"environment variable {name} must hold the ledger key as hex digits") from None
+    return check_key(key)  # type: ignore[return-value]
+
+
+def chain_kind(key: bytes | None) -> str:
+    return CHAIN_UNKEYED if key is None else CHAIN_KEYED
+
+
+def _mac(key: bytes | None, payload: list[Any]) -> str:
+    msg = _DOMAIN + json.dumps(payload, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    if key is None:
+        return hashlib.sha256(msg).hexdigest()
+    return hmac.new(key, msg, hashlib.sha256).hexdigest()
+
+
+def genesis_hash(key: bytes | None, user_id: str, fingerprint: str, created: str, chain: str,
+                 caps: Mapping[str, Fraction]) -> str:
+    """h_0: commits to the ledger header (a different key gives a different genesis)."""
+    return _mac(key, ["genesis", user_id, fingerprint, created, chain,
+                      [[a, str(caps[a])] for a in sorted(caps)]])
+
+
+def record_hash(key: bytes | None, user_id: str, seq: int, prev: str, columns: tuple[Any, ...]) -> str:
+    """h_seq from h_{seq-1} and the record's stored columns (RECORD_COLUMNS order)."""
+    return _mac(key, ["record", user_id, seq, prev, *columns])
+
+
+def totals_text(spent: Mapping[str, Fraction]) -> str:
+    """The running totals L_a as stored in a record (exact rational text, sorted keys)."""
+    return json.dumps({a: str(spent[a]) for a in sorted(spent)}, separators=(",", ":"))

@@ -43,8 +43,9 @@ _FRAME_PREFIXES: tuple[str, ...] = (
     "note", "reminder", "context", "update", "btw", "heads-up", "memory", "saved", "from chat",
     "user note", "earlier", "recalled",
 )
-_FRAME_RE = re.compile(r"^(?:" + "|".join(re.escape(f) for f in sorted(_FRAME_PREFIXES, key=len, reverse=True))
-                       + r")\s*[:,]\s*", re.IGNORECASE)
+_BARE_FRAMES: tuple[str, ...] = ("user says", "the user mentioned that", "user shared that", "they told me")
+_FRAME_RE = re.compile(r"^(?:(?:" + "|".join(re.escape(f) for f in sorted(_FRAME_PREFIXES, key=len, reverse=True))
+                       + r")\s*[:,]\s*|(?:" + "|".join(re.escape(f) for f in _BARE_FRAMES) + r")\s+)", re.IGNORECASE)
 # pronoun normalisation: third person (they) -> first person (I)
 _PRONOUNS: tuple[tuple[str, str], ...] = (
     (r"\bthey're\b", "i'm"), (r"\bthey've\b", "i've"), (r"\bthey'd\b", "i'd"), (r"\bthey'll\b", "i'll"),

@@ -415,8 +415,7 @@ def llm_rewrite(realisation: Realisation, generate: Callable[[list[str]], list[s
         for side, text in (("M", realisation.m[i]), ("M'", realisation.m_prime[i])):
             if same and side == "M'":
                 continue
-            prompts.append("Rewrite this memory note in natural wording. Keep every fact, add none, "
-                           f"answer with the sentence only:\n{text}")
+            prompts.append(f"{REWRITE_INSTRUCTION}\n{text}")
             keys.append((i, side, same))
     outs = list(generate(prompts))
     if len(outs) != len(prompts):
@@ -431,6 +430,76 @@ def llm_rewrite(realisation: Realisation, generate: Callable[[list[str]], list[s
         else:
             mp[i] = text
     return Realisation(realisation.spec_id, m, mp, realisation.defect, realisation.defect_position)
+
+
+REWRITE_INSTRUCTION = ("Rewrite this memory note in natural wording. Keep every fact, add none, "
+                       "answer with the sentence only:")
+
+
+def responder_writer(responder: Any, tag: str = "pairedmem-s2") -> Callable[[list[str]], list[str]]:
+    """Wrap a responder (:func:`dpmv_lib.responders.make_responder`: a local model, llama.cpp or an
+    OpenAI-compatible server) as the ``generate`` callable of :func:`llm_rewrite`: each rewrite
+    prompt is sent as one request with no conditioning, keyed (tag, k, 0) for seeded backends."""
+    from .responders.base import Prompt
+
+    def generate(prompts: list[str]) -> list[str]:
+        return list(responder.respond([Prompt(query=p, key=(tag, k, 0)) for k, p in enumerate(prompts)]))
+
+    return generate
+
+
+def make_writer(realiser: str, policies: Mapping[str, Policy] | None = None) -> Callable[[list[str]], list[str]] | None:
+    """``"template"`` -> None (the offline deterministic realiser alone); ``"responder:<spec>"`` ->
+    an LLM writer over any responder spec (e.g. ``responder:openai:http://localhost:8000/v1|mistral``,
+    ``responder:hf:/models/Mistral-7B-Instruct``)."""
+    if realiser == "template":
+        return None
+    if realiser.startswith("responder:"):
+        from .responders import make_responder
+        return responder_writer(make_responder(realiser[len("responder:"):],
+                                               list(policies.values()) if policies else None))
+    raise ParameterError(f"unknown realiser {realiser!r}; use 'template' or 'responder:<spec>'")
+
+
+def rewrite_problems(spec: PairSpec, position: int, m_text: str, mp_text: str, before_m: str,
+                     before_mp: str) -> list[str]:
+    """Code validation of one rewritten position (S2 option, checked before S3): the target
+    signal and a target cue survive on M where the template had them; M' carries no target signal,
+    cue or counter-evidence; co-present evidence survives on both sides; no attribute's signal is
+    added; the rewrite keeps the position label's topic."""
+    from .benchmark_quality import counter_evidence_hits, label_fits
+    a = spec.attribute
+    label = next(lab for i, _s, lab in _positions() if i == position)
+    problems = []
+    if lexicon.has_signal(before_m, a) and not (lexicon.has_signal(m_text, a) and cue_hits(ATTRIBUTE_CUES[a], m_text)):
+        problems.append("target cue lost on M")
+    if lexicon.has_signal(mp_text, a) or cue_hits(ATTRIBUTE_CUES[a], mp_text) or counter_evidence_hits(mp_text, a):
+        problems.append("target cue or counter-evidence on M'")
+    for side, new, old in (("M", m_text, before_m), ("M'", mp_text, before_mp)):
+        if set(lexicon.signalled_attributes(new)) != set(lexicon.signalled_attributes(old)):
+            problems.append(f"attribute signals changed on {side}")
+        if not label_fits(new, label):
+            problems.append(f"{side} no longer fits the label {label!r}")
+    return problems
+
+
+def validated_rewrite(spec: PairSpec, realisation: Realisation, generate: Callable[[list[str]], list[str]]
+                      ) -> tuple[Realisation, dict[int, list[str]]]:
+    """The optional LLM realiser (C.2 S2: an LLM writes the wording) with code validation per
+    position (:func:`rewrite_problems`): a rejected position keeps the template wording on both
+    sides. Returns the realisation and the rejected positions with their reasons; the pair then
+    goes through S3 (:func:`validate_pair`) like any other."""
+    r = llm_rewrite(realisation, generate)
+    m, mp = dict(r.m), dict(r.m_prime)
+    rejected: dict[int, list[str]] = {}
+    for i in sorted(m):
+        probs = rewrite_problems(spec, i, m[i], mp[i], realisation.m[i], realisation.m_prime[i])
+        if (realisation.m[i] == realisation.m_prime[i]) != (m[i] == mp[i]):
+            probs.append("equality of M and M' changed")
+        if probs:
+            rejected[i] = probs
+            m[i], mp[i] = realisation.m[i], realisation.m_prime[i]
+    return Realisation(r.spec_id, m, mp, r.defect, r.defect_position), rejected
 
 
 # =============================================================================================
@@ -748,9 +817,12 @@ def _to_pair(c: Candidate, policies: Mapping[str, Policy], seed: int) -> Pair:
 
 def build_pairedmem(seed: int = 0, n_candidates_per_attribute: int = 96, n_selected_per_attribute: int = 80,
                     defect_rate: float = DEFAULT_DEFECT_RATE, cap: str = "2",
-                    progress: bool = False) -> PairedMemBuild:
+                    progress: bool = False, realiser: str = "template",
+                    writer: Callable[[list[str]], list[str]] | None = None) -> PairedMemBuild:
     """Run S1-S4 (C.2). Paper scale: 384 candidates, 320 selected; smaller numbers give a reduced
-    build with the same rules (tests, smoke profile)."""
+    build with the same rules (tests, smoke profile). ``realiser``: ``"template"`` (default, offline
+    and deterministic) or ``"responder:<spec>"`` (an LLM rewrites the template wording, validated
+    per position by :func:`validated_rewrite`); ``writer`` passes such a generate callable directly."""
     if n_selected_per_attribute > n_candidates_per_attribute:
         raise ParameterError("cannot select more pairs than there are candidates per attribute")
     policies = template_policies(cap)
@@ -760,6 +832,15 @@ def build_pairedmem(seed: int = 0, n_candidates_per_attribute: int = 96, n_selec
         from tqdm.auto import tqdm
         it = tqdm(specs, desc="S2 realise", leave=False)
     realisations = [realise(s, seed, defect_rate) for s in it]
+    writer = writer if writer is not None else make_writer(realiser, policies)
+    rejected_total = 0
+    if writer is not None:
+        out = []
+        for s, r in zip(specs, realisations):
+            r2, rejected = validated_rewrite(s, r, writer)
+            rejected_total += len(rejected)
+            out.append(r2)
+        realisations = out
     candidates = validate_candidates(specs, realisations, policies)
     selected, reserves, notes = select(candidates, n_selected_per_attribute, seed)
     behaviours = behaviour_catalogue()
@@ -770,7 +851,10 @@ def build_pairedmem(seed: int = 0, n_candidates_per_attribute: int = 96, n_selec
         if problems:
             raise StoreError(f"S4 trajectory of {p.pair_id} fails: {problems[:3]}")
     params = {"seed": seed, "n_candidates_per_attribute": n_candidates_per_attribute,
-              "n_selected_per_attribute": n_selected_per_attribute, "defect_rate": defect_rate, "cap": cap}
+              "n_selected_per_attribute": n_selected_per_attribute, "defect_rate": defect_rate, "cap": cap,
+              "realiser": realiser if writer is None or realiser != "template" else "custom writer"}
+    if writer is not None:
+        notes = {**notes, "llm_rewrite_rejected_positions": str(rejected_total)}
     return PairedMemBuild(seed, params, policies, tuple(specs), tuple(candidates), pairs, res, behaviours, notes)
 
 
@@ -923,13 +1007,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--candidates", type=int, default=96, help="candidate specs per attribute")
     ap.add_argument("--selected", type=int, default=80, help="selected pairs per attribute")
     ap.add_argument("--defect-rate", type=float, default=DEFAULT_DEFECT_RATE)
+    ap.add_argument("--realiser", default="template",
+                    help="template (offline, deterministic) or responder:<responder spec> (LLM wording, validated)")
     args = ap.parse_args(argv)
     if not args.build:
         ap.print_help()
         return 0
     from .paths import resolve
     t0 = time.perf_counter()
-    build = build_pairedmem(args.seed, args.candidates, args.selected, args.defect_rate, progress=True)
+    build = build_pairedmem(args.seed, args.candidates, args.selected, args.defect_rate, progress=True,
+                            realiser=args.realiser)
     out = write_pairedmem(build, resolve(args.data_dir))
     c = build.counts()
     print(f"PairedMem: {c['candidate_specs']} candidates, {c['passed_validation']} passed, "

@@ -341,3 +341,55 @@ def test_llm_writer_hook_is_validated_like_the_template(small_build):
         m = MemoryStore.from_policy(pol, r.m)
         mp = MemoryStore.from_policy(pol, r.m_prime)
         assert (pm.validate_pair(pol, cand.spec.attribute, m, mp, **kw) == []) is ok
+
+
+class _FakeResponder:
+    """A tiny stand-in for a responder backend: ``respond(prompts)`` maps each rewrite request."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def respond(self, prompts):
+        return [self.fn(p.query.rsplit("\n", 1)[1]) for p in prompts]
+
+
+def test_llm_realiser_is_validated_per_position(small_build):
+    """S2 option: the LLM realiser over a responder; code keeps the target cue on M, keeps it off
+    M', and reverts a rejected position to the template wording."""
+    cand = next(c for c in small_build.candidates if c.passed and c.spec.attribute == "debt")
+    spec, r = cand.spec, cand.realisation
+    pol = small_build.policies[spec.policy_id]
+    kw = dict(evidence_positions=spec.evidence_positions, co_present=spec.co_present,
+              nontarget_positions=spec.nontarget_positions())
+
+    def check(realisation):
+        m = MemoryStore.from_policy(pol, realisation.m)
+        mp = MemoryStore.from_policy(pol, realisation.m_prime)
+        return pm.validate_pair(pol, spec.attribute, m, mp, **kw)
+
+    # a faithful paraphraser: accepted everywhere, and the pair still passes S3
+    para = pm.responder_writer(_FakeResponder(lambda t: t.replace("I've ", "I have ").replace("they've ", "they have ")))
+    out, rejected = pm.validated_rewrite(spec, r, para)
+    assert rejected == {} and out.m != r.m and check(out) == []
+    # a lossy writer: every position rejected, the template wording is kept
+    out, rejected = pm.validated_rewrite(spec, r, pm.responder_writer(_FakeResponder(lambda t: "Sure, here it is.")))
+    assert set(rejected) == set(r.m) and out.m == r.m and out.m_prime == r.m_prime
+    assert any("target cue lost on M" in x for i in spec.evidence_positions for x in rejected[i])
+    # a leaky writer adds the attribute to every sentence: rejected on M' (and elsewhere)
+    out, rejected = pm.validated_rewrite(spec, r, pm.responder_writer(
+        _FakeResponder(lambda t: t.rstrip(".") + " and the collectors keep calling.")))
+    assert all(any("on M'" in x for x in rejected[i]) for i in spec.evidence_positions)
+    assert out.m_prime == r.m_prime and check(out) == []
+
+
+def test_llm_realiser_through_a_responder_spec():
+    """``realiser="responder:surrogate"`` runs the whole build through the responder path; the
+    surrogate answers like an assistant, so code validation rejects its rewrites where they lose
+    facts and the build still passes S3."""
+    b = pm.build_pairedmem(seed=2, n_candidates_per_attribute=8, n_selected_per_attribute=4,
+                           realiser="responder:surrogate")
+    assert b.params["realiser"] == "responder:surrogate"
+    assert int(b.notes["llm_rewrite_rejected_positions"]) > 0
+    assert len(b.pairs) == 16 and all(c.passed or c.realisation.defect for c in b.candidates)
+    with pytest.raises(pm.ParameterError, match="unknown realiser"):
+        pm.make_writer("mistral")

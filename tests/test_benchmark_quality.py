@@ -121,3 +121,11 @@ def test_artefact_checks_detect_the_v1_artefacts(bench):
 def test_gold_removals_follow_the_explicit_rule(bench):
     g = bq.gold_removals(bench.pairs, bench.policy)
     assert g["removed_entries"] > 0 and g["removed_without_evidence_in_read"] == 0, g
+
+
+def test_quality_table_meets_every_goal(bench):
+    from dpmv_lib import data_report as dr
+    t = dr.quality_table(bench.pairs, bench.policy, paper_bounds={"NoCap": "5.33", "IncompleteCharge": "4.0"})
+    assert len(t) >= 25 and t["meets goal"].all(), t[~t["meets goal"]].to_dict("records")
+    row = t[t["quantity"].str.startswith("NoCap")].iloc[0]
+    assert row["ours"] == round(16 / 3, 3) and row["paper"] == "5.33"

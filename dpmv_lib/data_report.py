@@ -282,8 +282,8 @@ def quality_table(pairs: Sequence[Pair], policy_of: Any, horizon: int = 16,
         tp["top_5gram_share"], "<= 0.01", tp["top_5gram_share"] <= 0.01)
     for a, v in ln.items():
         add("4 artefacts", f"length-only AUC (total characters), {a}", v["auc"], "0.45-0.55", 0.45 <= v["auc"] <= 0.55)
-        add("4 artefacts", f"paired 'M is the longer store' rate, {a}", v["m_longer_rate"], "about 0.5 (0.40-0.60)",
-            0.40 <= v["m_longer_rate"] <= 0.60)
+        add("4 artefacts", f"paired 'M is the longer store' rate, {a}", v["m_longer_rate"], "0.45-0.55",
+            0.45 <= v["m_longer_rate"] <= 0.55)
     add("4 artefacts", "M' sentences asserting or negating the target", ce["mprime_sentences_with_counter_evidence"],
         "0", ce["mprime_sentences_with_counter_evidence"] == 0)
     add("4 artefacts", "evidence positions whose M' numbers are a power-of-ten transform of M's",

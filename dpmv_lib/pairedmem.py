@@ -251,6 +251,7 @@ def _plan_positions(rng: random.Random, attribute: str, co: tuple[str, ...],
     used_neutral: set[int] = set()
     balance = 0     # characters M' has gained over M so far (evidence positions)
     longer = rng.random() < 0.5     # the pair's coin: may M' end up longer (else shorter) than M
+    last_target = max(target)
     plan = []
     for pos, slot, _label in _positions():
         parts = POSITION_PARTS[pos]
@@ -269,11 +270,23 @@ def _plan_positions(rng: random.Random, attribute: str, co: tuple[str, ...],
             common.update(other=b, other_reason=ob, other_choices=_fields(rng, REASONS[b][ob]))
         if role in ("target", "target+other"):
             it = draw(attribute, REASONS[attribute])
-            ch = _fields(rng, REASONS[attribute][it])
-            target_len = _styled_len(expand(REASONS[attribute][it], ch), style) - balance
-            n, nch = _matched_neutral(rng, target_len, split, used_neutral, style, longer)
+            options = [_fields(rng, REASONS[attribute][it])]
+            if pos == last_target:      # the last one may also pick M's field choice to close the gap
+                extra = _all_fields(REASONS[attribute][it])
+                rng.shuffle(extra)
+                options += extra
+            best = None
+            for ch in options:
+                target_len = _styled_len(expand(REASONS[attribute][it], ch), style) - balance
+                n, nch = _matched_neutral(rng, target_len, split, used_neutral, style, longer)
+                gap = _styled_len(expand(NEUTRAL_REASONS[n], nch), style) - target_len
+                if best is None or abs(gap) < abs(best[0]):
+                    best = (gap, ch, n, nch)
+                if gap == 0:
+                    break
+            gap, ch, n, nch = best
             used_neutral.add(n)
-            balance += _styled_len(expand(NEUTRAL_REASONS[n], nch), style) - target_len - balance
+            balance = gap
             common.update(reason=it, reason_choices=ch, neutral=n, neutral_choices=nch)
         plan.append(PositionPlan(**common))
     return tuple(plan)

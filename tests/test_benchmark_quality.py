@@ -91,7 +91,7 @@ def test_length_only_classifier_is_at_chance(bench):
     assert set(r) == set(lexicon.ATTRIBUTES)
     for a, v in r.items():
         assert 0.45 <= v["auc"] <= 0.55, (a, v)
-        assert 0.40 <= v["m_longer_rate"] <= 0.60, (a, v)
+        assert 0.45 <= v["m_longer_rate"] <= 0.55, (a, v)
     assert bq.auc([2, 3], [0, 1]) == 1.0 and bq.auc([1], [1]) == 0.5
 
 

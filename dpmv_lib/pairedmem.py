@@ -520,7 +520,7 @@ def validated_rewrite(spec: PairSpec, realisation: Realisation, generate: Callab
 # =============================================================================================
 def validate_pair(policy: Policy, attribute: str, m: MemoryStore, m_prime: MemoryStore, *,
                   evidence_positions: Sequence[int], co_present: Sequence[str] = (),
-                  nontarget_positions: Mapping[int, str] | None = None) -> list[str]:
+                  nontarget_positions: Mapping[int, str] | None = None, strict: bool = False) -> list[str]:
     """S3 / T3: every reason the pair fails the code checks (empty list = passes).
 
     1. same scaffold: both stores on the policy layout;
@@ -531,7 +531,10 @@ def validate_pair(policy: Policy, attribute: str, m: MemoryStore, m_prime: Memor
     6. non-target evidence preserved: every co-present attribute's evidence is present in both
        stores at its positions (in particular at overlapping positions);
     7. slot compatibility: each evidence position's M text hits a cue of a view linked to a in
-       that position's slot (so the scorer can use it there)."""
+       that position's slot (so the scorer can use it there);
+    8. with ``strict`` (PairedMem v2): no M' sentence asserts or negates a
+       (``benchmark_quality.COUNTER_EVIDENCE``) and every sentence of both stores fits its
+       position label (``benchmark_quality.POSITION_TOPICS``)."""
     problems: list[str] = []
     group = policy.attribute(attribute).group
     if tuple(m.layout) != policy.layout or tuple(m_prime.layout) != policy.layout:
@@ -568,6 +571,17 @@ def validate_pair(policy: Policy, attribute: str, m: MemoryStore, m_prime: Memor
         views = [v for v in policy.slot(slot_of[i]).views if attribute in links.get(v.id, ())]
         if not any(cue_hits(v.cues, m.contents[i]) for v in views):
             problems.append(f"evidence at position {i} matches no {attribute} view of slot {slot_of[i]!r}")
+    if strict:
+        from .benchmark_quality import counter_evidence_hits, label_fits
+        labels = {p.id: p.label for p in policy.positions}
+        for i, text in m_prime.contents.items():
+            hits = counter_evidence_hits(text, attribute)
+            if hits:
+                problems.append(f"M' asserts or negates {attribute} at position {i}: {hits}")
+        for side, store in (("M", m), ("M'", m_prime)):
+            for i, text in store.contents.items():
+                if not label_fits(text, labels[i]):
+                    problems.append(f"{side} position {i} does not fit its label {labels[i]!r}")
     return problems
 
 
@@ -592,7 +606,8 @@ def validate_candidates(specs: Sequence[PairSpec], realisations: Sequence[Realis
         m = MemoryStore.from_policy(pol, r.m, name=f"{spec.spec_id}/M")
         mp = MemoryStore.from_policy(pol, r.m_prime, name=f"{spec.spec_id}/M'")
         problems = validate_pair(pol, spec.attribute, m, mp, evidence_positions=spec.evidence_positions,
-                                 co_present=spec.co_present, nontarget_positions=spec.nontarget_positions())
+                                 co_present=spec.co_present, nontarget_positions=spec.nontarget_positions(),
+                                 strict=True)
         key = hashlib.sha256(json.dumps([sorted(r.m.items()), sorted(r.m_prime.items())]).encode()).hexdigest()
         if key in seen:
             problems.append(f"identical stores to candidate {seen[key]}")

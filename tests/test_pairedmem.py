@@ -198,6 +198,14 @@ def test_validate_pair_reports_problems(small_build):
     bank = REASONS[other][0]
     new = p.m_prime.replace({ev: all_expansions(bank)[0]})
     assert any("carries evidence of" in x for x in pm.validate_pair(pol, p.attribute, p.m, new, **kw))
+    # strict (v2) checks: counter-evidence in M' and label mismatches
+    assert pm.validate_pair(pol, p.attribute, p.m, p.m_prime, strict=True, **kw) == []
+    counter = {"debt": "My credit cards are paid off.", "job_loss": "I like my current employer.",
+               "diabetes": "My blood sugar is normal.", "pregnancy": "I'm not pregnant."}[p.attribute]
+    bad = pm.validate_pair(pol, p.attribute, p.m, p.m_prime.replace({ev: counter}), strict=True, **kw)
+    assert any("asserts or negates" in x for x in bad)
+    assert not any("asserts or negates" in x for x in
+                   pm.validate_pair(pol, p.attribute, p.m, p.m_prime.replace({ev: counter}), **kw))
 
 
 def test_reduced_build_is_byte_identical(tmp_path: Path):
@@ -270,7 +278,8 @@ def test_every_pair_is_adjacent_with_evidence_in_place(bench):
         assert p.overlap == bool(pm.overlap_partners(p.template, p.attribute))
         problems = pm.validate_pair(pol, p.attribute, p.m, p.m_prime,
                                     evidence_positions=p.meta["evidence_positions"], co_present=p.meta["co_present"],
-                                    nontarget_positions={int(k): v for k, v in p.meta["nontarget_positions"].items()})
+                                    nontarget_positions={int(k): v for k, v in p.meta["nontarget_positions"].items()},
+                                    strict=True)
         assert problems == [], (p.pair_id, problems)
         if p.overlap:
             for i in p.meta["overlap_positions"]:

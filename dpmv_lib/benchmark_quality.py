@@ -19,10 +19,11 @@ in. The functions take a sequence of :class:`~dpmv_lib.benchmark.Pair` and a ``p
 """
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter, defaultdict
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .accounting import reconstructed_bound, reported_ledger
 from .benchmark import Pair
@@ -235,7 +236,6 @@ def auc(pos: Sequence[float], neg: Sequence[float]) -> float:
         return float("nan")
     wins = 0.0
     neg_sorted = sorted(neg)
-    import bisect
     for x in pos:
         lo = bisect.bisect_left(neg_sorted, x)
         hi = bisect.bisect_right(neg_sorted, x)

@@ -1,33 +1,41 @@
 """PairedMem: the controlled synthetic track (paper C.2, Table 6, steps S1-S4).
 
 * S1 :func:`design_specs` - 384 candidate pair specifications (96 per attribute) from a seed; each
-  fixes the template (positions, slots, groups I_a), the target evidence items, the non-target
-  clauses (background and co-present evidence of other attributes) and the memory style; 25% use
-  templates whose groups overlap.
-* S2 :func:`realise` - the template realiser turns a spec into the two stores M and M' from the
-  phrase banks (:mod:`dpmv_lib.phrasebank`), deterministic per seed. It simulates the writer errors
-  an LLM writer makes (a leaked target clause, a drifted background sentence, a dropped non-target
-  clause, a missing evidence clause) at a small seeded rate ``defect_rate`` so that S3 is a real
-  filter; :func:`llm_rewrite` is an optional hook for an LLM writer (validated the same way).
+  fixes its split (train/validation/test, :func:`candidate_splits`), the template (positions,
+  slots, groups I_a), the per-position plan (topic phrase, change verb, the attribute reason on M
+  and a length-matched a-neutral reason on M', background facts, co-present evidence of other
+  attributes) and the memory style; 25% use templates whose groups overlap. Every part is drawn
+  from the spec's split part of the phrase lists (:mod:`dpmv_lib.phrasebank.compose`), so the
+  splits share no evidence or background material.
+* S2 :func:`realise` - the offline compositional realiser turns a spec into the two stores M and M',
+  deterministic per seed. It simulates the writer errors an LLM writer makes (a leaked target
+  clause, a drifted background sentence, a dropped non-target clause, a missing evidence clause) at
+  a small seeded rate ``defect_rate`` so that S3 is a real filter. Optional LLM wording:
+  ``build_pairedmem(realiser="responder:<spec>")`` rewrites through any responder backend
+  (:func:`make_writer`, :func:`llm_rewrite`) and code-validates every rewritten position
+  (:func:`validated_rewrite`).
 * S3 :func:`validate_pair` - code validation (same scaffold, D subset of I_a, target evidence in M
   and absent from M', non-target evidence preserved, slot compatibility, no new evidence, unique
-  stores); :func:`select` picks the benchmark by fixed attribute x template quotas (which fixes
-  the overlap share) and keeps the other passing candidates as reserves; a pair-level
-  train/validation/test split (60/20/20, stratified by attribute and template).
+  stores; ``strict``: no counter-evidence in M', labels fit); :func:`select` picks the benchmark by
+  fixed attribute x template quotas (which fixes the overlap share) and 60/20/20 split quotas, and
+  keeps the other passing candidates as reserves.
 * S4 :func:`build_trajectory` - one 32-query trajectory per pair (two disjoint 16-query blocks of
-  8 target-relevant, 4 same-domain neutral, 4 distractor queries) and deterministic gold
-  behaviours per turn from the policy (:func:`gold_for_turn`).
+  8 target-relevant, 4 same-domain neutral, 4 distractor queries; neutral queries read no position
+  of I_a, so only the 8 target queries of a block charge the target) with composed query strings,
+  and deterministic gold behaviours per turn from the policy (:func:`gold_for_turn`).
 
 :func:`build_pairedmem` runs S1-S4, :func:`write_pairedmem` freezes the track under ``data/``
 (JSON Lines + ``manifest.json`` with sha256 per file), ``python -m dpmv_lib.pairedmem --build``
-does both.
+does both. :mod:`dpmv_lib.benchmark_quality` audits the result (``data/README.md``).
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import random
+import re
 import shutil
 import sys
 import time
@@ -321,9 +329,7 @@ def _matched_neutral(rng: random.Random, length: int, split: str, used: set[int]
 
 def _all_fields(template: str) -> list[tuple[int, ...]]:
     """Every field-choice tuple of a clause template (one option index per ``{a|b}`` group)."""
-    import itertools
-    import re as _re
-    sizes = [len(g.split("|")) for g in _re.findall(r"\{([^{}]*)\}", template)]
+    sizes = [len(g.split("|")) for g in re.findall(r"\{([^{}]*)\}", template)]
     return [tuple(c) for c in itertools.product(*[range(n) for n in sizes])] if sizes else [(0,)]
 
 

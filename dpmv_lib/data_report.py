@@ -221,3 +221,78 @@ def structure_figure(pairs: Sequence[Pair], path: str | Path):
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(p, dpi=120)
     return fig
+
+
+PAPER_TABLE4_FILE = "paper_table4_safeguards.csv"
+
+
+def paper_table4_bounds(path: str | Path | None = None) -> dict[str, str]:
+    """variant -> the paper's Table 4 DP-bound column (``../shared/reference``); {} if absent."""
+    p = Path(path) if path else project_root().parent / "shared" / "reference" / PAPER_TABLE4_FILE
+    if not p.exists():
+        return {}
+    df = pd.read_csv(p, dtype=str)
+    return dict(zip(df["variant"], df["dp_bound"]))
+
+
+def quality_table(pairs: Sequence[Pair], policy_of: Any, horizon: int = 16,
+                  paper_bounds: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Issue 10 goals 1-4 measured on ``pairs`` (:mod:`dpmv_lib.benchmark_quality`): one row per
+    figure with ours, the paper's value where it has one (Table 4's DP bound), the goal, and
+    whether ours meets it."""
+    from . import benchmark_quality as bq
+    pb = paper_table4_bounds() if paper_bounds is None else paper_bounds
+    ch = bq.charge_summary(bq.charge_structure(pairs, policy_of, horizon))
+    sl = bq.split_leakage(pairs)
+    tp = bq.templating(pairs)
+    ln = bq.length_auc(pairs)
+    ce = bq.counter_evidence(pairs)
+    nt = bq.number_transforms(pairs)
+    lab = bq.label_mismatches(pairs, policy_of)
+    gold = bq.gold_removals(pairs, policy_of)
+    rows: list[dict[str, Any]] = []
+
+    def add(goal: str, quantity: str, ours: Any, target: str, ok: bool, paper: Any = None) -> None:
+        rows.append({"goal": goal, "quantity": quantity, "ours": ours, "paper": paper, "goal value": target,
+                     "meets goal": bool(ok)})
+
+    r3 = lambda x: round(float(x), 3)  # noqa: E731
+    add("1 charges", f"NoCap reconstructed bound at T={horizon}, max over pairs", r3(ch["NoCap_bound"]["max"]),
+        "16/3 on every pair", ch["NoCap_bound"]["min"] == ch["NoCap_bound"]["max"] == 16 / 3, pb.get("NoCap"))
+    add("1 charges", "preallocated C_a (min / max over pairs)", f"{ch['C_a']['min']:.0f} / {ch['C_a']['max']:.0f}",
+        "8 (eps = 1/4)", ch["C_a"]["min"] == ch["C_a"]["max"] == 8)
+    add("1 charges", "neutral turns of the first block reading I_a (max per pair)",
+        int(ch["neutral_reading_I_a"]["max"]), "0", ch["neutral_reading_I_a"]["max"] == 0)
+    add("1 charges", "IncompleteCharge reconstructed bound, max / mean over pairs",
+        f"{r3(ch['IncompleteCharge_bound']['max'])} / {r3(ch['IncompleteCharge_bound']['mean'])}",
+        "> B_a (C2 violated); reported", ch["IncompleteCharge_bound"]["max"] > 2, pb.get("IncompleteCharge"))
+    add("1 charges", "IncompleteCharge ledger, max / mean over pairs",
+        f"{r3(ch['IncompleteCharge_ledger']['max'])} / {r3(ch['IncompleteCharge_ledger']['mean'])}",
+        "<= B_a = 2", ch["IncompleteCharge_ledger"]["max"] <= 2, "2.0")
+    for s in ("validation", "test"):
+        add("2 splits", f"{s} evidence cores occurring in train", f"{sl[s]['evidence_cores_in_train']} of "
+            f"{sl[s]['evidence_cores']}", "0", sl[s]["evidence_cores_in_train"] == 0)
+        add("2 splits", f"{s} background cores occurring in train", f"{sl[s]['background_cores_in_train']} of "
+            f"{sl[s]['background_cores']}", "0", sl[s]["background_cores_in_train"] == 0)
+    add("3 templating", "distinct query strings / max uses of one", f"{tp['distinct_query_strings']} / "
+        f"{tp['query_max_use']}", ">= 2000 / <= 10", tp["distinct_query_strings"] >= 2000 and tp["query_max_use"] <= 10)
+    for a, n in tp["evidence_cores_per_attribute"].items():
+        add("3 templating", f"distinct evidence cores, {a}", n, ">= 250", n >= 250)
+    add("3 templating", f"most frequent 5-gram ('{tp['top_5gram']}'), share of sentences",
+        tp["top_5gram_share"], "<= 0.01", tp["top_5gram_share"] <= 0.01)
+    for a, v in ln.items():
+        add("4 artefacts", f"length-only AUC (total characters), {a}", v["auc"], "0.45-0.55", 0.45 <= v["auc"] <= 0.55)
+        add("4 artefacts", f"paired 'M is the longer store' rate, {a}", v["m_longer_rate"], "0.45-0.55",
+            0.45 <= v["m_longer_rate"] <= 0.55)
+    add("4 artefacts", "M' sentences asserting or negating the target", ce["mprime_sentences_with_counter_evidence"],
+        "0", ce["mprime_sentences_with_counter_evidence"] == 0)
+    add("4 artefacts", "evidence positions whose M' numbers are a power-of-ten transform of M's",
+        nt["scaled_positions_total"], "0", nt["scaled_positions_total"] == 0)
+    add("4 artefacts", "sentences not fitting their position label (evidence / other)",
+        f"{lab['evidence_label_mismatches']} / {lab['other_label_mismatches']}", "0 / 0",
+        lab["evidence_label_mismatches"] == 0 and lab["other_label_mismatches"] == 0)
+    add("4 artefacts", "gold entries removed by the co-present rule (pairs)", f"{gold['removed_entries']} "
+        f"({gold['pairs']})", "only where b's evidence is read", True)
+    add("4 artefacts", "... of which the turn reads no evidence of the co-present attribute",
+        gold["removed_without_evidence_in_read"], "0", gold["removed_without_evidence_in_read"] == 0)
+    return pd.DataFrame(rows)

@@ -15,13 +15,13 @@ _ALT = re.compile(r"\{([^{}]*)\}")
 
 STYLES: tuple[str, ...] = ("first", "third")
 
-# Frames per style; ``{c}`` is the clause (capitalised where it starts the sentence).
+# Frames per style; ``{c}`` is the clause (capitalised where it starts the sentence). v2: two words
+# at most, so no frame forms a frequent 5-gram with the clause start (issue 10, goal 3).
 FRAMES: dict[str, tuple[str, ...]] = {
-    "first": ("{C}.", "{C}.", "Note to self: {c}.", "Worth remembering: {c}.", "Just so you know, {c}.",
-              "For context, {c}.", "FYI, {c}.", "Something to keep in mind: {c}."),
-    "third": ("User says {c}.", "The user mentioned that {c}.", "Memory note: {c}.",
-              "From an earlier chat: {c}.", "Noted: {c}.", "User shared that {c}.",
-              "They told me {c}.", "Saved from a past conversation: {c}."),
+    "first": ("{C}.", "{C}.", "{C}.", "Note: {c}.", "FYI, {c}.", "Reminder: {c}.", "Context: {c}.",
+              "Update: {c}.", "Btw, {c}.", "Heads-up: {c}."),
+    "third": ("{C}.", "{C}.", "Noted: {c}.", "Memory: {c}.", "Saved: {c}.", "From chat: {c}.",
+              "User note: {c}.", "Earlier: {c}.", "Context: {c}.", "Recalled: {c}."),
 }
 JOINERS: tuple[str, ...] = ("{a}, and {b}", "{a}; also, {b}", "{a}, and on top of that {b}")
 

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from dpmv_lib import benchmark_quality as bq
 from dpmv_lib import lexicon
 from dpmv_lib import pairedmem as pm
 from dpmv_lib.datasets import load_benchmark
 from dpmv_lib.paths import project_root
-from dpmv_lib.phrasebank import (ATTRIBUTE_CUES, BACKGROUND, EVIDENCE, INTENTS, OVERLAP_TEMPLATES, POSITIONS,
-                                 QUERIES, SLOTS, TEMPLATES, view_links)
+from dpmv_lib.phrasebank import (ATTRIBUTE_CUES, INTENTS, NEUTRAL_REASONS, OVERLAP_TEMPLATES, POSITION_PARTS,
+                                 POSITIONS, QUERIES, REASONS, SLOTS, TEMPLATES, query_variants, view_links)
+from dpmv_lib.phrasebank.compose import CHANGE_VERBS, split_part
 from dpmv_lib.phrases import all_expansions, render, third_person
 from dpmv_lib.scorer import LexiconScorer, cue_hits
 from dpmv_lib.store import MemoryStore, differing_positions, is_adjacent
@@ -74,45 +76,85 @@ def test_views_say_how_to_answer_and_every_attribute_is_served():
 
 
 # ---- phrase banks ---------------------------------------------------------------------------------
-def test_evidence_bank_signals_and_cues():
+def test_reason_bank_signals_and_cues():
+    """Every realisation of every attribute reason carries that attribute's signal (and no other)
+    and a cue of an attribute-linked view in every slot (so slot compatibility holds anywhere)."""
     pol = next(iter(pm.template_policies().values()))
     links = view_links()
     n = 0
-    for a, by_slot in EVIDENCE.items():
-        for slot, items in by_slot.items():
-            views = [v for v in pol.slot(slot).views if a in links[v.id]]
-            for ev, neutral in items:
-                for text in all_expansions(ev):
-                    n += 1
-                    for t in (text, third_person(text)):
-                        assert lexicon.has_signal(t, a), t
-                        assert any(cue_hits(v.cues, t) for v in views), t
-                        assert lexicon.signalled_attributes(t) == (a,), t
-                for text in all_expansions(neutral):
-                    assert not lexicon.signalled_attributes(text), text
-                    assert not cue_hits(ATTRIBUTE_CUES[a], text), text
-    assert n >= 150
+    for a, reasons in REASONS.items():
+        assert len(reasons) >= 20, a
+        for r in reasons:
+            for text in all_expansions(r):
+                n += 1
+                for t in (text, third_person(text)):
+                    assert lexicon.signalled_attributes(t) == (a,), t
+                    for slot in SLOTS:
+                        views = [v for v in pol.slot(slot).views if a in links[v.id]]
+                        assert any(cue_hits(v.cues, t) for v in views), (slot, t)
+    assert n >= 250
 
 
-def test_background_bank_is_attribute_neutral():
-    for slot, items in BACKGROUND.items():
-        assert len(items) >= 15
-        for b in items:
-            for text in all_expansions(b):
-                assert not lexicon.signalled_attributes(text), text
-                assert not any(cue_hits(c, text) for c in ATTRIBUTE_CUES.values()), text
+def test_neutral_parts_are_attribute_neutral_and_fit_their_labels():
+    """Background facts, topic phrases, neutral reasons and change verbs carry no signal, cue or
+    counter-evidence of any attribute; facts and topic phrases mention their position label."""
+    labels = {i: lab for i, _s, lab in POSITIONS}
+    texts = [t for r in NEUTRAL_REASONS for t in all_expansions(r)] + list(CHANGE_VERBS)
+    for pos, parts in POSITION_PARTS.items():
+        assert len(parts) >= 5, pos
+        for np_, fact in parts:
+            for t in all_expansions(np_) + all_expansions(fact):
+                texts.append(t)
+                assert bq.label_fits(t, labels[pos]), (labels[pos], t)
+    assert len(NEUTRAL_REASONS) >= 40
+    for text in texts:
+        for t in (text, third_person(text)):
+            assert not lexicon.signalled_attributes(t), t
+            for a in lexicon.ATTRIBUTES:
+                assert not cue_hits(ATTRIBUTE_CUES[a], t), (a, t)
+                assert not bq.counter_evidence_hits(t, a), (a, t)
+    # the checks can fail
+    assert bq.counter_evidence_hits("my credit cards are paid off", "debt")
+    assert bq.counter_evidence_hits("They like their current employer", "job_loss")
+    assert not bq.label_fits("I owe about $24,000 on my cards", "savings")
+
+
+def test_phrase_parts_are_partitioned_over_the_splits():
+    items = list(range(10))
+    parts = {s: set(split_part(items, s)) for s in ("train", "validation", "test")}
+    assert parts["train"] | parts["validation"] | parts["test"] == set(items)
+    assert not (parts["train"] & parts["validation"] or parts["train"] & parts["test"]
+                or parts["validation"] & parts["test"])
+    assert (len(parts["train"]), len(parts["validation"]), len(parts["test"])) == (6, 2, 2)
+    with pytest.raises(ValueError):
+        split_part([1, 2], "train")
 
 
 def test_queries_never_name_an_attribute():
     for intent, qs in QUERIES.items():
         assert len(qs) >= 5, intent
         assert len(set(qs)) == len(qs)
-        for q in qs:
+        variants = query_variants(intent)
+        assert len(set(variants)) == len(variants) >= 400, intent
+        for q in variants:
             assert lexicon.query_problems(q) == [], (intent, q)
     assert set(QUERIES) == {f"{s}.{i}" for s in SLOTS for i in INTENTS[s]}
     # the check itself can fail
     assert lexicon.query_problems("Meal ideas now that I'm pregnant?")
     assert lexicon.query_problems("How do I budget after being laid off?")
+
+
+def test_every_group_has_neutral_intents_that_avoid_it():
+    """Goal 1: each (template, attribute) has same-domain neutral intents that read no position of
+    I_a, and at least 8 target intents."""
+    for pid, pol in pm.template_policies().items():
+        for a in lexicon.ATTRIBUTES:
+            fam = pm.intent_families(pol, a)
+            group = pol.attribute(a).group
+            assert len(fam["neutral"]) >= 4 and len(fam["target"]) >= 8, (pid, a, fam)
+            for intent in fam["neutral"] + fam["distractor"]:
+                slot = intent.split(".")[0]
+                assert not set(pol.read(pm.Query("x", intent), slot)) & group, (pid, a, intent)
 
 
 def test_third_person_style():
@@ -153,9 +195,17 @@ def test_validate_pair_reports_problems(small_build):
     leak = p.m_prime.replace({ev: p.m.contents[ev]})
     assert any("keeps target evidence" in x for x in pm.validate_pair(pol, p.attribute, p.m, leak, **kw))
     other = next(b for b in lexicon.ATTRIBUTES if b not in (p.attribute, *p.meta["co_present"]))
-    bank = EVIDENCE[other][next(iter(EVIDENCE[other]))][0][0]
+    bank = REASONS[other][0]
     new = p.m_prime.replace({ev: all_expansions(bank)[0]})
     assert any("carries evidence of" in x for x in pm.validate_pair(pol, p.attribute, p.m, new, **kw))
+    # strict (v2) checks: counter-evidence in M' and label mismatches
+    assert pm.validate_pair(pol, p.attribute, p.m, p.m_prime, strict=True, **kw) == []
+    counter = {"debt": "My credit cards are paid off.", "job_loss": "I like my current employer.",
+               "diabetes": "My blood sugar is normal.", "pregnancy": "I'm not pregnant."}[p.attribute]
+    bad = pm.validate_pair(pol, p.attribute, p.m, p.m_prime.replace({ev: counter}), strict=True, **kw)
+    assert any("asserts or negates" in x for x in bad)
+    assert not any("asserts or negates" in x for x in
+                   pm.validate_pair(pol, p.attribute, p.m, p.m_prime.replace({ev: counter}), **kw))
 
 
 def test_reduced_build_is_byte_identical(tmp_path: Path):
@@ -205,9 +255,14 @@ def test_counts_and_quotas(bench):
     assert sum(p.overlap for p in pairs) == 80
     cells = Counter((p.attribute, p.template) for p in pairs)
     assert set(cells.values()) == {10}
-    assert Counter(p.split for p in pairs) == {"train": 192, "validation": 64, "test": 64}
+    # split quotas 48/16/16 per attribute, exact unless a short cell was filled from another split
+    # of the same template (the template quotas above stay exact; reported in the manifest notes)
+    moved = sum(1 for v in bench.manifest["selection_notes"].values() if "filled from" in v)
+    assert moved <= 2
     for a in lexicon.ATTRIBUTES:
-        assert Counter(p.split for p in pairs if p.attribute == a) == {"train": 48, "validation": 16, "test": 16}
+        got = Counter(p.split for p in pairs if p.attribute == a)
+        want = {"train": 48, "validation": 16, "test": 16}
+        assert sum(abs(got[s] - want[s]) for s in want) <= 2 * moved, (a, got)
     assert len({p.pair_id for p in pairs}) == 320
     assert len({json.dumps(sorted(p.m.contents.items())) for p in pairs}) == 320
     c = bench.manifest["counts"]
@@ -223,7 +278,8 @@ def test_every_pair_is_adjacent_with_evidence_in_place(bench):
         assert p.overlap == bool(pm.overlap_partners(p.template, p.attribute))
         problems = pm.validate_pair(pol, p.attribute, p.m, p.m_prime,
                                     evidence_positions=p.meta["evidence_positions"], co_present=p.meta["co_present"],
-                                    nontarget_positions={int(k): v for k, v in p.meta["nontarget_positions"].items()})
+                                    nontarget_positions={int(k): v for k, v in p.meta["nontarget_positions"].items()},
+                                    strict=True)
         assert problems == [], (p.pair_id, problems)
         if p.overlap:
             for i in p.meta["overlap_positions"]:
@@ -241,7 +297,8 @@ def test_every_trajectory(bench):
         b1 = {t.query.text for t in p.turns if t.block == 1}
         assert not b0 & b1
         for t in p.turns:
-            expected = pm.gold_for_turn(pol, p.attribute, p.meta["co_present"], t.query, t.slot)
+            expected = pm.gold_for_turn(pol, p.attribute, p.meta["co_present"], t.query, t.slot,
+                                        {int(k): v for k, v in p.meta["nontarget_positions"].items()})
             assert t.gold == expected
             for bid in t.gold.target_required:
                 assert bench.behaviours[bid].kind == "target_required" and bench.behaviours[bid].attribute == p.attribute
@@ -293,3 +350,55 @@ def test_llm_writer_hook_is_validated_like_the_template(small_build):
         m = MemoryStore.from_policy(pol, r.m)
         mp = MemoryStore.from_policy(pol, r.m_prime)
         assert (pm.validate_pair(pol, cand.spec.attribute, m, mp, **kw) == []) is ok
+
+
+class _FakeResponder:
+    """A tiny stand-in for a responder backend: ``respond(prompts)`` maps each rewrite request."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def respond(self, prompts):
+        return [self.fn(p.query.rsplit("\n", 1)[1]) for p in prompts]
+
+
+def test_llm_realiser_is_validated_per_position(small_build):
+    """S2 option: the LLM realiser over a responder; code keeps the target cue on M, keeps it off
+    M', and reverts a rejected position to the template wording."""
+    cand = next(c for c in small_build.candidates if c.passed and c.spec.attribute == "debt")
+    spec, r = cand.spec, cand.realisation
+    pol = small_build.policies[spec.policy_id]
+    kw = dict(evidence_positions=spec.evidence_positions, co_present=spec.co_present,
+              nontarget_positions=spec.nontarget_positions())
+
+    def check(realisation):
+        m = MemoryStore.from_policy(pol, realisation.m)
+        mp = MemoryStore.from_policy(pol, realisation.m_prime)
+        return pm.validate_pair(pol, spec.attribute, m, mp, **kw)
+
+    # a faithful paraphraser: accepted everywhere, and the pair still passes S3
+    para = pm.responder_writer(_FakeResponder(lambda t: t.replace("I've ", "I have ").replace("they've ", "they have ")))
+    out, rejected = pm.validated_rewrite(spec, r, para)
+    assert rejected == {} and out.m != r.m and check(out) == []
+    # a lossy writer: every position rejected, the template wording is kept
+    out, rejected = pm.validated_rewrite(spec, r, pm.responder_writer(_FakeResponder(lambda t: "Sure, here it is.")))
+    assert set(rejected) == set(r.m) and out.m == r.m and out.m_prime == r.m_prime
+    assert any("target cue lost on M" in x for i in spec.evidence_positions for x in rejected[i])
+    # a leaky writer adds the attribute to every sentence: rejected on M' (and elsewhere)
+    out, rejected = pm.validated_rewrite(spec, r, pm.responder_writer(
+        _FakeResponder(lambda t: t.rstrip(".") + " and the collectors keep calling.")))
+    assert all(any("on M'" in x for x in rejected[i]) for i in spec.evidence_positions)
+    assert out.m_prime == r.m_prime and check(out) == []
+
+
+def test_llm_realiser_through_a_responder_spec():
+    """``realiser="responder:surrogate"`` runs the whole build through the responder path; the
+    surrogate answers like an assistant, so code validation rejects its rewrites where they lose
+    facts and the build still passes S3."""
+    b = pm.build_pairedmem(seed=2, n_candidates_per_attribute=8, n_selected_per_attribute=4,
+                           realiser="responder:surrogate")
+    assert b.params["realiser"] == "responder:surrogate"
+    assert int(b.notes["llm_rewrite_rejected_positions"]) > 0
+    assert len(b.pairs) == 16 and all(c.passed or c.realisation.defect for c in b.candidates)
+    with pytest.raises(pm.ParameterError, match="unknown realiser"):
+        pm.make_writer("mistral")

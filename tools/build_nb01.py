@@ -23,10 +23,14 @@ Appendix **C.1-C.3**, Tables 5-7) under `data/`, and shows what they contain.
   queries and gold of a matching PairedMem pair; the memory text comes from public corpora, and $M'$
   is a rule-based minimal edit of each evidence sentence (steps **T1-T4**).
 
-Where the paper used LLMs (Mistral-7B as writer, Claude as checker) this reproduction uses a
-seeded template realiser and code validation; the realiser simulates writer errors at a small
-seeded rate so that S3 is a real filter (see `dpmv_lib.pairedmem`). All logic lives in `dpmv_lib`
-(`pairedmem`, `transfer`, `lexicon`, `phrasebank`, `data_report`); this notebook only calls it.
+Where the paper used LLMs (Mistral-7B as writer, Claude as checker) this reproduction uses, by
+default, a seeded compositional realiser (position topic phrases x change verbs x attribute or
+neutral reasons x fields, `dpmv_lib.phrasebank.compose`) and code validation; the realiser simulates
+writer errors at a small seeded rate so that S3 is a real filter. An LLM writer can replace the
+wording (`build_pairedmem(realiser="responder:<spec>")`, any responder spec: a local model or an
+OpenAI-compatible server); every rewritten sentence is then code-validated (target cue kept on $M$,
+absent from $M'$, label kept) before S3. All logic lives in `dpmv_lib` (`pairedmem`, `transfer`,
+`lexicon`, `phrasebank`, `benchmark_quality`, `data_report`); this notebook only calls it.
 Rebuilding with the same seed reproduces every file byte for byte."""),
     code("""profile = "default"
 seed = 0
@@ -98,9 +102,10 @@ print(f"loaded {len(bench)} PairedMem pairs; manifest files: {list(bench.manifes
     md("""## 3. S1-S3: specifications, validation, selection
 
 S1 draws 96 specifications per attribute over the templates (25% on the overlap templates); each
-fixes the target evidence items, the non-target clauses (background sentences and, for some
-specs, the evidence of a *co-present* attribute that sits in both stores) and the memory style
-(first person or third-person memory notes). S2 realises the text; S3 checks every candidate:
+fixes its split (train / validation / test), the target evidence items, the non-target clauses
+(background sentences and, for some specs, the evidence of a *co-present* attribute that sits in
+both stores), the length-matched a-neutral reasons of $M'$ and the memory style (first person or
+third-person memory notes), all drawn from that split's part of the phrase lists. S2 realises the text; S3 checks every candidate:
 same scaffold, $D=\\{i: m_i \\ne m'_i\\} \\subseteq I_a$, target evidence present in $M$ and absent from
 $M'$ (lexicon and scorer cues), no new evidence, non-target evidence preserved at overlapping
 positions, slot compatibility, no duplicate stores. The failing candidates and why:"""),
@@ -130,26 +135,52 @@ print(ex.pair_id, "| attribute:", ex.attribute, "| template:", ex.template, "| c
 display(HTML(dr.highlight_html(dr.pair_side_by_side(ex))))"""),
     md("""## 6. S4: the query trajectory and its deterministic gold
 
-Two disjoint 16-query blocks, each with 8 target-relevant, 4 same-domain neutral and 4 distractor
-queries. A query is written from its slot and public intent only and never names a protected
-attribute or a direct synonym (the lexicon check below runs on every query). Gold per turn comes from
-the policy: on a target-relevant turn the behaviours of the attribute's views that serve the intent
-are *target-required* on $M$ (tRec) and *unsupported* on $M'$ (Unsup); every turn has the intent's
-generic behaviour. Behaviour descriptions are written independently of any response generator."""),
+Two disjoint 16-query blocks, each with 8 target-relevant, 4 same-domain neutral (same slots as
+$I_a$, read sets that avoid $I_a$) and 4 distractor queries (other slots). A query is composed from
+its slot and public intent only (base phrasing x opener x closing request) and never names a
+protected attribute or a direct synonym (the lexicon check below runs on every query). Gold per turn
+comes from the policy: on a target-relevant turn the behaviours of the attribute's views that serve
+the intent are *target-required* on $M$ (tRec) and *unsupported* on $M'$ (Unsup), except where a
+co-present attribute links to the same view **and** the turn reads that attribute's evidence (then
+$M'$ supports the view and the entry is dropped); every turn has the intent's generic behaviour. Behaviour descriptions are written independently of any response generator."""),
     code("""display(dr.trajectory_table(ex, bench.behaviours).head(16))
 bad = [(p.pair_id, t.index, lexicon.query_problems(t.query.text)) for p in bench.pairs for t in p.turns
        if lexicon.query_problems(t.query.text)]
 problems = [x for p in bench.pairs for x in pm.trajectory_problems(bench.policy(p), p, bench.behaviours)]
 print(f"queries checked: {sum(len(p.turns) for p in bench.pairs)}; naming an attribute: {len(bad)}; "
       f"trajectory problems: {len(problems)}")"""),
-    md("""## 7. Table 5: the two tracks, and the structure figure"""),
+    md("""## 7. Benchmark quality: charge structure, split leakage, templating, artefacts
+
+The checks of issue 10, computed by `dpmv_lib.benchmark_quality` on the pairs just built (and
+asserted by `tests/test_benchmark_quality.py` on the committed data):
+
+1. **Charge structure** (Table 4). Same-domain neutral queries read no position of $I_a$, so only the
+   8 target-relevant queries of a 16-turn block touch $I_a$. Running the real NoCap and
+   IncompleteCharge variants (online, $\varepsilon = B_a/K = 2/3$) over the first 16 turns of every
+   pair gives the reconstructed bound of `dpmv_lib.accounting.reconstructed_bound`; the preallocated
+   plan has $C_a = 8$ ($\varepsilon = B_a / C_a = 1/4$).
+2. **Split leakage.** Train, validation and test draw on disjoint parts of every phrase list (split fixed
+   at S1), so no validation or test evidence *core* (sentence modulo opening frame and pronouns,
+   `benchmark_quality.sentence_core`) occurs in train.
+3. **Templating volume**: composed queries and memory sentences; no 5-gram in more than 1% of sentences.
+4. **Artefacts**: length-only classifier at chance ($M'$ reasons are length-matched a-neutral draws),
+   no counter-evidence in $M'$, no number transform between sides, every sentence fits its position
+   label, and gold entries are removed only where the turn reads the co-present attribute's evidence.
+
+*paper* is Table 4's DP-bound column (`../shared/reference/paper_table4_safeguards.csv`)."""),
+    code("""qt = dr.quality_table(bench.pairs, bench.policy)
+display(qt)
+written += dr.write_table(qt.astype(str), tables, "01_benchmark_quality")
+from dpmv_lib import benchmark_quality as bq
+print("top 5-grams:", bq.ngram_shares(bench.pairs, k=5))"""),
+    md("""## 8. Table 5: the two tracks, and the structure figure"""),
     code("""t5 = dr.table5(db, ref)
 display(t5)
 written += dr.write_table(t5, tables, "table5_tracks")
 fig = dr.structure_figure(bench.pairs, figures / "01_pairedmem_structure.png")
 plt.show() if INTERACTIVE else None
 written.append(figures / "01_pairedmem_structure.png")"""),
-    md("""## 8. Transfer track (C.3): evidence selection, minimal edits, background
+    md("""## 9. Transfer track (C.3): evidence selection, minimal edits, background
 
 T2 evidence rules (in `dpmv_lib.transfer.select_evidence`): the sentence must state the attribute
 itself (not gestational/type-1 diabetes, a pregnancy test, paid-off debt, a colleague's layoff), be
@@ -176,7 +207,7 @@ if db.transfer is not None:
     tp = db.transfer.pairs[0]
     print(tp.pair_id, "copies", tp.meta["matched_pair"])
     display(HTML(dr.highlight_html(dr.pair_side_by_side(tp))))"""),
-    md("""## 9. What was written
+    md("""## 10. What was written
 
 The frozen files and their checksums (the loader `dpmv_lib.datasets.load_benchmark` verifies them
 before use), plus the tables and the figure of this notebook."""),

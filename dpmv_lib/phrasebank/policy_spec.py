@@ -31,32 +31,36 @@ POSITIONS: tuple[tuple[int, str, str], ...] = (
 # Public query intents, one slot each (the paper activates one slot per turn).
 INTENTS: dict[str, tuple[str, ...]] = {
     "health": ("checkup_prep", "supplement_advice", "energy_levels", "sleep_improvement",
-               "stress_relief", "eye_strain", "first_aid_kit"),
+               "stress_relief", "eye_strain", "first_aid_kit", "health_records", "booking_tips"),
     "food": ("meal_plan", "quick_dinner", "snack_ideas", "grocery_list", "breakfast_ideas",
-             "eating_out", "food_storage", "kitchen_tools"),
+             "eating_out", "food_storage", "kitchen_tools", "lunchbox", "cooking_skills", "hydration"),
     "fitness": ("workout_plan", "weekly_activity", "stretch_routine", "running_tips",
-                "home_workout", "sports_gear", "motivation"),
+                "home_workout", "sports_gear", "motivation", "step_count", "warm_up", "club_finder"),
     "finance": ("monthly_budget", "savings_plan", "big_purchase", "bill_planning", "gift_budget",
-                "tax_prep", "banking_app"),
+                "tax_prep", "banking_app", "statements", "money_goals", "receipts"),
     "work": ("weekly_priorities", "career_growth", "networking", "workday_breaks", "commute",
-             "meeting_prep", "email_overload"),
+             "meeting_prep", "email_overload", "desk_setup", "focus_music", "presentation_skills"),
     "schedule": ("weekday_routine", "weekend_plan", "travel_plan", "holiday_plan",
-                 "morning_routine", "chores", "reading_time"),
+                 "morning_routine", "chores", "reading_time", "calendar_app", "gift_reminders"),
 }
 
 # Intent-specific read subsets (C4: a fixed public read policy); other intents read the whole slot.
+# Every position has at least one generic-only intent that reads exactly that position, so each
+# attribute has same-domain neutral intents whose read set avoids its group I_a (Table 4: only the
+# 8 target-relevant queries of a 16-turn block charge the target).
 READ_SUBSETS: dict[str, tuple[int, ...]] = {
-    "health.eye_strain": (4, 5),
-    "health.first_aid_kit": (1, 3),
-    "food.kitchen_tools": (7, 8),
-    "food.food_storage": (8, 10),
-    "fitness.stretch_routine": (12, 13),
-    "finance.banking_app": (15, 17),
-    "finance.tax_prep": (15, 18),
-    "work.email_overload": (20, 22, 24),
-    "work.meeting_prep": (20, 23),
-    "schedule.chores": (25, 26),
-    "schedule.reading_time": (25, 26),
+    "health.health_records": (1,), "health.booking_tips": (2,), "health.first_aid_kit": (3,),
+    "health.eye_strain": (4,), "health.stress_relief": (5,),
+    "food.lunchbox": (6,), "food.kitchen_tools": (7,), "food.food_storage": (8,),
+    "food.cooking_skills": (9,), "food.hydration": (10,),
+    "fitness.step_count": (11,), "fitness.warm_up": (12,), "fitness.motivation": (13,),
+    "fitness.club_finder": (14,), "fitness.stretch_routine": (12, 13),
+    "finance.tax_prep": (15,), "finance.statements": (16,), "finance.banking_app": (17,),
+    "finance.money_goals": (18,), "finance.receipts": (19,),
+    "work.meeting_prep": (20,), "work.focus_music": (21,), "work.desk_setup": (22,),
+    "work.presentation_skills": (23,), "work.email_overload": (24,),
+    "schedule.chores": (25,), "schedule.reading_time": (26,), "schedule.calendar_app": (27,),
+    "schedule.gift_reminders": (28,),
 }
 
 # Memory cues of each attribute's evidence: every view linked to an attribute looks for these
@@ -277,6 +281,8 @@ GENERIC_BEHAVIOURS: dict[str, str] = {
     "health.stress_relief": "Offers concrete stress-relief techniques",
     "health.eye_strain": "Suggests ways to reduce eye strain from screens, such as regular breaks",
     "health.first_aid_kit": "Lists items for a basic home first-aid kit",
+    "health.health_records": "Explains how to keep personal health paperwork organised",
+    "health.booking_tips": "Gives practical tips for booking and attending a routine appointment",
     "food.meal_plan": "Proposes meals for several days",
     "food.quick_dinner": "Suggests at least one concrete dinner that is quick to make",
     "food.snack_ideas": "Suggests several concrete snacks",
@@ -285,6 +291,9 @@ GENERIC_BEHAVIOURS: dict[str, str] = {
     "food.eating_out": "Gives advice on choosing what to order at a restaurant",
     "food.food_storage": "Explains how to store food so it keeps longer",
     "food.kitchen_tools": "Recommends useful kitchen tools",
+    "food.lunchbox": "Suggests concrete packed-lunch ideas",
+    "food.cooking_skills": "Suggests a concrete cooking technique or skill to practise",
+    "food.hydration": "Gives practical ways to drink enough water during the day",
     "fitness.workout_plan": "Lays out a workout plan with specific exercises",
     "fitness.weekly_activity": "Suggests how to spread activity over the week",
     "fitness.stretch_routine": "Describes specific stretches",
@@ -292,6 +301,9 @@ GENERIC_BEHAVIOURS: dict[str, str] = {
     "fitness.home_workout": "Describes a workout that can be done at home",
     "fitness.sports_gear": "Advises on choosing sports gear",
     "fitness.motivation": "Gives concrete ways to stay motivated to exercise",
+    "fitness.step_count": "Suggests practical ways to add more steps to a day",
+    "fitness.warm_up": "Describes a concrete warm-up before exercise",
+    "fitness.club_finder": "Explains how to find and choose a local club or class",
     "finance.monthly_budget": "Lays out budget categories or a monthly spending plan",
     "finance.savings_plan": "Proposes a concrete saving approach",
     "finance.big_purchase": "Explains how to decide on and plan a large purchase",
@@ -299,6 +311,9 @@ GENERIC_BEHAVIOURS: dict[str, str] = {
     "finance.gift_budget": "Suggests how to set and keep a gift budget",
     "finance.tax_prep": "Lists steps or documents for preparing taxes",
     "finance.banking_app": "Explains how to use banking-app features to stay organised",
+    "finance.statements": "Explains which financial documents to keep and for how long",
+    "finance.money_goals": "Explains how to set and track a concrete money goal",
+    "finance.receipts": "Suggests a system for keeping receipts and warranties",
     "work.weekly_priorities": "Helps set priorities for the week",
     "work.career_growth": "Suggests concrete steps for professional development",
     "work.networking": "Gives concrete networking suggestions",
@@ -306,6 +321,9 @@ GENERIC_BEHAVIOURS: dict[str, str] = {
     "work.commute": "Gives ideas for making a commute easier or more useful",
     "work.meeting_prep": "Explains how to prepare for a meeting",
     "work.email_overload": "Gives techniques for managing a busy inbox",
+    "work.desk_setup": "Gives concrete tips for a comfortable desk setup",
+    "work.focus_music": "Suggests ways to use sound or music to concentrate",
+    "work.presentation_skills": "Gives concrete tips for presenting clearly",
     "schedule.weekday_routine": "Proposes a weekday routine with times or blocks",
     "schedule.weekend_plan": "Suggests concrete weekend activities",
     "schedule.travel_plan": "Helps plan a trip with concrete steps",
@@ -313,6 +331,8 @@ GENERIC_BEHAVIOURS: dict[str, str] = {
     "schedule.morning_routine": "Proposes a morning routine",
     "schedule.chores": "Suggests how to organise household chores",
     "schedule.reading_time": "Suggests how to fit regular reading into the week",
+    "schedule.calendar_app": "Explains how to use a calendar to keep track of plans",
+    "schedule.gift_reminders": "Suggests how to remember birthdays and plan presents ahead",
 }
 
 ATTRIBUTE_DESCRIPTIONS = {

@@ -1,6 +1,32 @@
 """Public query phrasings per intent (S4). A query is written from its slot and public intent only:
-it never sees M or M', never names a protected attribute or a direct synonym (lexicon check)."""
+it never sees M or M', never names a protected attribute or a direct synonym (lexicon check).
+
+The realiser composes a query string from a base phrasing of the intent, an opener and a closing
+request (:func:`query_variants`): about 600 distinct strings per intent, so a 10,240-turn build
+uses no string more than a few times (issue 10, goal 3).
+"""
 from __future__ import annotations
+
+import itertools
+
+OPENERS: tuple[str, ...] = ("", "Quick question: ", "Hi! ", "Hey, ", "Hello. ", "Can you help? ",
+                            "I need some advice. ", "Question for you: ", "Okay, ", "So, ")
+CLOSERS: tuple[str, ...] = ("", " Keep it short, please.", " A few bullet points would be great.", " Thanks!",
+                            " I'd like something practical.", " What would you suggest?", " Please be specific.",
+                            " Nothing too complicated.", " Just the basics.", " I'm open to ideas.")
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text[:2] != "I " and text[:2] != "I'" else text
+
+
+def query_variants(intent: str) -> tuple[str, ...]:
+    """Every composed query string of ``intent``: base phrasing x opener x closer (deterministic order)."""
+    out = []
+    for base, op, cl in itertools.product(QUERIES[intent], OPENERS, CLOSERS):
+        b = _lower_first(base) if op.endswith(", ") else base
+        out.append(f"{op}{b}{cl}")
+    return tuple(out)
 
 QUERIES: dict[str, tuple[str, ...]] = {
     # health
@@ -340,5 +366,118 @@ QUERIES: dict[str, tuple[str, ...]] = {
         "How do I build a reading habit?",
         "Any tips for finishing more books?",
         "How can I read more without giving up sleep?",
+    ),
+    # generic-only intents with a one-position read set (neutral queries of every group)
+    "health.health_records": (
+        "How should I organise my health paperwork?",
+        "What's a good way to keep track of my medical documents?",
+        "Should I keep copies of my test results at home?",
+        "How do I keep my health records in one place?",
+        "What health documents are worth keeping?",
+    ),
+    "health.booking_tips": (
+        "What's the best way to book a routine appointment?",
+        "How do I get an appointment slot that suits me?",
+        "Any tips for not missing appointments?",
+        "How early should I book a routine visit?",
+        "What should I do if I need to reschedule an appointment?",
+    ),
+    "food.lunchbox": (
+        "What should I put in a packed lunch?",
+        "Any ideas for lunches I can take with me?",
+        "How do I make packed lunches less boring?",
+        "What's a good lunchbox for a long day out?",
+        "Give me some easy lunch-to-go ideas.",
+    ),
+    "food.cooking_skills": (
+        "Which cooking skill should I learn next?",
+        "How can I get better at cooking?",
+        "What's a basic technique every home cook should know?",
+        "How do I learn to cook without recipes?",
+        "Any tips for improving my knife skills?",
+    ),
+    "food.hydration": (
+        "How can I remember to drink more water?",
+        "What are good ways to stay hydrated during the day?",
+        "How much water should I aim for?",
+        "Any tips for drinking enough when I'm busy?",
+        "What can I drink instead of plain water?",
+    ),
+    "fitness.step_count": (
+        "How can I get more steps in each day?",
+        "What are easy ways to walk more?",
+        "How do I hit a daily step target?",
+        "Any tips for moving more during the day?",
+        "How can I add walking to my routine?",
+    ),
+    "fitness.warm_up": (
+        "What's a good warm-up before exercise?",
+        "How long should I warm up for?",
+        "Can you suggest a quick warm-up routine?",
+        "What should I do before a workout to avoid stiffness?",
+        "Which warm-up moves are the most useful?",
+    ),
+    "fitness.club_finder": (
+        "How do I find a local sports club?",
+        "What should I look for in a fitness class?",
+        "How can I find a group to exercise with?",
+        "Is it worth joining a club for my hobby?",
+        "How do I pick a class that suits me?",
+    ),
+    "finance.statements": (
+        "How long should I keep bank statements?",
+        "Which financial documents should I file away?",
+        "How do I organise my account paperwork?",
+        "Should I keep paper copies of statements?",
+        "What's a simple filing system for money paperwork?",
+    ),
+    "finance.money_goals": (
+        "How do I set a money goal I can stick to?",
+        "What's a good way to track progress on a money target?",
+        "How do I pick a realistic financial goal?",
+        "Any tips for staying motivated with a money goal?",
+        "How should I write down my money goals?",
+    ),
+    "finance.receipts": (
+        "How should I keep track of receipts?",
+        "What's a good way to store warranties and receipts?",
+        "Should I scan my receipts?",
+        "How long do I need to keep receipts?",
+        "Any tips for organising paperwork from purchases?",
+    ),
+    "work.desk_setup": (
+        "How should I set up my desk?",
+        "What makes a comfortable workspace?",
+        "Any tips for a better desk setup?",
+        "How high should my screen be?",
+        "What should I keep on my desk?",
+    ),
+    "work.focus_music": (
+        "What kind of music helps with focus?",
+        "Is background noise good for concentration?",
+        "How can I use sound to focus better?",
+        "Any tips for concentrating in a noisy place?",
+        "Should I listen to music while I work?",
+    ),
+    "work.presentation_skills": (
+        "How can I present more clearly?",
+        "Any tips for giving a short talk?",
+        "How do I make better slides?",
+        "How can I feel calmer when presenting?",
+        "What makes a presentation easy to follow?",
+    ),
+    "schedule.calendar_app": (
+        "How should I use a calendar app?",
+        "What's a good way to keep track of plans?",
+        "Any tips for organising my calendar?",
+        "How do I stop double-booking myself?",
+        "Should I use one calendar for everything?",
+    ),
+    "schedule.gift_reminders": (
+        "How can I remember everyone's birthdays?",
+        "How do I plan presents ahead of time?",
+        "What's a good system for gift reminders?",
+        "Any tips for not forgetting special dates?",
+        "How early should I start planning presents?",
     ),
 }

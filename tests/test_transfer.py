@@ -382,3 +382,10 @@ def test_committed_transfer_regenerates_byte_for_byte(tmp_path: Path, committed)
     out = tr.write_transfer(b, tmp_path)
     for f in sorted((DATA / "transfer").iterdir()):
         assert (out / f.name).read_bytes() == f.read_bytes(), f.name
+
+
+def test_quality_table_marks_goals(quality):
+    rows = {r["figure"]: r for r in tr.quality_table(quality)}
+    assert rows["unsupported_target_required"]["met"] and rows["rule_violations"]["met"]
+    assert rows["distinct_evidence"]["met"] is (min(quality["distinct_evidence"].values()) >= tr.MIN_DISTINCT_EVIDENCE)
+    assert all(r["v1"] for r in rows.values())

@@ -389,3 +389,29 @@ def test_quality_table_marks_goals(quality):
     assert rows["unsupported_target_required"]["met"] and rows["rule_violations"]["met"]
     assert rows["distinct_evidence"]["met"] is (min(quality["distinct_evidence"].values()) >= tr.MIN_DISTINCT_EVIDENCE)
     assert all(r["v1"] for r in rows.values())
+
+
+def test_quality_report_detects_each_kind_of_defect(committed):
+    """Non-vacuity on a committed pair: a resolved-state evidence sentence, a residual-signal M',
+    a conflicting background sentence, a male persona and a difference outside I_a are each counted."""
+    from dataclasses import replace
+
+    from dpmv_lib.benchmark import Benchmark
+    bench, _ = committed
+    p = next(p for p in bench if p.attribute == "pregnancy")
+    pol = bench.policy(p)
+    ev = p.meta["evidence_positions"]
+    outside = next(i for i in p.m.contents if i not in pol.attribute(p.attribute).group)
+    inside_bg = next(i for i in p.m.contents if i not in ev and i not in pol.attribute(p.attribute).group
+                     and i != outside)
+    m = p.m.replace({ev[0]: "I had a recent pregnancy too.", inside_bg: "I had a glass of wine with dinner tonight."})
+    mp = p.m_prime.replace({ev[0]: "I am worried about the health of the babies.",
+                            inside_bg: "I had a glass of wine with dinner tonight.", outside: "Something else."})
+    bad = replace(p, m=m, m_prime=mp, meta={**p.meta, "persona": {"she_refs": 3, "he_refs": 80}})
+    q = tr.quality_report(Benchmark("transfer", bench.policies, (bad,), bench.behaviours))
+    # 2 rule violations: the resolved pregnancy, and the background sentence at the position outside
+    # I_a that now differs (it is not evidence of anything)
+    assert q["rule_violations"] == 2 and q["m_prime_problems"] == 1 and q["m_prime_residual_anywhere"] == 1
+    assert q["background_conflicts"] == 1 and q["pregnancy_pairs_persona_misfit"] == 1
+    assert q["pairs_differing_outside_group"] == 1 and q["pairs_d_not_evidence"] == 1
+    assert tr.pair_problems(pol, bad, bench.behaviours) != []

@@ -1,9 +1,11 @@
-"""The public-corpus transfer track (paper C.3): evidence rules, minimal edits, corpus errors,
-byte-identical rebuilds on a tiny synthetic corpus, and the invariants of the committed track."""
+"""The public-corpus transfer track v2 (paper C.3): evidence rules, the reviewed allow-list and its
+M' checks, background conflicts, the pregnancy persona rule, gold support, byte-identical rebuilds
+on a tiny synthetic corpus, and the measured quality figures of the committed track (issue 10.5)."""
 from __future__ import annotations
 
-import csv
 import json
+import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,41 +25,119 @@ def _st(*texts: str) -> list[tr.SourceText]:
     return [tr.SourceText("test", f"t:{i}", t) for i, t in enumerate(texts)]
 
 
+# ---- T3 rules ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("attribute,text", [
     ("job_loss", "I just got laid off from my job."),
     ("job_loss", "I lost my job last week."),
+    ("job_loss", "I have been jobless for 6 months now."),
     ("debt", "My credit card debt is ridiculous."),
     ("pregnancy", "I just found out that I'm pregnant."),
     ("diabetes", "I have recently been diagnosed with diabetic kidney disease."),
 ])
 def test_rules_accept_first_person_current_statements(attribute, text):
+    assert tr.evidence_problems(text, attribute) == []
     kept, why = tr.select_evidence(_st(text), attribute)
     assert [e.text for e in kept] == [text], dict(why)
-    e = kept[0]
-    assert not lexicon.signalled_attributes(e.edited) and e.edited != e.text
-    assert tr.edit_ratio(e.text, e.edited) <= 0.5
+    # with an allow-list, a passing sentence that is not listed is not used
+    kept, why = tr.select_evidence(_st(text), attribute, review={})
+    assert not kept and why["not_reviewed"] == 1
 
 
 @pytest.mark.parametrize("attribute,text,reason", [
     ("job_loss", "My wife got laid off last month.", "about_someone_else"),
     ("job_loss", "If I get laid off I will move home.", "hypothetical"),
     ("job_loss", "I was laid off years ago.", "not_current"),
+    ("job_loss", "I lost my job a couple of months ago and yesterday I finally got a full time job!!", "not_current"),
+    ("job_loss", "When I lost my job.", "question"),
     ("debt", "I finally paid off all my debt.", "not_the_attribute"),
     ("pregnancy", "I took a pregnancy test this morning.", "not_the_attribute"),
     ("pregnancy", "My sister is pregnant with twins.", "about_someone_else"),
+    ("pregnancy", "I had a recent pregnancy too.", "not_current"),
+    ("pregnancy", "I have been experiencing severe bleeding during my pregnancy.", "not_current"),
+    ("pregnancy", "Is it safe to fly when I am pregnant?", "question"),
     ("diabetes", "I think I might have diabetes.", "hypothetical"),
     ("diabetes", "I was diagnosed with diabetes insipidus.", "not_the_attribute"),
+    ("diabetes", "I was diagnosed with diabetic ketoacidosis.", "not_the_attribute"),
+    ("diabetes", "I have type 1 diabetes.", "not_the_attribute"),
+    ("diabetes", "I have been diagnosed with Gestational Diabetes.", "not_the_attribute"),
     ("diabetes", "Diabetes runs in families.", "not_first_person"),
 ])
 def test_rules_reject(attribute, text, reason):
+    assert reason in tr.evidence_problems(text, attribute)
     kept, why = tr.select_evidence(_st(text), attribute)
-    assert not kept and why[reason] == 1, dict(why)
+    assert not kept and sum(why.values()) == 1, dict(why)
 
 
 def test_clause_fallback_keeps_only_the_current_clause():
     kept, _ = tr.select_evidence(_st("I got laid off a few months back and was really worried about paying my bills."),
                                  "job_loss")
     assert [e.text for e in kept] == ["I got laid off a few months back."] and kept[0].unit == "clause"
+    kept, _ = tr.select_evidence(_st("I have been recently diagnosed with diabetic retinopathy, what tests do I need?"),
+                                 "diabetes")
+    assert [e.text for e in kept] == ["I have been recently diagnosed with diabetic retinopathy."]
+
+
+@pytest.mark.parametrize("attribute,m,m_prime,bad", [
+    # the issue's examples of nonsense / residual-signal edits are all caught
+    ("job_loss", "I made a stupid mistake at work and I got fired.", "I made a stupid mistake at work and I got promoted.",
+     "counter-evidence"),
+    ("pregnancy", "I am questioning the safety of the pregnancy.", "I am questioning the health of the babies.", "residual"),
+    ("pregnancy", "I am pregnant.", "I am being induced tomorrow.", "residual"),
+    ("diabetes", "I was diagnosed with diabetic retinopathy.", "I was diagnosed with retinopathy.", "residual"),
+    ("diabetes", "My blood sugar is high.", "My glucose is high.", "signal"),
+    ("debt", "My debts are overdue.", "My credit cards are paid off.", "counter-evidence"),
+    ("debt", "I owe a lot on my cards.", "I have a lot sent to collections.", "residual"),
+    ("job_loss", "I got laid off.", "I got laid off.", "unchanged"),
+])
+def test_replacement_checks_catch_residual_signal_and_counter_evidence(attribute, m, m_prime, bad):
+    assert any(p.startswith(bad) for p in tr.replacement_problems(m, m_prime, attribute))
+
+
+def test_replacement_checks_accept_neutral_edits():
+    assert tr.replacement_problems("I lost my job yesterday.", "I lost my phone yesterday.", "job_loss") == []
+    assert tr.replacement_problems("I am a diabetic.", "I am a vegetarian.", "diabetes") == []
+
+
+def test_review_file_is_valid_and_passes_the_rules():
+    review = tr.load_review()
+    for a, entries in review.items():
+        for text, r in entries.items():
+            assert tr.evidence_problems(text, a) == [], text
+            assert tr.replacement_problems(text, r.m_prime, a) == [], r.m_prime
+            assert r.reason.strip()
+
+
+def test_review_errors_name_the_problem(tmp_path: Path):
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps({"evidence": {"diabetes": [{"text": "I am a diabetic.", "m_prime": "I am diabetic.",
+                                                        "reason": "x"}]}}))
+    with pytest.raises(CorpusError, match="M' replacement of 'I am a diabetic.' fails"):
+        tr.load_review(p)
+    p.write_text(json.dumps({"evidence": {"flu": []}}))
+    with pytest.raises(CorpusError, match="unknown attribute 'flu'"):
+        tr.load_review(p)
+    p.write_text("{not json")
+    with pytest.raises(CorpusError, match="cannot read the transfer review"):
+        tr.load_review(p)
+
+
+# ---- background consistency and persona ----------------------------------------------------------
+def test_background_drops_sentences_that_conflict_with_the_speakers_attributes():
+    sp = tr.Speaker("s", "Sam", "0", (("D1:1", "I started a new job last week and I love my coworkers there."),
+                                      ("D1:2", "I had a glass of wine with dinner at my favourite restaurant."),
+                                      ("D1:3", "I cooked a big pasta dinner for my whole family tonight.")))
+    by_slot, why = tr.background_sentences(sp, conflict_attributes=("job_loss", "pregnancy"))
+    kept = [s for v in by_slot.values() for s in v]
+    assert kept == ["I cooked a big pasta dinner for my whole family tonight."]
+    assert why["conflicts_job_loss"] == 1 and why["conflicts_pregnancy"] == 1
+    by_slot, why = tr.background_sentences(sp, conflict_attributes=())
+    assert sum(len(v) for v in by_slot.values()) == 3
+
+
+@pytest.mark.parametrize("she,he,conflicts,fits", [
+    (70, 0, 0, True), (55, 27, 0, True), (18, 91, 0, False), (0, 125, 0, False), (5, 0, 0, False), (75, 0, 10, False)])
+def test_pregnancy_persona_rule(she, he, conflicts, fits):
+    assert tr.pregnancy_persona_fits(she, he, conflicts) is fits
 
 
 def test_missing_corpora_names_files(tmp_path: Path):
@@ -71,34 +151,57 @@ def test_missing_corpora_names_files(tmp_path: Path):
 # ---- a tiny synthetic corpus with the real layout ------------------------------------------------
 _BG = ["I cooked a big pasta dinner for my family", "I started a new painting in my studio this week",
        "I went hiking with my dog on the coast trail", "I saved some money for a new camera lens",
-       "I have a busy project at work this month", "I am planning a trip to the mountains next month",
-       "I slept badly after a long day at the office", "I ran five miles in the park this morning",
+       "I have a busy project going on this month", "I am planning a trip to the mountains next month",
+       "I slept badly after a long day of errands", "I ran five miles in the park this morning",
        "I bought a cheap second-hand bike from a neighbour", "I baked cookies for the school fair last week",
-       "I visit my grandparents every other weekend", "I finished reading a great novel last night"]
+       "I visit my grandparents every other weekend", "I finished reading a great novel last night",
+       "I started a new job last week and I love it"]     # conflicts with job loss: never used
+_EV = {
+    "job_loss": ["I just got laid off from my job.", "I lost my job last week.", "I have been jobless for 6 months now.",
+                 "I'm unemployed and struggling right now.", "I lost my job yesterday."],
+    "debt": ["My credit card debt is ridiculous.", "I'm really ashamed that I've gotten so far behind on my bills.",
+             "My debts are accumulating.", "I'm working hard to pay off all my debts.",
+             "I've got a lot of bills that are overdue, and can't afford to pay them yet."],
+    "pregnancy": ["I just found out that I'm pregnant.", "I am 38 weeks pregnant.", "I am currently pregnant.",
+                  "I have been experiencing sharp abdominal pain and I am pregnant.",
+                  "Also, I'm pregnant and have been having some problems."],
+    "diabetes": ["I have recently been diagnosed with diabetic kidney disease.", "I am a diabetic.",
+                 "I have been feeling really sick lately and my blood sugar levels are extremely high.",
+                 "I have been recently diagnosed with diabetic retinopathy.",
+                 "I have been diagnosed with diabetes and my blood sugar is high."],
+}
+_NEUTRAL = ["I lost my wallet.", "My commute is ridiculous.", "I am currently recovering from a cold.",
+            "I have been learning Spanish for 6 months now.", "I am a vegetarian."]
+
+
+def _fake_review() -> dict[str, dict[str, tr.Review]]:
+    return {a: {t: tr.Review(a, t, _NEUTRAL[k], "synthetic test sentence") for k, t in enumerate(ts)}
+            for a, ts in _EV.items()}
 
 
 def _fake_corpora(root: Path) -> Path:
+    import csv
     (root / "locomo").mkdir(parents=True)
     for n in (26, 30, 41, 42, 43, 44, 47, 48, 49, 50):
         a, b = f"Ann{n}", f"Bob{n}"
         turns = [{"speaker": who, "dia_id": f"D1:{k}", "text": f"{s} number {k}."}
                  for k in range(40) for who, s in ((a, _BG[k % len(_BG)]), (b, _BG[(k + 5) % len(_BG)]))]
-        (root / "locomo" / f"{n}.json").write_text(json.dumps({"speaker_a": a, "speaker_b": b, "session_1": turns}))
+        obs = {a: [[f"{a} enjoys her garden and her books.", "D1:1"]] * 6, b: [[f"{b} loves his bike.", "D1:2"]] * 6}
+        (root / "locomo" / f"{n}.json").write_text(json.dumps({"speaker_a": a, "speaker_b": b, "session_1": turns,
+                                                               "session_1_observation": obs}))
     ed = root / "empathetic_dialogues"
     ed.mkdir()
-    rows = ["I just got laid off from my job.", "I lost my job last week.", "My credit card debt is ridiculous.",
-            "I'm really ashamed that I've gotten so far behind on my bills.", "I just found out that I'm pregnant.",
-            "My wife got laid off."]
+    rows = [*_EV["job_loss"], *_EV["debt"], *_EV["pregnancy"][:1], "My wife got laid off."]
     for name in ("prompts_valid.csv", "prompts_test.csv"):
         with (ed / name).open("w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["label", "content"])
             for r in rows:
-                w.writerow([1, r])
+                w.writerow([1, r.replace(",", "_comma_")])
     with (ed / "prompts_train_lowercased.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["text", "aug_text", "label"])
-        w.writerow(["my debts are accumulating.", "x", 1])
+        w.writerow(["i am currently pregnant.", "x", 1])
     lq = root / "medical_questions" / "liveqa"
     lq.mkdir(parents=True)
     for name in tr.LIVEQA_FILES:
@@ -107,9 +210,8 @@ def _fake_corpora(root: Path) -> Path:
                                  "</NLM-QUESTIONS>")
     gm = root / "medical_questions" / "genmedgpt5k"
     gm.mkdir()
-    (gm / "chatdoctor5k.json").write_text(json.dumps([
-        {"input": "Doctor, I have recently been diagnosed with diabetic kidney disease."},
-        {"input": "Hi doctor, I am pregnant and I have been experiencing a lot of problems lately."}]))
+    (gm / "chatdoctor5k.json").write_text(json.dumps(
+        [{"input": f"Hi doctor, {t}"} for t in (*_EV["diabetes"], *_EV["pregnancy"][1:])]))
     return root
 
 
@@ -118,13 +220,27 @@ def small_pm():
     return pm.build_pairedmem(seed=0, n_candidates_per_attribute=24, n_selected_per_attribute=20)
 
 
+def test_support_positions_cover_every_target_required_behaviour(small_pm):
+    for p in small_pm.pairs:
+        pol = small_pm.policies[p.policy_id]
+        s = tr.support_positions(pol, p)
+        if s is None:
+            continue
+        assert set(s) <= pol.attribute(p.attribute).group
+        for n in tr.support_needs(pol, p):
+            assert n.reads & set(s), (p.pair_id, n)
+
+
 def test_fake_corpus_build_is_valid_and_byte_identical(tmp_path: Path, small_pm):
     corpora = _fake_corpora(tmp_path / "corpora")
     outs = []
     for d in ("a", "b"):
-        b = tr.build_transfer(small_pm.pairs, small_pm.policies, corpora, seed=0, n_speakers=3)
+        b = tr.build_transfer(small_pm.pairs, small_pm.policies, corpora, seed=0, n_speakers=4,
+                              behaviours=small_pm.behaviours, review=_fake_review())
         outs.append(tr.write_transfer(b, tmp_path / d))
-    assert len(b.pairs) == 12
+    # 4 speakers x 3 attributes, plus pregnancy for the two "she" personas (Ann26, Ann30)
+    assert Counter(p.attribute for p in b.pairs) == {"diabetes": 4, "debt": 4, "job_loss": 4, "pregnancy": 2}
+    assert {p.meta["speaker_name"] for p in b.pairs if p.attribute == "pregnancy"} == {"Ann26", "Ann30"}
     for f in sorted(p.name for p in outs[0].iterdir()):
         assert (outs[0] / f).read_bytes() == (outs[1] / f).read_bytes(), f
     by_id = {p.pair_id: p for p in small_pm.pairs}
@@ -133,7 +249,31 @@ def test_fake_corpus_build_is_valid_and_byte_identical(tmp_path: Path, small_pm)
         assert is_adjacent(p.m, p.m_prime, pol, p.attribute)
         assert differing_positions(p.m, p.m_prime) == set(p.meta["evidence_positions"])
         assert p.turns == by_id[p.meta["matched_pair"]].turns
-    assert b.counts()["evidence_candidates_kept"]["diabetes"] == 2   # the hypothetical LiveQA clause is kept alone
+        assert tr.pair_problems(pol, p, b.behaviours) == []
+        assert "I started a new job last week and I love it number" not in " ".join(p.m.contents.values())
+    q = tr.quality_report(b)
+    assert q["target_required"] > 0
+    assert (q["unsupported_target_required"], q["rule_violations"], q["m_prime_problems"], q["background_conflicts"],
+            q["pregnancy_pairs_persona_misfit"], q["pairs_differing_outside_group"]) == (0, 0, 0, 0, 0, 0)
+    assert b.counts()["evidence_candidates_kept"] == {"diabetes": 5, "pregnancy": 5, "debt": 5, "job_loss": 5}
+
+
+def test_quality_report_counts_what_is_wrong(small_pm):
+    """The report is not vacuous: a PairedMem pair's own stores read as a transfer pair count
+    their (template) sentences, and breaking a pair's M evidence makes behaviours unsupported."""
+    from dataclasses import replace
+
+    from dpmv_lib.benchmark import Benchmark
+    p = next(p for p in small_pm.pairs if not p.meta.get("co_present"))
+    pol = small_pm.policies[p.policy_id]
+    total, bad = tr.supported(pol, p)
+    assert total > 0
+    blank = p.m.replace({i: "I went for a walk in the park." for i in pol.attribute(p.attribute).group})
+    broken = replace(p, m=blank, meta={**p.meta, "speaker": "x", "persona": {"she_refs": 0, "he_refs": 9}})
+    q = tr.quality_report(Benchmark("transfer", small_pm.policies, (broken,), small_pm.behaviours))
+    assert q["unsupported_target_required"] == total
+    if p.attribute == "pregnancy":
+        assert q["pregnancy_pairs_persona_misfit"] == 1
 
 
 # ---- the committed track -------------------------------------------------------------------------
@@ -144,31 +284,80 @@ def committed():
     return load_benchmark("transfer", DATA), load_benchmark("pairedmem", DATA)
 
 
+@pytest.fixture(scope="module")
+def quality(committed):
+    return tr.quality_report(committed[0])
+
+
+def test_committed_quality_goals(quality, committed):
+    """Issue 10.5: every target-required behaviour supported on M; 0 rule violations; 0 M'
+    sentences with a signal, residual-signal word or counter-evidence; 0 background conflicts;
+    0 pregnancy pairs with a misfitting (male) persona; equal outside I_a; D = evidence positions."""
+    q = quality
+    assert q["target_required"] >= 16 * q["pairs"]      # 2 blocks x 8 target turns, >= 1 behaviour each
+    assert q["unsupported_target_required"] == 0
+    assert q["rule_violations"] == 0, q["rule_violation_examples"]
+    assert q["m_prime_problems"] == 0, q["m_prime_problem_examples"]
+    assert q["m_prime_residual_anywhere"] == 0
+    assert q["background_conflicts"] == 0, q["background_conflict_examples"]
+    assert q["pregnancy_pairs_persona_misfit"] == 0
+    assert q["pairs_differing_outside_group"] == 0 and q["pairs_d_not_evidence"] == 0
+    assert q["max_reuse_within_pair"] == 1
+    assert committed[0].manifest["quality"] == json.loads(json.dumps(q))
+
+
+@pytest.mark.parametrize("attribute", lexicon.ATTRIBUTES)
+def test_committed_distinct_evidence_and_balanced_reuse(quality, committed, attribute):
+    """Reuse is balanced: no sentence is used more than ceil(placements / distinct sentences)
+    times (least-used-first assignment), and within a pair every sentence is distinct."""
+    placements = sum(len(p.meta["evidence_positions"]) for p in committed[0] if p.attribute == attribute)
+    distinct = quality["distinct_evidence"][attribute]
+    assert distinct >= 1 and quality["max_reuse"][attribute] <= math.ceil(placements / distinct)
+    if distinct < tr.MIN_DISTINCT_EVIDENCE:
+        pytest.xfail(f"{attribute}: the corpora hold only {distinct} reviewed first-person current sentences "
+                     f"(goal {tr.MIN_DISTINCT_EVIDENCE}); see docs/transfer_v2_notes.md")
+    assert distinct >= tr.MIN_DISTINCT_EVIDENCE
+
+
+def test_committed_distinct_evidence_shortfall_is_only_where_the_corpora_run_out(quality):
+    """The >= 20 goal holds for pregnancy and job loss; diabetes and debt are short because the
+    corpora hold no more reviewed sentences (every allow-listed one that fits is used)."""
+    review = tr.load_review()
+    for a in lexicon.ATTRIBUTES:
+        if quality["distinct_evidence"][a] < tr.MIN_DISTINCT_EVIDENCE:
+            assert quality["distinct_evidence"][a] == len(review[a])
+    assert {a for a in lexicon.ATTRIBUTES if quality["distinct_evidence"][a] >= tr.MIN_DISTINCT_EVIDENCE} == {
+        "pregnancy", "job_loss"}
+
+
 def test_committed_transfer_invariants(committed):
     bench, paired = committed
-    assert len(bench) == 80
-    assert len({p.meta["speaker"] for p in bench}) == 20
+    review = tr.load_review()
+    speakers = {p.meta["speaker"] for p in bench}
+    assert len(speakers) == 20
+    preg = {p.meta["speaker"] for p in bench if p.attribute == "pregnancy"}
     assert {(p.meta["speaker"], p.attribute) for p in bench} == {
-        (s, a) for s in {p.meta["speaker"] for p in bench} for a in lexicon.ATTRIBUTES}
+        (s, a) for s in speakers for a in lexicon.ATTRIBUTES if a != "pregnancy" or s in preg}
+    assert len(bench) == 3 * len(speakers) + len(preg)
     src = {p.pair_id: p for p in paired.pairs}
     for p in bench:
         pol = bench.policy(p)
         base = src[p.meta["matched_pair"]]
         assert (p.template, p.policy_id, p.turns) == (base.template, base.policy_id, base.turns)
-        assert not base.overlap and not base.meta["co_present"]
         assert is_adjacent(p.m, p.m_prime, pol, p.attribute)
-        d = differing_positions(p.m, p.m_prime)
-        assert d == set(p.meta["evidence_positions"]) and len(d) == tr.EVIDENCE_PER_PAIR
-        assert pm.validate_pair(pol, p.attribute, p.m, p.m_prime, evidence_positions=p.meta["evidence_positions"]) == []
-        assert pm.trajectory_problems(pol, p, bench.behaviours) == []
-        slot_of = dict(pol.layout)
-        assert all(slot_of[i] == tr.HOME_SLOT[p.attribute] for i in p.meta["evidence_positions"])
-    # the same speaker background appears in all four of that speaker's pairs (outside evidence)
+        assert tr.pair_problems(pol, p, bench.behaviours) == []
+        for e in p.meta["evidence"]:   # only allow-listed sentences, with their reviewed replacement
+            r = review[p.attribute][e["M"]]
+            assert (p.m.contents[e["position"]], p.m_prime.contents[e["position"]]) == (r.text, r.m_prime)
+        if p.attribute == "pregnancy":
+            per = p.meta["persona"]
+            assert per["she_refs"] >= 2 * per["he_refs"] and per["pregnancy_fits"]
+    # the same speaker background appears in all of that speaker's pairs (outside evidence)
     by_speaker: dict[str, list] = {}
     for p in bench:
         by_speaker.setdefault(p.meta["speaker"], []).append(p)
     for ps in by_speaker.values():
-        common = set.intersection(*(set(range(1, 29)) - set(p.meta["evidence_positions"]) for p in ps))
+        common = set.intersection(*(set(p.m.contents) - set(p.meta["evidence_positions"]) for p in ps))
         for i in common:
             assert len({p.m.contents[i] for p in ps}) == 1
 
@@ -187,9 +376,42 @@ def test_no_corpus_file_is_copied_into_the_repo():
 def test_committed_transfer_regenerates_byte_for_byte(tmp_path: Path, committed):
     _, paired = committed
     try:
-        b = tr.build_transfer(paired.pairs, paired.policies, None, seed=0)
+        b = tr.build_transfer(paired.pairs, paired.policies, None, seed=0, behaviours=paired.behaviours)
     except CorpusError as exc:
         pytest.skip(str(exc))
     out = tr.write_transfer(b, tmp_path)
     for f in sorted((DATA / "transfer").iterdir()):
         assert (out / f.name).read_bytes() == f.read_bytes(), f.name
+
+
+def test_quality_table_marks_goals(quality):
+    rows = {r["figure"]: r for r in tr.quality_table(quality)}
+    assert rows["unsupported_target_required"]["met"] and rows["rule_violations"]["met"]
+    assert rows["distinct_evidence"]["met"] is (min(quality["distinct_evidence"].values()) >= tr.MIN_DISTINCT_EVIDENCE)
+    assert all(r["v1"] for r in rows.values())
+
+
+def test_quality_report_detects_each_kind_of_defect(committed):
+    """Non-vacuity on a committed pair: a resolved-state evidence sentence, a residual-signal M',
+    a conflicting background sentence, a male persona and a difference outside I_a are each counted."""
+    from dataclasses import replace
+
+    from dpmv_lib.benchmark import Benchmark
+    bench, _ = committed
+    p = next(p for p in bench if p.attribute == "pregnancy")
+    pol = bench.policy(p)
+    ev = p.meta["evidence_positions"]
+    outside = next(i for i in p.m.contents if i not in pol.attribute(p.attribute).group)
+    inside_bg = next(i for i in p.m.contents if i not in ev and i not in pol.attribute(p.attribute).group
+                     and i != outside)
+    m = p.m.replace({ev[0]: "I had a recent pregnancy too.", inside_bg: "I had a glass of wine with dinner tonight."})
+    mp = p.m_prime.replace({ev[0]: "I am worried about the health of the babies.",
+                            inside_bg: "I had a glass of wine with dinner tonight.", outside: "Something else."})
+    bad = replace(p, m=m, m_prime=mp, meta={**p.meta, "persona": {"she_refs": 3, "he_refs": 80}})
+    q = tr.quality_report(Benchmark("transfer", bench.policies, (bad,), bench.behaviours))
+    # 2 rule violations: the resolved pregnancy, and the background sentence at the position outside
+    # I_a that now differs (it is not evidence of anything)
+    assert q["rule_violations"] == 2 and q["m_prime_problems"] == 1 and q["m_prime_residual_anywhere"] == 1
+    assert q["background_conflicts"] == 1 and q["pregnancy_pairs_persona_misfit"] == 1
+    assert q["pairs_differing_outside_group"] == 1 and q["pairs_d_not_evidence"] == 1
+    assert tr.pair_problems(pol, bad, bench.behaviours) != []

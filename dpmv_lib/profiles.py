@@ -13,7 +13,7 @@ class Profile:
     name: str
     description: str
     pairs: int | None            # PairedMem pairs evaluated (None = all 320)
-    transfer_pairs: int | None   # transfer pairs evaluated (None = all 80)
+    transfer_pairs: int | None   # transfer pairs evaluated (None = all 67)
     responder: str               # "surrogate" | "smollm2" | "hf:<path>" | "llamacpp[:<gguf>][@f16]" | "openai:<base_url>|<model>"
     encoder: str                 # "hashing" | "minilm" | "st:<path>"
     judge: str                   # "rubric" | "llm:<spec>"

@@ -472,3 +472,56 @@ def attack_table(bench, methods: Sequence[str], *, horizon: int = 16, B_a=2, K: 
                               "mean_pair_auc": float(np.mean([d.auc() for d in all_d])),
                               "max_loss": float(max(d.max_loss() for d in all_d)), "n_pairs": len(all_d)})
     return pd.DataFrame.from_records(per_t), pd.DataFrame.from_records(per_pair)
+
+
+def attack_pairs(bench, n: int | None = None, seed: int = 0, split: str = "test"):
+    """The pairs the greedy attacker is evaluated on: ``split`` of the track, stratified down to
+    ``n`` pairs (:func:`.experiments.select_pairs`; None keeps all)."""
+    from .experiments import select_pairs
+
+    sub = bench.subset([p.pair_id for p in bench if p.split == split])
+    if len(sub) == 0:
+        raise ParameterError(f"no {split!r} pairs in the {bench.track} track")
+    return select_pairs(sub, n, seed)
+
+
+def summary_at(per_t: pd.DataFrame, T: int) -> pd.DataFrame:
+    """Adaptive vs fixed per method at horizon T (pooled AUC, mean pair AUC, max realised loss)."""
+    if T not in set(per_t["T"]):
+        raise ParameterError(f"horizon {T} not in the table (have {sorted(set(per_t['T']))})")
+    at = per_t[per_t["T"] == T].set_index(["method", "attacker"])
+    recs = []
+    for method in dict.fromkeys(per_t["method"]):
+        a, f = at.loc[(method, "adaptive")], at.loc[(method, "fixed")]
+        recs.append({"method": method, "T": T, "adaptive_auc": a["pooled_auc"], "fixed_auc": f["pooled_auc"],
+                     "delta_auc": a["pooled_auc"] - f["pooled_auc"], "adaptive_mean_pair_auc": a["mean_pair_auc"],
+                     "fixed_mean_pair_auc": f["mean_pair_auc"], "adaptive_max_loss": a["max_loss"],
+                     "fixed_max_loss": f["max_loss"], "n_pairs": int(a["n_pairs"])})
+    return pd.DataFrame.from_records(recs)
+
+
+def plot_adversary(small: pd.DataFrame, per_t: pd.DataFrame, path=None):
+    """Left: optimal adaptive max loss / B_a per small instance vs B_a (Theorem 1: <= 1).
+    Right: pooled exact AUC vs horizon, greedy adaptive (solid) vs fixed trajectory (dashed)."""
+    from .plots import _colors, _plt, save_figure
+
+    plt = _plt()
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, g in small.groupby("instance", sort=False):
+        ax0.plot(g["B_a"], g["adaptive_max_loss"] / g["B_a"], marker="o", label=name)
+    ax0.axhline(1.0, color="k", lw=0.8, ls=":")
+    ax0.set(xscale="log", xlabel="B_a", ylabel="optimal adaptive max loss / B_a", ylim=(0, 1.05),
+            title="Exact optimal adaptive attacker (small instances)")
+    ax0.legend(fontsize=6)
+    methods = list(dict.fromkeys(per_t["method"]))
+    col = _colors(methods)
+    for method in methods:
+        for attacker, ls in (("adaptive", "-"), ("fixed", "--")):
+            g = per_t[(per_t["method"] == method) & (per_t["attacker"] == attacker)]
+            ax1.plot(g["T"], g["pooled_auc"], ls=ls, color=col[method],
+                     label=f"{method} ({attacker})" if attacker == "adaptive" else None)
+    ax1.set(xlabel="horizon T", ylabel="exact AUC of the final log-LR (pooled)", ylim=(0.45, 1.02),
+            title="Greedy adaptive (solid) vs fixed trajectory (dashed)")
+    ax1.legend(fontsize=6)
+    fig.tight_layout()
+    return save_figure(fig, path)

@@ -99,3 +99,74 @@ def test_bad_arguments():
         A.optimal_adaptive(inst.make, inst.m, inst.m_prime, inst.queries, 0)
     with pytest.raises(ParameterError, match="tree nodes"):
         A.optimal_adaptive(inst.make, inst.m, inst.m_prime, inst.queries, 3, max_nodes=5)
+
+
+# ---- the greedy attacker on benchmark pairs -------------------------------------------------------
+@pytest.fixture(scope="module")
+def bench():
+    from dpmv_lib.datasets import load_benchmark
+    return load_benchmark("pairedmem", "data")
+
+
+@pytest.fixture(scope="module")
+def test_pairs(bench):
+    return [p for p in bench if p.split == "test"][:3]
+
+
+@pytest.mark.parametrize("method", ["DP-MemView (on)", "DP-MemView (pre)"])
+def test_fixed_attacker_matches_the_interfaces_view_probs(bench, test_pairs, method):
+    """The attacker's exact per-turn laws agree with what the RQ1 interface records (oracle input)."""
+    from dpmv_lib.interfaces import make_interface
+    from dpmv_lib.oracle import trajectory_distribution
+
+    for pair in test_pairs:
+        pol = bench.policy(pair)
+        it = make_interface(method, B_a=2, K=3, seed=0)
+        a, b = it.run(pair, pol, "M", 0, turns=8), it.run(pair, pol, "M'", 0, turns=8)
+        ref = trajectory_distribution([(x.view_probs, y.view_probs) for x, y in zip(a, b)])
+        got = A.greedy_attack(pair, pol, method, adaptive=False, horizon=8).cumulative()[-1]
+        assert got.auc() == pytest.approx(ref.auc(), abs=1e-12)
+        assert got.max_loss() == pytest.approx(ref.max_loss(), abs=1e-12)
+
+
+def test_greedy_is_deterministic_under_a_seed_and_within_the_cap(bench, test_pairs):
+    pair = test_pairs[0]
+    pol = bench.policy(pair)
+    for method in ("DP-MemView (on)", "RawReadSet", "TaskMin", "GenericOnly"):
+        r1 = A.greedy_attack(pair, pol, method, seed=3)
+        r2 = A.greedy_attack(pair, pol, method, seed=3)
+        assert r1.queries == r2.queries and r1.gains == r2.gains
+        assert [d.auc() for d in r1.cumulative()] == [d.auc() for d in r2.cumulative()]
+    run = A.greedy_attack(pair, pol, "DP-MemView (on)", seed=0)
+    cum = run.cumulative()
+    assert cum[-1].max_loss() <= 2 + 1e-9
+    assert all(x.auc() <= y.auc() + 1e-12 for x, y in zip(cum, cum[1:]))  # more turns never hurt
+
+
+def test_greedy_first_turn_is_at_least_the_fixed_first_turn(bench, test_pairs):
+    """Turn 1 of the greedy attacker maximises the Jeffreys divergence over the bank, which holds
+    the fixed trajectory's first query."""
+    for pair in test_pairs:
+        pol = bench.policy(pair)
+        g = A.greedy_attack(pair, pol, "DP-MemView (on)", horizon=1)
+        f = A.greedy_attack(pair, pol, "DP-MemView (on)", adaptive=False, horizon=1)
+        assert g.gains[0] >= f.gains[0] - 1e-12
+
+
+def test_attack_table_and_summary(bench, test_pairs):
+    sub = bench.subset([p.pair_id for p in test_pairs])
+    per_t, per_pair = A.attack_table(sub, ("GenericOnly", "TypedMask", "RawReadSet", "DP-MemView (on)"), horizon=4)
+    assert len(per_t) == 4 * 2 * 4 and len(per_pair) == 4 * 2 * len(test_pairs)
+    s = A.summary_at(per_t, 4).set_index("method")
+    assert s.loc["GenericOnly", "adaptive_auc"] == 0.5 and s.loc["TypedMask", "fixed_auc"] == 0.5
+    assert s.loc["RawReadSet", "adaptive_auc"] >= s.loc["RawReadSet", "fixed_auc"]
+    with pytest.raises(ParameterError):
+        A.summary_at(per_t, 5)
+
+
+def test_greedy_bad_arguments(bench, test_pairs):
+    pair = test_pairs[0]
+    with pytest.raises(ParameterError, match="unknown method"):
+        A.greedy_attack(pair, bench.policy(pair), "nope")
+    with pytest.raises(ParameterError, match="horizon"):
+        A.greedy_attack(pair, bench.policy(pair), "DP-MemView (on)", horizon=0)

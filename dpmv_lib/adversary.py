@@ -402,11 +402,12 @@ def greedy_attack(pair, policy, method: str, *, adaptive: bool = True, horizon: 
         ties = [s for s in scored if s[0] >= top - 1e-12 * max(1.0, abs(top))] if math.isfinite(top) else \
             [s for s in scored if s[0] == top]
         g, i, br = ties[int(rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
-        ledgers = {tuple(sorted(b.ledger.spent().items())) for _, _, _, b, _ in br if b is not None}
-        if len(ledgers) != 1:
-            raise ParameterError("the ledger depends on the sampled view; the exact greedy model does not apply")
-        rel, _, _, bm, bmp = br[0]
-        mv_m, mv_mp = bm if bm is not None else mv_m.fork(), bmp if bmp is not None else bm.fork()
+        ledgers = {tuple(sorted(b.ledger.spent().items())) for row in br for b in row[3:] if b is not None}
+        both = [row for row in br if row[3] is not None and row[4] is not None]
+        if len(ledgers) != 1 or not both:
+            raise ParameterError(f"{method}: the public state after a turn depends on the sampled view; "
+                                 f"the exact greedy model does not apply")
+        rel, _, _, mv_m, mv_mp = both[0]  # any outcome: the next turn's law does not depend on it
         hist = hist + (rel,)
         played.append(i)
         gains.append(g)
@@ -422,10 +423,9 @@ def _text_attack(pair, policy, method, bank, adaptive, horizon, rng) -> AttackRu
     iface = make_interface(method)
     base = pair.turns[0]
     bank_pair = replace(pair, turns=tuple(Turn(k, base.block, q, base.slot, base.gold) for k, q in enumerate(bank)))
-    if method == "TaskMin":  # P_task is fixed by the pair's public trajectory, not by the bank
-        from .interfaces import task_positions
-        allowed = task_positions(pair, policy)
-        diff = [pair.m.read(allowed) != pair.m_prime.read(allowed)] * len(bank)
+    if method == "TaskMin":  # P_task is fixed by the pair's public trajectory: the same text every turn
+        a, b = iface.run(pair, policy, "M", turns=1), iface.run(pair, policy, "M'", turns=1)
+        diff = [a[0].conditioning != b[0].conditioning] * len(bank)
     else:
         cm = iface.run(bank_pair, policy, "M")
         cp = iface.run(bank_pair, policy, "M'")

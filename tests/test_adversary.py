@@ -170,3 +170,21 @@ def test_greedy_bad_arguments(bench, test_pairs):
         A.greedy_attack(pair, bench.policy(pair), "nope")
     with pytest.raises(ParameterError, match="horizon"):
         A.greedy_attack(pair, bench.policy(pair), "DP-MemView (on)", horizon=0)
+
+
+@pytest.mark.parametrize("method", ["RawReadSet", "TypedMask", "TaskMin", "OutputFilter"])
+def test_text_methods_follow_the_oracle_rule(bench, test_pairs, method):
+    """Fixed attacker: a turn is separable iff the interface's conditioning differs under M and M'."""
+    import numpy as np
+
+    from dpmv_lib.interfaces import make_interface
+
+    for pair in test_pairs:
+        pol = bench.policy(pair)
+        it = make_interface(method)
+        a, b = it.run(pair, pol, "M", turns=8), it.run(pair, pol, "M'", turns=8)
+        run = A.greedy_attack(pair, pol, method, adaptive=False, horizon=8)
+        assert [bool(np.isinf(d.llr).any()) for d in run.turns] == [x.conditioning != y.conditioning
+                                                                  for x, y in zip(a, b)]
+        adaptive = A.greedy_attack(pair, pol, method, horizon=8).cumulative()[-1].auc()
+        assert adaptive >= run.cumulative()[-1].auc()

@@ -502,26 +502,31 @@ def summary_at(per_t: pd.DataFrame, T: int) -> pd.DataFrame:
 
 def plot_adversary(small: pd.DataFrame, per_t: pd.DataFrame, path=None):
     """Left: optimal adaptive max loss / B_a per small instance vs B_a (Theorem 1: <= 1).
-    Right: pooled exact AUC vs horizon, greedy adaptive (solid) vs fixed trajectory (dashed)."""
+    Middle / right: pooled exact AUC vs horizon, greedy adaptive (solid) vs fixed trajectory
+    (dashed), for the DP-MemView methods (zoomed) and for every method."""
     from .plots import _colors, _plt, save_figure
 
     plt = _plt()
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(15, 4.2))
     for name, g in small.groupby("instance", sort=False):
         ax0.plot(g["B_a"], g["adaptive_max_loss"] / g["B_a"], marker="o", label=name)
     ax0.axhline(1.0, color="k", lw=0.8, ls=":")
+    budgets = sorted(set(small["B_a"]))
     ax0.set(xscale="log", xlabel="B_a", ylabel="optimal adaptive max loss / B_a", ylim=(0, 1.05),
-            title="Exact optimal adaptive attacker (small instances)")
-    ax0.legend(fontsize=6)
+            title="Exact optimal adaptive attacker")
+    ax0.set_xticks(budgets, [f"{b:g}" for b in budgets])
+    ax0.minorticks_off()
+    ax0.legend(fontsize=6, loc="center right")
     methods = list(dict.fromkeys(per_t["method"]))
     col = _colors(methods)
-    for method in methods:
-        for attacker, ls in (("adaptive", "-"), ("fixed", "--")):
-            g = per_t[(per_t["method"] == method) & (per_t["attacker"] == attacker)]
-            ax1.plot(g["T"], g["pooled_auc"], ls=ls, color=col[method],
-                     label=f"{method} ({attacker})" if attacker == "adaptive" else None)
-    ax1.set(xlabel="horizon T", ylabel="exact AUC of the final log-LR (pooled)", ylim=(0.45, 1.02),
-            title="Greedy adaptive (solid) vs fixed trajectory (dashed)")
-    ax1.legend(fontsize=6)
+    for ax, shown in ((ax1, [m for m in methods if m.startswith("DP-MemView")]), (ax2, methods)):
+        for method in shown:
+            for attacker, ls in (("adaptive", "-"), ("fixed", "--")):
+                g = per_t[(per_t["method"] == method) & (per_t["attacker"] == attacker)]
+                ax.plot(g["T"], g["pooled_auc"], ls=ls, color=col[method], label=f"{method} ({attacker})")
+        ax.set(xlabel="horizon T", ylabel="exact AUC of the final log-LR (pooled over pairs)")
+        ax.legend(fontsize=6)
+    ax1.set_title("DP-MemView: greedy adaptive vs fixed")
+    ax2.set(ylim=(0.45, 1.02), title="All RQ1 methods")
     fig.tight_layout()
     return save_figure(fig, path)

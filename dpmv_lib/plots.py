@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 MARKERS = {"GenericOnly": "s", "RawReadSet": "X", "TypedMask": "P", "TaskMin": "D", "OutputFilter": "v",
-           "DP-MemView (on)": "o", "DP-MemView (pre)": "^", "IncompleteCharge": "<", "CappedArgmax": ">",
+           "DP-MemView (on)": "o", "DP-MemView (pre)": "^",
+           "DP-MemView (on, P&F)": "8", "DP-MemView (pre, P&F)": "d", "IncompleteCharge": "<", "CappedArgmax": ">",
            "NoCap": "h", "ScoreChannel": "*"}
 
 

@@ -264,3 +264,51 @@ def test_seeded_memview_pf_reproducible(running):
     q = running_queries(1)[0]
     runs = [[MemView(policy, m, seed=s, selector="pf").release(q).views for s in range(20)] for _ in range(2)]
     assert runs[0] == runs[1] and len({tuple(sorted(v.items())) for v in runs[0]}) > 1
+
+
+class _NeedMore(Exception):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+class _Scripted:
+    """Replays a fixed prefix of randbelow() outcomes; asks for a branch after it."""
+
+    def __init__(self, prefix):
+        self.prefix, self.i = prefix, 0
+
+    def randbelow(self, n: int) -> int:
+        if self.i == len(self.prefix):
+            raise _NeedMore(n)
+        v, m = self.prefix[self.i]
+        assert m == n
+        self.i += 1
+        return v
+
+
+def test_exact_sampler_decision_tree_is_exactly_pf(monkeypatch):
+    """Enumerate every randomness path of sample_pf_exact (shuffle + flips) in rationals, with the
+    Bernoulli(exp(-x)) replaced by an exact rational Bernoulli(1/(1+x)) (q = 1 at the maximiser):
+    the output distribution equals the closed form (PF) for those q exactly."""
+    import dpmv_lib.selection as sel
+
+    monkeypatch.setattr(sel, "bernoulli_exp_neg",
+                        lambda x, rnd: rnd.randbelow((1 / (1 + x)).denominator) < (1 / (1 + x)).numerator)
+    for u, eps in (([Fraction(1, 5), Fraction(1, 2), Fraction(1), Fraction(0)], Fraction(3)),
+                   ([Fraction(1), Fraction(1), Fraction(2, 5)], Fraction(1))):
+        xs = [-x for x in exact_exponents(u, eps, DU)]
+        dist = {}
+        stack = [()]
+        while stack:
+            prefix = stack.pop()
+            try:
+                out = sample_pf_exact(u, eps, DU, _Scripted(prefix))
+            except _NeedMore as more:
+                stack.extend(prefix + ((v, more.n),) for v in range(more.n))
+                continue
+            p = Fraction(1)
+            for _, m in prefix:
+                p /= m
+            dist[out] = dist.get(out, Fraction(0)) + p
+        want = pf_from_acceptance([1 / (1 + x) for x in xs])
+        assert [dist.get(i, Fraction(0)) for i in range(len(u))] == want and sum(want) == 1

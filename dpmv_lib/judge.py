@@ -336,7 +336,7 @@ class RubricJudge:
         S = emb[[texts[s] for s in sents]]
         qv = emb[texts[q]]
         sim_q = S @ qv
-        neg = [bool(NEGATION.search(x)) for x in sents]
+        neg = [leads_with_negation(x) for x in sents]
         item_scores, soft_scores = [], []
         topical = sim_q.copy()
         contradicted = False
@@ -388,6 +388,13 @@ def soft_grade(sim: float, thresholds: Sequence[float]) -> float:
     the last threshold; equals :func:`grade` at the thresholds (ties between weak answers break by
     how close they come)."""
     return float(np.interp(sim, (0.0,) + tuple(thresholds), (0.0, 1.0, 2.0, 3.0, 4.0)))
+
+
+def leads_with_negation(sentence: str) -> bool:
+    """The sentence's advice starts with a negation ("Avoid X.", "The key point: do not X",
+    "Since you mentioned Y, stop X"): checked at the start and after the first ':' or ','."""
+    parts = [sentence] + re.split(r"[:,]\s+", sentence, maxsplit=1)[1:]
+    return any(NEGATION.match(p.strip()) for p in parts)
 
 
 def is_truncated(text: str) -> bool:

@@ -12,9 +12,10 @@ controlled variants, built by fixed rules from the original alone (no judge in t
 * ``truncated``  - cut mid-sentence at about 45% of its characters (no closing punctuation);
 * ``placeholder`` - after the opener, each sentence keeps its first words and ends in template
   slots (``[insert specific details]``, ``{user_preference}``);
-* ``over_personal`` (M' side only) - the M' original plus the target-specific sentences the
-  surrogate wrote on M for the same turn ("Since you mentioned hypo, ..."): personal claims the
-  user's information on M' does not support (the rubric's "unsupported" items);
+* ``over_personal`` (M' side only) - the M' original with one inserted personal claim, "Since
+  you mentioned <cue>, <advice>", where the advice is the policy view of the turn's unsupported
+  target-specific behaviour and the cue one of its public cue phrases: what the user's
+  information on M' does not support (the rubric's "unsupported" items);
 * ``generic``    - a stock answer that fits any query.
 
 :data:`INTENDED` maps each variant to the judge dimensions it must lower. :func:`evaluate_judge`
@@ -82,9 +83,9 @@ def reverse_advice(sentence: str) -> str:
     return out[0].upper() + out[1:]
 
 
-def make_variants(original: str, other: str, m_side: str | None, k: int) -> dict[str, str]:
+def make_variants(original: str, other: str, claim: str | None, k: int) -> dict[str, str]:
     """The variants of one original (see the module docstring). ``other``: the off-topic
-    replacement; ``m_side``: the M-side response of the same turn (over_personal, M' only)."""
+    replacement; ``claim``: an unsupported personal claim (M' items: only over_personal)."""
     sents = _sentences(original)
     if len(sents) < 2:
         raise ParameterError(f"an original needs >= 2 sentences: {original!r}")
@@ -99,10 +100,21 @@ def make_variants(original: str, other: str, m_side: str | None, k: int) -> dict
                                               for s in sents[1:]] + ["Adjust for {user_preference}."]),
         "generic": GENERIC_ANSWERS[k % len(GENERIC_ANSWERS)],
     }
-    if m_side is not None:   # M' item: only the over-personalised variant (see build_degradation_set)
-        extra = [s for s in _sentences(m_side) if s not in set(sents)]
-        return {"over_personal": " ".join([sents[0]] + extra + sents[1:])} if extra else {}
+    if claim is not None:   # M' item: only the over-personalised variant (see build_degradation_set)
+        return {"over_personal": " ".join([sents[0], claim] + sents[1:])}
     return out
+
+
+def unsupported_claim(policy: Any, behaviour_id: str, k: int) -> str:
+    """"Since you mentioned <cue>, <view text>": the policy view of an unsupported behaviour
+    (``unsup:<attribute>:<view id>``) asserted from one of its public cue phrases, as the
+    surrogate's over-reach does (R3 in :mod:`dpmv_lib.responders.surrogate`)."""
+    vid = behaviour_id.split(":")[-1]
+    for slot in policy.slots:
+        for v in slot.views:
+            if v.id == vid and v.cues:
+                return f"Since you mentioned {v.cues[k % len(v.cues)]}, {v.text[0].lower()}{v.text[1:]}"
+    raise ParameterError(f"no policy view with cues for behaviour {behaviour_id!r}")
 
 
 def build_degradation_set(data_dir: str | Path = "data", n_pairs: int = 40, seed: int = 0) -> list[dict[str, Any]]:
@@ -144,11 +156,11 @@ def build_degradation_set(data_dir: str | Path = "data", n_pairs: int = 40, seed
                       "contrast": list(i.contrast)} for i in rub.items_at(t.index)]
             orig = text[(pair.pair_id, side, t.index)]
             other = text[(other_pair.pair_id, side, other_t.index)]
-            m_side = text[(pair.pair_id, "M", t.index)] if side == "M'" else None
+            claim = unsupported_claim(bench.policies[pair.policy_id], t.gold.unsupported[0], k) if side == "M'" else None
             recs.append({"item": f"{pair.pair_id}:{side}:{t.index}", "pair_id": pair.pair_id,
                          "attribute": pair.attribute, "side": side, "turn": t.index, "slot": t.slot,
                          "query": t.query.text, "rubric": items, "original": orig,
-                         "variants": make_variants(orig, other, m_side, k)})
+                         "variants": make_variants(orig, other, claim, k)})
     return recs
 
 

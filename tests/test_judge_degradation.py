@@ -10,9 +10,9 @@ from dpmv_lib.judge import RubricJudge, is_truncated, soft_grade
 from dpmv_lib.judge_degradation import (DEFAULT_SET, INTENDED, VARIANTS, build_degradation_set, evaluate_judge,
                                         load_jsonl, reverse_advice)
 
-# (variant, dimension) rows that reach >= 0.9 with the default (MiniLM) judge; the others are
-# reported (notebook 03) and listed as open in the issue note: see KNOWN_BELOW.
-KNOWN_BELOW = {("off_topic", "personalisation"), ("over_personal", "correctness")}
+# (variant, dimension) rows below 0.9 with the lexical hashing encoder (smoke profile only): it sees
+# no topic beyond shared words, so an answer about another topic that shares frame words ties.
+HASHING_BELOW = {("off_topic", "relevance"), ("off_topic", "personalisation")}
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +25,9 @@ def test_committed_set_is_what_the_builder_makes(records):
     assert len(records) == 80 and {r["side"] for r in records} == {"M", "M'"}
     m = [r for r in records if r["side"] == "M"]
     assert all(set(r["variants"]) == set(VARIANTS) - {"over_personal"} for r in m)
+    assert all(set(r["variants"]) == {"over_personal"} for r in records if r["side"] == "M'")
+    assert all(r["variants"]["over_personal"].split(". ")[1].startswith("Since you mentioned ")
+               for r in records if r["side"] == "M'")
 
 
 def test_variant_rules():
@@ -35,13 +38,17 @@ def test_variant_rules():
     assert 0 < soft_grade(0.35, (0.3, 0.4, 0.5, 0.6)) - 1.5 + 0.5 < 1
 
 
-def test_minilm_rubric_judge_ranks_degradations_lower(records):
-    rep = evaluate_judge(RubricJudge(get_encoder("minilm")), records)
+@pytest.mark.parametrize("spec", ["minilm", "hashing"])
+def test_rubric_judge_ranks_degradations_lower(records, spec):
+    """Default judge (MiniLM): every intended (variant, dimension) row >= 0.9; hashing (smoke):
+    the same except :data:`HASHING_BELOW`. Every intended mean gap is positive."""
+    rep = evaluate_judge(RubricJudge(get_encoder(spec)), records)
     s = rep.intended().set_index(["variant", "dimension"])
     assert len(s) == sum(len(v) for v in INTENDED.values())
+    exempt = HASHING_BELOW if spec == "hashing" else set()
     for key, row in s.iterrows():
-        assert row["n"] >= 40
+        assert row["n"] == 40
         assert row["mean_gap"] > 0, (key, row)
-        if key not in KNOWN_BELOW:
+        if key not in exempt:
             assert row["accuracy"] >= 0.9, (key, row)
     assert not rep.scores["failed"].any()

@@ -233,26 +233,39 @@ def _family(encoder: Encoder) -> str:
 
 
 class RubricJudge:
-    """Offline rubric judge (default). Per turn t with response sentences S_t, query q_t and the
-    turn's rubric items, with cos = cosine similarity of frozen-encoder embeddings and
-    grade(.) = number of :data:`THRESHOLDS` reached (0-4):
+    """Offline rubric judge (default, v3). Per turn t with response sentences S_t, query q_t and
+    the turn's rubric items, with cos = cosine similarity of frozen-encoder embeddings,
+    grade(.) = number of :data:`THRESHOLDS` reached (0-4) and soft(.) = :func:`soft_grade` (the
+    same scale, piecewise linear, so weak answers are ranked by how close they come):
 
     * item score(i) = grade(max_{s in S_t} cos(s, description_i)); for a target-specific item with a
       contrast set C_i (other behaviours of its slot), the best-matching sentence s* must also be
       specific: score = min(that grade, margin grade of cos(s*, d_i) - max_{c in C_i} cos(s*, c)
-      by :data:`MARGINS`), so generic same-slot advice does not count as target personalisation;
-    * relevance = round(grade(max_s cos(s, q_t)) / 2 + 2 * f_on), where f_on is the share of
-      sentences that address the query or an "apply" item (cos >= :data:`ON_TOPIC`): half from the
-      best match to the query, half from focus (0-4);
-    * correctness = 4 - max score of the turn's "unsupported" items (asserting what the user's
-      information does not support) - 2 if the response shows an unresolved placeholder or
-      template artefact (``[...]``, ``{...}``, ``<...>``, "withheld"); clipped to 0-4;
-    * actionability = 2 if at least one sentence is advice (starts with an imperative verb or has
-      an advice cue such as "try", "you could", "I'd suggest"), +1 if at least two are, +1 if the
-      response has a concrete detail (a number, quantity, time or day); 0-4;
-    * personalisation = mean score of the turn's "apply" items (turns without one are skipped).
+      by :data:`MARGINS`), so generic same-slot advice does not count as target personalisation.
+      An "apply" item whose best sentence (cos >= :data:`ON_TOPIC`) *leads with a negation*
+      (:func:`leads_with_negation`: "Avoid X", "The key point: do not X") while its description
+      does not is *contradicted*: score 0. Item scores (tRec, Unsup) are these integer grades;
+    * relevance = soft(max_s r_s) / 2 + mean_s soft(r_s) / 2 with r_s = max(cos(s, q_t), cos(s, d_i)
+      over "apply" items): half the best match, half the focus of the whole answer;
+    * correctness = 4 - soft score of the best-matching "unsupported" item (asserting what the
+      user's information does not support) - 2 for an unsupported personal claim (a sentence with
+      a claim cue such as "since you mentioned", "given your" that matches an unsupported item at
+      cos >= ON_TOPIC) - (1 + number) of unresolved placeholders or template artefacts (``[...]``,
+      ``{...}``, ``<...>``, "withheld"; so 2 for one, at most 4) - advice against the request
+      (2 if an "apply" item is contradicted, or 4 x the share of on-topic sentences that lead with
+      a negation when that share is >= 1/2); clipped to 0-4. The judge cannot check facts: "wrong"
+      here means advice reversed against what the query and rubric ask for;
+    * actionability = 2 if at least one sentence is advice (starts with an imperative verb, also
+      after a frame such as "The key point:" or "Since you mentioned X,", or has an advice cue
+      such as "try", "you could", "I'd suggest"), +1 if at least two are, +1 if the response has a
+      concrete detail (a number, quantity, time or day), -2 if it stops mid-sentence
+      (:func:`is_truncated`; the unfinished sentence is not counted) and -2 if it holds a
+      placeholder (sentences with one are not counted); 0-4;
+    * personalisation = mean soft score of the turn's "apply" items (same specificity cap; 0 for a
+      contradicted item; turns without one are skipped).
 
-    Transcript scores are means over its turns; an empty response scores 0 everywhere."""
+    Checked on a labelled degradation set (:mod:`dpmv_lib.judge_degradation`). Transcript scores
+    are means over its turns; an empty response scores 0 everywhere."""
 
     def __init__(self, encoder: Encoder, thresholds: Sequence[float] | None = None,
                  on_topic: float | None = None, margins: Sequence[float] | None = None) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dpmv_lib.encoders import get_encoder
-from dpmv_lib.judge import RubricJudge, is_truncated, soft_grade
+from dpmv_lib.judge import RubricJudge, is_truncated, leads_with_negation, soft_grade
 from dpmv_lib.judge_degradation import (DEFAULT_SET, INTENDED, VARIANTS, build_degradation_set, evaluate_judge,
                                         load_jsonl, reverse_advice)
 
@@ -34,6 +34,8 @@ def test_variant_rules():
     assert reverse_advice("The key point: prefer low-sugar meals.") == "The key point: avoid low-sugar meals."
     assert reverse_advice("Book early.") == "Do not book early."
     assert is_truncated("Keep meals regular and") and not is_truncated("Keep meals regular.")
+    assert leads_with_negation("The key point: avoid sugary drinks.") and leads_with_negation("Don't skip lunch.")
+    assert not leads_with_negation("I'd assume a strict budget: essentials first, avoid new credit.")
     assert soft_grade(0.3, (0.3, 0.4, 0.5, 0.6)) == 1.0 and soft_grade(0.7, (0.3, 0.4, 0.5, 0.6)) == 4.0
     assert 0 < soft_grade(0.35, (0.3, 0.4, 0.5, 0.6)) - 1.5 + 0.5 < 1
 

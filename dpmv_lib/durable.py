@@ -26,6 +26,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Mapping as _MappingABC
@@ -290,6 +291,7 @@ CREATE TABLE audit_log (
     PRIMARY KEY (user_id, seq));
 """
 _LOG_COLUMNS = "seq, " + ", ".join(_chain.RECORD_COLUMNS) + ", hash"
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\- ]+")
 
 
 def _frac(text: Any, what: str) -> Fraction:
@@ -346,6 +348,10 @@ class _ChainLedger:
         self._v = _Verified(0, "", "", {a: Fraction(0) for a in self._caps})
         self._fracs: dict[str, Fraction] = {}      # parsed rational text (hot path: no re-parsing)
         self._attr_json: dict[frozenset[str], str] = {}
+        self._last_row: tuple[Any, ...] | None = None  # the verified tail record exactly as hashed
+        # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
+        self._plain = all(_PLAIN_NAME.fullmatch(a) for a in self._caps)
+        self._sorted_caps = sorted(self._caps)
 
     def _start(self) -> None:
         self._open()
@@ -485,6 +491,7 @@ class _ChainLedger:
     def _full_verify(self, db: "_Tx", collect: list[AuditRecord] | None = None) -> None:
         """Replay and check the whole chain from the genesis (on open, ``log``, ``export_state``)."""
         self._v = _Verified(0, self._genesis, "", {a: Fraction(0) for a in self._caps})
+        self._last_row = None
         self._sync(db, collect)
 
     def _read_totals(self, db: "_Tx") -> dict[str, Fraction]:
@@ -551,7 +558,10 @@ class _ChainLedger:
             if row is None or row[0] != v.seq:
                 raise self._refuse(f"the audit log no longer has record #{v.seq}, verified earlier (records "
                                    "deleted from the end)")
-            if self._row_hash(row, v.prev) != v.hash or row[-1] != v.hash:
+            cached = self._last_row
+            same = (cached is not None and row == cached
+                    and all(type(x) is type(y) for x, y in zip(row, cached)))  # same values and types:
+            if not same and (self._row_hash(row, v.prev) != v.hash or row[-1] != v.hash):  # same hash
                 raise self._refuse(f"audit record #{v.seq} was deleted or edited after it was verified")
             rows = rows[1:]
         seq, h, prev = v.seq, v.hash, v.prev
@@ -588,6 +598,7 @@ class _ChainLedger:
                                + "; ".join(diff) + f"; tail record #{seq})")
         if rows:
             self._v = _Verified(seq, h, prev, spent)
+            self._last_row = tuple(rows[-1])
 
     def _row_hash(self, row: Sequence[Any], prev: str) -> str:
         seq, cols = row[0], tuple(row[1:-1])
@@ -664,10 +675,16 @@ class _ChainLedger:
         if isinstance(charges, (str, bytes)) or not isinstance(charges, Iterable):
             raise BudgetError(f"charges must be a list of (attributes, epsilon) pairs, got {charges!r}")
         items = []
+        caps = self._caps
         for c in charges:
             if not isinstance(c, tuple) or len(c) != 2:
                 raise BudgetError(f"each charge must be an (attributes, epsilon) pair, got {c!r}")
-            items.append(check_charge_args(self._caps, c[0], c[1]))
+            attrs, eps = c
+            if type(attrs) is frozenset and type(eps) is Fraction and eps >= 0 and attrs.issubset(caps) \
+                    and all(type(a) is str for a in attrs):
+                items.append((attrs, eps))  # already exact and valid (MemView's plan): no re-parsing
+            else:
+                items.append(check_charge_args(caps, attrs, eps))
         if not items:
             return (), self.spent()
         return self._charge(items, checked=True)
@@ -691,10 +708,16 @@ class _ChainLedger:
                 spent: Mapping[str, Fraction]) -> tuple[_Verified, tuple[Any, ...]]:
         """The next chained audit record after ``v`` (its insert parameters and the new head)."""
         seq = v.seq + 1
+        if self._plain:  # byte-identical to the json.dumps texts below, without the encoder
+            rem = "{" + ", ".join(f'"{a}": "{x}"' for a, x in remaining.items()) + "}"
+            blk = "[" + ", ".join(f'"{a}"' for a in blocked) + "]"
+            tot = "{" + ",".join(f'"{a}":"{spent[a]}"' for a in self._sorted_caps) + "}"
+        else:
+            rem = json.dumps({a: str(x) for a, x in remaining.items()})
+            blk = json.dumps(list(blocked))
+            tot = _chain.totals_text(spent)
         cols = (ts, self._json_list(frozenset(attrs)) if isinstance(attrs, frozenset) else json.dumps(list(attrs)),
-                str(eps), int(ok), int(checked),
-                json.dumps({a: str(x) for a, x in remaining.items()}), json.dumps(list(blocked)),
-                _chain.totals_text(spent))
+                str(eps), int(ok), int(checked), rem, blk, tot)
         h = _chain.record_hash(self._key, self.user_id, seq, v.hash, cols)
         return _Verified(seq, h, v.hash, dict(spent)), (self.user_id, seq, *cols, h)
 
@@ -729,7 +752,7 @@ class _ChainLedger:
                 rows.append(row)
                 oks.append(ok)
             self._write(db, rows, new, changed)
-        self._v = new  # only after COMMIT
+        self._v, self._last_row = new, rows[-1][1:]  # only after COMMIT
         return tuple(oks), dict(new.totals)
 
     # ---- audit log, export / import -----------------------------------------------------------
@@ -786,7 +809,7 @@ class _ChainLedger:
             if new.totals != st.spent:  # parse_state replayed the same log: cannot differ
                 raise BudgetError(f"imported log replays to {_fmt(new.totals)}, not {_fmt(st.spent)}")
             self._write(db, rows, new, self._caps)
-        self._v = new
+        self._v, self._last_row = new, (rows[-1][1:] if rows else self._last_row)
 
 
 class SqliteLedger(_ChainLedger):

@@ -14,7 +14,7 @@ each, split over the processes):
   precomputed values, run directly through sqlite3 with synchronous=FULL (no Python logic);
 * 4 processes with K=64 and every slot sampling (each process moves to a fresh user of the same
   file every 32 releases, before the caps bind, so every charge is admitted);
-* PostgresLedger, 1 and 4 processes (one user), against a throw-away server on loopback
+* PostgresLedger, 1 process, 4 processes on one user and 4 processes with a user each, against a throw-away server on loopback
   (tests/helpers/pg_server.py), when PostgreSQL and psycopg are installed.
 
 ``--tree DIR`` imports ``dpmv_lib`` from another checkout (e.g. ``git archive`` of the starting
@@ -61,7 +61,7 @@ def worker(spec: dict) -> None:
         return PostgresLedger.for_policy(spec["db"], user, policy)
 
     rotate = spec.get("rotate", 0)
-    user = f"alice{spec['idx']}-0" if rotate else "alice"
+    user = f"alice{spec['idx']}-0" if rotate else f"alice{spec['idx']}" if spec.get("own_user") else "alice"
     led = open_ledger(user)
     mv = MemView(policy, store, budget=OnlineBudget(k), ledger=led, seed=spec["idx"])
     os.write(1, b"READY\n")
@@ -85,11 +85,13 @@ def worker(spec: dict) -> None:
     os.write(1, (json.dumps({"t0": t0, "t1": t1, "lat": lat, "sampled": admitted}) + "\n").encode())
 
 
-def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int = 3, rotate: int = 0) -> dict:
+def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int = 3, rotate: int = 0,
+                own_user: bool = False) -> dict:
     per = -(-total // procs)
     ps = []
     for i in range(procs):
-        spec = {"tree": tree, "backend": backend, "db": db, "K": k, "n": per, "idx": i, "rotate": rotate}
+        spec = {"tree": tree, "backend": backend, "db": db, "K": k, "n": per, "idx": i, "rotate": rotate,
+                "own_user": own_user}
         ps.append(subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     for p in ps:
@@ -173,7 +175,8 @@ ROWS = [("mem1", "in-memory ledger, 1 process"),
         ("sqlite4", "SQLite ledger, 4 processes on one file"),
         ("sqlite4_k64", "SQLite, 4 processes, every slot sampling (K=64)"),
         ("pg1", "PostgreSQL ledger, 1 process"),
-        ("pg4", "PostgreSQL ledger, 4 processes, one user")]
+        ("pg4", "PostgreSQL ledger, 4 processes, one user"),
+        ("pg4_users", "PostgreSQL ledger, 4 processes, one user each")]
 
 
 def fmt_us(x: float | None) -> str:
@@ -217,7 +220,7 @@ def main(argv=None) -> int:
         if want("sqlite4_k64"):
             results["sqlite4_k64"] = run_setting(tree, "sqlite", f"{tmp}/k64.db", 4, n, k=64, rotate=32)
         pg_note = None
-        if has_pg and (want("pg1") or want("pg4")):
+        if has_pg and (want("pg1") or want("pg4") or want("pg4_users")):
             sys.path.insert(0, str(ROOT))
             from tests.helpers.pg_server import PgServer, find_bin
             if find_bin() is None:
@@ -226,11 +229,11 @@ def main(argv=None) -> int:
                 srv = PgServer.start(tempfile.mkdtemp(prefix="dpmv-bench-pg-"))
                 try:
                     import psycopg
-                    for p, key in ((1, "pg1"), (4, "pg4")):
+                    for p, key in ((1, "pg1"), (4, "pg4"), (4, "pg4_users")):
                         if want(key):
                             with psycopg.connect(srv.dsn, autocommit=True) as c:
                                 c.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-                            results[key] = run_setting(tree, "pg", srv.dsn, p, n)
+                            results[key] = run_setting(tree, "pg", srv.dsn, p, n, own_user=key == "pg4_users")
                 finally:
                     srv.stop()
         elif not has_pg:

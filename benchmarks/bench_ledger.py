@@ -192,6 +192,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tree", default=str(ROOT), help="checkout whose dpmv_lib is measured")
     ap.add_argument("--label", default="", help="suffix of the result files (e.g. 'before')")
     ap.add_argument("--only", default="", help="comma-separated setting keys")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved runs of the SQLite 1-process and raw settings")
     a = ap.parse_args(argv)
     if a.worker:
         worker(json.loads(a.worker))
@@ -210,10 +211,18 @@ def main(argv=None) -> int:
         n = a.releases
         if want("mem1"):
             results["mem1"] = run_setting(tree, "mem", "", 1, n)
-        if want("sqlite1"):
-            results["sqlite1"] = run_setting(tree, "sqlite", f"{tmp}/s1.db", 1, n)
-        if want("raw"):
-            results["raw"] = raw_floor(f"{tmp}/raw.db", n)
+        # the single-process SQLite ledger and its raw floor: interleaved repeats (fsync latency
+        # drifts on a shared machine); the run with the median median is reported
+        runs: dict[str, list[dict]] = {"sqlite1": [], "raw": []}
+        for r in range(a.repeat):
+            if want("sqlite1"):
+                runs["sqlite1"].append(run_setting(tree, "sqlite", f"{tmp}/s1_{r}.db", 1, n))
+            if want("raw"):
+                runs["raw"].append(raw_floor(f"{tmp}/raw_{r}.db", n))
+        for key, rs in runs.items():
+            if rs:
+                rs_sorted = sorted(rs, key=lambda x: x["median_us"])
+                results[key] = dict(rs_sorted[len(rs) // 2], median_runs_us=[x["median_us"] for x in rs])
         for p in (2, 4):
             if want(f"sqlite{p}"):
                 results[f"sqlite{p}"] = run_setting(tree, "sqlite", f"{tmp}/s{p}.db", p, n)
@@ -256,7 +265,9 @@ def main(argv=None) -> int:
         rps = "-" if r["releases_per_s"] is None else f"{r['releases_per_s']:,.0f}"
         lines.append(f"| {name} | {rps} | {fmt_us(r['median_us'])} | {fmt_us(r['p99_us'])} | {fmt_us(r['worst_us'])} |")
     if "sqlite1_over_raw_median" in out:
-        lines += ["", f"SQLite ledger median / raw floor median: {out['sqlite1_over_raw_median']}x."]
+        lines += ["", f"SQLite ledger median / raw floor median: {out['sqlite1_over_raw_median']}x "
+                  f"(medians of the {a.repeat} interleaved runs: ledger {results['sqlite1']['median_runs_us']} us, "
+                  f"floor {results['raw']['median_runs_us']} us)."]
     if pg_note:
         lines += ["", f"PostgreSQL: {pg_note}."]
     OUT.mkdir(parents=True, exist_ok=True)

@@ -348,6 +348,7 @@ class _ChainLedger:
         self._v = _Verified(0, "", "", {a: Fraction(0) for a in self._caps})
         self._fracs: dict[str, Fraction] = {}      # parsed rational text (hot path: no re-parsing)
         self._attr_json: dict[frozenset[str], str] = {}
+        self._parsed: dict[tuple[str, ...], tuple[Any, ...]] = {}   # audit-record texts -> parsed values
         self._last_row: tuple[Any, ...] | None = None  # the verified tail record exactly as hashed
         # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
         self._plain = all(_PLAIN_NAME.fullmatch(a) for a in self._caps)
@@ -515,24 +516,32 @@ class _ChainLedger:
 
     def _parse_row(self, row: Sequence[Any]) -> tuple[AuditRecord, dict[str, Fraction]]:
         seq, ts, attrs, eps, adm, chk, rem, blk, tot, _h = row
+        key = (attrs, eps, rem, blk, tot)
+        parsed = self._parsed.get(key)  # records of other processes repeat these texts: parse once
         try:
-            a = json.loads(attrs)
-            r = json.loads(rem)
-            b = json.loads(blk)
-            t = json.loads(tot)
-            if (not isinstance(a, list) or not all(isinstance(x, str) for x in a) or not isinstance(r, dict)
-                    or not isinstance(b, list) or not all(isinstance(x, str) for x in b)
-                    or not isinstance(t, dict) or adm not in (0, 1) or chk not in (0, 1)):
+            if parsed is None:
+                a = json.loads(attrs)
+                r = json.loads(rem)
+                b = json.loads(blk)
+                t = json.loads(tot)
+                if (not isinstance(a, list) or not all(isinstance(x, str) for x in a) or not isinstance(r, dict)
+                        or not isinstance(b, list) or not all(isinstance(x, str) for x in b)
+                        or not isinstance(t, dict)):
+                    raise ValueError
+                parsed = (tuple(a), Fraction(eps), tuple(sorted((k, Fraction(v)) for k, v in r.items())),
+                          tuple(b), {k: Fraction(v) for k, v in t.items()})
+                if len(self._parsed) > 4096:
+                    self._parsed.clear()
+                self._parsed[key] = parsed
+            if adm not in (0, 1) or chk not in (0, 1):
                 raise ValueError
-            e = Fraction(eps)
-            remaining = tuple(sorted((k, Fraction(v)) for k, v in r.items()))
-            totals = {k: Fraction(v) for k, v in t.items()}
         except (ValueError, TypeError, ZeroDivisionError, RecursionError):
             raise self._refuse(f"audit record #{seq} has a malformed column") from None
+        a_t, e, remaining, b_t, totals = parsed
+        totals = dict(totals)
         if e < 0:
             raise self._refuse(f"audit record #{seq} has a negative eps {eps}")
-        return (AuditRecord(seq, self.user_id, ts, tuple(a), e, bool(adm), bool(chk), remaining, tuple(b)),
-                totals)
+        return (AuditRecord(seq, self.user_id, ts, a_t, e, bool(adm), bool(chk), remaining, b_t), totals)
 
     def _sync(self, db: "_Tx", collect: list[AuditRecord] | None = None) -> None:
         """Verify what was appended since the last verified record, then head and totals (C5).

@@ -350,6 +350,7 @@ class _ChainLedger:
         self._attr_json: dict[frozenset[str], str] = {}
         self._parsed: dict[tuple[str, ...], tuple[Any, ...]] = {}   # audit-record texts -> parsed values
         self._last_row: tuple[Any, ...] | None = None  # the verified tail record exactly as hashed
+        self._rem_cache: tuple[str, dict[str, Fraction]] | None = None  # (head hash, B_a - L_a there)
         # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
         self._plain = all(_PLAIN_NAME.fullmatch(a) for a in self._caps)
         self._sorted_caps = sorted(self._caps)
@@ -747,21 +748,30 @@ class _ChainLedger:
             self._sync(db)
             new = self._v
             spent = dict(new.totals)
+            # B_a - L_a of the verified state (reused while nobody else appended); the C5 check
+            # L_a + eps <= B_a is then the single exact comparison eps <= B_a - L_a
+            cached = self._rem_cache
+            if cached is not None and cached[0] == new.hash:
+                left = dict(cached[1])
+            else:
+                left = {a: caps[a] - spent[a] for a in caps}
             ts = _now()
             rows, oks, changed = [], [], set()
             for attrs, eps in items:
-                blocked = sorted(a for a in attrs if spent[a] + eps > caps[a]) if checked else []
+                blocked = sorted(a for a in attrs if eps > left[a]) if checked else []
                 ok = not blocked
                 if ok:
                     for a in attrs:
                         spent[a] += eps
+                        left[a] -= eps
                     changed |= attrs
                 new, row = self._record(new, ts, attrs, eps, ok, checked,
-                                        {a: caps[a] - spent[a] for a in sorted(attrs)}, blocked, spent)
+                                        {a: left[a] for a in sorted(attrs)}, blocked, spent)
                 rows.append(row)
                 oks.append(ok)
             self._write(db, rows, new, changed)
         self._v, self._last_row = new, rows[-1][1:]  # only after COMMIT
+        self._rem_cache = (new.hash, left)
         return tuple(oks), dict(new.totals)
 
     # ---- audit log, export / import -----------------------------------------------------------

@@ -273,3 +273,31 @@ def test_pg_old_format_refused(pg_dsn, policy):
          "INSERT INTO dpmv_meta VALUES ('schema_version', '1')")
     with pytest.raises(LedgerFormatError, match=r"format version '1'"):
         PostgresLedger.for_policy(pg_dsn, "alice", policy)
+
+
+# ---- one write transaction per release (both backends) -------------------------------------------
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_one_write_transaction_per_release_same_decisions(request, tmp_path, backend):
+    """MemView charges all slots of a release in one ledger transaction, with exactly the
+    decisions, views and ledger states of the per-slot path (in-memory ledger, same seed)."""
+    from dpmv_lib.ledger import InMemoryLedger
+    policy, m, _, _ = running_example()
+    policy = policy.with_caps({"diabetes": "2", "debt": "5/2"})
+    if backend == "sqlite":
+        led = SqliteLedger.for_policy(tmp_path / "l.db", "alice", policy)
+    else:
+        led = _pg()[0].for_policy(request.getfixturevalue("pg_dsn"), "alice", policy)
+    writes = []
+    inner = led._charge
+    led._charge = lambda items, checked: writes.append(len(items)) or inner(items, checked)
+    durable = MemView(policy, m, budget=OnlineBudget(4), ledger=led, seed=7)
+    memory = MemView(policy, m, budget=OnlineBudget(4), ledger=InMemoryLedger.for_policy(policy), seed=7)
+    for _ in range(8):
+        a, b = durable.release(DINNER), memory.release(DINNER)
+        assert a.views == b.views and a.spent == b.spent
+        assert [(s.charged, s.epsilon, s.fallback) for s in a.slots] == \
+               [(s.charged, s.epsilon, s.fallback) for s in b.slots]
+    assert writes == [2] * 8  # one transaction per release, both slots in it
+    assert replay(led.log, policy.caps) == led.spent() == memory.ledger.spent()
+    assert any(not r.admitted for r in led.log)  # the caps bound along the way
+    led.close()

@@ -1,6 +1,6 @@
 """The durable ledger under load: releases/s and latency per ledger backend, side by side.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_ledger.py [--releases 2000] [--tree DIR] [--label NAME]
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_ledger.py [--releases 2000] [--baseline DIR] [--repeat 3]
 
 Every setting releases the README example (running-example policy, ``OnlineBudget(K=3)``,
 query "affordable dinner": two charged slots per release) through ``MemView.release`` in
@@ -17,9 +17,10 @@ each, split over the processes):
 * PostgresLedger, 1 process, 4 processes on one user and 4 processes with a user each, against a throw-away server on loopback
   (tests/helpers/pg_server.py), when PostgreSQL and psycopg are installed.
 
-``--tree DIR`` imports ``dpmv_lib`` from another checkout (e.g. ``git archive`` of the starting
-commit) to measure the code before a change; PostgreSQL settings are skipped when that tree
-has no ``dpmv_lib/durable_pg.py``. Writes benchmarks/results/ledger[_LABEL].json and .md.
+``--baseline DIR`` also measures the ``dpmv_lib`` of another checkout (e.g. ``git archive`` of
+the starting commit), interleaved with this one setting by setting so that both see the same
+machine conditions; PostgreSQL settings are skipped for a tree without
+``dpmv_lib/durable_pg.py``. Writes benchmarks/results/ledger[_LABEL].json and .md.
 """
 from __future__ import annotations
 
@@ -185,12 +186,83 @@ def fmt_us(x: float | None) -> str:
     return f"{x:.0f} us" if x < 1000 else f"{x / 1000:.2f} ms"
 
 
+def _pick(rs: list[dict]) -> dict:
+    """Of repeated runs, the one with the median median (all medians kept)."""
+    rs_sorted = sorted(rs, key=lambda x: x["median_us"])
+    return dict(rs_sorted[len(rs) // 2], median_runs_us=[x["median_us"] for x in rs])
+
+
+def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dict, dict]:
+    """Every setting for every tree, the trees interleaved setting by setting (same conditions)."""
+    only = set(a.only.split(",")) if a.only else None
+    want = lambda key: only is None or key in only  # noqa: E731
+    res: dict[str, dict] = {lab: {} for lab in trees}
+    notes: dict[str, str] = {}
+    n = a.releases
+    for lab, tree in trees.items():
+        if want("mem1"):
+            res[lab]["mem1"] = run_setting(tree, "mem", "", 1, n)
+    # the 1-process SQLite ledger and its raw floor: interleaved repeats (fsync latency drifts on a
+    # shared machine); each tree's ratio uses the floor runs made right after its own runs
+    runs = {lab: {"sqlite1": [], "raw": []} for lab in trees}
+    for r in range(a.repeat):
+        for lab, tree in trees.items():
+            if want("sqlite1"):
+                runs[lab]["sqlite1"].append(run_setting(tree, "sqlite", f"{tmp}/{lab}_s1_{r}.db", 1, n))
+            if want("raw"):
+                runs[lab]["raw"].append(raw_floor(f"{tmp}/{lab}_raw_{r}.db", n))
+    for lab in trees:
+        for key, rs in runs[lab].items():
+            if rs:
+                res[lab][key] = _pick(rs)
+    for key, p, kw in (("sqlite2", 2, {}), ("sqlite4", 4, {}), ("sqlite4_k64", 4, {"k": 64, "rotate": 32})):
+        for lab, tree in trees.items():
+            if want(key):
+                res[lab][key] = run_setting(tree, "sqlite", f"{tmp}/{lab}_{key}.db", p, n, **kw)
+    pg_trees = {lab: t for lab, t in trees.items() if (Path(t) / "dpmv_lib" / "durable_pg.py").exists()}
+    for lab in trees:
+        if lab not in pg_trees:
+            notes[lab] = "this tree has no PostgreSQL backend"
+    if pg_trees and any(want(k) for k in ("pg1", "pg4", "pg4_users")):
+        sys.path.insert(0, str(ROOT))
+        from tests.helpers.pg_server import PgServer, find_bin
+        try:
+            import psycopg
+        except ImportError:
+            psycopg = None
+        if find_bin() is None or psycopg is None:
+            for lab in pg_trees:
+                notes[lab] = ("PostgreSQL binaries not found" if psycopg else
+                              'psycopg not installed (pip install "dpmv[postgres]")')
+        else:
+            srv = PgServer.start(tempfile.mkdtemp(prefix="dpmv-bench-pg-"))
+            try:
+                for p, key in ((1, "pg1"), (4, "pg4"), (4, "pg4_users")):
+                    for lab, tree in pg_trees.items():
+                        if want(key):
+                            with psycopg.connect(srv.dsn, autocommit=True) as c:
+                                c.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+                            res[lab][key] = run_setting(tree, "pg", srv.dsn, p, n, own_user=key == "pg4_users")
+            finally:
+                srv.stop()
+    return res, notes
+
+
+def _cells(r: dict | None) -> str:
+    if r is None:
+        return "n/a | n/a | n/a | n/a"
+    rps = "-" if r["releases_per_s"] is None else f"{r['releases_per_s']:,.0f}"
+    return f"{rps} | {fmt_us(r['median_us'])} | {fmt_us(r['p99_us'])} | {fmt_us(r['worst_us'])}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker")
     ap.add_argument("--releases", type=int, default=2000)
     ap.add_argument("--tree", default=str(ROOT), help="checkout whose dpmv_lib is measured")
-    ap.add_argument("--label", default="", help="suffix of the result files (e.g. 'before')")
+    ap.add_argument("--baseline", default="", help="a second checkout (e.g. the starting commit, via "
+                    "git archive) measured interleaved with --tree, setting by setting")
+    ap.add_argument("--label", default="", help="suffix of the result files")
     ap.add_argument("--only", default="", help="comma-separated setting keys")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved runs of the SQLite 1-process and raw settings")
     a = ap.parse_args(argv)
@@ -199,77 +271,43 @@ def main(argv=None) -> int:
         return 0
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from machine_info import describe, loadavg, machine
-    tree = str(Path(a.tree).resolve())
+    trees = {}
+    if a.baseline:
+        trees["before"] = str(Path(a.baseline).resolve())
+    trees["after" if a.baseline else "this tree"] = str(Path(a.tree).resolve())
     mach = machine()
-    only = set(a.only.split(",")) if a.only else None
-    has_pg = (Path(tree) / "dpmv_lib" / "durable_pg.py").exists()
-    results: dict[str, dict | None] = {}
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dpmv-bench-") as tmp:
-        def want(key: str) -> bool:
-            return only is None or key in only
-        n = a.releases
-        if want("mem1"):
-            results["mem1"] = run_setting(tree, "mem", "", 1, n)
-        # the single-process SQLite ledger and its raw floor: interleaved repeats (fsync latency
-        # drifts on a shared machine); the run with the median median is reported
-        runs: dict[str, list[dict]] = {"sqlite1": [], "raw": []}
-        for r in range(a.repeat):
-            if want("sqlite1"):
-                runs["sqlite1"].append(run_setting(tree, "sqlite", f"{tmp}/s1_{r}.db", 1, n))
-            if want("raw"):
-                runs["raw"].append(raw_floor(f"{tmp}/raw_{r}.db", n))
-        for key, rs in runs.items():
-            if rs:
-                rs_sorted = sorted(rs, key=lambda x: x["median_us"])
-                results[key] = dict(rs_sorted[len(rs) // 2], median_runs_us=[x["median_us"] for x in rs])
-        for p in (2, 4):
-            if want(f"sqlite{p}"):
-                results[f"sqlite{p}"] = run_setting(tree, "sqlite", f"{tmp}/s{p}.db", p, n)
-        if want("sqlite4_k64"):
-            results["sqlite4_k64"] = run_setting(tree, "sqlite", f"{tmp}/k64.db", 4, n, k=64, rotate=32)
-        pg_note = None
-        if has_pg and (want("pg1") or want("pg4") or want("pg4_users")):
-            sys.path.insert(0, str(ROOT))
-            from tests.helpers.pg_server import PgServer, find_bin
-            if find_bin() is None:
-                pg_note = "PostgreSQL binaries not found"
-            else:
-                srv = PgServer.start(tempfile.mkdtemp(prefix="dpmv-bench-pg-"))
-                try:
-                    import psycopg
-                    for p, key in ((1, "pg1"), (4, "pg4"), (4, "pg4_users")):
-                        if want(key):
-                            with psycopg.connect(srv.dsn, autocommit=True) as c:
-                                c.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
-                            results[key] = run_setting(tree, "pg", srv.dsn, p, n, own_user=key == "pg4_users")
-                finally:
-                    srv.stop()
-        elif not has_pg:
-            pg_note = "this tree has no PostgreSQL backend"
-    out = {"benchmark": "ledger", "tree": tree, "label": a.label, "releases_per_setting": a.releases,
+        res, notes = measure(trees, a, tmp)
+    out = {"benchmark": "ledger", "trees": trees, "releases_per_setting": a.releases, "repeat": a.repeat,
            "machine": mach, "loadavg_at_end": loadavg(), "total_s": round(time.monotonic() - t_start, 1),
-           "results": results, "pg_note": pg_note}
-    if results.get("raw") and results.get("sqlite1"):
-        out["sqlite1_over_raw_median"] = round(results["sqlite1"]["median_us"] / results["raw"]["median_us"], 2)
+           "results": res, "notes": notes}
+    labs = list(trees)
     lines = [f"# Durable ledger under load{' (' + a.label + ')' if a.label else ''}", "",
              f"Machine: {describe(mach)}; load average at start {mach.get('loadavg_at_start')}, at end "
-             f"{out['loadavg_at_end']} (shared machine). {a.releases} releases per setting, README policy, "
-             f"OnlineBudget(K=3) unless noted. Total {out['total_s']} s.", "",
-             "| setting | releases/s | median | p99 | worst |", "|---|---|---|---|---|"]
+             f"{out['loadavg_at_end']} (shared machine, 6 jobs on 2 cores: fsync latency drifts between "
+             f"~0.1 and ~4 ms). {a.releases} releases per setting, README policy (running example, "
+             f"OnlineBudget(K=3), query affordable_dinner: 2 charged slots) unless noted"
+             + (f"; trees measured interleaved, setting by setting: {', '.join(f'{k} = {v}' for k, v in trees.items())}"
+                if len(trees) > 1 else "") + f". Total {out['total_s']} s.", "",
+             "| setting | " + " | ".join(f"{lab}: releases/s | median | p99 | worst" for lab in labs) + " |",
+             "|---|" + "---|---|---|---|" * len(labs)]
     for key, name in ROWS:
-        r = results.get(key)
-        if r is None:
-            lines.append(f"| {name} | n/a | n/a | n/a | n/a |")
-            continue
-        rps = "-" if r["releases_per_s"] is None else f"{r['releases_per_s']:,.0f}"
-        lines.append(f"| {name} | {rps} | {fmt_us(r['median_us'])} | {fmt_us(r['p99_us'])} | {fmt_us(r['worst_us'])} |")
-    if "sqlite1_over_raw_median" in out:
-        lines += ["", f"SQLite ledger median / raw floor median: {out['sqlite1_over_raw_median']}x "
-                  f"(medians of the {a.repeat} interleaved runs: ledger {results['sqlite1']['median_runs_us']} us, "
-                  f"floor {results['raw']['median_runs_us']} us)."]
-    if pg_note:
-        lines += ["", f"PostgreSQL: {pg_note}."]
+        lines.append(f"| {name} | " + " | ".join(_cells(res[lab].get(key)) for lab in labs) + " |")
+    lines.append("")
+    for lab in labs:
+        r = res[lab]
+        if r.get("raw") and r.get("sqlite1"):
+            ratio = round(r["sqlite1"]["median_us"] / r["raw"]["median_us"], 2)
+            out.setdefault("sqlite1_over_raw_median", {})[lab] = ratio
+            lines.append(f"* {lab}: SQLite ledger median / raw floor median = {ratio}x (medians of the {a.repeat} "
+                         f"interleaved runs: ledger {r['sqlite1']['median_runs_us']} us, floor "
+                         f"{r['raw']['median_runs_us']} us).")
+        if r.get("sqlite1") and r.get("sqlite4"):
+            lines.append(f"* {lab}: 4 processes / 1 process throughput = "
+                         f"{r['sqlite4']['releases_per_s'] / r['sqlite1']['releases_per_s']:.2f}.")
+        if lab in notes:
+            lines.append(f"* {lab}: PostgreSQL: {notes[lab]}.")
     OUT.mkdir(parents=True, exist_ok=True)
     stem = "ledger" + (f"_{a.label}" if a.label else "")
     (OUT / f"{stem}.json").write_text(json.dumps(out, indent=1) + "\n")

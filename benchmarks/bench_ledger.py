@@ -235,7 +235,9 @@ def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dic
                 notes[lab] = ("PostgreSQL binaries not found" if psycopg else
                               'psycopg not installed (pip install "dpmv[postgres]")')
         else:
-            srv = PgServer.start(tempfile.mkdtemp(prefix="dpmv-bench-pg-"))
+            import shutil
+            base = tempfile.mkdtemp(prefix="dpmv-bench-pg-")
+            srv = PgServer.start(base)
             try:
                 for p, key in ((1, "pg1"), (4, "pg4"), (4, "pg4_users")):
                     for lab, tree in pg_trees.items():
@@ -245,6 +247,7 @@ def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dic
                             res[lab][key] = run_setting(tree, "pg", srv.dsn, p, n, own_user=key == "pg4_users")
             finally:
                 srv.stop()
+                shutil.rmtree(base, ignore_errors=True)
     return res, notes
 
 

@@ -46,9 +46,14 @@ def pg_server():
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true but {missing}: .ci/run must install them")
         pytest.skip(missing)
-    srv = PgServer.start(tempfile.mkdtemp(prefix="dpmv-test-pg-"))
-    yield srv
-    srv.stop()
+    import shutil
+    base = tempfile.mkdtemp(prefix="dpmv-test-pg-")
+    try:
+        srv = PgServer.start(base)
+        yield srv
+        srv.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ The small public API an agent builder needs::
 
     from dpmv_lib import Policy, MemoryStore, MemView, Query, OnlineBudget
 """
-from .errors import (BudgetError, CorpusError, DPMVError, ParameterError, PolicyError, QueryError,
-                     StoreError, UnknownAttributeError)
+from .errors import (BudgetError, CorpusError, DPMVError, LedgerFormatError, LedgerIntegrityError,
+                     ParameterError, PolicyError, QueryError, StoreError, UnknownAttributeError)
 from .ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget, planned_charges
 from .memview import MemView, Release, SlotRelease
 from .policy import Policy, Query, View
@@ -14,7 +14,7 @@ from .store import MemoryStore, check_adjacent, differing_positions, is_adjacent
 __version__ = "0.1.0"
 
 __all__ = [
-    "BudgetError", "CorpusError", "DPMVError", "ParameterError", "PolicyError", "QueryError",
+    "BudgetError", "CorpusError", "DPMVError", "LedgerFormatError", "LedgerIntegrityError", "ParameterError", "PolicyError", "QueryError",
     "StoreError", "UnknownAttributeError", "InMemoryLedger", "OnlineBudget", "PreallocatedBudget",
     "planned_charges", "MemView", "Release", "SlotRelease", "Policy", "Query", "View", "MemoryStore",
     "check_adjacent", "differing_positions", "is_adjacent",

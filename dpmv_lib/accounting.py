@@ -9,6 +9,7 @@ from typing import Sequence
 from .errors import PolicyError
 from .memview import Release
 from .policy import Policy
+from .selection import DP_SELECTOR_TAGS
 from .store import MemoryStore, differing_positions
 
 
@@ -22,7 +23,7 @@ def reconstructed_bound(releases: Sequence[Release], attribute: str) -> Fraction
         for s in rel.slots:
             if attribute not in s.affected or s.mechanism == "generic":
                 continue
-            if s.mechanism != "em":
+            if s.mechanism not in DP_SELECTOR_TAGS:  # Eq. (7) or permute-and-flip: eps-DP
                 return math.inf
             total += s.epsilon
     return total

@@ -56,7 +56,7 @@ class AuditConfig:
     max_iter: int = 2000
     tol: float = 1e-8               # lbfgs tolerance: scikit-learn's default (1e-4) stops before the
                                     # first step when the M/M' signal is tiny, leaving w = 0
-    unit: str = "response"          # embedding unit: "response" (C.5), "sentence" or "auto"
+    unit: str = "response"          # embedding unit: "response" (C.5; "auto" = the same) or "sentence"
 
     def __post_init__(self) -> None:
         if not self.horizons or any((not isinstance(h, (int, np.integer))) or h < 1 for h in self.horizons):
@@ -128,23 +128,19 @@ def conditioning_identical(transcripts: pd.DataFrame, horizon: int | None = None
 
 # ---- features ---------------------------------------------------------------------------------
 UNITS = ("response", "sentence", "auto")
-AUTO_EXACT_MAX = 20_000  # "auto": exact per-response embedding up to this many distinct responses
 
 
 def embed_responses(texts: Sequence[str], encoder: Encoder, unit: str = "response", *,
                     progress: bool = False) -> tuple[np.ndarray, str]:
     """Unit-norm embeddings of responses. ``unit="response"`` encodes each response as one text
-    (exactly C.5). ``unit="sentence"`` encodes each distinct sentence once and represents a
-    response by the L2-normalised mean of its sentence embeddings: an approximation for CPU runs
-    with tens of thousands of distinct responses built from a small sentence inventory (the
-    surrogate's). ``"auto"`` picks "response" up to :data:`AUTO_EXACT_MAX` distinct responses (or
-    for the hashing encoder, which is cheap), else "sentence". Returns (embeddings, unit used)."""
+    (exactly C.5; ``"auto"`` is the same, kept as the default name of the profiles' setting).
+    ``unit="sentence"`` (opt-in, not C.5) encodes each distinct sentence once and represents a
+    response by the L2-normalised mean of its sentence embeddings. Returns (embeddings, unit used)."""
     if unit not in UNITS:
         raise ParameterError(f"unknown embedding unit {unit!r}; use one of {UNITS}")
     texts = list(texts)
     if unit == "auto":
-        cheap = str(getattr(encoder, "id", "")).startswith("hashing")
-        unit = "response" if (cheap or len(set(texts)) <= AUTO_EXACT_MAX) else "sentence"
+        unit = "response"
     if unit == "response":
         return _encode_batched(encoder, texts, progress=progress), unit
     from .judge import split_sentences

@@ -7,7 +7,8 @@ M ~_a M' under the same public prefixes and reports which conditions fail, with 
   policy's fixed vocabulary V_g, the same under M and M';
 * C2 complete charging: the charge set must contain Gamma*(R) computed from the PUBLIC policy,
   and a slot whose distribution depends on I_a must charge a;
-* C3 private selection: an admitted charged selection must release Eq. (7) exactly (no point
+* C3 private selection: an admitted charged selection must release the interface's eps-DP selector
+  (Eq. (7), or permute-and-flip with ``selector="pf"``) exactly (no point
   mass / argmax), with log-ratio <= eps between M and M'; Eq. (7)'s premise
   |u_M(v) - u_M'(v)| <= Du is checked exactly, in rationals, with no tolerance;
 * C4 public control: route G_t, read set, charge set, eps and the budget branch must be equal
@@ -37,7 +38,7 @@ from .errors import DPMVError, ParameterError, StoreError
 from .examples import running_example
 from .exact import privacy_loss
 from .ledger import InMemoryLedger, OnlineBudget
-from .mechanism import em_probabilities
+from .selection import exponential_mechanism
 from .memview import MemView, Release, SlotRelease
 from .policy import Policy, Query
 from .scorer import cue_hits
@@ -473,13 +474,14 @@ def _self_checks(policy: Policy, b: MemView, prep: Any, outs: list, before: dict
     if outside:
         F.add("C1", where, f"released views {outside} outside the offered vocabulary")
         return
-    expect = dict(zip(views, em_probabilities(prep.utilities, eps, policy.sensitivity)))
+    sel = getattr(b, "selector", None) or exponential_mechanism()  # C3: the interface's eps-DP selector
+    expect = dict(zip(views, sel.probabilities(prep.utilities, eps, policy.sensitivity)))
     if any(abs(got.get(v, 0.0) - expect[v]) > 1e-9 for v in views):
         if len(got) == 1 and len(views) > 1:
-            F.add("C3", where, f"deterministic release: point mass on {next(iter(got))} where Eq. (7) "
+            F.add("C3", where, f"deterministic release: point mass on {next(iter(got))} where {sel.label} "
                                f"gives {_fmt_dist(expect)}")
         else:
-            F.add("C3", where, f"view distribution {_fmt_dist(got)} is not Eq. (7) {_fmt_dist(expect)}")
+            F.add("C3", where, f"view distribution {_fmt_dist(got)} is not {sel.label} {_fmt_dist(expect)}")
 
 
 def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids,

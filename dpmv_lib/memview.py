@@ -2,13 +2,19 @@
 
 Per turn: route the public query to ordered active slots (C4); per slot read the policy's
 positions, charge every attribute whose group the read touches (C2), check every ledger
-prospectively (C5), and either sample a public view with the exponential mechanism (C1, C3)
+prospectively (C5), and either sample a public view with an eps-DP selector (C1, C3; the
+exponential mechanism of Eq. (7) by default, or permute-and-flip, :mod:`dpmv_lib.selection`)
 or return the slot's fixed generic view at zero cost. Only public things leave: the view per
 slot, which attributes were charged and at what eps, and the public ledger state (C3, C6).
 
 Theorem 1: under C1-C6 the whole adaptive augmented transcript is pure B_a-DP for each a.
 
-C3, exactly: Eq. (7) is eps-DP only if |u_M(v) - u_M'(v)| <= Du holds for the numbers the sampler
+C3, generalised: the view is sampled by an eps-DP selector for utilities of sensitivity Du on the
+shared vocabulary - Eq. (7) (``selector="em"``, default) or permute-and-flip (``selector="pf"``,
+McKenna & Sheldon 2020: eps-DP with the same sensitivity, expected utility never below Eq. (7)'s).
+Theorem 1's proof uses only this per-release eps-DP property, so it holds for either selector.
+
+C3, exactly: Eq. (7) (and likewise permute-and-flip) is eps-DP only if |u_M(v) - u_M'(v)| <= Du holds for the numbers the sampler
 really uses. Utilities are therefore kept as exact rationals from the scorer to the sampler (the
 lexicon scorer returns ``Fraction``s; a float is read through its exact binary value), Du is the
 policy's exact bound, and the exact sampler decides with rationals only; the float path rounds
@@ -19,8 +25,8 @@ C5, fail-closed scoring: the prospective check charges the slot before the score
 public plan only. If the scorer then fails for any view of the slot (raises, returns a non-number,
 NaN/inf, or a value outside [0, 1]), every utility of the slot is replaced by the constant 1/2:
 the slot releases a uniformly random view of V_g, with exactly the public fields of any admitted
-release (mechanism "em", the planned charge and eps). Nothing is raised and the ledger moves as
-planned, so whether the call errors or the ledger moves cannot depend on memory; the failure is
+release (the selector's mechanism tag, the planned charge and eps; permute-and-flip accepts
+the first view it visits, also uniform). Nothing is raised and the ledger moves as planned, so whether the call errors or the ledger moves cannot depend on memory; the failure is
 recorded only in the operator-side list ``MemView.scorer_failures`` (never in a Release).
 Privacy: 1/2 lies within 1/2 <= Du of every valid utility in [0, 1], so the sanitised scorer
 keeps sensitivity Du and the release stays eps-DP for every policy with Du >= 1/2 (all shipped
@@ -42,8 +48,8 @@ import numpy as np
 from ._exact import to_fraction
 from .errors import BudgetError, ParameterError, PolicyError, QueryError, StoreError
 from .ledger import BudgetRule, InMemoryLedger, Ledger, OnlineBudget
-from .mechanism import (RandomSource, SeededRandomSource, SystemRandomSource, em_probabilities,
-                        sample_em, sample_em_exact)
+from .mechanism import RandomSource, SeededRandomSource, SystemRandomSource
+from .selection import Selector, get_selector
 from .policy import Policy, Query, View
 from .scorer import LexiconScorer, Scorer
 from .store import MemoryStore
@@ -53,7 +59,7 @@ from .store import MemoryStore
 class SlotRelease:
     """What one slot-level operation releases (all public).
 
-    ``mechanism`` is "em" (sampled by Eq. 7), "generic" (fixed generic view: empty read,
+    ``mechanism`` is "em" (sampled by Eq. 7), "pf" (permute-and-flip), "generic" (fixed generic view: empty read,
     unplanned charge or failed cap check) or, in ablations only, "argmax"."""
 
     slot: str
@@ -166,7 +172,9 @@ class MemView:
     >>> rel.views, rel.spent
 
     ``exact=True`` (default) samples with the exact rational sampler; ``seed=None`` draws from
-    the OS (deployment), an int makes runs reproducible (experiments). ``ledger`` may be any
+    the OS (deployment), an int makes runs reproducible (experiments). ``selector`` is the C3
+    eps-DP selector: "em" (Eq. 7, default), "pf" (permute-and-flip) or a
+    :class:`~dpmv_lib.selection.Selector`. ``ledger`` may be any
     :class:`~dpmv_lib.ledger.Ledger` backend (e.g. a durable one); its caps must equal the policy's.
     A failing scorer never raises out of ``release()`` (C5 fail-closed, module docstring); its
     failures are listed, operator-side only, in ``scorer_failures``.
@@ -177,7 +185,8 @@ class MemView:
 
     def __init__(self, policy: Policy, store: MemoryStore, *, budget: BudgetRule | None = None,
                  ledger: Ledger | None = None, scorer: Scorer | None = None, exact: bool = True,
-                 seed: int | None = None, random_source: RandomSource | None = None) -> None:
+                 seed: int | None = None, random_source: RandomSource | None = None,
+                 selector: str | Selector = "em") -> None:
         if not isinstance(policy, Policy):
             raise PolicyError(f"MemView needs a Policy, got {type(policy).__name__}")
         if not isinstance(store, MemoryStore):
@@ -192,6 +201,7 @@ class MemView:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
                                  or seed < 0):
             raise ParameterError(f"seed must be None (OS randomness) or an integer >= 0, got {seed!r}")
+        self.selector = get_selector(selector)
         store.check_layout(policy)
         self.policy = policy
         self._store = store
@@ -305,20 +315,20 @@ class MemView:
         if not prep.admitted:
             return self._generic(prep)
         i = self._draw(prep.utilities, prep.plan.epsilon)
-        return self._released(prep, prep.views[i].id, "em", self._extras(prep))
+        return self._released(prep, prep.views[i].id, self.selector.name, self._extras(prep))
 
     def _outcomes(self, prep: _Prepared) -> list[tuple[SlotRelease, float]]:
         """Every possible SlotRelease of this operation with its exact probability (for checks)."""
         if not prep.admitted:
             return [(self._generic(prep), 1.0)]
-        probs = em_probabilities(prep.utilities, prep.plan.epsilon, self.policy.sensitivity)
-        return [(self._released(prep, v.id, "em", self._extras(prep)), float(p))
+        probs = self.selector.probabilities(prep.utilities, prep.plan.epsilon, self.policy.sensitivity)
+        return [(self._released(prep, v.id, self.selector.name, self._extras(prep)), float(p))
                 for v, p in zip(prep.views, probs)]
 
     def _draw(self, utilities: Sequence[Fraction], epsilon: Fraction) -> int:
         if self.exact:
-            return sample_em_exact(list(utilities), epsilon, self.policy.sensitivity, self._source)
-        return sample_em(list(utilities), epsilon, self.policy.sensitivity, self._rng)
+            return self.selector.sample_exact(list(utilities), epsilon, self.policy.sensitivity, self._source)
+        return self.selector.sample(list(utilities), epsilon, self.policy.sensitivity, self._rng)
 
     def _make_release(self, query: Query, slots: list[SlotRelease]) -> Release:
         return Release(query, tuple(slots), tuple(sorted(self.ledger.spent().items())))

@@ -9,7 +9,9 @@ import pandas as pd
 
 MARKERS = {"GenericOnly": "s", "RawReadSet": "X", "TypedMask": "P", "TaskMin": "D", "OutputFilter": "v",
            "DP-MemView (on)": "o", "DP-MemView (pre)": "^", "IncompleteCharge": "<", "CappedArgmax": ">",
-           "NoCap": "h", "ScoreChannel": "*"}
+           "NoCap": "h", "ScoreChannel": "*", "DP-MemView (on, P&F)": "8", "DP-MemView (pre, P&F)": "d"}
+#: P&F rows share their Eq. (7) counterpart's colour (told apart by the marker)
+COLOUR_OF = {"DP-MemView (on, P&F)": "DP-MemView (on)", "DP-MemView (pre, P&F)": "DP-MemView (pre)"}
 
 
 def save_figure(fig, path: str | Path | None, dpi: int = 130):
@@ -32,7 +34,11 @@ def _colors(methods: Sequence[str]) -> dict[str, tuple]:
     cmap = matplotlib.colormaps["tab10"]
     known = list(MARKERS)
     extra = [m for m in methods if m not in known]
-    return {m: cmap((known.index(m) if m in known else len(known) + extra.index(m)) % 10) for m in methods}
+
+    def index(m: str) -> int:
+        m = COLOUR_OF.get(m, m)
+        return known.index(m) if m in known else len(known) + extra.index(m)
+    return {m: cmap(index(m) % 10) for m in methods}
 
 
 def privacy_utility_figure(table2: pd.DataFrame, path: str | Path | None = None, title: str = ""):

@@ -13,9 +13,11 @@ class Profile:
     name: str
     description: str
     pairs: int | None            # PairedMem pairs evaluated (None = all 320)
-    transfer_pairs: int | None   # transfer pairs evaluated (None = all 80)
+    transfer_pairs: int | None   # transfer pairs evaluated (None = all 67)
     responder: str               # "surrogate" | "smollm2" | "hf:<path>" | "llamacpp[:<gguf>][@f16]" | "openai:<base_url>|<model>"
-    encoder: str                 # "hashing" | "minilm" | "st:<path>"
+    encoder: str                 # auditor + rubric-judge encoder: "hashing" | "minilm[@fp32|@bf16]" | "st:<path>[@...]"
+                                 # (no suffix: bf16 on CPUs with avx512_bf16/amx_bf16, else fp32; the
+                                 # auditor embeds each whole response, exactly C.5)
     judge: str                   # "rubric" | "llm:<spec>"
     em_seeds: tuple[int, ...] = (0, 1, 2)
     response_models: tuple[str, ...] = ()

@@ -4,8 +4,8 @@
                            [--seed N] [--results-dir DIR] [--notebooks-dir DIR] [--timeout S]
 
 Notebooks are ``notebooks/NN_*.ipynb`` (01_data_construction, 02_mechanism,
-03_rq1_privacy_utility, 04_rq2_safeguards, 05_budget_sensitivity); those that exist run in
-order. Each gets the parameters ``profile``, ``seed`` and ``results_dir``, ``INTERACTIVE=False``
+03_rq1_privacy_utility, 04_rq2_safeguards, 05_budget_sensitivity, 06_adaptive_adversary); those
+that exist run in order. Each gets the parameters ``profile``, ``seed`` and ``results_dir``, ``INTERACTIVE=False``
 (batch runs have no browser) and any ``-p`` override that its parameters cell declares. Executed copies go to ``{results_dir}/notebooks/`` and a
 ``{results_dir}/manifest.json`` records the git commit, profile, parameters, seeds, package
 versions, the machine (CPU model, ISA flags, cores: :func:`dpmv_lib.machine.cpu_info`) and wall
@@ -42,7 +42,7 @@ from .paths import project_root
 from .profiles import PROFILES, get_profile
 
 NOTEBOOK_ORDER = ("01_data_construction", "02_mechanism", "03_rq1_privacy_utility",
-                  "04_rq2_safeguards", "05_budget_sensitivity")
+                  "04_rq2_safeguards", "05_budget_sensitivity", "06_adaptive_adversary")
 NOTEBOOK_RE = re.compile(r"^(\d\d)_\w+\.ipynb$")
 RESERVED = ("profile", "seed", "results_dir")
 # Injected when a notebook's parameters cell declares them (``-p`` may override): batch runs have

@@ -41,7 +41,18 @@ from .rq2 import (Claim, MemoScorer, SlotStep, lockstep_steps, pooled_ceiling, p
                   steps_to_turns, with_paper)
 
 METHOD = "DP-MemView (on)"
-MODES: tuple[str, ...] = ("on", "pre")
+#: budget modes of the grid: the paper's online / preallocated rules with Eq. (7), and the same
+#: rules with the permute-and-flip selector (beyond the paper; same eps, ledger and caps)
+MODES: tuple[str, ...] = ("on", "pre", "on, P&F", "pre, P&F")
+PAPER_MODES: tuple[str, ...] = ("on", "pre")
+
+
+def mode_parts(mode: str) -> tuple[str, str]:
+    """A grid mode as (budget rule "on" | "pre", selector tag "em" | "pf")."""
+    if mode not in MODES:
+        raise ParameterError(f"unknown mode {mode!r}; use {MODES}")
+    base, _, sel = mode.partition(", ")
+    return base, ("pf" if sel == "P&F" else "em")
 TABLE3_METRICS: tuple[str, ...] = ("eps_tg", "auc", "trec", "unsup")  # the paper's Table 3 columns
 GRID_METRICS: dict[str, str] = {
     "ceiling_auc": "exact optimal-auditor AUC (ceiling)",
@@ -60,24 +71,41 @@ def _num(x: Any) -> Fraction:
     return to_fraction(x, "budget parameter", positive=True, error=ParameterError)
 
 
-def setting_label(b_a: Any, k: int) -> str:
+#: the online interface of each selector (Table 3 rows; "pf" is beyond the paper)
+SELECTOR_METHODS: dict[str, str] = {"em": METHOD, "pf": "DP-MemView (on, P&F)"}
+
+
+def _selector_method(selector: str) -> str:
+    if selector not in SELECTOR_METHODS:
+        raise ParameterError(f"unknown selector {selector!r}; use {sorted(SELECTOR_METHODS)}")
+    return SELECTOR_METHODS[selector]
+
+
+def setting_label(b_a: Any, k: int, selector: str = "em") -> str:
     """The method label of one budget setting in the transcript table (distinct per setting)."""
-    return f"{METHOD} [B_a={float(_num(b_a)):g}, K={int(k)}]"
+    return f"{_selector_method(selector)} [B_a={float(_num(b_a)):g}, K={int(k)}]"
 
 
 def table3_settings(b_as: Sequence[Any] = (1, 2, 4, 8), k_fixed: int = 3, ks: Sequence[int] = (2, 3, 4),
-                    b_fixed: Any = 2) -> pd.DataFrame:
+                    b_fixed: Any = 2, selectors: Sequence[str] = ("em",)) -> pd.DataFrame:
     """The rows of Table 3: cap magnitude (B_a in ``b_as`` at K = ``k_fixed``) and budget
-    granularity (K in ``ks`` at B_a = ``b_fixed``), with eps_{t,g} = B_a / K exactly."""
+    granularity (K in ``ks`` at B_a = ``b_fixed``), with eps_{t,g} = B_a / K exactly, once per
+    selector ("em": the paper's rows; "pf": permute-and-flip rows, beyond the paper)."""
     rows = []
-    for sweep, pairs in (("cap_magnitude", [(b, k_fixed) for b in b_as]), ("granularity", [(b_fixed, k) for k in ks])):
-        for b, k in pairs:
-            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-                raise ParameterError(f"K must be an integer >= 1, got {k!r}")
-            eps = _num(b) / int(k)
-            rows.append({"sweep": sweep, "b_a": float(_num(b)), "k": int(k), "eps_tg": float(eps),
-                         "eps_exact": str(eps), "method": setting_label(b, k)})
+    for sel in selectors:
+        _selector_method(sel)
+        for sweep, pairs in (("cap_magnitude", [(b, k_fixed) for b in b_as]), ("granularity", [(b_fixed, k) for k in ks])):
+            for b, k in pairs:
+                if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+                    raise ParameterError(f"K must be an integer >= 1, got {k!r}")
+                eps = _num(b) / int(k)
+                rows.append({"sweep": sweep, "b_a": float(_num(b)), "k": int(k), "eps_tg": float(eps),
+                             "eps_exact": str(eps), "method": setting_label(b, k, sel), "selector": sel})
     return pd.DataFrame(rows)
+
+
+def _selectors_of(settings: pd.DataFrame) -> pd.Series:
+    return settings["selector"] if "selector" in settings.columns else pd.Series("em", index=settings.index)
 
 
 def unique_settings(settings: pd.DataFrame) -> list[tuple[float, int]]:
@@ -88,16 +116,22 @@ def unique_settings(settings: pd.DataFrame) -> list[tuple[float, int]]:
 def budget_transcripts(bench: Any, responder: Any, settings: pd.DataFrame, *, seeds: Sequence[int], turns: int = 16,
                        cache_dir: str | Path | None = None, workers: int = 1, progress: bool = False,
                        log: Callable[[str], None] = print) -> pd.DataFrame:
-    """DP-MemView (on) transcripts for every distinct (B_a, K) of ``settings``, cached per setting
+    """DP-MemView (on) transcripts (and (on, P&F) for "pf" rows) for every distinct (B_a, K) of
+    ``settings``, cached per setting
     (:func:`dpmv_lib.rq2.cached_transcripts`), with ``method`` relabelled per setting and ``b_a``,
     ``k`` columns added."""
     from .rq2 import cached_transcripts
 
     frames = []
+    sels = _selectors_of(settings)
     for b, k in unique_settings(settings):
-        df = cached_transcripts(bench, responder, [METHOD], seeds=seeds, turns=turns, B_a=b, K=k,
-                                plan_horizon=turns, cache_dir=cache_dir, workers=workers, progress=progress, log=log)
-        frames.append(df.assign(method=setting_label(b, k), b_a=float(b), k=int(k)))
+        here = list(dict.fromkeys(sels[(settings["b_a"] == b) & (settings["k"] == k)]))
+        df = cached_transcripts(bench, responder, [_selector_method(x) for x in here], seeds=seeds, turns=turns,
+                                B_a=b, K=k, plan_horizon=turns, cache_dir=cache_dir, workers=workers,
+                                progress=progress, log=log)
+        for x in here:
+            part = df[df["method"] == _selector_method(x)]
+            frames.append(part.assign(method=setting_label(b, k, x), b_a=float(b), k=int(k)))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -115,11 +149,12 @@ def table3(settings: pd.DataFrame, privacy: pd.DataFrame, utility: pd.DataFrame,
     priv = priv.drop_duplicates("method").set_index("method")
     util = utility.drop_duplicates("method").set_index("method")
     recs = []
+    settings = settings.assign(selector=_selectors_of(settings))
     for r in settings.itertuples(index=False):
         for name, tab in (("privacy", priv), ("utility", util)):
             if r.method not in tab.index:
                 raise ParameterError(f"{name} results lack setting {r.method!r}")
-        rec = {"sweep": r.sweep, "b_a": r.b_a, "k": r.k, "eps_tg": r.eps_tg,
+        rec = {"sweep": r.sweep, "b_a": r.b_a, "k": r.k, "eps_tg": r.eps_tg, "selector": r.selector,
                "auc": float(priv.at[r.method, "auc"]),
                "tpr": float(priv.at[r.method, "tpr"]) if "tpr" in priv.columns else math.nan,
                "auc_lo": float(priv.at[r.method, "auc_lo"]) if "auc_lo" in priv.columns else math.nan,
@@ -127,15 +162,16 @@ def table3(settings: pd.DataFrame, privacy: pd.DataFrame, utility: pd.DataFrame,
                "trec": float(util.at[r.method, "tRec"]), "u": float(util.at[r.method, "U"]),
                "unsup": float(util.at[r.method, "Unsup"])}
         if grid is not None:
-            g = grid_lookup(grid, mode="on", b_a=r.b_a, k=r.k, T=horizon)
+            g = grid_lookup(grid, mode="on" if r.selector == "em" else "on, P&F", b_a=r.b_a, k=r.k, T=horizon)
             rec.update(ceiling_auc=float(g["ceiling_auc"]),
                        ceiling_auc_seeds=float(g["ceiling_auc_seeds"]) if "ceiling_auc_seeds" in g else math.nan,
                        target_rate_M=float(g["target_rate_M"]),
                        target_rate_Mp=float(g["target_rate_Mp"]), max_loss=float(g["max_loss"]))
         recs.append(rec)
     out = pd.DataFrame.from_records(recs)
-    if paper is not None:
-        out = with_paper(out, paper, ["sweep", "b_a", "k"], TABLE3_METRICS)
+    if paper is not None:  # the paper has Eq. (7) rows only: P&F rows get no paper values
+        em = with_paper(out[out["selector"] == "em"], paper, ["sweep", "b_a", "k"], TABLE3_METRICS)
+        out = pd.concat([em, out[out["selector"] != "em"]], ignore_index=True)
     return out
 
 
@@ -144,7 +180,10 @@ def table3_claims(t3: pd.DataFrame, *, little: float = 0.05) -> pd.DataFrame:
     (1) at K = 3, AUC, tRec and Unsup change little for B_a <= 4 (operationalised: range <= ``little``);
     (2) at K = 3, B_a = 8 increases distinguishability (AUC above every B_a <= 4);
     (3) at B_a = 2, increasing K increases tRec and (4) Unsup (strictly along K);
-    (5, beyond the paper) the exact ceiling grows with B_a at K = 3 (where available)."""
+    (5, beyond the paper) the exact ceiling grows with B_a at K = 3 (where available).
+    Only the Eq. (7) rows enter (the paper's mechanism); permute-and-flip rows are left out."""
+    if "selector" in t3.columns:
+        t3 = t3[t3["selector"] == "em"]
     cap = t3[t3["sweep"] == "cap_magnitude"].sort_values("b_a")
     gran = t3[t3["sweep"] == "granularity"].sort_values("k")
     out = []
@@ -181,6 +220,8 @@ def plot_table3(t3: pd.DataFrame, path: str | Path | None = None):
     """Table 3 as two panels (B_a at K=3, K at B_a=2): AUC, tRec, Unsup ours (solid) vs paper (dashed)."""
     import matplotlib.pyplot as plt
 
+    if "selector" in t3.columns:
+        t3 = t3[t3["selector"] == "em"]
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     colors = {"auc": "#d62728", "trec": "#2ca02c", "unsup": "#9467bd", "ceiling_auc": "#7f7f7f"}
     for ax, (sweep, x, xl) in zip(axes, (("cap_magnitude", "b_a", "B_a (K=3)"), ("granularity", "k", "K (B_a=2)"))):
@@ -206,11 +247,12 @@ def plot_table3(t3: pd.DataFrame, path: str | Path | None = None):
 class GridSpec:
     """The grid: caps ``b_as`` x granularities ``ks`` x ``modes`` x horizons 1..``horizon``.
     ``pre`` plans C_a over the first ``plan_horizon`` queries (Table 2's rule, plan = T = 16);
-    K does not enter the preallocated rule, so its rows repeat over K."""
+    K does not enter the preallocated rule, so its rows repeat over K. Modes ``"on, P&F"`` /
+    ``"pre, P&F"`` use the permute-and-flip selector (:mod:`dpmv_lib.selection`)."""
 
     b_as: tuple[float, ...] = (1, 2, 4, 8)
     ks: tuple[int, ...] = (2, 3, 4)
-    modes: tuple[str, ...] = MODES
+    modes: tuple[str, ...] = PAPER_MODES
     horizon: int = 32
     plan_horizon: int = 16
 
@@ -235,10 +277,10 @@ class GridSpec:
         out: list[tuple[str, float, int | None]] = []
         for mode in self.modes:
             for b in self.b_as:
-                if mode == "on":
-                    out.extend(("on", b, k) for k in self.ks)
+                if mode_parts(mode)[0] == "on":
+                    out.extend((mode, b, k) for k in self.ks)
                 else:
-                    out.append(("pre", b, None))
+                    out.append((mode, b, None))
         return out
 
 
@@ -270,8 +312,10 @@ def pair_grid_rows(policy: Any, pair: Any, mode: str, b_a: float, k: int | None,
     qs = pair.queries[:horizon]
     if len(qs) < horizon:
         raise ParameterError(f"pair {pair.pair_id} has {len(qs)} turns, the grid needs {horizon}")
-    budget = OnlineBudget(int(k)) if mode == "on" else PreallocatedBudget(planned_charges(pol, pair.queries[:plan_horizon]))
-    steps = lockstep_steps(pol, pair.m, pair.m_prime, qs, budget=budget, variant=MemView, scorer=scorer)
+    rule, selector = mode_parts(mode)
+    budget = OnlineBudget(int(k)) if rule == "on" else PreallocatedBudget(planned_charges(pol, pair.queries[:plan_horizon]))
+    steps = lockstep_steps(pol, pair.m, pair.m_prime, qs, budget=budget, variant=MemView, scorer=scorer,
+                           variant_kwargs={"selector": selector})
     turns, equal = steps_to_turns(steps, horizon)
     dists = prefix_distributions(turns, range(1, horizon + 1), public_equal=equal, max_atoms=max_atoms)
     tv = target_views(view_links, pair.attribute)
@@ -348,10 +392,10 @@ def compute_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links
                     "bound_max": float(g["bound"].max()), "bound_mean": float(g["bound"].mean()),
                     "admit_rate": float(g["admitted"].sum() / touch) if touch else math.nan,
                     "n_pairs": int(g["pair_id"].nunique())}
-            if mode == "on":
-                out.append({"mode": "on", "k": int(k), "eps": float(Fraction(str(b)) / int(k)), **base})
+            if mode_parts(mode)[0] == "on":
+                out.append({"mode": mode, "k": int(k), "eps": float(Fraction(str(b)) / int(k)), **base})
             else:
-                out.extend({"mode": "pre", "k": kk, "eps": math.nan, **base} for kk in spec.ks)
+                out.extend({"mode": mode, "k": kk, "eps": math.nan, **base} for kk in spec.ks)
     cols = ["mode", "b_a", "k", "T", "eps", *GRID_METRICS, "ceiling_auc_seeds", "ceiling_tpr", "auc_err",
             "mean_pair_auc", "n_pairs", "n_seeds"]
     df = pd.DataFrame(out)
@@ -441,7 +485,7 @@ def widget_state(grid: pd.DataFrame, *, mode: str, b_a: Any, k: Any, T: int) -> 
     same = grid[grid["mode"] == mode]
     others = same[~(np.isclose(same["b_a"].astype(float), float(b_a)) & (same["k"] == int(k)))]
     heat = same[same["T"] == int(T)].pivot_table(index="b_a", columns="k", values="ceiling_auc", aggfunc="first")
-    eps = "B_a/C_a (planned)" if mode == "pre" else f"{float(b_a) / int(k):.3f}"
+    eps = "B_a/C_a (planned)" if mode_parts(mode)[0] == "pre" else f"{float(b_a) / int(k):.3f}"
     text = (f"mode={mode}  B_a={float(b_a):g}  K={int(k)}  eps={eps}  T={int(T)}: exact AUC ceiling "
             f"{point['ceiling_auc']:.3f}, max loss {point['max_loss']:.3f} (B_a={float(b_a):g}), target-view rate "
             f"M {point['target_rate_M']:.3f} / M' {point['target_rate_Mp']:.3f}, bound {point['bound_max']:.2f}")

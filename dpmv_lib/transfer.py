@@ -943,7 +943,7 @@ def quality_report(track: Any, personas: Mapping[str, Mapping[str, int]] | None 
 
 
 # A record (not recomputed here) of the v1 track's figures (80 pairs, data at commit cb0b4b7): the
-# issue-10 audit's counts, and quality_report run once on that data (docs/transfer_v2_notes.md).
+# issue-10 audit's counts, and quality_report run once on that data (data/README.md, "Transfer track v2").
 # quality_table() shows them beside the figures measured on the track it is given.
 V1_FIGURES: Mapping[str, str] = {
     "unsupported_target_required": "982 of 1,385 (audit); 993 of 1,385 by quality_report",

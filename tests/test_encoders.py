@@ -81,3 +81,59 @@ def test_minilm_offline_semantic():
     assert x.shape == (3, 384)
     assert np.allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-4)
     assert x[0] @ x[1] > 0.6 > 0.2 > x[0] @ x[2]
+
+
+# ---- precision (issue 12: bf16 auditor encoder where the CPU has native bf16) -----------------
+def test_auto_precision_from_isa_flags():
+    from dpmv_lib.encoders import auto_precision
+    assert auto_precision("cpu", {"isa": ["avx2", "avx512f", "avx512_bf16"]}) == "bf16"
+    assert auto_precision("cpu", {"isa": ["avx2", "amx_tile", "amx_bf16"]}) == "bf16"
+    assert auto_precision("cpu", {"isa": ["avx2", "avx512f", "avx512_vnni"]}) == "fp32"
+    assert auto_precision("cpu", {"isa": None}) == "fp32"          # unknown ISA: no emulated bf16
+    assert auto_precision("cuda", {"isa": ["avx512_bf16"]}) == "fp32"
+
+
+def test_precision_specs_and_errors():
+    with pytest.raises(ParameterError, match="precision"):
+        get_encoder("minilm@fp16")
+    e32, e16 = get_encoder("minilm@fp32"), get_encoder("minilm@bf16")
+    assert e32.id == "st-all-MiniLM-L6-v2-256" and e16.id == "st-all-MiniLM-L6-v2-256-bf16"
+    assert e16.encode(["a test"]).dtype == np.float32
+
+
+def test_bf16_embeddings_match_fp32():
+    from dpmv_lib.encoders import precision_check
+    texts = ["Keep regular meal times and snacks built into the plan.", "Book the museum tickets online.",
+             "Put extra money toward the highest-interest balance first and don't take on new loans. " * 8, "ok"]
+    chk = precision_check(texts)
+    assert chk.n == 4 and chk.fp32_id != chk.bf16_id
+    assert chk.min_cosine > 0.999, chk
+
+
+@pytest.fixture(scope="module")
+def smoke_transcripts():
+    from dpmv_lib.experiments import load_tracks
+    from dpmv_lib.generation import InterfaceParams, generate_transcripts
+    from dpmv_lib.profiles import get_profile
+    from dpmv_lib.responders import make_responder
+
+    prof = get_profile("smoke")
+    bench = load_tracks("data", prof, 0)["pairedmem"]
+    resp = make_responder("surrogate", list(bench.policies.values()))
+    return generate_transcripts(bench, resp, seeds=prof.em_seeds, turns=4, params=InterfaceParams(plan_horizon=16),
+                                progress=False)
+
+
+def test_smoke_audit_aucs_equal_bf16_vs_fp32(smoke_transcripts):
+    """Section 2 equivalence: the smoke-profile RQ1 audit (PairedMem pairs, every RQ1 method,
+    prefix t = 4, exact per-response unit) gives the same AUCs to 3 decimals with the MiniLM
+    encoder in bf16 and in fp32."""
+    from dpmv_lib.audit import AuditConfig, run_audit
+    cfg = AuditConfig(horizons=(4,), n_boot=0)
+    out = {}
+    for prec in ("fp32", "bf16"):
+        s, _ = run_audit(smoke_transcripts, get_encoder(f"minilm@{prec}"), cfg)
+        assert set(s["embedding_unit"]) == {"response"}
+        out[prec] = s.set_index("method")[["auc", "tpr", "auc_per_seed"]].round(3)
+    assert out["fp32"].shape[0] == 7
+    assert out["fp32"].equals(out["bf16"]), (out["fp32"], out["bf16"])

@@ -38,7 +38,9 @@ def lines(conditioning):
 def test_registry_has_every_method_of_tables_1_4_8():
     assert set(RQ1_METHODS) | set(RQ2_METHODS) == set(METHODS)
     assert RQ1_METHODS == ("GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilter",
-                           "DP-MemView (on)", "DP-MemView (pre)")
+                           "DP-MemView (on)", "DP-MemView (pre)", "DP-MemView (on, P&F)", "DP-MemView (pre, P&F)")
+    assert make_interface("DP-MemView (on, P&F)").selector == "pf" and make_interface("DP-MemView (on)").selector == "em"
+    assert make_interface("DP-MemView (pre, P&F)").mode == "preallocated"
     det = {m for m in METHODS if not make_interface(m).stochastic}
     # C.5: deterministic methods run once; DP-MemView modes, IncompleteCharge, NoCap use EM seeds
     assert det == {"GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilter", "CappedArgmax"}

@@ -295,3 +295,48 @@ def test_sampling_rule_matches_softmax_with_top_p():
     assert counts[~keep].sum() == 0 and keep.sum() < len(logits)
     assert chisquare(counts[keep], expect[keep] * n).pvalue > 1e-3
     assert LlamaCppResponder("smollm2")._choose(logits, None) == 0   # greedy: the argmax
+
+
+# ---- the `llm:` judge against llama-cpp-python's own OpenAI-compatible server (issue 12) ------------
+def test_llm_judge_against_real_llama_cpp_server(build):
+    """A real ``python -m llama_cpp.server`` on 127.0.0.1 serving SmolLM2 (F16 re-encoding of the
+    packaged GGUF, off the AMX path of issue 11), reached through the ``llm:openai:`` judge path:
+    every transcript ends as a strictly parsed judgement or a recorded failure (a 135M model often
+    writes invalid JSON), never as a crash or a default score."""
+    import math
+    import time
+
+    from dpmv_lib.judge import DIMENSIONS, LLMJudge, Rubric, RubricItem, make_judge, openai_generate
+    from dpmv_lib.responders.local_server import LlamaCppServer
+
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+        pytest.fail("llama_cpp.server needs the server packages of the extra `llamacpp` "
+                    "(fastapi, uvicorn, sse-starlette, starlette-context, pydantic-settings)")
+    path = native(build, "f16", """
+from dpmv_lib.paths import project_root
+from dpmv_lib.responders.llamacpp_backend import convert_gguf
+r = f16()
+emit(str(convert_gguf(r.path, "f16", project_root() / "results" / "cache" / "models", r._source_revision)))
+""")
+    rub = Rubric("r-judge-test", ("What should I cook tonight?",),
+                 (RubricItem(0, "b1", "Suggests a quick dinner", "apply"),))
+    jobs = [(rub, ("Make a ten-minute vegetable stir-fry with rice.",)),
+            (rub, ("The weather is nice today.",))]
+    with LlamaCppServer(path, alias="smollm2", n_ctx=2048, threads=2) as srv:
+        assert make_judge(f"llm:openai:{srv.base_url}|smollm2").id == "llm-judge-v1[smollm2]"
+        judge = LLMJudge(openai_generate(srv.base_url, "smollm2", max_tokens=64, timeout=120), name="smollm2",
+                         retries=0)   # the retry path is tested with scripted outputs in test_judge.py
+        t = time.perf_counter()
+        out = judge.judge_many(jobs)
+        secs = time.perf_counter() - t
+        assert srv.alive, srv.log_tail()
+    assert len(out) == 2
+    for j in out:
+        assert len(j.raw) == 1 and isinstance(j.raw[0], str) and j.raw[0]   # a real answer came back
+        if j.failed:
+            assert j.error and not j.error.startswith("backend error") and j.attempts == 1
+            assert all(math.isnan(j.scores[d]) for d in DIMENSIONS) and math.isnan(j.U)
+        else:
+            assert all(0 <= j.scores[d] <= 4 for d in DIMENSIONS) and set(j.items) == {"0:b1"}
+    print(f"llm judge over llama_cpp.server: {sum(j.failed for j in out)}/2 failed ({secs:.1f} s); errors: "
+          f"{[j.error[:80] for j in out if j.failed]}")

@@ -128,7 +128,8 @@ def test_grid_lookup_and_errors():
         S.grid_lookup(g, mode="on", b_a=2, k=3, T=9)
     with pytest.raises(ParameterError):
         S.grid_lookup(g, mode="later", b_a=2, k=3, T=1)
-    assert S.grid_options(g) == {"b_a": [1.0, 2.0, 4.0], "k": [2, 3], "T": (1, 5), "mode": ["on", "pre"]}
+    assert S.grid_options(g) == {"b_a": [1.0, 2.0, 4.0], "k": [2, 3], "T": (1, 5), "mode": list(S.MODES)}
+    assert S.grid_options(g[g["mode"].isin(S.PAPER_MODES)])["mode"] == ["on", "pre"]
 
 
 def test_widget_state_selects_from_grid():
@@ -189,3 +190,43 @@ def test_cached_grid_reuses_and_recomputes(tmp_path):
     spec2 = S.GridSpec(b_as=(1,), ks=(3,), modes=("on",), horizon=4, plan_horizon=4)
     g3 = S.cached_grid(bench, bench.pairs, spec2, view_links={}, path=p, log=logs.append)
     assert set(g3["b_a"]) == {1.0}
+
+
+# ---- permute-and-flip rows (beyond the paper) -----------------------------------------------------------
+def test_grid_pf_modes_obey_theorem1_and_share_the_ledger():
+    bench = mini_benchmark(8)
+    links = {"food.low_sugar": ["diabetes"], "finance.strict_budget": ["debt"]}
+    spec = S.GridSpec(b_as=(2,), ks=(3,), modes=S.MODES, horizon=6, plan_horizon=6)
+    g = S.compute_grid(bench, bench.pairs, spec, view_links=links)
+    S.check_grid(g)
+    assert set(g["mode"]) == set(S.MODES) and (g["max_loss"] <= g["b_a"] + 1e-9).all()
+    by = {m: g[g["mode"] == m].sort_values("T").reset_index(drop=True) for m in S.MODES}
+    for rule in ("on", "pre"):
+        em, pf = by[rule], by[f"{rule}, P&F"]
+        # same public plan, charges and caps: identical accounting and admission
+        pd.testing.assert_series_equal(em["bound_max"], pf["bound_max"])
+        pd.testing.assert_series_equal(em["admit_rate"], pf["admit_rate"])
+        assert not np.allclose(em["target_rate_M"], pf["target_rate_M"])  # a different selector
+    assert S.mode_parts("pre, P&F") == ("pre", "pf") and S.mode_parts("on") == ("on", "em")
+    with pytest.raises(ParameterError):
+        S.mode_parts("on, gumbel")
+
+
+def test_table3_pf_rows_have_no_paper_values_and_stay_out_of_the_claims():
+    st = S.table3_settings(selectors=("em", "pf"))
+    assert len(st) == 14 and st["method"].nunique() == 12 and set(st["selector"]) == {"em", "pf"}
+    assert (st[st["selector"] == "pf"]["method"].str.startswith("DP-MemView (on, P&F) [")).all()
+    meth = list(dict.fromkeys(st["method"]))
+    n = len(meth)
+    priv = pd.DataFrame({"method": meth, "horizon": 16, "auc": [0.5 + 0.01 * i for i in range(n)], "tpr": 0.05})
+    util = pd.DataFrame({"method": meth, "U": 0.88, "tRec": 0.5, "Unsup": 0.1})
+    paper = pd.DataFrame({"sweep": ["cap_magnitude"], "b_a": [1.0], "k": [3], "eps_tg": [0.333], "auc": [0.541],
+                          "trec": [0.508], "unsup": [0.115]})
+    t3 = S.table3(st, priv, util, paper=paper)
+    pf = t3[t3["selector"] == "pf"]
+    assert len(pf) == 7 and pf["paper_auc"].isna().all()
+    assert t3[(t3["selector"] == "em") & (t3["b_a"] == 1.0)]["paper_auc"].iloc[0] == 0.541
+    only_em = S.table3(S.table3_settings(), priv, util)
+    pd.testing.assert_frame_equal(S.table3_claims(t3), S.table3_claims(only_em))
+    with pytest.raises(ParameterError):
+        S.table3_settings(selectors=("argmax",))

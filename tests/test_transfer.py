@@ -315,7 +315,7 @@ def test_committed_distinct_evidence_and_balanced_reuse(quality, committed, attr
     assert distinct >= 1 and quality["max_reuse"][attribute] <= math.ceil(placements / distinct)
     if distinct < tr.MIN_DISTINCT_EVIDENCE:
         pytest.xfail(f"{attribute}: the corpora hold only {distinct} reviewed first-person current sentences "
-                     f"(goal {tr.MIN_DISTINCT_EVIDENCE}); see docs/transfer_v2_notes.md")
+                     f"(goal {tr.MIN_DISTINCT_EVIDENCE}); see data/README.md, section Transfer track v2")
     assert distinct >= tr.MIN_DISTINCT_EVIDENCE
 
 

@@ -19,9 +19,10 @@ Appendix **C.1-C.3**, Tables 5-7) under `data/`, and shows what they contain.
   involuntary job loss). Steps **S1** pair design (384 candidate specifications), **S2** text
   realisation, **S3** code validation and quota selection (320 pairs + reserves), **S4** one
   32-query trajectory per pair with deterministic gold behaviours.
-* **Transfer** (C.3): 80 pairs = 20 LoCoMo speaker histories x 4 attributes. Each copies the scaffold,
-  queries and gold of a matching PairedMem pair; the memory text comes from public corpora, and $M'$
-  is a rule-based minimal edit of each evidence sentence (steps **T1-T4**).
+* **Transfer** (C.3): 67 pairs = 20 LoCoMo speaker histories x (diabetes, debt, job loss) + 7 speakers
+  whose persona fits x pregnancy. Each copies the scaffold, queries and gold of a matching PairedMem
+  pair; the memory text comes from public corpora: evidence sentences that pass the T3 rules and a
+  reviewed allow-list, each with a reviewed a-neutral $M'$ replacement (steps **T1-T4**).
 
 Where the paper used LLMs (Mistral-7B as writer, Claude as checker) this reproduction uses, by
 default, a seeded compositional realiser (position topic phrases x change verbs x attribute or
@@ -180,16 +181,23 @@ written += dr.write_table(t5, tables, "table5_tracks")
 fig = dr.structure_figure(bench.pairs, figures / "01_pairedmem_structure.png")
 plt.show() if INTERACTIVE else None
 written.append(figures / "01_pairedmem_structure.png")"""),
-    md("""## 9. Transfer track (C.3): evidence selection, minimal edits, background
+    md("""## 9. Transfer track (C.3): evidence rules, reviewed replacements, background, quality
 
-T2 evidence rules (in `dpmv_lib.transfer.select_evidence`): the sentence must state the attribute
-itself (not gestational/type-1 diabetes, a pregnancy test, paid-off debt, a colleague's layoff), be
-first person, not about someone else, not hypothetical or a question, about a current state, not a
-metaphor, carry no other attribute's signal and hit a scorer cue; its rule-based minimal edit must
-remove every signal while changing at most half of the words. First-person type-2 diabetes
-statements are scarce in these corpora, so diabetes evidence is reused across speakers (counted
-below). Background sentences are the speaker's own first-person LoCoMo sentences, assigned to slots
-by keyword rules; positions of a slot with too few sentences take unassigned ones (counted)."""),
+T3 evidence rules (`dpmv_lib.transfer.evidence_problems`): the sentence states the speaker's own
+current state (first person; no resolved past state, post-birth pregnancy, hypothetical, question,
+other person; diabetes must be type-2 compatible), carries no other attribute's signal and hits a
+scorer cue. Only sentences that pass the rules **and** are in the reviewed allow-list
+`dpmv_lib/transfer_review.json` are used; each entry holds a hand-written a-neutral $M'$ replacement,
+checked in code for any attribute signal, residual-signal word or counter-evidence. Evidence is
+placed at every $I_a$ position that the pair's target-relevant turns read, so each target-required
+behaviour is supported on $M$. Background sentences are the speaker's own first-person LoCoMo
+sentences, minus those that contradict the evidence (conflict lexicon); pregnancy pairs only for
+speakers whose LoCoMo annotations fit (`transfer.pregnancy_persona_fits`). The quality table below
+is computed from the stores (`transfer.quality_report`), v1 = the audited first build."""),
+    code("""if db.transfer is not None:
+    tq = pd.DataFrame(tr.quality_table(tr.quality_report(db.transfer)))
+    display(tq)
+    written += dr.write_table(tq.astype(str), tables, "01_transfer_quality")"""),
     code("""t7 = dr.table7(db)
 display(t7)
 written += dr.write_table(t7.astype(str), tables, "table7_transfer_evidence")
@@ -201,7 +209,7 @@ if db.transfer is not None:
     bg = dr.background_table(db)
     display(bg)
     written += dr.write_table(bg, tables, "table7_transfer_background")
-    ev = pd.DataFrame([{"attribute": e.attribute, "source": e.source, "M": e.text, "M'": e.edited}
+    ev = pd.DataFrame([{"attribute": e.attribute, "source": e.source, "M": e.text, "M' (reviewed)": e.edited}
                        for a in lexicon.ATTRIBUTES for e in db.transfer.evidence[a][:3]])
     display(ev)
     tp = db.transfer.pairs[0]

@@ -29,8 +29,11 @@ $T=16$, $B_a=2$, $K=3$:
 
 **What this run uses.** The response model, encoder and judge come from the profile: in the
 `default` profile a seeded *surrogate* response model (an instrument, not an LLM; see
-`dpmv_lib.responders.surrogate`), all-MiniLM-L6-v2 from an offline package, and an offline rubric
-judge based on sentence similarity (`dpmv_lib.judge.RubricJudge`); `llm` uses SmolLM2-135M and
+`dpmv_lib.responders.surrogate`), all-MiniLM-L6-v2 from an offline package (one embedding per
+response, exactly C.5; bf16 weights on CPUs with native bf16, checked against fp32 in
+`benchmarks/results/encoder.md`), and an offline rubric judge based on sentence similarity and
+documented rules (`dpmv_lib.judge.RubricJudge`, checked on a labelled degradation set in
+section 3b); `llm` uses SmolLM2-135M and
 `paper` the paper's three served models. **None of these is the paper's Qwen/Llama/Gemma + Claude
 setup unless the `paper` profile is run**, so our numbers are compared with each of the paper's
 models and with their mean, clearly labelled.
@@ -51,7 +54,8 @@ INTERACTIVE = False
 B_a = 2
 K = 3
 T = 16
-# embedding unit of the auditor: response (exactly C.5), sentence (mean of sentence embeddings), auto
+# embedding unit of the auditor: "auto" = "response" (exactly C.5: one embedding per response);
+# "sentence" = normalised mean of sentence embeddings (an opt-in approximation, not C.5)
 AUDIT_UNIT = "auto"
 # bootstrap replicates over pairs for the 95% CIs
 N_BOOT = 1000""", metadata={"tags": ["parameters"]}),
@@ -109,9 +113,39 @@ measured auditor values stay in the CSV (`auc_measured`, `tpr_measured`)."""),
 AUC and TPR@5: auditor at prefix length $T$ (seed-averaged scores per pair and side, C.5 "Runs and
 aggregation"), 95% bootstrap CIs over test pairs (stratified by attribute). tRec / U / Unsup: the
 judge at $T$, seeds averaged within each pair before averaging over pairs. The embedding unit used
-is printed below (`response` = exactly C.5)."""),
+is printed below (`response` = exactly C.5).
+
+Rows **DP-MemView (on, P&F)** and **(pre, P&F)** are beyond the paper: the same interfaces (same
+$\varepsilon$, ledger, caps and generic fallback) with the permute-and-flip selector (McKenna &
+Sheldon 2020) in place of Eq. (7) - also pure $\varepsilon$-DP with the same sensitivity, and never
+lower expected utility. The paper has no such rows ("-" in the comparison below); the claims of
+section 5 are evaluated on the paper's methods only."""),
     code("""print("embedding unit:", res.audit["embedding_unit"].iloc[0])
-display(Markdown(TB.table2_markdown(res.table2)))"""),
+display(Markdown(TB.table2_markdown(res.table2)))
+pf_vs_em = res.table2[res.table2["method"].str.startswith("DP-MemView")][
+    ["track", "response_model", "method", "auc", "tpr", "trec", "u", "unsup"]]
+display(pf_vs_em.round(3))"""),
+    md("""### 3b. Do the judge's scores mean something? A labelled degradation set
+
+Before reading U, the judge used above is run on `tests/data/judge_degradation.jsonl`
+(`dpmv_lib.judge_degradation`): the surrogate's answers to PairedMem target queries, each with
+controlled variants (off-topic, advice reversed, truncated, placeholder-laden, over-personalised
+with claims the user's information does not support, a stock generic answer). For each variant and
+the judge dimension(s) it should lower: the share of items where the variant scores strictly lower
+than its original (ties count as failures; target >= 0.9) and the mean gap on the 0-4 scale. The
+LLM judge (`llm:` profiles) is not evaluated here (it needs a served model)."""),
+    code("""from dpmv_lib.encoders import get_encoder
+from dpmv_lib.judge import make_judge
+from dpmv_lib.judge_degradation import evaluate_judge
+
+judge_spec = cfg.judge or prof.judge
+if judge_spec == "rubric":
+    deg = evaluate_judge(make_judge("rubric", get_encoder(cfg.encoder or prof.encoder)))
+    print(deg.judge_id)
+    display(deg.intended().round(3))
+    display(deg.summary.pivot(index="variant", columns="dimension", values="mean_gap").round(2))
+else:
+    print(f"judge {judge_spec!r}: the degradation check runs for the rubric judge only")"""),
     md("""## 4. Beside the paper
 
 The paper's numbers (`../shared/reference/paper_table2_rq1.csv`) for each of its three response

@@ -19,12 +19,23 @@ current() {
     [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$args" ] &&
         "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llama_cpp") is None)'
 }
-if current; then exit 0; fi
+# the pure-Python rest of the extra: the packages of llama_cpp.server (the llm judge's server test)
+server_deps_ok() {
+    "$PY" -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in
+        ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings", "yaml")))'
+}
+install_server_deps() {
+    "$PY" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llamacpp"][1:]))' |
+        xargs -r -d '\n' "$PY" -m pip install -q
+}
+if current && server_deps_ok; then exit 0; fi
 if [ "$check" = 1 ]; then exit 1; fi
+if current; then install_server_deps; exit $?; fi
 
 pin=$("$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llamacpp"][0])') || exit 1
 rm -f "$STAMP"
 echo "== compiling $pin with CMAKE_ARGS=$args"
 "$PY" -m pip uninstall -y -q llama-cpp-python >/dev/null 2>&1
 CMAKE_ARGS="$args" "$PY" -m pip install -q --no-cache-dir "$pin" || exit 1
+install_server_deps || exit 1
 printf '%s\n' "$args" >"$STAMP"

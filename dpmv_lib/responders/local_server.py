@@ -6,13 +6,22 @@ For tests and demos of the server path without a GPU: ``POST /v1/chat/completion
 answer simulate a slow server.
 
     python -m dpmv_lib.responders.local_server --backend smollm2 --port 8000
+
+:class:`LlamaCppServer` instead runs llama-cpp-python's own OpenAI-compatible server
+(``python -m llama_cpp.server``, extra ``llamacpp``) on a GGUF file in a child process on loopback.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -124,6 +133,85 @@ class LocalChatServer:
                 self._send(status, obj)
 
         return Handler
+
+
+class LlamaCppServer:
+    """Context manager: ``python -m llama_cpp.server`` serving ``gguf`` as model ``alias`` on
+    127.0.0.1 (a free port), in a child process; ``base_url`` ends in ``/v1``. Waits until
+    ``/v1/models`` answers (GenerationError with the server's log tail after ``start_timeout`` s
+    or if the child exits); on exit the child is terminated (killed after 10 s)."""
+
+    def __init__(self, gguf: str | Path, *, alias: str = "smollm2", n_ctx: int = 2048, threads: int | None = None,
+                 start_timeout: float = 120.0) -> None:
+        self.gguf, self.alias, self.n_ctx = Path(gguf), alias, int(n_ctx)
+        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
+        self.start_timeout = float(start_timeout)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def log_tail(self, n: int = 3000) -> str:
+        try:
+            self._log.flush()
+            return Path(self._log.name).read_text(errors="replace")[-n:]
+        except (OSError, AttributeError, ValueError):
+            return ""
+
+    def start(self) -> "LlamaCppServer":
+        import tempfile
+        if not self.gguf.is_file():
+            raise GenerationError(f"no GGUF model at {self.gguf}")
+        self._log = tempfile.NamedTemporaryFile("w+", prefix="llama-server-", suffix=".log", delete=False)
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", self.alias,
+               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
+               "--n_threads", str(self.threads), "--verbose", "False"]
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if self.proc.poll() is not None:
+                tail = self.log_tail()
+                self.stop()
+                raise GenerationError(f"llama_cpp.server exited with code {self.proc.returncode}:\n{tail}")
+            try:
+                with urllib.request.urlopen(self.base_url + "/models", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                tail = self.log_tail()
+                self.stop()
+                raise GenerationError(f"llama_cpp.server did not answer within {self.start_timeout:.0f} s:\n{tail}")
+            time.sleep(0.25)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._log is not None:
+            self._log.close()
+            Path(self._log.name).unlink(missing_ok=True)
+            self._log = None
+
+    def __enter__(self) -> "LlamaCppServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -184,6 +184,19 @@ def split_leakage(pairs: Sequence[Pair]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # goal 3: templating volume
 # ---------------------------------------------------------------------------------------------
+def _gram_counts(pairs: Sequence[Pair], n: int) -> tuple[Counter, int]:
+    """Word ``n``-gram counts over every memory sentence of M and M' (each sentence counts an
+    n-gram once), and the number of sentences."""
+    grams: Counter = Counter()
+    n_sent = 0
+    for p in pairs:
+        for st in (p.m, p.m_prime):
+            for s in st.contents.values():
+                n_sent += 1
+                grams.update(ngrams(words(s), n))
+    return grams, n_sent
+
+
 def templating(pairs: Sequence[Pair], n: int = 5) -> dict[str, Any]:
     """Goal 3: query strings (distinct, min/max use), distinct evidence cores per attribute, and
     the most frequent word ``n``-gram over all memory-sentence occurrences of M and M' (share of
@@ -193,13 +206,7 @@ def templating(pairs: Sequence[Pair], n: int = 5) -> dict[str, Any]:
     for p in pairs:
         for i in _evidence_positions(p):
             cores[p.attribute].add(sentence_core(p.m.contents[i]))
-    grams: Counter = Counter()
-    n_sent = 0
-    for p in pairs:
-        for st in (p.m, p.m_prime):
-            for s in st.contents.values():
-                n_sent += 1
-                grams.update(ngrams(words(s), n))
+    grams, n_sent = _gram_counts(pairs, n)
     top, top_n = grams.most_common(1)[0] if grams else ((), 0)
     return {
         "query_turns": sum(qs.values()),
@@ -217,13 +224,7 @@ def templating(pairs: Sequence[Pair], n: int = 5) -> dict[str, Any]:
 
 def ngram_shares(pairs: Sequence[Pair], n: int = 5, k: int = 10) -> list[tuple[str, float]]:
     """The ``k`` most frequent word n-grams and their share of memory-sentence occurrences."""
-    grams: Counter = Counter()
-    n_sent = 0
-    for p in pairs:
-        for st in (p.m, p.m_prime):
-            for s in st.contents.values():
-                n_sent += 1
-                grams.update(ngrams(words(s), n))
+    grams, n_sent = _gram_counts(pairs, n)
     return [(" ".join(g), round(c / max(1, n_sent), 4)) for g, c in grams.most_common(k)]
 
 

@@ -28,7 +28,7 @@ REBUILD = {
 
 
 def _sha256(path: Path) -> str:
-    from .pairedmem import sha256_file
+    from .datafiles import sha256_file
     return sha256_file(path)
 
 

@@ -23,8 +23,10 @@ charge all of them) and ``charge_unchecked`` (ablations only). This module adds
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Mapping as _MappingABC
@@ -199,7 +201,7 @@ def _now() -> str:
 # ---- export / import ---------------------------------------------------------------------------
 def export_state(ledger: Ledger, policy_fingerprint: str, user_id: str = "") -> dict[str, Any]:
     """JSON-able budget state of any ledger with ``caps``, ``spent()`` and a ``log``."""
-    if isinstance(ledger, SqliteLedger):
+    if isinstance(ledger, _ChainLedger):
         return ledger.export_state()
     log = getattr(ledger, "log", None)
     if log is None:
@@ -289,6 +291,7 @@ CREATE TABLE audit_log (
     PRIMARY KEY (user_id, seq));
 """
 _LOG_COLUMNS = "seq, " + ", ".join(_chain.RECORD_COLUMNS) + ", hash"
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\- ]+")
 
 
 def _frac(text: Any, what: str) -> Fraction:
@@ -318,46 +321,41 @@ class _Verified:
     totals: dict[str, Fraction]   # running L_a after it
 
 
-class SqliteLedger:
-    """One user's durable ledger in a SQLite file (WAL). Implements the Ledger protocol.
+class _ChainLedger:
+    """Backend-independent core of a durable, hash-chained ledger (C5 across crashes and processes).
 
-    ``SqliteLedger(path, user_id, caps, policy_fingerprint, key=None)`` creates the user's
-    ledger at zero or reopens it. Reopening checks the stored fingerprint and caps against the
-    given ones and verifies the whole hash-chained audit log (see ``dpmv_lib._chain``): every
-    record's hash, contiguous sequence numbers, every decision (strict replay), the running
-    totals in each record, the chain head and that the stored spent budgets equal the replay.
-    Before every charge (inside its ``BEGIN IMMEDIATE`` transaction) and every read of
-    ``spent()`` it re-verifies the last verified record, verifies every record appended since
-    (by other processes) and checks the head and stored totals against the tail. Any mismatch
-    raises :class:`~dpmv_lib.errors.LedgerIntegrityError` naming the ledger and the mismatch,
-    and nothing is written. With ``key`` (>= 16 bytes) the chain is HMAC-SHA256 keyed, so edits
-    cannot be re-signed without the key. Each ``try_charge`` is committed
-    (``synchronous=FULL``) before it returns, i.e. before MemView samples the view (C5)."""
+    Subclasses provide the connection, the transaction (``_begin``/``_commit``/``_rollback``,
+    where a write transaction holds the user's ledger exclusively), the schema check and
+    ``_exec``; SQL is written with ``?`` placeholders. Everything that decides, chains and
+    verifies lives here, so every backend has the same integrity semantics."""
 
-    def __init__(self, path: str | Path, user_id: str, caps: Mapping[str, Number],
-                 policy_fingerprint: str, *, key: bytes | None = None, timeout: float = 60.0,
-                 synchronous: str = "FULL") -> None:
+    _db_errors: tuple[type[BaseException], ...] = ()
+
+    def __init__(self, location: str, user_id: str, caps: Mapping[str, Number],
+                 policy_fingerprint: str, key: bytes | None) -> None:
         if not isinstance(user_id, str) or not user_id:
             raise BudgetError(f"user_id must be a non-empty string, got {user_id!r}")
         if not isinstance(policy_fingerprint, str) or not policy_fingerprint:
             raise BudgetError(f"policy_fingerprint must be a non-empty string, got {policy_fingerprint!r}")
-        if synchronous not in ("FULL", "EXTRA", "NORMAL"):
-            raise BudgetError(f"synchronous must be FULL, EXTRA or NORMAL, got {synchronous!r}")
-        if not isinstance(path, (str, Path)):
-            raise BudgetError(f"path must be a file path, got {type(path).__name__}")
         self._caps = _check_caps(caps)
         self._key = _chain.check_key(key)
         self._chain = _chain.chain_kind(self._key)
-        self.path = str(path)
+        self.path = location
         self.user_id = user_id
         self.policy_fingerprint = policy_fingerprint
-        self._timeout = float(timeout)
-        self._synchronous = synchronous
         self._lock = threading.RLock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = -1
         self._genesis = ""
         self._v = _Verified(0, "", "", {a: Fraction(0) for a in self._caps})
+        self._fracs: dict[str, Fraction] = {}      # parsed rational text (hot path: no re-parsing)
+        self._attr_json: dict[frozenset[str], str] = {}
+        self._parsed: dict[tuple[str, ...], tuple[Any, ...]] = {}   # audit-record texts -> parsed values
+        self._last_row: tuple[Any, ...] | None = None  # the verified tail record exactly as hashed
+        self._rem_cache: tuple[str, dict[str, Fraction]] | None = None  # (head hash, B_a - L_a there)
+        # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
+        self._plain = all(_PLAIN_NAME.fullmatch(a) for a in self._caps)
+        self._sorted_caps = sorted(self._caps)
+
+    def _start(self) -> None:
         self._open()
         try:
             self._register()
@@ -366,7 +364,7 @@ class SqliteLedger:
             raise
 
     @classmethod
-    def for_policy(cls, path: str | Path, user_id: str, policy: Policy, **kwargs: Any) -> "SqliteLedger":
+    def for_policy(cls, path: Any, user_id: str, policy: Policy, **kwargs: Any) -> Any:
         """The user's ledger for ``policy`` (its caps and fingerprint)."""
         return cls(path, user_id, policy.caps, policy.fingerprint(), **kwargs)
 
@@ -375,52 +373,56 @@ class SqliteLedger:
         """True when the audit chain is HMAC-keyed with an operator secret."""
         return self._key is not None
 
-    # ---- connection ------------------------------------------------------------------------
+    # ---- backend hooks -------------------------------------------------------------------------
     def _open(self) -> None:
-        try:
-            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
-                                   check_same_thread=False)
-            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if mode.lower() not in ("wal", "memory"):
-                raise BudgetError(f"could not put ledger {self.path} into WAL mode (got {mode!r})")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            conn.execute("PRAGMA foreign_keys=ON")
-        except sqlite3.Error as exc:
-            raise BudgetError(f"cannot open ledger database {self.path}: {exc}") from None
-        self._conn, self._pid = conn, os.getpid()
+        raise NotImplementedError
 
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise BudgetError(f"ledger {self.path} for user {self.user_id!r} is closed")
-        if self._pid != os.getpid():  # never reuse a connection across fork()
-            self._open()
-        return self._conn
+    def _begin(self, write: bool) -> None:
+        raise NotImplementedError
+
+    def _commit(self) -> None:
+        raise NotImplementedError
+
+    def _rollback(self) -> None:
+        raise NotImplementedError
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        raise NotImplementedError
+
+    def _ensure_schema(self, db: "_Tx") -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
 
     def _tx(self, write: bool = True) -> "_Tx":
         return _Tx(self, write)
 
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
-
-    def __enter__(self) -> "SqliteLedger":
+    def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def _frac_cached(self, text: str) -> Fraction:
+        f = self._fracs.get(text)
+        if f is None:
+            f = Fraction(text)
+            if len(self._fracs) > 4096:
+                self._fracs.clear()
+            self._fracs[text] = f
+        return f
 
     # ---- opening and verification ----------------------------------------------------------
     def _refuse(self, what: str) -> LedgerIntegrityError:
         return LedgerIntegrityError(f"ledger {self.path} (user {self.user_id!r}) does not verify: {what}; "
                                     "refusing it (nothing was changed)")
 
-    def _ensure_schema(self, db: "_Tx") -> None:
-        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    def _check_tables(self, db: "_Tx", names: set[str], create: str) -> None:
+        """Shared schema check: create the current format in an empty database, refuse others."""
         ours = sorted(names & set(_TABLES))
-        if not ours:  # a new (or foreign) file: create the current format
-            db.executescript_safe(_SCHEMA)
+        if not ours:  # a new (or foreign) database: create the current format
+            db.executescript_safe(create)
             db.execute("INSERT INTO dpmv_meta (key, value) VALUES ('schema_version', ?)", (_SCHEMA_VERSION,))
             return
         version = None
@@ -432,7 +434,7 @@ class SqliteLedger:
             raise LedgerFormatError(
                 f"ledger database {self.path} has format version {version!r}{old}; this dpmv reads only "
                 f"version {_SCHEMA_VERSION!r}. Export each user with the dpmv that wrote it "
-                "(SqliteLedger.export_state) and import into a new file (import_state); nothing was changed")
+                "(export_state) and import into a new database (import_state); nothing was changed")
         missing = sorted(set(_TABLES) - names)
         if missing:
             raise self._refuse(f"tables {missing} are missing")
@@ -471,7 +473,8 @@ class SqliteLedger:
                                        "created without a key, or a keyed chain was rewritten without it")
                 raise self._refuse(f"unknown chain kind {chain!r}")
             stored = {}
-            for a, c in db.execute("SELECT attribute, cap FROM ledger_entry WHERE user_id = ?", (self.user_id,)):
+            for a, c in db.execute("SELECT attribute, cap FROM ledger_entry WHERE user_id = ?",
+                                   (self.user_id,)).fetchall():
                 stored[a] = _frac(c, f"cap of {a!r}")
             lost = sorted(set(self._caps) - set(stored))
             if lost and set(stored) <= set(self._caps):
@@ -490,17 +493,19 @@ class SqliteLedger:
     def _full_verify(self, db: "_Tx", collect: list[AuditRecord] | None = None) -> None:
         """Replay and check the whole chain from the genesis (on open, ``log``, ``export_state``)."""
         self._v = _Verified(0, self._genesis, "", {a: Fraction(0) for a in self._caps})
+        self._last_row = None
         self._sync(db, collect)
 
     def _read_totals(self, db: "_Tx") -> dict[str, Fraction]:
         out: dict[str, Fraction] = {}
-        for a, v in db.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?", (self.user_id,)):
+        for a, v in db.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?",
+                               (self.user_id,)).fetchall():
             if a not in self._caps:
                 raise self._refuse(f"ledger_entry has a row for attribute {a!r} outside the caps {sorted(self._caps)}")
             try:
                 if not isinstance(v, str):
                     raise ValueError
-                out[a] = Fraction(v)
+                out[a] = self._frac_cached(v)
             except (ValueError, ZeroDivisionError):
                 raise self._refuse(f"the stored spent of {a!r} is not an exact rational: {v!r}") from None
             if out[a] < 0:
@@ -512,24 +517,32 @@ class SqliteLedger:
 
     def _parse_row(self, row: Sequence[Any]) -> tuple[AuditRecord, dict[str, Fraction]]:
         seq, ts, attrs, eps, adm, chk, rem, blk, tot, _h = row
+        key = (attrs, eps, rem, blk, tot)
+        parsed = self._parsed.get(key)  # records of other processes repeat these texts: parse once
         try:
-            a = json.loads(attrs)
-            r = json.loads(rem)
-            b = json.loads(blk)
-            t = json.loads(tot)
-            if (not isinstance(a, list) or not all(isinstance(x, str) for x in a) or not isinstance(r, dict)
-                    or not isinstance(b, list) or not all(isinstance(x, str) for x in b)
-                    or not isinstance(t, dict) or adm not in (0, 1) or chk not in (0, 1)):
+            if parsed is None:
+                a = json.loads(attrs)
+                r = json.loads(rem)
+                b = json.loads(blk)
+                t = json.loads(tot)
+                if (not isinstance(a, list) or not all(isinstance(x, str) for x in a) or not isinstance(r, dict)
+                        or not isinstance(b, list) or not all(isinstance(x, str) for x in b)
+                        or not isinstance(t, dict)):
+                    raise ValueError
+                parsed = (tuple(a), Fraction(eps), tuple(sorted((k, Fraction(v)) for k, v in r.items())),
+                          tuple(b), {k: Fraction(v) for k, v in t.items()})
+                if len(self._parsed) > 4096:
+                    self._parsed.clear()
+                self._parsed[key] = parsed
+            if adm not in (0, 1) or chk not in (0, 1):
                 raise ValueError
-            e = Fraction(eps)
-            remaining = tuple(sorted((k, Fraction(v)) for k, v in r.items()))
-            totals = {k: Fraction(v) for k, v in t.items()}
         except (ValueError, TypeError, ZeroDivisionError, RecursionError):
             raise self._refuse(f"audit record #{seq} has a malformed column") from None
+        a_t, e, remaining, b_t, totals = parsed
+        totals = dict(totals)
         if e < 0:
             raise self._refuse(f"audit record #{seq} has a negative eps {eps}")
-        return (AuditRecord(seq, self.user_id, ts, tuple(a), e, bool(adm), bool(chk), remaining, tuple(b)),
-                totals)
+        return (AuditRecord(seq, self.user_id, ts, a_t, e, bool(adm), bool(chk), remaining, b_t), totals)
 
     def _sync(self, db: "_Tx", collect: list[AuditRecord] | None = None) -> None:
         """Verify what was appended since the last verified record, then head and totals (C5).
@@ -537,7 +550,8 @@ class SqliteLedger:
         Re-hashes the last verified record (an edit of it is detected), verifies each newer
         record (contiguous seq, hash chained from the last verified one, strict replay of its
         decision, running totals) and requires the stored chain head to be the tail and the
-        stored spent budgets to equal the tail's running totals."""
+        stored spent budgets to equal the tail's running totals. Three statements: the header,
+        the totals rows, and the log from the last verified record on."""
         v, uid, key = self._v, self.user_id, self._key
         head = db.execute("SELECT head_seq, head_hash, genesis FROM ledger_user WHERE user_id = ?",
                           (uid,)).fetchone()
@@ -547,18 +561,22 @@ class SqliteLedger:
         if genesis != self._genesis:
             raise self._refuse("its genesis hash changed since it was verified")
         stored = self._read_totals(db)
-        last = db.execute("SELECT MAX(seq) FROM audit_log WHERE user_id = ?", (uid,)).fetchone()[0] or 0
-        if not isinstance(last, int) or last < v.seq:
-            raise self._refuse(f"the audit log now ends at #{last} but record #{v.seq} was verified "
-                               "earlier (records deleted from the end)")
+        rows = db.execute(f"SELECT {_LOG_COLUMNS} FROM audit_log WHERE user_id = ? AND seq >= ? ORDER BY seq",
+                          (uid, v.seq if v.seq else 1)).fetchall()
         if v.seq:
-            row = db.execute(f"SELECT {_LOG_COLUMNS} FROM audit_log WHERE user_id = ? AND seq = ?",
-                             (uid, v.seq)).fetchone()
-            if row is None or self._row_hash(row, v.prev) != v.hash or row[-1] != v.hash:
+            row = rows[0] if rows else None
+            if row is None or row[0] != v.seq:
+                raise self._refuse(f"the audit log no longer has record #{v.seq}, verified earlier (records "
+                                   "deleted from the end)")
+            cached = self._last_row
+            same = (cached is not None and row == cached
+                    and all(type(x) is type(y) for x, y in zip(row, cached)))  # same values and types:
+            if not same and (self._row_hash(row, v.prev) != v.hash or row[-1] != v.hash):  # same hash
                 raise self._refuse(f"audit record #{v.seq} was deleted or edited after it was verified")
-        seq, h, prev, spent = v.seq, v.hash, v.prev, dict(v.totals)
-        for row in db.execute(f"SELECT {_LOG_COLUMNS} FROM audit_log WHERE user_id = ? AND seq > ? ORDER BY seq",
-                              (uid, v.seq)).fetchall():
+            rows = rows[1:]
+        seq, h, prev = v.seq, v.hash, v.prev
+        spent = dict(v.totals) if rows else v.totals
+        for row in rows:
             if row[0] != seq + 1:
                 raise self._refuse(f"the audit log has no record #{seq + 1} (the next one is #{row[0]}): a "
                                    "record was deleted or renumbered")
@@ -583,11 +601,14 @@ class SqliteLedger:
         if head_seq != seq or head_hash != h:
             raise self._refuse(f"the stored chain head is #{head_seq} {str(head_hash)[:16]} but the audit log "
                                f"ends at #{seq} {h[:16]} (records deleted from or added to its end)")
-        diff = [f"{a}: stored {stored[a]}, log replays to {spent[a]}" for a in sorted(spent) if stored[a] != spent[a]]
-        if diff:
+        if stored != spent:
+            diff = [f"{a}: stored {stored[a]}, log replays to {spent[a]}" for a in sorted(spent)
+                    if stored[a] != spent[a]]
             raise self._refuse("the stored spent budgets do not equal the replay of the audit log ("
                                + "; ".join(diff) + f"; tail record #{seq})")
-        self._v = _Verified(seq, h, prev, spent)
+        if rows:
+            self._v = _Verified(seq, h, prev, spent)
+            self._last_row = tuple(rows[-1])
 
     def _row_hash(self, row: Sequence[Any], prev: str) -> str:
         seq, cols = row[0], tuple(row[1:-1])
@@ -648,49 +669,110 @@ class SqliteLedger:
         return {a: self._caps[a] - s[a] for a in self._caps}
 
     def try_charge(self, attributes: frozenset[str], epsilon: Fraction) -> bool:
-        """C5: in one IMMEDIATE transaction verify the ledger, admit iff L_a + eps <= B_a for every
+        """C5: in one write transaction verify the ledger, admit iff L_a + eps <= B_a for every
         requested a, then charge all of them; the decision is appended to the audit chain and
         committed before return."""
         attrs, eps = check_charge_args(self._caps, attributes, epsilon)
-        return self._charge(attrs, eps, checked=True)
+        return self._charge([(attrs, eps)], checked=True)[0][0]
+
+    def try_charge_many(self, charges: Sequence[tuple[frozenset[str], Fraction]]
+                        ) -> tuple[tuple[bool, ...], dict[str, Fraction]]:
+        """C5 for several selections (e.g. all slots of one release) in ONE write transaction:
+        each is decided in order exactly as by successive ``try_charge`` calls (each sees the
+        charges admitted before it) and gets its own audit record; all are committed together.
+        Returns the decisions and L_a right after the commit. Arguments are all validated first:
+        a bad one raises and nothing is charged."""
+        if isinstance(charges, (str, bytes)) or not isinstance(charges, Iterable):
+            raise BudgetError(f"charges must be a list of (attributes, epsilon) pairs, got {charges!r}")
+        items = []
+        caps = self._caps
+        for c in charges:
+            if not isinstance(c, tuple) or len(c) != 2:
+                raise BudgetError(f"each charge must be an (attributes, epsilon) pair, got {c!r}")
+            attrs, eps = c
+            if type(attrs) is frozenset and type(eps) is Fraction and eps >= 0 and attrs.issubset(caps) \
+                    and all(type(a) is str for a in attrs):
+                items.append((attrs, eps))  # already exact and valid (MemView's plan): no re-parsing
+            else:
+                items.append(check_charge_args(caps, attrs, eps))
+        if not items:
+            return (), self.spent()
+        return self._charge(items, checked=True)
 
     def charge_unchecked(self, attributes: frozenset[str], epsilon: Fraction) -> None:
         """Charge without the prospective check. Only the NoCap ablation (violates C5) uses this."""
         attrs, eps = check_charge_args(self._caps, attributes, epsilon)
-        self._charge(attrs, eps, checked=False)
+        self._charge([(attrs, eps)], checked=False)
 
-    def _append(self, db: "_Tx", v: _Verified, ts: str, attrs: Sequence[str], eps: Fraction, ok: bool,
+    def _json_list(self, attrs: frozenset[str]) -> str:
+        s = self._attr_json.get(attrs)
+        if s is None:
+            s = json.dumps(sorted(attrs))
+            if len(self._attr_json) > 1024:
+                self._attr_json.clear()
+            self._attr_json[attrs] = s
+        return s
+
+    def _record(self, v: _Verified, ts: str, attrs: Sequence[str] | frozenset[str], eps: Fraction, ok: bool,
                 checked: bool, remaining: Mapping[str, Fraction], blocked: Sequence[str],
-                spent: Mapping[str, Fraction]) -> _Verified:
+                spent: Mapping[str, Fraction]) -> tuple[_Verified, tuple[Any, ...]]:
+        """The next chained audit record after ``v`` (its insert parameters and the new head)."""
         seq = v.seq + 1
-        cols = (ts, json.dumps(list(attrs)), str(eps), int(ok), int(checked),
-                json.dumps({a: str(x) for a, x in remaining.items()}), json.dumps(list(blocked)),
-                _chain.totals_text(spent))
+        if self._plain:  # byte-identical to the json.dumps texts below, without the encoder
+            rem = "{" + ", ".join(f'"{a}": "{x}"' for a, x in remaining.items()) + "}"
+            blk = "[" + ", ".join(f'"{a}"' for a in blocked) + "]"
+            tot = "{" + ",".join(f'"{a}":"{spent[a]}"' for a in self._sorted_caps) + "}"
+        else:
+            rem = json.dumps({a: str(x) for a, x in remaining.items()})
+            blk = json.dumps(list(blocked))
+            tot = _chain.totals_text(spent)
+        cols = (ts, self._json_list(frozenset(attrs)) if isinstance(attrs, frozenset) else json.dumps(list(attrs)),
+                str(eps), int(ok), int(checked), rem, blk, tot)
         h = _chain.record_hash(self._key, self.user_id, seq, v.hash, cols)
-        db.execute(f"INSERT INTO audit_log (user_id, {_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (self.user_id, seq, *cols, h))
-        return _Verified(seq, h, v.hash, dict(spent))
+        return _Verified(seq, h, v.hash, dict(spent)), (self.user_id, seq, *cols, h)
 
-    def _set_head(self, db: "_Tx", new: _Verified, changed: Iterable[str]) -> None:
-        db.executemany("UPDATE ledger_entry SET spent = ? WHERE user_id = ? AND attribute = ?",
-                       [(str(new.totals[a]), self.user_id, a) for a in sorted(changed)])
+    def _write(self, db: "_Tx", rows: list[tuple[Any, ...]], new: _Verified, changed: Iterable[str]) -> None:
+        """Append the records, update the changed totals and the chain head (same transaction)."""
+        db.executemany(f"INSERT INTO audit_log (user_id, {_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       rows)
+        upd = [(str(new.totals[a]), self.user_id, a) for a in sorted(changed)]
+        if upd:
+            db.executemany("UPDATE ledger_entry SET spent = ? WHERE user_id = ? AND attribute = ?", upd)
         db.execute("UPDATE ledger_user SET head_seq = ?, head_hash = ? WHERE user_id = ?",
                    (new.seq, new.hash, self.user_id))
 
-    def _charge(self, attrs: frozenset[str], eps: Fraction, checked: bool) -> bool:
+    def _charge(self, items: Sequence[tuple[frozenset[str], Fraction]], checked: bool
+                ) -> tuple[tuple[bool, ...], dict[str, Fraction]]:
+        caps = self._caps
         with self._tx() as db:
             self._sync(db)
-            spent = dict(self._v.totals)
-            blocked = sorted(a for a in attrs if spent[a] + eps > self._caps[a]) if checked else []
-            ok = not blocked
-            if ok:
-                for a in attrs:
-                    spent[a] += eps
-            new = self._append(db, self._v, _now(), sorted(attrs), eps, ok, checked,
-                               {a: self._caps[a] - spent[a] for a in sorted(attrs)}, blocked, spent)
-            self._set_head(db, new, attrs if ok else ())
-        self._v = new  # only after COMMIT
-        return ok
+            new = self._v
+            spent = dict(new.totals)
+            # B_a - L_a of the verified state (reused while nobody else appended); the C5 check
+            # L_a + eps <= B_a is then the single exact comparison eps <= B_a - L_a
+            cached = self._rem_cache
+            if cached is not None and cached[0] == new.hash:
+                left = dict(cached[1])
+            else:
+                left = {a: caps[a] - spent[a] for a in caps}
+            ts = _now()
+            rows, oks, changed = [], [], set()
+            for attrs, eps in items:
+                blocked = sorted(a for a in attrs if eps > left[a]) if checked else []
+                ok = not blocked
+                if ok:
+                    for a in attrs:
+                        spent[a] += eps
+                        left[a] -= eps
+                    changed |= attrs
+                new, row = self._record(new, ts, attrs, eps, ok, checked,
+                                        {a: left[a] for a in sorted(attrs)}, blocked, spent)
+                rows.append(row)
+                oks.append(ok)
+            self._write(db, rows, new, changed)
+        self._v, self._last_row = new, rows[-1][1:]  # only after COMMIT
+        self._rem_cache = (new.hash, left)
+        return tuple(oks), dict(new.totals)
 
     # ---- audit log, export / import -----------------------------------------------------------
     @property
@@ -737,14 +819,134 @@ class SqliteLedger:
                 raise BudgetError(f"ledger of user {self.user_id!r} already has {n} audit records or a "
                                   "non-zero spent budget; import only into a fresh ledger")
             new, spent = self._v, dict(self._v.totals)
+            rows = []
             for r in st.log:
                 _replay_step(spent, r, self._caps)
-                new = self._append(db, new, r.timestamp, r.attributes, r.epsilon, r.admitted, r.checked,
-                                   dict(r.remaining), r.blocked, spent)
+                new, row = self._record(new, r.timestamp, r.attributes, r.epsilon, r.admitted, r.checked,
+                                        dict(r.remaining), r.blocked, spent)
+                rows.append(row)
             if new.totals != st.spent:  # parse_state replayed the same log: cannot differ
                 raise BudgetError(f"imported log replays to {_fmt(new.totals)}, not {_fmt(st.spent)}")
-            self._set_head(db, new, self._caps)
-        self._v = new
+            self._write(db, rows, new, self._caps)
+        self._v, self._last_row = new, (rows[-1][1:] if rows else self._last_row)
+
+
+class SqliteLedger(_ChainLedger):
+    """One user's durable ledger in a SQLite file (WAL). Implements the Ledger protocol.
+
+    ``SqliteLedger(path, user_id, caps, policy_fingerprint, key=None)`` creates the user's
+    ledger at zero or reopens it. Reopening checks the stored fingerprint and caps against the
+    given ones and verifies the whole hash-chained audit log (see ``dpmv_lib._chain``): every
+    record's hash, contiguous sequence numbers, every decision (strict replay), the running
+    totals in each record, the chain head and that the stored spent budgets equal the replay.
+    Before every charge (inside its ``BEGIN IMMEDIATE`` transaction) and every read of
+    ``spent()`` it re-verifies the last verified record, verifies every record appended since
+    (by other processes) and checks the head and stored totals against the tail. Any mismatch
+    raises :class:`~dpmv_lib.errors.LedgerIntegrityError` naming the ledger and the mismatch,
+    and nothing is written. With ``key`` (>= 16 bytes) the chain is HMAC-SHA256 keyed, so edits
+    cannot be re-signed without the key. Each ``try_charge`` (or ``try_charge_many``: all slots
+    of one release) is committed (``synchronous=FULL``) before it returns, i.e. before MemView
+    samples the view (C5).
+
+    Writers are serialised by an exclusive ``flock`` on the side file ``<path>.lock`` taken
+    before ``BEGIN IMMEDIATE``: a waiting process blocks in the kernel and wakes as soon as the
+    holder commits, instead of sleeping in SQLite's busy handler (``timeout`` remains only as
+    the fallback against writers that do not take the side lock)."""
+
+    _db_errors = (sqlite3.Error,)
+
+    def __init__(self, path: str | Path, user_id: str, caps: Mapping[str, Number],
+                 policy_fingerprint: str, *, key: bytes | None = None, timeout: float = 60.0,
+                 synchronous: str = "FULL") -> None:
+        if synchronous not in ("FULL", "EXTRA", "NORMAL"):
+            raise BudgetError(f"synchronous must be FULL, EXTRA or NORMAL, got {synchronous!r}")
+        if not isinstance(path, (str, Path)):
+            raise BudgetError(f"path must be a file path, got {type(path).__name__}")
+        super().__init__(str(path), user_id, caps, policy_fingerprint, key)
+        self._timeout = float(timeout)
+        self._synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._lockfd = -1
+        self._locked = False
+        self._pid = -1
+        self._start()
+
+    # ---- connection ------------------------------------------------------------------------
+    def _open(self) -> None:
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
+                                   check_same_thread=False, cached_statements=64)
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() not in ("wal", "memory"):
+                raise BudgetError(f"could not put ledger {self.path} into WAL mode (got {mode!r})")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise BudgetError(f"cannot open ledger database {self.path}: {exc}") from None
+        fd = -1
+        if self.path != ":memory:" and not self.path.startswith("file:"):
+            try:
+                fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+            except OSError as exc:
+                conn.close()
+                raise BudgetError(f"cannot open the writer lock file {self.path}.lock: {exc}") from None
+        self._conn, self._lockfd, self._pid = conn, fd, os.getpid()
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise BudgetError(f"ledger {self.path} for user {self.user_id!r} is closed")
+        if self._pid != os.getpid():  # never reuse a connection (or lock) across fork()
+            self._open()
+        return self._conn
+
+    def _begin(self, write: bool) -> None:
+        conn = self._db()
+        if write and self._lockfd >= 0:
+            fcntl.flock(self._lockfd, fcntl.LOCK_EX)  # blocks in the kernel; woken at the holder's unlock
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                fcntl.flock(self._lockfd, fcntl.LOCK_UN)
+                raise
+            self._locked = True
+        else:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def _unlock(self) -> None:
+        if getattr(self, "_locked", False):
+            self._locked = False
+            fcntl.flock(self._lockfd, fcntl.LOCK_UN)
+
+    def _commit(self) -> None:
+        try:
+            self._conn.execute("COMMIT")  # type: ignore[union-attr]
+        finally:
+            self._unlock()
+
+    def _rollback(self) -> None:
+        try:
+            self._conn.execute("ROLLBACK")  # type: ignore[union-attr]
+        finally:
+            self._unlock()
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(sql, params)  # type: ignore[union-attr]
+
+    def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        return self._conn.executemany(sql, rows)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                if self._conn is not None:
+                    self._conn.close()
+                if self._lockfd >= 0:
+                    os.close(self._lockfd)
+            self._conn, self._lockfd = None, -1
+
+    def _ensure_schema(self, db: "_Tx") -> None:
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+        self._check_tables(db, names, _SCHEMA)
 
     def integrity_check(self) -> str:
         """SQLite's PRAGMA integrity_check ("ok" when the file is sound)."""
@@ -767,18 +969,18 @@ class SqliteLedger:
 
 
 class _Tx:
-    """``with ledger._tx() as db``: BEGIN IMMEDIATE (``write``) or BEGIN ... COMMIT (ROLLBACK on any error)."""
+    """``with ledger._tx() as db``: a write transaction that holds the user's ledger exclusively
+    (``write``) or a read snapshot; COMMIT on success, ROLLBACK on any error."""
 
-    def __init__(self, ledger: SqliteLedger, write: bool = True) -> None:
+    def __init__(self, ledger: _ChainLedger, write: bool = True) -> None:
         self.ledger = ledger
-        self.begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+        self.write = write
 
     def __enter__(self) -> "_Tx":
         self.ledger._lock.acquire()
         try:
-            self.conn = self.ledger._db()
-            self.conn.execute(self.begin)
-        except sqlite3.Error as exc:
+            self.ledger._begin(self.write)
+        except self.ledger._db_errors as exc:
             self.ledger._lock.release()
             raise BudgetError(f"cannot lock ledger {self.ledger.path}: {exc}") from None
         except BaseException:
@@ -786,34 +988,39 @@ class _Tx:
             raise
         return self
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        return self.conn.execute(sql, params)
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.ledger._exec(sql, params)
 
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> sqlite3.Cursor:
-        return self.conn.executemany(sql, rows)
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        return self.ledger._executemany(sql, rows)
 
     def executescript_safe(self, script: str) -> None:
         for stmt in script.split(";"):
             if stmt.strip():
-                self.conn.execute(stmt)
+                self.ledger._exec(stmt)
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        errors = self.ledger._db_errors
         try:
             if exc_type is None:
                 try:
-                    self.conn.execute("COMMIT")
-                except sqlite3.Error as e:
-                    self.conn.execute("ROLLBACK")
+                    self.ledger._commit()
+                except errors as e:
+                    try:
+                        self.ledger._rollback()
+                    except errors:
+                        pass
                     raise BudgetError(f"cannot commit to ledger {self.ledger.path}: {e}") from None
             else:
                 try:
-                    self.conn.execute("ROLLBACK")
-                except sqlite3.Error:
+                    self.ledger._rollback()
+                except errors:
                     pass
-                if isinstance(exc, sqlite3.Error):
+                if isinstance(exc, errors):
                     raise BudgetError(f"ledger {self.ledger.path} failed: {exc}") from None
         finally:
             self.ledger._lock.release()
+
 
 
 # ---- per-user ledger stores ----------------------------------------------------------------------

@@ -41,7 +41,7 @@ import logging
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -235,8 +235,13 @@ class MemView:
         history = _check_history(history)
         # every slot's public plan is validated before anything is charged
         plans = [self.plan(query, slot, history) for slot in self._route(query, history)]
-        out = [self._sample(self._prepare(query, p.slot, history, p)) for p in plans]
-        return self._make_release(query, out)
+        batch = self._admit_batch(plans)
+        if batch is None:
+            out = [self._sample(self._prepare(query, p.slot, history, p)) for p in plans]
+            return self._make_release(query, out)
+        admitted, spent = batch
+        out = [self._sample(self._prepare(query, p.slot, history, p, ok)) for p, ok in zip(plans, admitted)]
+        return Release(query, tuple(out), tuple(sorted(spent.items())))
 
     def plan(self, query: Query, slot: str, history: Sequence[Release] = ()) -> SlotPlan:
         """Read set R, affected Gamma*(R), charge set Gamma and eps for one slot (C2, C4)."""
@@ -261,11 +266,13 @@ class MemView:
 
     # ---- the slot-level operation ------------------------------------------------------------
     def _prepare(self, query: Query, slot: str, history: tuple[Release, ...],
-                 plan: SlotPlan | None = None) -> _Prepared:
+                 plan: SlotPlan | None = None, admitted: bool | None = None) -> _Prepared:
         plan = plan if plan is not None else self.plan(query, slot, history)
         if plan.epsilon is None:
             return _Prepared(plan, False)
-        if not self._admit(plan.charged, plan.epsilon):  # C5: commit before anything is sampled
+        if admitted is None:
+            admitted = self._admit(plan.charged, plan.epsilon)  # C5: commit before anything is sampled
+        if not admitted:
             return _Prepared(plan, False)
         views = self._vocabulary(slot)
         contents = self._store.read(plan.read_set)
@@ -345,6 +352,24 @@ class MemView:
         if not charged:
             return True
         return self.ledger.try_charge(charged, epsilon)
+
+    def _admit_batch(self, plans: Sequence[SlotPlan]
+                     ) -> tuple[list[bool], Mapping[str, Fraction]] | None:
+        """C5 for every charged slot of one release in ONE ledger transaction, before anything
+        is sampled, when the ledger offers ``try_charge_many`` (the durable backends): the same
+        decisions, in slot order, as one ``_admit`` per slot, plus L_a right after the commit.
+        None (per-slot ``_admit``) for other ledgers and for variants that override ``_admit``."""
+        many = getattr(self.ledger, "try_charge_many", None)
+        if many is None or type(self)._admit is not MemView._admit:
+            return None
+        idx = [i for i, p in enumerate(plans) if p.epsilon is not None and p.charged]
+        if not idx:
+            return None
+        decisions, spent = many([(plans[i].charged, plans[i].epsilon) for i in idx])
+        admitted = [True] * len(plans)
+        for i, ok in zip(idx, decisions):
+            admitted[i] = ok
+        return admitted, spent
 
     def _extras(self, prep: _Prepared) -> tuple[tuple[str, Any], ...]:
         """C3/C6: nothing but the view leaves the interface."""

@@ -36,7 +36,6 @@ import itertools
 import json
 import random
 import re
-import shutil
 import sys
 import time
 from collections import Counter, defaultdict
@@ -46,6 +45,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import lexicon
 from .benchmark import Behaviour, GoldTurn, Pair, Turn, pair_to_json
+from .datafiles import dump_json, dump_jsonl, file_entries, replace_dir_atomically
 from .errors import ParameterError, StoreError
 from .benchmark import SPLITS
 from .phrasebank import (ATTRIBUTE_CUES, BEHAVIOURS, GENERIC_BEHAVIOURS, INTENTS, OVERLAP_TEMPLATES, SLOTS,
@@ -937,52 +937,6 @@ def pairedmem_counts(build: PairedMemBuild) -> dict[str, Any]:
 # =============================================================================================
 # writing (atomic) and manifests
 # =============================================================================================
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with Path(path).open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _dump_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> int:
-    n = 0
-    with path.open("w", encoding="utf-8", newline="\n") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
-            n += 1
-    return n
-
-
-def _dump_json(path: Path, obj: Any) -> None:
-    path.write_text(json.dumps(obj, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def replace_dir_atomically(final: Path, fill: Callable[[Path], None]) -> None:
-    """Write a directory's files into a temporary sibling, then swap it in (nothing half-written)."""
-    final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{time.time_ns()}"
-    old = final.parent / f".{final.name}.old-{time.time_ns()}"
-    tmp.mkdir()
-    try:
-        fill(tmp)
-        if final.exists():
-            final.rename(old)
-        tmp.rename(final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old.exists() and not final.exists():
-            old.rename(final)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def file_entries(directory: Path, names: Sequence[str], rows: Mapping[str, int]) -> dict[str, Any]:
-    return {n: {"sha256": sha256_file(directory / n), "bytes": (directory / n).stat().st_size,
-                **({"rows": rows[n]} if n in rows else {})} for n in names}
-
-
 def write_policies(policies: Mapping[str, Policy], data_dir: str | Path) -> Path:
     """data/policy/: one Policy JSON per template, the gold rules, and a checksum manifest."""
     target = Path(data_dir) / "policy"
@@ -990,11 +944,11 @@ def write_policies(policies: Mapping[str, Policy], data_dir: str | Path) -> Path
     def fill(d: Path) -> None:
         names = []
         for pid in sorted(policies):
-            _dump_json(d / f"{pid}.json", policies[pid].to_dict())
+            dump_json(d / f"{pid}.json", policies[pid].to_dict())
             names.append(f"{pid}.json")
-        _dump_json(d / "gold_rules.json", gold_rules_dict())
+        dump_json(d / "gold_rules.json", gold_rules_dict())
         names.append("gold_rules.json")
-        _dump_json(d / "manifest.json", {"format_version": FORMAT_VERSION, "policies": sorted(policies),
+        dump_json(d / "manifest.json", {"format_version": FORMAT_VERSION, "policies": sorted(policies),
                                          "files": file_entries(d, names, {})})
 
     replace_dir_atomically(target, fill)
@@ -1014,20 +968,20 @@ def write_pairedmem(build: PairedMemBuild, data_dir: str | Path = "data") -> Pat
 
     def fill(d: Path) -> None:
         rows = {
-            "pairs.jsonl": _dump_jsonl(d / "pairs.jsonl", (pair_to_json(p) for p in build.pairs)),
-            "reserves.jsonl": _dump_jsonl(d / "reserves.jsonl", (pair_to_json(p) for p in build.reserves)),
-            "specs.jsonl": _dump_jsonl(d / "specs.jsonl", (
+            "pairs.jsonl": dump_jsonl(d / "pairs.jsonl", (pair_to_json(p) for p in build.pairs)),
+            "reserves.jsonl": dump_jsonl(d / "reserves.jsonl", (pair_to_json(p) for p in build.reserves)),
+            "specs.jsonl": dump_jsonl(d / "specs.jsonl", (
                 {**c.spec.to_json(), "passed": c.passed, "problems": list(c.problems),
                  "injected_defect": c.realisation.defect,
                  "status": ("selected" if c.spec.spec_id in {p.pair_id for p in build.pairs} else
                             "reserve" if c.passed else "failed")} for c in build.candidates)),
-            "behaviours.jsonl": _dump_jsonl(d / "behaviours.jsonl", behaviour_rows(build.behaviours)),
+            "behaviours.jsonl": dump_jsonl(d / "behaviours.jsonl", behaviour_rows(build.behaviours)),
         }
         manifest = {"format_version": FORMAT_VERSION, "track": TRACK, "generator": "dpmv_lib.pairedmem",
                     "params": dict(build.params), "counts": pairedmem_counts(build),
                     "selection_notes": dict(build.notes), "policies": sorted(build.policies),
                     "files": file_entries(d, sorted(rows), rows)}
-        _dump_json(d / "manifest.json", manifest)
+        dump_json(d / "manifest.json", manifest)
 
     replace_dir_atomically(target, fill)
     return target

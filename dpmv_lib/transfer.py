@@ -31,17 +31,17 @@ import itertools
 import json
 import random
 import re
-import shutil
 import sys
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from . import lexicon
 from .benchmark import Behaviour, Pair, pair_to_json
+from .datafiles import dump_json, dump_jsonl, replace_dir_atomically, sha256_file
 from .errors import CorpusError, StoreError
 from .paths import default_corpora_dir
 from .policy import Policy, View
@@ -1011,43 +1011,6 @@ def transfer_counts(build: TransferBuild) -> dict[str, Any]:
 
 
 # ---- writing (atomic) ----------------------------------------------------------------------------
-def _dump_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> int:
-    n = 0
-    with path.open("w", encoding="utf-8", newline="\n") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
-            n += 1
-    return n
-
-
-def _dump_json(path: Path, obj: Any) -> None:
-    path.write_text(json.dumps(obj, ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _replace_dir_atomically(final: Path, fill: Callable[[Path], None]) -> None:
-    """Write a directory's files into a temporary sibling, then swap it in (nothing half-written)."""
-    final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{time.time_ns()}"
-    old = final.parent / f".{final.name}.old-{time.time_ns()}"
-    tmp.mkdir()
-    try:
-        fill(tmp)
-        if final.exists():
-            final.rename(old)
-        tmp.rename(final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old.exists() and not final.exists():
-            old.rename(final)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def write_transfer(build: TransferBuild, data_dir: str | Path = "data") -> Path:
     """Freeze the transfer track under ``data_dir/transfer`` (JSON Lines + manifest with sha256,
     counts and the quality report). The policies are the PairedMem ones (``data_dir/policy``)."""
@@ -1055,21 +1018,21 @@ def write_transfer(build: TransferBuild, data_dir: str | Path = "data") -> Path:
 
     def fill(d: Path) -> None:
         rows = {
-            "pairs.jsonl": _dump_jsonl(d / "pairs.jsonl", (pair_to_json(p) for p in build.pairs)),
-            "evidence.jsonl": _dump_jsonl(d / "evidence.jsonl", (asdict(e) for a in ATTRIBUTES for e in build.evidence[a])),
-            "background.jsonl": _dump_jsonl(d / "background.jsonl", ({"speaker": k, **v} for k, v in build.background.items())),
-            "behaviours.jsonl": _dump_jsonl(d / "behaviours.jsonl", (asdict(b) for b in build.behaviours.values())),
+            "pairs.jsonl": dump_jsonl(d / "pairs.jsonl", (pair_to_json(p) for p in build.pairs)),
+            "evidence.jsonl": dump_jsonl(d / "evidence.jsonl", (asdict(e) for a in ATTRIBUTES for e in build.evidence[a])),
+            "background.jsonl": dump_jsonl(d / "background.jsonl", ({"speaker": k, **v} for k, v in build.background.items())),
+            "behaviours.jsonl": dump_jsonl(d / "behaviours.jsonl", (asdict(b) for b in build.behaviours.values())),
         }
         manifest = {"format_version": FORMAT_VERSION, "track": TRACK, "generator": "dpmv_lib.transfer",
                     "params": dict(build.params), "counts": transfer_counts(build),
                     "quality": quality_report(build),
                     "policies": sorted({p.policy_id for p in build.pairs}),
                     "corpora": {k: v for k, v in WHERE.items()},
-                    "files": {n: {"sha256": _sha256(d / n), "bytes": (d / n).stat().st_size, "rows": rows[n]}
+                    "files": {n: {"sha256": sha256_file(d / n), "bytes": (d / n).stat().st_size, "rows": rows[n]}
                               for n in sorted(rows)}}
-        _dump_json(d / "manifest.json", manifest)
+        dump_json(d / "manifest.json", manifest)
 
-    _replace_dir_atomically(target, fill)
+    replace_dir_atomically(target, fill)
     return target
 
 

@@ -2,7 +2,8 @@
 
     python -m tests.helpers.ledger_child DB USER CAP K [MAX_RELEASES] [SEED] [wait]
 
-Opens the user's SqliteLedger for the running-example policy (all caps = CAP, OnlineBudget(K)),
+Opens the user's SqliteLedger (PostgresLedger when DB is a DSN starting with host= or
+postgresql://) for the running-example policy (all caps = CAP, OnlineBudget(K)),
 prints "READY" (with ``wait``: then waits for a line on stdin), then releases affordable-dinner views through MemView in a loop. Only AFTER
 ``release`` returns does it write one line (a single atomic os.write) with the charges that
 release made: {"i": n, "t": time, "charges": [[[attributes...], "eps"], ...], "views": {...}}.
@@ -28,7 +29,11 @@ def main(argv: list[str]) -> int:
     wait = len(argv) > 6 and argv[6] == "wait"
     policy, m, _, _ = running_example()
     policy = policy.with_caps(cap)
-    ledger = SqliteLedger.for_policy(db, user, policy)
+    if db.startswith(("host=", "postgresql://")):  # a PostgreSQL DSN: the PostgresLedger backend
+        from dpmv_lib.durable_pg import PostgresLedger
+        ledger = PostgresLedger.for_policy(db, user, policy)
+    else:
+        ledger = SqliteLedger.for_policy(db, user, policy)
     mv = MemView(policy, m, budget=OnlineBudget(k), ledger=ledger, seed=seed)
     q = Query("Any ideas for an affordable dinner?", "affordable_dinner")
     os.write(1, b"READY\n")

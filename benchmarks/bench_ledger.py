@@ -1,0 +1,323 @@
+"""The durable ledger under load: releases/s and latency per ledger backend, side by side.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_ledger.py [--releases 2000] [--baseline DIR] [--repeat 3]
+
+Every setting releases the README example (running-example policy, ``OnlineBudget(K=3)``,
+query "affordable dinner": two charged slots per release) through ``MemView.release`` in
+fresh worker processes that start together; latency is the wall time of one ``release`` call,
+throughput = all releases / (last finish - first start). Settings (>= ``--releases`` releases
+each, split over the processes):
+
+* in-memory ledger, 1 process;  SQLite ledger (synchronous=FULL), 1, 2 and 4 processes on one file;
+* the raw sqlite3 floor: the SQL statements of one release (one ``BEGIN IMMEDIATE`` transaction:
+  read head, totals and the verified tail; insert both audit records; update head; COMMIT) with
+  precomputed values, run directly through sqlite3 with synchronous=FULL (no Python logic);
+* 4 processes with K=64 and every slot sampling (each process moves to a fresh user of the same
+  file every 32 releases, before the caps bind, so every charge is admitted);
+* PostgresLedger, 1 process, 4 processes on one user and 4 processes with a user each, against a throw-away server on loopback
+  (tests/helpers/pg_server.py), when PostgreSQL and psycopg are installed.
+
+``--baseline DIR`` also measures the ``dpmv_lib`` of another checkout (e.g. ``git archive`` of
+the starting commit), interleaved with this one setting by setting so that both see the same
+machine conditions; PostgreSQL settings are skipped for a tree without
+``dpmv_lib/durable_pg.py``. Writes benchmarks/results/ledger[_LABEL].json and .md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results"
+QUERY = ("Any ideas for an affordable dinner?", "affordable_dinner")
+
+
+# ---- worker (a separate process per participant) ----------------------------------------------
+def worker(spec: dict) -> None:
+    sys.path.insert(0, spec["tree"])
+    from dpmv_lib.examples import running_example
+    from dpmv_lib.ledger import OnlineBudget
+    from dpmv_lib.memview import MemView
+    from dpmv_lib.policy import Query
+
+    policy, store, _, _ = running_example()
+    k, n, backend = spec["K"], spec["n"], spec["backend"]
+    q = Query(*QUERY)
+
+    def open_ledger(user: str):
+        if backend == "mem":
+            return None
+        if backend == "sqlite":
+            from dpmv_lib.durable import SqliteLedger
+            return SqliteLedger.for_policy(spec["db"], user, policy)
+        from dpmv_lib.durable_pg import PostgresLedger
+        return PostgresLedger.for_policy(spec["db"], user, policy)
+
+    rotate = spec.get("rotate", 0)
+    user = f"alice{spec['idx']}-0" if rotate else f"alice{spec['idx']}" if spec.get("own_user") else "alice"
+    led = open_ledger(user)
+    mv = MemView(policy, store, budget=OnlineBudget(k), ledger=led, seed=spec["idx"])
+    os.write(1, b"READY\n")
+    sys.stdin.readline()
+    lat = []
+    admitted = 0
+    t0 = time.monotonic()
+    for i in range(n):
+        if rotate and i and i % rotate == 0:
+            if led is not None:
+                led.close()
+            led = open_ledger(f"alice{spec['idx']}-{i // rotate}")
+            mv = MemView(policy, store, budget=OnlineBudget(k), ledger=led, seed=i)
+        s = time.perf_counter_ns()
+        rel = mv.release(q)
+        lat.append(time.perf_counter_ns() - s)
+        admitted += sum(1 for sl in rel.slots if sl.mechanism == "em")
+    t1 = time.monotonic()
+    if led is not None:
+        led.close()
+    os.write(1, (json.dumps({"t0": t0, "t1": t1, "lat": lat, "sampled": admitted}) + "\n").encode())
+
+
+def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int = 3, rotate: int = 0,
+                own_user: bool = False) -> dict:
+    per = -(-total // procs)
+    ps = []
+    for i in range(procs):
+        spec = {"tree": tree, "backend": backend, "db": db, "K": k, "n": per, "idx": i, "rotate": rotate,
+                "own_user": own_user}
+        ps.append(subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    for p in ps:
+        line = p.stdout.readline()
+        if line != b"READY\n":
+            raise RuntimeError(f"worker failed: {line!r} {p.stderr.read().decode()[-2000:]}")
+    for p in ps:
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+    res = []
+    for p in ps:
+        out, err = p.communicate(timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError(f"worker failed: {err.decode()[-2000:]}")
+        res.append(json.loads(out.decode().strip().splitlines()[-1]))
+    lat = sorted(x for r in res for x in r["lat"])
+    wall = max(r["t1"] for r in res) - min(r["t0"] for r in res)
+    return summarize(lat, wall, procs, sum(r["sampled"] for r in res))
+
+
+def summarize(lat_ns: list[int], wall: float | None, procs: int, sampled: int | None = None) -> dict:
+    lat = sorted(lat_ns)
+    n = len(lat)
+    return {"procs": procs, "releases": n, "wall_s": None if wall is None else round(wall, 3),
+            "releases_per_s": None if wall is None else round(n / wall, 1),
+            "median_us": round(statistics.median(lat) / 1e3, 1),
+            "p99_us": round(lat[min(n - 1, int(0.99 * n))] / 1e3, 1),
+            "worst_us": round(lat[-1] / 1e3, 1), "slots_sampled": sampled}
+
+
+# ---- the raw sqlite3 floor -----------------------------------------------------------------------
+RAW_SCHEMA = """
+CREATE TABLE ledger_user (user_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, created TEXT NOT NULL,
+    chain TEXT NOT NULL, genesis TEXT NOT NULL, head_seq INTEGER NOT NULL, head_hash TEXT NOT NULL);
+CREATE TABLE ledger_entry (user_id TEXT NOT NULL, attribute TEXT NOT NULL, cap TEXT NOT NULL,
+    spent TEXT NOT NULL, PRIMARY KEY (user_id, attribute));
+CREATE TABLE audit_log (user_id TEXT NOT NULL, seq INTEGER NOT NULL, ts TEXT NOT NULL,
+    attributes TEXT NOT NULL, epsilon TEXT NOT NULL, admitted INTEGER NOT NULL, checked INTEGER NOT NULL,
+    remaining TEXT NOT NULL, blocked TEXT NOT NULL, totals TEXT NOT NULL, hash TEXT NOT NULL,
+    PRIMARY KEY (user_id, seq));
+"""
+COLS = "seq, ts, attributes, epsilon, admitted, checked, remaining, blocked, totals, hash"
+
+
+def raw_floor(path: str, n: int) -> dict:
+    """One release's SQL (two blocked charges, as in the K=3 steady state) through sqlite3."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.executescript(RAW_SCHEMA)
+    h = "ab" * 32
+    conn.execute("INSERT INTO ledger_user VALUES ('alice', 'fp', 'created', 'sha256', ?, 0, ?)", (h, h))
+    conn.executemany("INSERT INTO ledger_entry VALUES ('alice', ?, '2', '2')", [("debt",), ("diabetes",)])
+    rec = ("2026-01-01T00:00:00.000000+00:00", '["debt"]', "2/3", 0, 1, '{"debt":"0"}', '["debt"]',
+           '{"debt":"2","diabetes":"2"}', h)
+    conn.execute(f"INSERT INTO audit_log (user_id, {COLS}) VALUES ('alice', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rec)
+    seq, lat = 1, []
+    for _ in range(n):
+        s = time.perf_counter_ns()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("SELECT head_seq, head_hash, genesis FROM ledger_user WHERE user_id = ?", ("alice",)).fetchone()
+        conn.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?", ("alice",)).fetchall()
+        conn.execute(f"SELECT {COLS} FROM audit_log WHERE user_id = ? AND seq >= ? ORDER BY seq",
+                     ("alice", seq)).fetchall()
+        for _c in range(2):
+            seq += 1
+            conn.execute(f"INSERT INTO audit_log (user_id, {COLS}) VALUES ('alice', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (seq, *rec))
+        conn.execute("UPDATE ledger_user SET head_seq = ?, head_hash = ? WHERE user_id = ?", (seq, h, "alice"))
+        conn.execute("COMMIT")
+        lat.append(time.perf_counter_ns() - s)
+    conn.close()
+    return summarize(lat, None, 1)
+
+
+# ---- main ------------------------------------------------------------------------------------
+ROWS = [("mem1", "in-memory ledger, 1 process"),
+        ("sqlite1", "SQLite ledger (synchronous=FULL), 1 process"),
+        ("raw", "the same SQL run directly through sqlite3 (floor)"),
+        ("sqlite2", "SQLite ledger, 2 processes on one file"),
+        ("sqlite4", "SQLite ledger, 4 processes on one file"),
+        ("sqlite4_k64", "SQLite, 4 processes, every slot sampling (K=64)"),
+        ("pg1", "PostgreSQL ledger, 1 process"),
+        ("pg4", "PostgreSQL ledger, 4 processes, one user"),
+        ("pg4_users", "PostgreSQL ledger, 4 processes, one user each")]
+
+
+def fmt_us(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.0f} us" if x < 1000 else f"{x / 1000:.2f} ms"
+
+
+def _pick(rs: list[dict]) -> dict:
+    """Of repeated runs, the one with the median median (all medians kept)."""
+    rs_sorted = sorted(rs, key=lambda x: x["median_us"])
+    return dict(rs_sorted[len(rs) // 2], median_runs_us=[x["median_us"] for x in rs])
+
+
+def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dict, dict]:
+    """Every setting for every tree, the trees interleaved setting by setting (same conditions)."""
+    only = set(a.only.split(",")) if a.only else None
+    want = lambda key: only is None or key in only  # noqa: E731
+    res: dict[str, dict] = {lab: {} for lab in trees}
+    notes: dict[str, str] = {}
+    n = a.releases
+    for lab, tree in trees.items():
+        if want("mem1"):
+            res[lab]["mem1"] = run_setting(tree, "mem", "", 1, n)
+    # the 1-process SQLite ledger and its raw floor: interleaved repeats (fsync latency drifts on a
+    # shared machine); each tree's ratio uses the floor runs made right after its own runs
+    runs = {lab: {"sqlite1": [], "raw": []} for lab in trees}
+    for r in range(a.repeat):
+        for lab, tree in trees.items():
+            if want("sqlite1"):
+                runs[lab]["sqlite1"].append(run_setting(tree, "sqlite", f"{tmp}/{lab}_s1_{r}.db", 1, n))
+            if want("raw"):
+                runs[lab]["raw"].append(raw_floor(f"{tmp}/{lab}_raw_{r}.db", n))
+    for lab in trees:
+        for key, rs in runs[lab].items():
+            if rs:
+                res[lab][key] = _pick(rs)
+    for key, p, kw in (("sqlite2", 2, {}), ("sqlite4", 4, {}), ("sqlite4_k64", 4, {"k": 64, "rotate": 32})):
+        for lab, tree in trees.items():
+            if want(key):
+                res[lab][key] = run_setting(tree, "sqlite", f"{tmp}/{lab}_{key}.db", p, n, **kw)
+    pg_trees = {lab: t for lab, t in trees.items() if (Path(t) / "dpmv_lib" / "durable_pg.py").exists()}
+    for lab in trees:
+        if lab not in pg_trees:
+            notes[lab] = "this tree has no PostgreSQL backend"
+    if pg_trees and any(want(k) for k in ("pg1", "pg4", "pg4_users")):
+        sys.path.insert(0, str(ROOT))
+        from tests.helpers.pg_server import PgServer, find_bin
+        try:
+            import psycopg
+        except ImportError:
+            psycopg = None
+        if find_bin() is None or psycopg is None:
+            for lab in pg_trees:
+                notes[lab] = ("PostgreSQL binaries not found" if psycopg else
+                              'psycopg not installed (pip install "dpmv[postgres]")')
+        else:
+            import shutil
+            base = tempfile.mkdtemp(prefix="dpmv-bench-pg-")
+            srv = PgServer.start(base)
+            try:
+                for p, key in ((1, "pg1"), (4, "pg4"), (4, "pg4_users")):
+                    for lab, tree in pg_trees.items():
+                        if want(key):
+                            with psycopg.connect(srv.dsn, autocommit=True) as c:
+                                c.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
+                            res[lab][key] = run_setting(tree, "pg", srv.dsn, p, n, own_user=key == "pg4_users")
+            finally:
+                srv.stop()
+                shutil.rmtree(base, ignore_errors=True)
+    return res, notes
+
+
+def _cells(r: dict | None) -> str:
+    if r is None:
+        return "n/a | n/a | n/a | n/a"
+    rps = "-" if r["releases_per_s"] is None else f"{r['releases_per_s']:,.0f}"
+    return f"{rps} | {fmt_us(r['median_us'])} | {fmt_us(r['p99_us'])} | {fmt_us(r['worst_us'])}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--worker")
+    ap.add_argument("--releases", type=int, default=2000)
+    ap.add_argument("--tree", default=str(ROOT), help="checkout whose dpmv_lib is measured")
+    ap.add_argument("--baseline", default="", help="a second checkout (e.g. the starting commit, via "
+                    "git archive) measured interleaved with --tree, setting by setting")
+    ap.add_argument("--label", default="", help="suffix of the result files")
+    ap.add_argument("--only", default="", help="comma-separated setting keys")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved runs of the SQLite 1-process and raw settings")
+    a = ap.parse_args(argv)
+    if a.worker:
+        worker(json.loads(a.worker))
+        return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from machine_info import describe, loadavg, machine
+    trees = {}
+    if a.baseline:
+        trees["before"] = str(Path(a.baseline).resolve())
+    trees["after" if a.baseline else "this tree"] = str(Path(a.tree).resolve())
+    mach = machine()
+    t_start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="dpmv-bench-") as tmp:
+        res, notes = measure(trees, a, tmp)
+    out = {"benchmark": "ledger", "trees": trees, "releases_per_setting": a.releases, "repeat": a.repeat,
+           "machine": mach, "loadavg_at_end": loadavg(), "total_s": round(time.monotonic() - t_start, 1),
+           "results": res, "notes": notes}
+    labs = list(trees)
+    lines = [f"# Durable ledger under load{' (' + a.label + ')' if a.label else ''}", "",
+             f"Machine: {describe(mach)}; load average at start {mach.get('loadavg_at_start')}, at end "
+             f"{out['loadavg_at_end']} (shared machine, 6 jobs on 2 cores: fsync latency drifts between "
+             f"~0.1 and ~4 ms). {a.releases} releases per setting, README policy (running example, "
+             f"OnlineBudget(K=3), query affordable_dinner: 2 charged slots) unless noted"
+             + (f"; trees measured interleaved, setting by setting: {', '.join(f'{k} = {v}' for k, v in trees.items())}"
+                if len(trees) > 1 else "") + f". Total {out['total_s']} s.", "",
+             "| setting | " + " | ".join(f"{lab}: releases/s | median | p99 | worst" for lab in labs) + " |",
+             "|---|" + "---|---|---|---|" * len(labs)]
+    for key, name in ROWS:
+        lines.append(f"| {name} | " + " | ".join(_cells(res[lab].get(key)) for lab in labs) + " |")
+    lines.append("")
+    for lab in labs:
+        r = res[lab]
+        if r.get("raw") and r.get("sqlite1"):
+            ratio = round(r["sqlite1"]["median_us"] / r["raw"]["median_us"], 2)
+            out.setdefault("sqlite1_over_raw_median", {})[lab] = ratio
+            lines.append(f"* {lab}: SQLite ledger median / raw floor median = {ratio}x (medians of the {a.repeat} "
+                         f"interleaved runs: ledger {r['sqlite1']['median_runs_us']} us, floor "
+                         f"{r['raw']['median_runs_us']} us).")
+        if r.get("sqlite1") and r.get("sqlite4"):
+            lines.append(f"* {lab}: 4 processes / 1 process throughput = "
+                         f"{r['sqlite4']['releases_per_s'] / r['sqlite1']['releases_per_s']:.2f}.")
+        if lab in notes:
+            lines.append(f"* {lab}: PostgreSQL: {notes[lab]}.")
+    OUT.mkdir(parents=True, exist_ok=True)
+    stem = "ledger" + (f"_{a.label}" if a.label else "")
+    (OUT / f"{stem}.json").write_text(json.dumps(out, indent=1) + "\n")
+    (OUT / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,24 +21,12 @@ import os
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ._exact import Number
-from .durable import _SCHEMA_VERSION, _ChainLedger, _Tx  # noqa: F401  (format shared with SQLite)
+from .durable import _SCHEMA, _SCHEMA_VERSION, _ChainLedger, _Tx  # noqa: F401  (format shared with SQLite)
 from .errors import BudgetError
 from .policy import Policy
 
-_PG_SCHEMA = """
-CREATE TABLE dpmv_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE ledger_user (
-    user_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, created TEXT NOT NULL, chain TEXT NOT NULL,
-    genesis TEXT NOT NULL, head_seq BIGINT NOT NULL, head_hash TEXT NOT NULL);
-CREATE TABLE ledger_entry (
-    user_id TEXT NOT NULL, attribute TEXT NOT NULL, cap TEXT NOT NULL, spent TEXT NOT NULL,
-    PRIMARY KEY (user_id, attribute));
-CREATE TABLE audit_log (
-    user_id TEXT NOT NULL, seq BIGINT NOT NULL, ts TEXT NOT NULL, attributes TEXT NOT NULL,
-    epsilon TEXT NOT NULL, admitted INTEGER NOT NULL, checked INTEGER NOT NULL,
-    remaining TEXT NOT NULL, blocked TEXT NOT NULL, totals TEXT NOT NULL, hash TEXT NOT NULL,
-    PRIMARY KEY (user_id, seq))
-"""
+# The SQLite schema, with the sequence columns as BIGINT (PostgreSQL INTEGER is 32-bit).
+_PG_SCHEMA = _SCHEMA.replace("seq INTEGER", "seq BIGINT").rstrip().rstrip(";") + "\n"
 _SCHEMA_LOCK = 0x64706D76  # "dpmv": serialises schema creation across processes
 
 

@@ -27,6 +27,17 @@ def dinner() -> Query:
     return Query("Any ideas for an affordable dinner?", "affordable_dinner")
 
 
+@pytest.fixture(scope="module")
+def pairedmem_bench():
+    """The committed PairedMem benchmark (checksums verified by the loader)."""
+    from dpmv_lib.datasets import load_benchmark
+    from dpmv_lib.paths import project_root
+    data = project_root() / "data"
+    if not (data / "pairedmem" / "manifest.json").exists():
+        pytest.skip("data/pairedmem not built (python -m dpmv_lib.pairedmem --build)")
+    return load_benchmark("pairedmem", data)
+
+
 # ---- a throw-away PostgreSQL server on loopback (PostgresLedger tests) -----------------------------
 @pytest.fixture(scope="session")
 def pg_server():

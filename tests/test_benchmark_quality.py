@@ -9,17 +9,11 @@ import pytest
 
 from dpmv_lib import benchmark_quality as bq
 from dpmv_lib import lexicon
-from dpmv_lib.datasets import load_benchmark
-from dpmv_lib.paths import project_root
-
-DATA = project_root() / "data"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    if not (DATA / "pairedmem" / "manifest.json").exists():
-        pytest.skip("data/pairedmem not built (python -m dpmv_lib.pairedmem --build)")
-    return load_benchmark("pairedmem", DATA)
+def bench(pairedmem_bench):
+    return pairedmem_bench
 
 
 # ---- goal 1: charge structure (Table 4) ---------------------------------------------------------

@@ -12,7 +12,6 @@ import pytest
 from dpmv_lib import benchmark_quality as bq
 from dpmv_lib import lexicon
 from dpmv_lib import pairedmem as pm
-from dpmv_lib.datasets import load_benchmark
 from dpmv_lib.paths import project_root
 from dpmv_lib.phrasebank import (ATTRIBUTE_CUES, INTENTS, NEUTRAL_REASONS, OVERLAP_TEMPLATES, POSITION_PARTS,
                                  POSITIONS, QUERIES, REASONS, SLOTS, TEMPLATES, query_variants, view_links)
@@ -25,10 +24,8 @@ DATA = project_root() / "data"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    if not (DATA / "pairedmem" / "manifest.json").exists():
-        pytest.skip("data/pairedmem not built (python -m dpmv_lib.pairedmem --build)")
-    return load_benchmark("pairedmem", DATA)
+def bench(pairedmem_bench):
+    return pairedmem_bench
 
 
 @pytest.fixture(scope="module")

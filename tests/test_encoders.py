@@ -7,6 +7,7 @@ import pytest
 
 from dpmv_lib.encoders import CachedEncoder, HashingEncoder, get_encoder, text_key
 from dpmv_lib.errors import ParameterError
+from dpmv_lib.interfaces import RQ1_METHODS
 
 
 def test_hashing_deterministic_unit_norm_and_lexical():
@@ -135,5 +136,5 @@ def test_smoke_audit_aucs_equal_bf16_vs_fp32(smoke_transcripts):
         s, _ = run_audit(smoke_transcripts, get_encoder(f"minilm@{prec}"), cfg)
         assert set(s["embedding_unit"]) == {"response"}
         out[prec] = s.set_index("method")[["auc", "tpr", "auc_per_seed"]].round(3)
-    assert out["fp32"].shape[0] == 7
+    assert out["fp32"].shape[0] == len(RQ1_METHODS)   # 7 paper methods + 2 permute-and-flip rows
     assert out["fp32"].equals(out["bf16"]), (out["fp32"], out["bf16"])

@@ -30,8 +30,8 @@ def table():
 def test_schema_and_row_counts(table):
     df, st = table
     assert list(df.columns[: len(CONTRACT_COLUMNS)]) == list(CONTRACT_COLUMNS)
-    # pairs x sides x turns x (5 deterministic methods + 2 stochastic x 2 seeds)
-    assert len(df) == 2 * 2 * 32 * (5 + 2 * 2) == st.rows
+    # pairs x sides x turns x (5 deterministic methods + 4 stochastic (EM and P&F, on and pre) x 2 seeds)
+    assert len(df) == 2 * 2 * 32 * (5 + 4 * 2) == st.rows
     assert not df.duplicated(["track", "pair_id", "method", "side", "seed", "turn"]).any()
     for c in ("seed", "turn", "block"):
         assert df[c].dtype == "int64"

@@ -13,6 +13,8 @@ PY=$1
 STAMP=$2
 shift 2
 LLAMA_TESTS=tests/test_llamacpp_backend.py
+# checks the compiled library itself, so it runs after the build too
+LLAMA_BUILT=tests/test_build_flags.py::test_installed_library_was_built_with_these_flags
 LOG=.venv/llamacpp-build.log
 
 finish() {  # exit with the combined status: 0 when every pytest run passed or collected nothing
@@ -50,9 +52,9 @@ done
 echo "== compiling $pin in the background (about 10 minutes on 2 cores; log: $LOG)"
 build &
 bpid=$!
-"$PY" -m pytest -q --ignore="$LLAMA_TESTS" "$@"
+"$PY" -m pytest -q --ignore="$LLAMA_TESTS" --deselect="$LLAMA_BUILT" "$@"
 rc1=$?
 echo "== waiting for the llama-cpp-python build to finish"
 wait "$bpid" || build_failed
-"$PY" -m pytest -q "$@" "$LLAMA_TESTS"
+"$PY" -m pytest -q "$@" "$LLAMA_TESTS" "$LLAMA_BUILT"
 finish "$rc1" $?

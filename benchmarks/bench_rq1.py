@@ -123,8 +123,8 @@ def main(argv=None) -> int:
         for m, v in eu["audit"]["response"]["auc"].items():
             lines.append(f"| {m} | {v:.3f} | {eu['audit']['sentence']['auc'].get(m, float('nan')):.3f} |")
         lines.append(f"\nAudit time: response {eu['audit']['response']['seconds']} s, sentence "
-                     f"{eu['audit']['sentence']['seconds']} s (with the embedding cache as found; a cold "
-                     f"per-response encode of all-MiniLM-L6-v2 ran at about 19 responses/s on this machine).")
+                     f"{eu['audit']['sentence']['seconds']} s (with the embedding cache as found; cold "
+                     f"encoder throughput, fp32 vs bf16, is measured by bench_encoder.py: encoder.md).")
     (OUT / "rq1.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT / 'rq1.json'} and {OUT / 'rq1.md'}")
     return 0

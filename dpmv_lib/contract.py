@@ -38,6 +38,7 @@ from .errors import DPMVError, ParameterError, StoreError
 from .examples import running_example
 from .exact import privacy_loss
 from .ledger import InMemoryLedger, OnlineBudget
+from .mechanism import _exact_utility
 from .selection import exponential_mechanism
 from .memview import MemView, Release, SlotRelease
 from .policy import Policy, Query
@@ -376,7 +377,7 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
                             if prep.admitted:
                                 node.vocab.add(tuple(v.id for v in b._vocabulary(slot)))
                                 node.utils.add(tuple(zip((v.id for v in prep.views),
-                                                         map(_exact, prep.utilities))))
+                                                         map(_exact_utility, prep.utilities))))
                             for sr, pr in outs:
                                 node.dist[sr] += p * pr
                                 k = ids.child(dkey, sr)
@@ -396,11 +397,6 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
             raise ParameterError(f"more than {max_transcripts} public prefixes; use a smaller horizon or example")
     W.final = {h: sum(p for _, p in bl) for h, bl in frontier.items()}
     return W
-
-
-def _exact(u: Any) -> Fraction:
-    """A utility as an exact rational (a float through its exact binary value)."""
-    return u if isinstance(u, Fraction) else Fraction(u)
 
 
 def _fork(b: MemView) -> MemView:
@@ -555,9 +551,9 @@ def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids,
 def _check_sensitivity(um: set, up: set, du: Fraction, where: Callable[[], str], F: _Findings) -> None:
     """C3 premise of Eq. (7), exactly: |u_M(v) - u_M'(v)| <= Du for every view offered on both
     sides (rational arithmetic, no tolerance: an excess of 1e-17 is a violation)."""
+    ups = [dict(b) for b in up]
     for a in um:
-        for b in up:
-            ub = dict(b)
+        for ub in ups:
             for v, x in a:
                 if v in ub and abs(x - ub[v]) > du:
                     F.add("C3", where, f"utility of view {v} moves by {abs(x - ub[v])} = Du + "

@@ -373,6 +373,15 @@ class _ChainLedger:
         """True when the audit chain is HMAC-keyed with an operator secret."""
         return self._key is not None
 
+    def _db(self) -> Any:
+        """The open connection; reopened in a forked child (never reuse a connection or lock
+        across fork())."""
+        if self._conn is None:
+            raise BudgetError(f"ledger {self.path} for user {self.user_id!r} is closed")
+        if self._pid != os.getpid():
+            self._open()
+        return self._conn
+
     # ---- backend hooks -------------------------------------------------------------------------
     def _open(self) -> None:
         raise NotImplementedError
@@ -689,12 +698,7 @@ class _ChainLedger:
         for c in charges:
             if not isinstance(c, tuple) or len(c) != 2:
                 raise BudgetError(f"each charge must be an (attributes, epsilon) pair, got {c!r}")
-            attrs, eps = c
-            if type(attrs) is frozenset and type(eps) is Fraction and eps >= 0 and attrs.issubset(caps) \
-                    and all(type(a) is str for a in attrs):
-                items.append((attrs, eps))  # already exact and valid (MemView's plan): no re-parsing
-            else:
-                items.append(check_charge_args(caps, attrs, eps))
+            items.append(check_charge_args(caps, *c))
         if not items:
             return (), self.spent()
         return self._charge(items, checked=True)
@@ -891,13 +895,6 @@ class SqliteLedger(_ChainLedger):
                 conn.close()
                 raise BudgetError(f"cannot open the writer lock file {self.path}.lock: {exc}") from None
         self._conn, self._lockfd, self._pid = conn, fd, os.getpid()
-
-    def _db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise BudgetError(f"ledger {self.path} for user {self.user_id!r} is closed")
-        if self._pid != os.getpid():  # never reuse a connection (or lock) across fork()
-            self._open()
-        return self._conn
 
     def _begin(self, write: bool) -> None:
         conn = self._db()

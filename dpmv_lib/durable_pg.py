@@ -21,7 +21,7 @@ import os
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ._exact import Number
-from .durable import _SCHEMA, _SCHEMA_VERSION, _ChainLedger, _Tx  # noqa: F401  (format shared with SQLite)
+from .durable import _SCHEMA, _ChainLedger, _Tx
 from .errors import BudgetError
 from .policy import Policy
 
@@ -87,13 +87,6 @@ class PostgresLedger(_ChainLedger):
         except self._pg.Error as exc:
             raise BudgetError(f"cannot connect to ledger database {self.path}: {exc}") from None
         self._conn, self._pid = conn, os.getpid()
-
-    def _db(self) -> Any:
-        if self._conn is None:
-            raise BudgetError(f"ledger {self.path} for user {self.user_id!r} is closed")
-        if self._pid != os.getpid():  # never reuse a connection across fork()
-            self._open()
-        return self._conn
 
     def _q(self, sql: str) -> str:
         out = self._sql.get(sql)

@@ -16,7 +16,8 @@ from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from ._exact import Number, to_fraction
 from .errors import BudgetError, UnknownAttributeError
-from .policy import Policy, Query, short_repr
+from .policy import Policy, Query
+from .policy_format import short_repr
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ def check_charge_args(caps: Mapping[str, Fraction], attributes: object, epsilon:
                       ) -> tuple[frozenset[str], Fraction]:
     """Validate a prospective charge before anything changes (typed errors, no side effects);
     shared by every ledger backend."""
+    if (type(attributes) is frozenset and type(epsilon) is Fraction and epsilon >= 0
+            and attributes.issubset(caps) and all(type(a) is str for a in attributes)):
+        return attributes, epsilon      # already exact and valid (MemView's plan): no re-parsing
     if isinstance(attributes, (str, bytes)) or not isinstance(attributes, IterableABC):
         raise BudgetError(f"attributes must be a collection of attribute names, got {attributes!r}")
     try:

@@ -17,12 +17,11 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from ._exact import Number, fraction_str
 from .errors import PolicyError, QueryError, UnknownAttributeError
-from .policy_format import (MAX_ATTRIBUTES, MAX_DENOMINATOR, MAX_INTENTS, MAX_NESTING_DEPTH,  # noqa: F401
-                            MAX_POLICY_BYTES, MAX_POSITION_ID, MAX_POSITIONS, MAX_RATIONAL, MAX_SLOTS,
-                            MAX_VIEWS, PolicyLimits, _ATTRIBUTE_KEYS, _POLICY_KEYS, _POLICY_REQUIRED,
-                            _POSITION_KEYS, _READ_KEYS, _SLOT_KEYS, _VIEW_KEYS, _duplicates, _int_tuple,
-                            _keys, _limit, _limits, _list, _name, _parse_json_bytes, _r, _read_bounded,
-                            _str_tuple, _text, json_depth, parse_rational, short_repr)
+from .policy_format import (MAX_POSITION_ID, MAX_RATIONAL, PolicyLimits, _ATTRIBUTE_KEYS,  # noqa: F401
+                            _POLICY_KEYS, _POLICY_REQUIRED, _POSITION_KEYS, _READ_KEYS, _SLOT_KEYS,
+                            _VIEW_KEYS, _duplicates, _int_tuple, _keys, _limit, _limits, _list, _name,
+                            _parse_json_bytes, _r, _read_bounded, _str_tuple, _text, json_depth,
+                            parse_rational)
 
 
 @dataclass(frozen=True)

@@ -210,9 +210,7 @@ def _int_tuple(x: Any, what: str) -> tuple[int, ...]:
         raise PolicyError(f"{what} must be a list of integers, got {_r(x)}")
     out = tuple(x)
     if len(set(out)) != len(out):
-        seen: set[int] = set()
-        dup = sorted({i for i in out if i in seen or seen.add(i)})
-        raise PolicyError(f"{what} repeats positions {dup[:20]}")
+        raise PolicyError(f"{what} repeats positions {sorted(_duplicates(out))[:20]}")
     return out
 
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from .errors import StoreError
-from .policy import Policy, short_repr as _r
+from .policy import Policy
+from .policy_format import short_repr as _r
 
 
 @dataclass(frozen=True)

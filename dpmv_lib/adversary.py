@@ -315,7 +315,6 @@ def small_instance_table(budgets: Sequence = (0.5, 1, 2, 4), horizon: int = 3,
 
 
 # ---- 2. the greedy adaptive attacker on benchmark pairs ----------------------------------------
-VIEW_METHODS = ("DP-MemView (on)", "DP-MemView (pre)")
 TEXT_METHODS = ("RawReadSet", "TypedMask", "TaskMin", "OutputFilter")
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .benchmark import Benchmark
+from .interfaces import PF_METHODS
 from .errors import ParameterError, StoreError
 from .paths import resolve
 from .profiles import Profile, get_profile
@@ -39,7 +40,6 @@ from .profiles import Profile, get_profile
 PAPER_METHODS = ("GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilter",
                  "DP-MemView (on)", "DP-MemView (pre)")
 #: beyond the paper: the DP-MemView modes with the permute-and-flip selector (no paper values)
-PF_METHODS = ("DP-MemView (on, P&F)", "DP-MemView (pre, P&F)")
 RQ1_METHODS = PAPER_METHODS + PF_METHODS
 MEMORY_TEXT = ("RawReadSet", "TaskMin", "OutputFilter")
 DP_MODES = ("DP-MemView (on)", "DP-MemView (pre)")

@@ -63,10 +63,10 @@ GUIDANCE_HEADER = "Response guidance:"
 MEMORY_HEADER = "Notes from the user's memory:"
 PLACEHOLDER = "[withheld {slot} detail]"
 
-RQ1_METHODS = ("GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilter",
-               "DP-MemView (on)", "DP-MemView (pre)", "DP-MemView (on, P&F)", "DP-MemView (pre, P&F)")
 #: beyond the paper: DP-MemView with the permute-and-flip selector (no paper values)
 PF_METHODS = ("DP-MemView (on, P&F)", "DP-MemView (pre, P&F)")
+RQ1_METHODS = ("GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilter",
+               "DP-MemView (on)", "DP-MemView (pre)") + PF_METHODS
 RQ2_METHODS = ("IncompleteCharge", "CappedArgmax", "NoCap", "ScoreChannel")
 SIDES = ("M", "M'")
 DETERMINISTIC_SEED = -1

@@ -36,6 +36,7 @@ from .plots import save_figure
 from ._exact import to_fraction
 from .accounting import reconstructed_bound
 from .errors import ParameterError
+from .interfaces import PF_METHODS
 from .memview import MemView, Release, SlotRelease
 from .rq2 import (Claim, MemoScorer, SlotStep, lockstep_steps, pooled_ceiling, prefix_distributions,
                   steps_to_turns, with_paper)
@@ -72,7 +73,7 @@ def _num(x: Any) -> Fraction:
 
 
 #: the online interface of each selector (Table 3 rows; "pf" is beyond the paper)
-SELECTOR_METHODS: dict[str, str] = {"em": METHOD, "pf": "DP-MemView (on, P&F)"}
+SELECTOR_METHODS: dict[str, str] = {"em": METHOD, "pf": PF_METHODS[0]}
 
 
 def _selector_method(selector: str) -> str:

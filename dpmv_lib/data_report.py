@@ -12,17 +12,16 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .tables import write_table as _tables_write
+from .tables import paper_csv_path, write_table as _tables_write
 from .benchmark import Pair
 from .errors import CorpusError
-from .paths import project_root
 
 PAPER_FIGURES_FILE = "paper_other_figures.csv"
 
 
 def paper_figures(path: str | Path | None = None) -> dict[str, str]:
     """figure -> value from the paper's reference CSV (``../shared/reference``); {} if absent."""
-    p = Path(path) if path else project_root().parent / "shared" / "reference" / PAPER_FIGURES_FILE
+    p = Path(path) if path else paper_csv_path().parent / PAPER_FIGURES_FILE
     if not p.exists():
         return {}
     df = pd.read_csv(p, dtype=str)
@@ -228,7 +227,7 @@ PAPER_TABLE4_FILE = "paper_table4_safeguards.csv"
 
 def paper_table4_bounds(path: str | Path | None = None) -> dict[str, str]:
     """variant -> the paper's Table 4 DP-bound column (``../shared/reference``); {} if absent."""
-    p = Path(path) if path else project_root().parent / "shared" / "reference" / PAPER_TABLE4_FILE
+    p = Path(path) if path else paper_csv_path().parent / PAPER_TABLE4_FILE
     if not p.exists():
         return {}
     df = pd.read_csv(p, dtype=str)
@@ -242,14 +241,9 @@ def quality_table(pairs: Sequence[Pair], policy_of: Any, horizon: int = 16,
     whether ours meets it."""
     from . import benchmark_quality as bq
     pb = paper_table4_bounds() if paper_bounds is None else paper_bounds
-    ch = bq.charge_summary(bq.charge_structure(pairs, policy_of, horizon))
-    sl = bq.split_leakage(pairs)
-    tp = bq.templating(pairs)
-    ln = bq.length_auc(pairs)
-    ce = bq.counter_evidence(pairs)
-    nt = bq.number_transforms(pairs)
-    lab = bq.label_mismatches(pairs, policy_of)
-    gold = bq.gold_removals(pairs, policy_of)
+    rep = bq.audit(pairs, policy_of, horizon)
+    ch, sl, tp, ln, ce, nt, lab, gold = (rep[k] for k in ("charges", "split_leakage", "templating", "length",
+                                                          "counter_evidence", "numbers", "labels", "gold"))
     rows: list[dict[str, Any]] = []
 
     def add(goal: str, quantity: str, ours: Any, target: str, ok: bool, paper: Any = None) -> None:

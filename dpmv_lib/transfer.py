@@ -41,7 +41,7 @@ from typing import Any, Mapping, Sequence
 
 from . import lexicon
 from .benchmark import Behaviour, Pair, pair_to_json
-from .datafiles import dump_json, dump_jsonl, replace_dir_atomically, sha256_file
+from .datafiles import dump_json, dump_jsonl, file_entries, replace_dir_atomically
 from .errors import CorpusError, StoreError
 from .paths import default_corpora_dir
 from .policy import Policy, View
@@ -338,14 +338,6 @@ def _has(patterns: Sequence[str] | str, text: str) -> bool:
     return any(re.search(p, text, re.I) for p in pats)
 
 
-def edit_ratio(a: str, b: str) -> float:
-    """Share of word tokens changed (1 - matched / max length)."""
-    import difflib
-    x, y = a.split(), b.split()
-    m = sum(bl.size for bl in difflib.SequenceMatcher(a=x, b=y, autojunk=False).get_matching_blocks())
-    return 1 - m / max(len(x), len(y), 1)
-
-
 @dataclass(frozen=True)
 class Evidence:
     attribute: str
@@ -464,11 +456,10 @@ def select_evidence(texts: Sequence[SourceText], attribute: str,
                     body = c.strip().rstrip(".!?")
                     prefix = s[:max(0, s.find(body))]
                     cand = body[:1].upper() + body[1:] + "."
-                    rest = s[:max(0, s.find(body))] + " " + s[s.find(body) + len(body):]
+                    rest = prefix + " " + s[s.find(body) + len(body):]
                     if (re.match(r"(?:I|I'm|I've|I'd|My)\b", cand) and not evidence_problems(cand, attribute)
                             and not re.search(f"{HYPOTHETICAL}|{RESOLVED}|{QUESTION}", prefix, re.I)
-                            and not re.search(f"{RESOLVED}|{RESOLVED_BY_ATTRIBUTE[attribute]}", rest, re.I)
-                            and not _has(NOT_TARGET[attribute], s)):
+                            and not re.search(f"{RESOLVED}|{RESOLVED_BY_ATTRIBUTE[attribute]}", rest, re.I)):
                         unit, kind, why = cand, "clause", ""
                         break
             if why:
@@ -1028,8 +1019,7 @@ def write_transfer(build: TransferBuild, data_dir: str | Path = "data") -> Path:
                     "quality": quality_report(build),
                     "policies": sorted({p.policy_id for p in build.pairs}),
                     "corpora": {k: v for k, v in WHERE.items()},
-                    "files": {n: {"sha256": sha256_file(d / n), "bytes": (d / n).stat().st_size, "rows": rows[n]}
-                              for n in sorted(rows)}}
+                    "files": file_entries(d, sorted(rows), rows)}
         dump_json(d / "manifest.json", manifest)
 
     replace_dir_atomically(target, fill)

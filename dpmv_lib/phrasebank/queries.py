@@ -7,6 +7,7 @@ uses no string more than a few times (issue 10, goal 3).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 OPENERS: tuple[str, ...] = ("", "Quick question: ", "Hi! ", "Hey, ", "Hello. ", "Can you help? ",
@@ -20,6 +21,7 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:] if text[:2] != "I " and text[:2] != "I'" else text
 
 
+@functools.lru_cache(maxsize=None)
 def query_variants(intent: str) -> tuple[str, ...]:
     """Every composed query string of ``intent``: base phrasing x opener x closer (deterministic order)."""
     out = []

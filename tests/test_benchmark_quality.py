@@ -3,6 +3,7 @@ figures, and that each check detects the artefact it is about."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from fractions import Fraction
 
 import pytest
@@ -30,6 +31,11 @@ def test_nocap_bound_is_16_over_3_and_c_a_is_8_on_every_pair(bench):
         assert r["IncompleteCharge_bound"] <= Fraction(16, 3)
     s = bq.charge_summary(rows)
     assert s["IncompleteCharge_bound"]["max"] > 2, s             # the C2 violation is visible
+    # the IncompleteCharge figures quoted in data/README.md
+    dist = Counter(r["IncompleteCharge_bound"] for r in rows)
+    assert [dist[Fraction(k, 3)] for k in range(2, 17, 2)] == [5, 26, 71, 77, 73, 37, 28, 3]
+    assert sum(r["IncompleteCharge_ledger"] == 0 for r in rows) == 246
+    assert sum(r["IncompleteCharge_bound"] > 2 for r in rows) == 218
 
 
 def test_charge_structure_counts_a_neutral_turn_that_reads_the_group(bench):

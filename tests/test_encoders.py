@@ -94,10 +94,16 @@ def test_auto_precision_from_isa_flags():
     assert auto_precision("cuda", {"isa": ["avx512_bf16"]}) == "fp32"
 
 
-def test_precision_specs_and_errors():
+@pytest.fixture(scope="module")
+def minilm():
+    """MiniLM in both precisions, loaded once for this module."""
+    return {p: get_encoder(f"minilm@{p}") for p in ("fp32", "bf16")}
+
+
+def test_precision_specs_and_errors(minilm):
     with pytest.raises(ParameterError, match="precision"):
         get_encoder("minilm@fp16")
-    e32, e16 = get_encoder("minilm@fp32"), get_encoder("minilm@bf16")
+    e32, e16 = minilm["fp32"], minilm["bf16"]
     assert e32.id == "st-all-MiniLM-L6-v2-256" and e16.id == "st-all-MiniLM-L6-v2-256-bf16"
     assert e16.encode(["a test"]).dtype == np.float32
 
@@ -125,7 +131,7 @@ def smoke_transcripts():
                                 progress=False)
 
 
-def test_smoke_audit_aucs_equal_bf16_vs_fp32(smoke_transcripts):
+def test_smoke_audit_aucs_equal_bf16_vs_fp32(smoke_transcripts, minilm):
     """Section 2 equivalence: the smoke-profile RQ1 audit (PairedMem pairs, every RQ1 method,
     prefix t = 4, exact per-response unit) gives the same AUCs to 3 decimals with the MiniLM
     encoder in bf16 and in fp32."""
@@ -133,7 +139,7 @@ def test_smoke_audit_aucs_equal_bf16_vs_fp32(smoke_transcripts):
     cfg = AuditConfig(horizons=(4,), n_boot=0)
     out = {}
     for prec in ("fp32", "bf16"):
-        s, _ = run_audit(smoke_transcripts, get_encoder(f"minilm@{prec}"), cfg)
+        s, _ = run_audit(smoke_transcripts, minilm[prec], cfg)
         assert set(s["embedding_unit"]) == {"response"}
         out[prec] = s.set_index("method")[["auc", "tpr", "auc_per_seed"]].round(3)
     assert out["fp32"].shape[0] == len(RQ1_METHODS)   # 7 paper methods + 2 permute-and-flip rows

@@ -20,7 +20,6 @@ from fractions import Fraction
 import pytest
 
 from dpmv_lib.contract import check_contract
-from dpmv_lib.examples import running_example
 from dpmv_lib.ledger import OnlineBudget
 from dpmv_lib.mechanism import em_probabilities, exact_exponents, sample_em_exact, SeededRandomSource
 from dpmv_lib.memview import FAILSAFE_UTILITY, MemView

@@ -354,6 +354,10 @@ class _ChainLedger:
         self._last_row: tuple[Any, ...] | None = None  # the verified tail record exactly as hashed
         self._rem_cache: tuple[str, dict[str, Fraction]] | None = None  # (head hash, B_a - L_a there)
         self._pending_tail: tuple[Any, ...] | None = None  # last record written, adopted after COMMIT
+        self._pending_tot = ""
+        self._tot_text: tuple[str, str] | None = None  # (head hash, canonical totals text there)
+        self._blocked_memo: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+        self._totals_rows: tuple[list[Any], dict[str, Fraction]] | None = None  # last ledger_entry read
         # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
         self._plain = all(_PLAIN_NAME.fullmatch(a) for a in self._caps)
         self._sorted_caps = sorted(self._caps)
@@ -509,9 +513,13 @@ class _ChainLedger:
         self._sync(db, collect)
 
     def _read_totals(self, db: "_Tx") -> dict[str, Fraction]:
+        fetched = db.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?",
+                             (self.user_id,)).fetchall()
+        last = self._totals_rows
+        if last is not None and last[0] == fetched and all(type(v) is str for _, v in fetched):
+            return dict(last[1])  # the same rows (values and text) as the last checked read
         out: dict[str, Fraction] = {}
-        for a, v in db.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?",
-                               (self.user_id,)).fetchall():
+        for a, v in fetched:
             if a not in self._caps:
                 raise self._refuse(f"ledger_entry has a row for attribute {a!r} outside the caps {sorted(self._caps)}")
             try:
@@ -525,6 +533,7 @@ class _ChainLedger:
         lost = sorted(set(self._caps) - set(out))
         if lost:
             raise self._refuse(f"the totals row (cap and spent) of {lost} is missing from ledger_entry")
+        self._totals_rows = (fetched, dict(out))
         return out
 
     def _parse_row(self, row: Sequence[Any]) -> tuple[AuditRecord, dict[str, Fraction]]:
@@ -633,6 +642,7 @@ class _ChainLedger:
             self._last_row = tuple(rows[-1])
             if fast is not None:
                 self._rem_cache = (h, fast[0])
+                self._tot_text = (h, fast[1])
 
     def _fast_step(self, row: Sequence[Any], spent: dict[str, Fraction], fast: list[Any]) -> bool:
         """Verify one (hash-checked) record by re-deciding it: True iff its stored columns are
@@ -850,31 +860,53 @@ class _ChainLedger:
         else:
             left = {a: caps[a] - spent[a] for a in caps}
         ts = _now()
+        key, uid = self._key, self.user_id
+        seq, h, prev = new.seq, new.hash, new.prev
+        tt = self._tot_text
+        tot = tt[1] if tt is not None and tt[0] == h else self._totals_text(spent)
+        memo = self._blocked_memo  # (attrs, eps, totals text) -> texts of that blocked record
         rows, out, changed = [], [], set()
         for items in batches:
             oks = []
             for attrs, eps in items:
-                blocked = sorted(a for a in attrs if eps > left[a]) if checked else []
-                ok = not blocked
-                if ok:
-                    for a in attrs:
-                        spent[a] += eps
-                        left[a] -= eps
-                    changed |= attrs
-                new, row = self._record(new, ts, attrs, eps, ok, checked,
-                                        {a: left[a] for a in sorted(attrs)}, blocked, spent)
-                rows.append(row)
+                mkey = (attrs, eps.numerator, eps.denominator, tot)  # ints: no Fraction __eq__/__hash__
+                hit = memo.get(mkey) if checked else None
+                if hit is not None:  # blocked before from these very totals: same decision and texts
+                    ok = False
+                    rem, blk, eps_t = hit
+                else:
+                    blocked = sorted(a for a in attrs if eps > left[a]) if checked else []
+                    ok = not blocked
+                    if ok:
+                        for a in attrs:
+                            spent[a] += eps
+                            left[a] -= eps
+                        changed |= attrs
+                        tot = self._totals_text(spent)
+                    rem = self._remaining_text({a: left[a] for a in sorted(attrs)})
+                    blk, eps_t = self._blocked_text(blocked), str(eps)
+                    if not ok and checked:
+                        if len(memo) > 256:
+                            memo.clear()
+                        memo[mkey] = (rem, blk, eps_t)
+                seq += 1
+                cols = (ts, self._json_list(attrs), eps_t, int(ok), int(checked), rem, blk, tot)
+                prev, h = h, _chain.record_hash(key, uid, seq, h, cols)
+                rows.append((uid, seq, *cols, h))
                 oks.append(ok)
             out.append(tuple(oks))
         if rows:
+            new = _Verified(seq, h, prev, spent)
             self._write(db, rows, new, changed)
             self._pending_tail = rows[-1][1:]
+            self._pending_tot = tot
         return out, new, left
 
     def _committed(self, new: _Verified, left: dict[str, Fraction]) -> None:
         """Adopt the head written by ``_decide_write`` (call only after COMMIT)."""
         if new is not self._v:
             self._v, self._last_row = new, self._pending_tail
+            self._tot_text = (new.hash, self._pending_tot)
         self._rem_cache = (new.hash, left)
 
     # ---- audit log, export / import -----------------------------------------------------------

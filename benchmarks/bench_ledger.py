@@ -20,7 +20,17 @@ each, split over the processes):
 ``--baseline DIR`` also measures the ``dpmv_lib`` of another checkout (e.g. ``git archive`` of
 the starting commit), interleaved with this one setting by setting so that both see the same
 machine conditions; PostgreSQL settings are skipped for a tree without
-``dpmv_lib/durable_pg.py``. Writes benchmarks/results/ledger[_LABEL].json and .md.
+``dpmv_lib/durable_pg.py``. ``--committed JSON`` (default: the committed
+benchmarks/results/ledger_rerun.json, the run before group commit) adds that earlier run's
+numbers as the first, "committed" columns (another time, maybe another load). For SQLite
+settings the table also gives releases per commit (transactions counted in the file: one
+timestamp per write transaction), i.e. how many releases group commit put into one fsync.
+Writes benchmarks/results/ledger[_LABEL].json and .md.
+
+Quiet-machine run (both columns, ~1 min on 2 cores)::
+
+    git archive 3c2e0d5 | (mkdir -p /tmp/ledger_before && tar -x -C /tmp/ledger_before)
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_ledger.py --baseline /tmp/ledger_before
 """
 from __future__ import annotations
 
@@ -110,7 +120,24 @@ def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int
         res.append(json.loads(out.decode().strip().splitlines()[-1]))
     lat = sorted(x for r in res for x in r["lat"])
     wall = max(r["t1"] for r in res) - min(r["t0"] for r in res)
-    return summarize(lat, wall, procs, sum(r["sampled"] for r in res))
+    out = summarize(lat, wall, procs, sum(r["sampled"] for r in res))
+    if backend == "sqlite":
+        out["releases_per_commit"] = releases_per_commit(db, len(lat))
+    return out
+
+
+def releases_per_commit(db: str, releases: int) -> float | None:
+    """Releases per write transaction: a transaction stamps all its audit records with one
+    timestamp, so the transactions are the distinct (user, timestamp) pairs of the log."""
+    try:
+        conn = sqlite3.connect(db)
+        try:
+            (n,) = conn.execute("SELECT COUNT(*) FROM (SELECT DISTINCT user_id, ts FROM audit_log)").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return round(releases / n, 2) if n else None
 
 
 def summarize(lat_ns: list[int], wall: float | None, procs: int, sampled: int | None = None) -> dict:
@@ -255,7 +282,22 @@ def _cells(r: dict | None) -> str:
     if r is None:
         return "n/a | n/a | n/a | n/a"
     rps = "-" if r["releases_per_s"] is None else f"{r['releases_per_s']:,.0f}"
+    if r.get("releases_per_commit"):
+        rps += f" ({r['releases_per_commit']}/commit)"
     return f"{rps} | {fmt_us(r['median_us'])} | {fmt_us(r['p99_us'])} | {fmt_us(r['worst_us'])}"
+
+
+def load_committed(path: str) -> tuple[dict, str] | None:
+    """The results of an earlier, committed run (its 'after' tree when it compared two)."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    d = json.loads(p.read_text())
+    res = d["results"]
+    lab = "after" if "after" in res else next(iter(res))
+    m = d.get("machine", {})
+    return res[lab], (f"{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p} ({lab}); load average at "
+                      f"start {m.get('loadavg_at_start')}, at end {d.get('loadavg_at_end')}")
 
 
 def main(argv=None) -> int:
@@ -268,6 +310,8 @@ def main(argv=None) -> int:
     ap.add_argument("--label", default="", help="suffix of the result files")
     ap.add_argument("--only", default="", help="comma-separated setting keys")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved runs of the SQLite 1-process and raw settings")
+    ap.add_argument("--committed", default=str(OUT / "ledger_rerun.json"),
+                    help="results JSON of an earlier run shown as the first columns ('' for none)")
     a = ap.parse_args(argv)
     if a.worker:
         worker(json.loads(a.worker))
@@ -285,7 +329,11 @@ def main(argv=None) -> int:
     out = {"benchmark": "ledger", "trees": trees, "releases_per_setting": a.releases, "repeat": a.repeat,
            "machine": mach, "loadavg_at_end": loadavg(), "total_s": round(time.monotonic() - t_start, 1),
            "results": res, "notes": notes}
+    committed = load_committed(a.committed) if a.committed else None
+    if committed is not None:
+        out["committed"] = {"source": committed[1], "results": committed[0]}
     labs = list(trees)
+    shown = ({"committed": committed[0]} if committed else {}) | res
     lines = [f"# Durable ledger under load{' (' + a.label + ')' if a.label else ''}", "",
              f"Machine: {describe(mach)}; load average at start {mach.get('loadavg_at_start')}, at end "
              f"{out['loadavg_at_end']} (shared machine, 6 jobs on 2 cores: fsync latency drifts between "
@@ -293,22 +341,27 @@ def main(argv=None) -> int:
              f"OnlineBudget(K=3), query affordable_dinner: 2 charged slots) unless noted"
              + (f"; trees measured interleaved, setting by setting: {', '.join(f'{k} = {v}' for k, v in trees.items())}"
                 if len(trees) > 1 else "") + f". Total {out['total_s']} s.", "",
-             "| setting | " + " | ".join(f"{lab}: releases/s | median | p99 | worst" for lab in labs) + " |",
-             "|---|" + "---|---|---|---|" * len(labs)]
+             "| setting | " + " | ".join(f"{lab}: releases/s | median | p99 | worst" for lab in shown) + " |",
+             "|---|" + "---|---|---|---|" * len(shown)]
     for key, name in ROWS:
-        lines.append(f"| {name} | " + " | ".join(_cells(res[lab].get(key)) for lab in labs) + " |")
+        lines.append(f"| {name} | " + " | ".join(_cells(shown[lab].get(key)) for lab in shown) + " |")
     lines.append("")
-    for lab in labs:
-        r = res[lab]
+    if committed:
+        lines.append(f"* committed: an earlier run (other time and load, not interleaved): {committed[1]}.")
+    for lab in shown:
+        r = shown[lab]
         if r.get("raw") and r.get("sqlite1"):
             ratio = round(r["sqlite1"]["median_us"] / r["raw"]["median_us"], 2)
             out.setdefault("sqlite1_over_raw_median", {})[lab] = ratio
-            lines.append(f"* {lab}: SQLite ledger median / raw floor median = {ratio}x (medians of the {a.repeat} "
-                         f"interleaved runs: ledger {r['sqlite1']['median_runs_us']} us, floor "
-                         f"{r['raw']['median_runs_us']} us).")
+            lines.append(f"* {lab}: SQLite ledger median / raw floor median = {ratio}x (medians of the "
+                         f"{len(r['sqlite1'].get('median_runs_us', [0]))} interleaved runs: ledger "
+                         f"{r['sqlite1'].get('median_runs_us')} us, floor {r['raw'].get('median_runs_us')} us).")
         if r.get("sqlite1") and r.get("sqlite4"):
-            lines.append(f"* {lab}: 4 processes / 1 process throughput = "
+            lines.append(f"* {lab}: SQLite 4 processes / 1 process throughput = "
                          f"{r['sqlite4']['releases_per_s'] / r['sqlite1']['releases_per_s']:.2f}.")
+        if r.get("pg1") and r.get("pg4"):
+            lines.append(f"* {lab}: PostgreSQL 4 processes (one user) / 1 process throughput = "
+                         f"{r['pg4']['releases_per_s'] / r['pg1']['releases_per_s']:.2f}.")
         if lab in notes:
             lines.append(f"* {lab}: PostgreSQL: {notes[lab]}.")
     OUT.mkdir(parents=True, exist_ok=True)

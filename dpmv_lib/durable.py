@@ -590,8 +590,8 @@ class _ChainLedger:
                 raise self._refuse(f"the audit log no longer has record #{v.seq}, verified earlier (records "
                                    "deleted from the end)")
             cached = self._last_row
-            same = (cached is not None and row == cached
-                    and all(type(x) is type(y) for x, y in zip(row, cached)))  # same values and types:
+            same = (cached is not None and row == cached  # same values and types:
+                    and tuple(map(type, row)) == tuple(map(type, cached)))
             if not same and (self._row_hash(row, v.prev) != v.hash or row[-1] != v.hash):  # same hash
                 raise self._refuse(f"audit record #{v.seq} was deleted or edited after it was verified")
             rows = rows[1:]
@@ -986,7 +986,11 @@ class SqliteLedger(_ChainLedger):
     Writers are serialised by an exclusive ``flock`` on the side file ``<path>.lock`` taken
     before ``BEGIN IMMEDIATE``: a waiting process blocks in the kernel and wakes as soon as the
     holder commits, instead of sleeping in SQLite's busy handler (``timeout`` remains only as
-    the fallback against writers that do not take the side lock)."""
+    the fallback against writers that do not take the side lock). Checked charges are
+    group-committed (:mod:`dpmv_lib.group_commit`): the lock holder commits the posted releases
+    of all waiting processes with its own in one transaction and one fsync, each decided
+    exactly as a separate ``try_charge_many``; a release is acknowledged only from an answer row
+    committed in that same transaction."""
 
     _db_errors = (sqlite3.Error,)
 

@@ -26,8 +26,9 @@ Why this keeps the guarantees:
 
 * Durability: a request is acknowledged only from an answer row, and the answer row, the
   request's audit records and the totals are committed in one SQLite transaction that is
-  fsynced before any other connection can see it (WAL: the commit frame is synced before the
-  wal-index makes it visible). A leader killed mid-batch leaves nothing (ROLLBACK by WAL
+  fsynced before any other connection can see it (WAL, ``synchronous=FULL``: sqlite3WalFrames
+  syncs the log before walIndexWriteHdr publishes the commit), and waiters read it only after
+  the leader's COMMIT returned and it dropped the lock. A leader killed mid-batch leaves nothing (ROLLBACK by WAL
   recovery; the kernel drops its lock) and every waiter of that batch, finding no answer, leads
   itself: nothing acknowledged is lost and no batch is half-written.
 * Exactly once: the answer row records the owner's request number, and a leader skips a posted

@@ -29,7 +29,7 @@ settings the table also gives releases per commit (transactions counted in the f
 timestamp per write transaction), i.e. how many releases group commit put into one fsync.
 Writes benchmarks/results/ledger[_LABEL].json and .md.
 
-Quiet-machine run (both columns, ~1 min on 2 cores)::
+Quiet-machine run (both trees interleaved: ~1.5 min on 2 cores; 4 min when every fsync takes ~4 ms)::
 
     git archive 3c2e0d5 | (mkdir -p /tmp/ledger_before && tar -x -C /tmp/ledger_before)
     PYTHONPATH=. .venv/bin/python benchmarks/bench_ledger.py --baseline /tmp/ledger_before

@@ -54,6 +54,7 @@ import hmac
 import json
 import os
 import secrets
+import stat
 import time
 from fractions import Fraction
 from typing import Any, Sequence
@@ -79,21 +80,25 @@ def key_id(key: bytes | None) -> str:
 def queue_root(path: str) -> str:
     """Where requests for the ledger file ``path`` are posted: a directory in ``/dev/shm``
     (tmpfs: posting a request costs no journal commit of the file system that the ledger's
-    fsync would wait for) named after the file's device and inode, owned by this user; else
-    ``<path>.gc`` next to the file. Processes that see different roots only miss batching."""
+    fsync would wait for) named after the file's device and inode; else ``<path>.gc`` next to
+    the file. Processes that see different roots only miss batching. The directories are
+    created by the first request posted (a lone process never posts) and removed when empty."""
     st = os.stat(path)
     shm = "/dev/shm"
     if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
         d = os.path.join(shm, f"dpmv-gc-{os.getuid()}-{st.st_dev:x}-{st.st_ino:x}")
-        try:
-            os.makedirs(d, mode=0o700, exist_ok=True)
-            own = os.stat(d, follow_symlinks=False)
-            if own.st_uid == os.getuid() and (own.st_mode & 0o077) == 0 and os.path.isdir(d) \
-                    and not os.path.islink(d):
-                return d
-        except OSError:
-            pass
+        if not os.path.lexists(d) or _private_dir(d):
+            return d
     return path + ".gc"
+
+
+def _private_dir(d: str) -> bool:
+    """``d`` is a real directory of this user that nobody else can write."""
+    try:
+        own = os.stat(d, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISDIR(own.st_mode) and own.st_uid == os.getuid() and (own.st_mode & 0o077) == 0
 
 
 class GroupCommit:
@@ -111,10 +116,6 @@ class GroupCommit:
         self._items_of: dict[str, list[tuple[frozenset[str], Fraction]]] = {}
         self._answers: dict[str, tuple[tuple[bool, ...], dict[str, Fraction]]] = {}
         self._empty_mark: tuple[int, int, int] | None = None
-        try:
-            os.makedirs(self.dir, mode=0o700, exist_ok=True)
-        except OSError as exc:
-            raise BudgetError(f"cannot create the group-commit queue {self.dir}: {exc}") from None
 
     @property
     def owner(self) -> str:
@@ -134,7 +135,8 @@ class GroupCommit:
 
     # ---- requester side --------------------------------------------------------------------
     def post(self, items: Charges) -> int:
-        """Write this owner's next request (atomically: temporary file, then rename)."""
+        """Write this owner's next request (atomically: temporary file, then rename) and return
+        its number; 0 when the queue directory cannot be used (then this process leads)."""
         self._req += 1
         key = tuple(items)
         text = self._items_text.get(key)
@@ -150,9 +152,18 @@ class GroupCommit:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(tmp, flags, 0o600)
-        except FileNotFoundError:  # another process's close() removed the empty queue directory
-            os.makedirs(self.dir, mode=0o700, exist_ok=True)
-            fd = os.open(tmp, flags, 0o600)
+        except FileNotFoundError:  # the first request, or a close() removed the empty directory
+            try:
+                for d in (os.path.dirname(self.dir), self.dir):  # (makedirs: parents get 0o777)
+                    try:
+                        os.mkdir(d, 0o700)
+                    except FileExistsError:
+                        pass
+                    if not _private_dir(d):
+                        return 0
+                fd = os.open(tmp, flags, 0o600)
+            except OSError:
+                return 0
         try:
             os.write(fd, body.encode())
         finally:
@@ -295,6 +306,9 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             req = gc.post(items)
+            if not req:  # no usable queue: wait for the lock and lead
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        if req:  # posted: wait for the leader's answer
             try:
                 # shared: every waiter wakes at the leader's unlock and reads its answer at once
                 fcntl.flock(fd, fcntl.LOCK_SH)

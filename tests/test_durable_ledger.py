@@ -273,6 +273,8 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
     policy = example[0]
     led = SqliteLedger.for_policy(db, "alice", policy)
     qdir = led._gc.dir
+    assert not os.path.exists(qdir)  # a lone process never posts, so the queue is not created
+    os.makedirs(qdir, mode=0o700)  # as the first posting process does
     me = os.getpid()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True).stdout.strip()

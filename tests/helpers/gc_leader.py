@@ -39,8 +39,11 @@ def main(argv: list[str]) -> int:
         os.write(1, b"LEADING\n")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if len([n for n in os.listdir(self.dir) if not n.endswith(".tmp")]) >= n_wait:
-                break
+            try:  # the first posted request creates the queue directory
+                if len([n for n in os.listdir(self.dir) if not n.endswith(".tmp")]) >= n_wait:
+                    break
+            except FileNotFoundError:
+                pass
             time.sleep(0.005)
         return collect(self, db_, caps)
 

@@ -1,7 +1,8 @@
 """Benchmark response generation (issue 4 targets).
 
-    .venv/bin/python benchmarks/bench_generation.py [--parts surrogate smollm2 llamacpp] [--workers 2]
+    .venv/bin/python benchmarks/bench_generation.py [--parts surrogate smollm2 llamacpp engines] [--workers 2]
         [--prompts 64] [--batch-sizes 32 64] [--max-new-tokens 64] [--int8] [--seed 0]
+        [--engines SPEC ...] [--repeats 3] [--budget 30]
 
 * ``surrogate``: every RQ1 transcript of the default profile (all PairedMem pairs, both stores,
   32 turns, the 7 RQ1 methods, EM seeds {0,1,2} for the stochastic ones) with the surrogate,
@@ -15,6 +16,13 @@
   the first 16 turns); target >= 150. Reported end to end (prefill + decode) and decode only
   (time of ``max_new_tokens`` minus time of 1 new token on the same batches). ``--int8`` also
   measures the optional dynamic-int8 model.
+
+* ``engines`` (issue 12): every engine side by side on 64 such prompts (``--engines`` specs:
+  llama.cpp F16 and BF16, transformers f32 and bf16, OpenVINO GenAI f32 and bf16), greedy,
+  end-to-end generated tokens/s at batch 32 and 64 (median of up to ``--repeats`` runs within
+  ``--budget`` s per engine and batch), whether each engine's texts are the same at both batch
+  sizes and, for the first ``--solo`` prompts, alone (batch 1), how many of the 128 responses differ between bf16 and f32, and the CPU model and ISA
+  flags; the ``auto`` responder reads this part.
 
 Writes benchmarks/results/generation.json and generation.md (a part not run keeps its previous
 numbers). Load averages are recorded before and after each part: other developers share the
@@ -228,11 +236,12 @@ ENGINE_SPECS = ("llamacpp:smollm2@f16", "llamacpp:smollm2@bf16", "smollm2@f32", 
 
 
 def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: int, specs: list[str],
-                  repeats: int, budget_s: float, threads: int | None = None) -> dict:
+                  repeats: int, budget_s: float, threads: int | None = None, solo: int = 8) -> dict:
     """Every engine side by side on the same prompts (greedy, ``max_new`` tokens): end-to-end
     generated tokens/s at each batch size, the median of up to ``repeats`` timed runs (fewer once
     an engine has spent ``budget_s`` at that batch size; the model is loaded and warmed first),
-    whether the texts are the same at every batch size, and per engine family how many of the
+    whether the texts are the same at every batch size and for the first ``solo`` prompts each
+    generated alone (batch 1), and per engine family how many of the
     len(prompts) x len(batch_sizes) responses differ between bf16 and f32."""
     import statistics
 
@@ -280,7 +289,14 @@ def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: in
             r.close()
             print(spec, json.dumps(run), flush=True)
         first = texts[spec][batch_sizes[0]]
-        res["batch_invariant"] = all(texts[spec][bs] == first for bs in batch_sizes)
+        if solo:   # the first ``solo`` prompts each alone (batch 1) must give their batched texts too
+            alone = make_responder(spec, decoding=DecodingConfig(max_new_tokens=max_new), batch_size=1,
+                                   threads=threads)
+            res["solo_prompts"] = solo
+            res["solo_texts_differing"] = sum(alone.respond([p])[0] != first[i] for i, p in enumerate(prompts[:solo]))
+            alone.close()
+        res["batch_invariant"] = (all(texts[spec][bs] == first for bs in batch_sizes)
+                                  and not res.get("solo_texts_differing"))
         res["texts_differing_across_batch_sizes"] = sum(
             any(texts[spec][bs][i] != first[i] for bs in batch_sizes) for i in range(len(prompts)))
         out["results"][spec] = res
@@ -388,7 +404,7 @@ def write(results: dict) -> None:
                   f"greedy, generated tokens/s end to end (load and warm-up excluded), median of up to {e['repeats']} "
                   f"runs (fewer once a run set passes {e['budget_s']} s); measured {e.get('date')}.", "",
                   "| engine (spec) | " + " | ".join(f"batch {b}" for b in bss) + " | x llama.cpp F16 | "
-                  "same texts at every batch | load |", "|---|" + "---|" * (len(bss) + 3)]
+                  "same texts at every batch (and alone) | load |", "|---|" + "---|" * (len(bss) + 3)]
         for spec, res in e["results"].items():
             if "runs" not in res:
                 lines.append(f"| `{spec}` | " + " | ".join("-" for _ in bss) + f" | - | - | {res.get('skipped')} |")
@@ -396,7 +412,7 @@ def write(results: dict) -> None:
             by = {r["batch_size"]: r for r in res["runs"]}
             lines.append(f"| `{spec}` | " + " | ".join(f"**{by[b]['tokens_per_s']}**" if b in by else "-" for b in bss)
                          + " | " + " / ".join(str(by[b].get("x_llamacpp_f16", "-")) for b in bss if b in by)
-                         + f" | {'yes' if res['batch_invariant'] else 'NO (%d differ)' % res['texts_differing_across_batch_sizes']}"
+                         + f" | {'yes' if res['batch_invariant'] else 'NO (%d differ across batch sizes, %s of %s alone)' % (res['texts_differing_across_batch_sizes'], res.get('solo_texts_differing', '-'), res.get('solo_prompts', '-'))}"
                          f" | {res['runs'][0]['load'][0]} -> {res['runs'][-1]['load'][1]} |")
         lines += ["", "Responses whose text differs between bf16 and the f32 (llama.cpp: F16) reference of the same engine:", ""]
         for spec, d in e["bf16_vs_f32_differences"].items():
@@ -411,7 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", nargs="+", default=["surrogate", "smollm2", "llamacpp"], choices=["surrogate", "smollm2", "llamacpp", "engines"])
     ap.add_argument("--engines", nargs="+", default=list(ENGINE_SPECS), help="responder specs of the engines part")
     ap.add_argument("--repeats", type=int, default=3, help="engines part: timed runs per engine and batch size")
-    ap.add_argument("--budget", type=float, default=45.0, help="engines part: no further repeat after this many s")
+    ap.add_argument("--solo", type=int, default=8, help="engines part: prompts also generated alone (batch 1)")
+    ap.add_argument("--budget", type=float, default=30.0, help="engines part: no further repeat after this many s")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64])
@@ -436,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         write(results)
     if "engines" in args.parts:
         results["engines"] = bench_engines(args.prompts, args.batch_sizes, args.max_new_tokens, args.seed,
-                                           args.engines, args.repeats, args.budget, args.threads)
+                                           args.engines, args.repeats, args.budget, args.threads, args.solo)
         write(results)
     print((OUT / "generation.md").read_text())
     return 0

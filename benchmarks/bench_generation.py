@@ -236,7 +236,8 @@ ENGINE_SPECS = ("llamacpp:smollm2@f16", "llamacpp:smollm2@bf16", "smollm2@f32", 
 
 
 def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: int, specs: list[str],
-                  repeats: int, budget_s: float, threads: int | None = None, solo: int = 8) -> dict:
+                  repeats: int, budget_s: float, threads: int | None = None, solo: int = 16,
+                  previous: dict | None = None) -> dict:
     """Every engine side by side on the same prompts (greedy, ``max_new`` tokens): end-to-end
     generated tokens/s at each batch size, the median of up to ``repeats`` timed runs (fewer once
     an engine has spent ``budget_s`` at that batch size; the model is loaded and warmed first),
@@ -308,6 +309,14 @@ def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: in
                 n = sum(a != b for bs in batch_sizes for a, b in zip(texts[spec][bs], texts[ref][bs]))
                 out["bf16_vs_f32_differences"][spec] = {"reference": ref, "differ": n,
                                                         "of": len(prompts) * len(batch_sizes)}
+    if previous:   # --merge: engines not re-measured keep their recorded results (same ISA only)
+        same = (previous.get("machine") or {}).get("cpu", {}).get("isa") == out["machine"]["cpu"]["isa"]
+        if same and previous.get("batch_sizes") == batch_sizes and previous.get("max_new_tokens") == max_new:
+            for spec, res in previous.get("results", {}).items():
+                if spec not in out["results"]:
+                    out["results"][spec] = {**res, "merged_from": previous.get("date")}
+            for spec, d in previous.get("bf16_vs_f32_differences", {}).items():
+                out["bf16_vs_f32_differences"].setdefault(spec, {**d, "merged_from": previous.get("date")})
     ref = out["results"].get("llamacpp:smollm2@f16", {}).get("runs")
     if ref:
         base = {r["batch_size"]: r["tokens_per_s"] for r in ref}
@@ -317,6 +326,11 @@ def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: in
     out["load_after"] = loadavg()
     out["date"] = time.strftime("%Y-%m-%d %H:%M:%S")
     return out
+
+
+def _previous(part: str) -> dict | None:
+    path = OUT / "generation.json"
+    return json.loads(path.read_text()).get(part) if path.exists() else None
 
 
 def write(results: dict) -> None:
@@ -413,7 +427,8 @@ def write(results: dict) -> None:
             lines.append(f"| `{spec}` | " + " | ".join(f"**{by[b]['tokens_per_s']}**" if b in by else "-" for b in bss)
                          + " | " + " / ".join(str(by[b].get("x_llamacpp_f16", "-")) for b in bss if b in by)
                          + f" | {'yes' if res['batch_invariant'] else 'NO (%d differ across batch sizes, %s of %s alone)' % (res['texts_differing_across_batch_sizes'], res.get('solo_texts_differing', '-'), res.get('solo_prompts', '-'))}"
-                         f" | {res['runs'][0]['load'][0]} -> {res['runs'][-1]['load'][1]} |")
+                         f" | {res['runs'][0]['load'][0]} -> {res['runs'][-1]['load'][1]}"
+                         + (f" (run {res['merged_from']})" if res.get("merged_from") else "") + " |")
         lines += ["", "Responses whose text differs between bf16 and the f32 (llama.cpp: F16) reference of the same engine:", ""]
         for spec, d in e["bf16_vs_f32_differences"].items():
             lines.append(f"- `{spec}` vs `{d['reference']}`: **{d['differ']} of {d['of']}**")
@@ -427,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parts", nargs="+", default=["surrogate", "smollm2", "llamacpp"], choices=["surrogate", "smollm2", "llamacpp", "engines"])
     ap.add_argument("--engines", nargs="+", default=list(ENGINE_SPECS), help="responder specs of the engines part")
     ap.add_argument("--repeats", type=int, default=3, help="engines part: timed runs per engine and batch size")
-    ap.add_argument("--solo", type=int, default=8, help="engines part: prompts also generated alone (batch 1)")
+    ap.add_argument("--merge", action="store_true", help="engines part: keep the recorded results of engines not run")
+    ap.add_argument("--solo", type=int, default=16, help="engines part: prompts also generated alone (batch 1)")
     ap.add_argument("--budget", type=float, default=30.0, help="engines part: no further repeat after this many s")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--prompts", type=int, default=64)
@@ -453,7 +469,8 @@ def main(argv: list[str] | None = None) -> int:
         write(results)
     if "engines" in args.parts:
         results["engines"] = bench_engines(args.prompts, args.batch_sizes, args.max_new_tokens, args.seed,
-                                           args.engines, args.repeats, args.budget, args.threads, args.solo)
+                                           args.engines, args.repeats, args.budget, args.threads, args.solo,
+                                           _previous("engines") if args.merge else None)
         write(results)
     print((OUT / "generation.md").read_text())
     return 0

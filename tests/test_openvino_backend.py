@@ -165,3 +165,13 @@ def test_auto_picks_the_fastest_batch_invariant_engine_measured_on_this_isa(tmp_
     assert other.spec in FALLBACKS and other.tokens_per_s is None and "other ISA" in other.reason
     none = choose_engine(tmp_path / "missing.json")
     assert none.spec in FALLBACKS and "no engine measurement" in none.reason
+
+
+def test_auto_spec_builds_the_chosen_engine(tmp_path, monkeypatch):
+    here = cpu_info()
+    if here["isa"] is None:
+        pytest.skip("no /proc/cpuinfo: the ISA of this machine is unknown")
+    res = {"smollm2@bf16": {"runs": [{"batch_size": 64, "tokens_per_s": 99.0}], "batch_invariant": True}}
+    monkeypatch.setenv("DPMV_ENGINE_RECORD", str(_record(tmp_path, here["isa"], res)))
+    r = make_responder("auto", batch_size=8)
+    assert isinstance(r, TransformersResponder) and r.dtype == "bfloat16" and r.batch_size == 8

@@ -16,8 +16,9 @@ the reference.
 """
 from __future__ import annotations
 
-import logging
+import importlib.util
 import threading
+from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import GenerationError
@@ -26,7 +27,6 @@ from .openvino_export import EXPORT_HINT, ir_dir, missing_files, model_source
 from .transformers_backend import cpu_threads, length_batches
 
 PRECISIONS = ("f32", "bf16")
-log = logging.getLogger(__name__)
 _PIPES: dict[tuple, Any] = {}
 _LOCK = threading.Lock()
 
@@ -78,7 +78,6 @@ class OpenVINOResponder(Responder):
             raise GenerationError(f"openvino precision must be one of {PRECISIONS}, got {precision!r}")
         self.batch_size, self.precision, self.threads = batch_size, precision, threads
         path, self.model_id, rev = model_source(model)
-        from pathlib import Path
         self.ir = Path(ir).expanduser() if ir else ir_dir(model)
         self._model_arg = model
         self.name = name or ("smollm2" if model == "smollm2" else (path.stem if path.is_file() else path.name))
@@ -92,10 +91,8 @@ class OpenVINOResponder(Responder):
         when openvino-genai is missing, the IR was not exported, or bf16 is not supported here."""
         if self._pipe is not None:
             return self._pipe
-        try:
-            import openvino_genai  # noqa: F401
-        except ImportError as exc:
-            raise GenerationError("the openvino backend needs openvino-genai: pip install -e '.[openvino]'") from exc
+        if importlib.util.find_spec("openvino_genai") is None:
+            raise GenerationError("the openvino backend needs openvino-genai: pip install -e '.[openvino]'")
         miss = missing_files(self.ir)
         if miss:
             raise GenerationError(f"no OpenVINO IR of {self._model_arg!r} at {self.ir} (missing {', '.join(miss)}); "

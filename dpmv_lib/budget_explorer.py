@@ -401,7 +401,7 @@ def make_explorer(grid: pd.DataFrame, *, paper: pd.DataFrame | None = None, pape
                       continuous_update=False)
     s_m = W.ToggleButtons(options=list(data.modes), value=mode, description="mode")
     s_v = W.ToggleButtons(options=list(figs), value=VIEWS[0], description="view")
-    label = W.HTML(layout=W.Layout(height="2.6em", overflow="hidden"))
+    label = W.HTML(layout=W.Layout(height="3em", width=f"{int(size[0] * dpi)}px", overflow="hidden"))
     image = W.Image(format="png", layout=W.Layout(width=f"{w_px}px", height=f"{h_px}px", object_fit="contain"))
     cache = FrameCache()
     shown: dict[str, Any] = {"key": None}
@@ -414,7 +414,8 @@ def make_explorer(grid: pd.DataFrame, *, paper: pd.DataFrame | None = None, pape
         text = setting_text(data, s_m.value, s_b.value, s_k.value, s_t.value)
         if view != VIEWS[0]:
             text += f" | paper's view at Table 3's T={paper_horizon}"
-        if label.value != (html := f"<code>{text}</code>"):
+        html = f'<span style="font-family: monospace; white-space: normal; line-height: 1.4">{text}</span>'
+        if label.value != html:
             label.value = html
         if key == shown["key"]:
             return key
@@ -428,10 +429,12 @@ def make_explorer(grid: pd.DataFrame, *, paper: pd.DataFrame | None = None, pape
         shown["key"] = key
         return key
 
-    for w in (s_b, s_k, s_t, s_m, s_v):
+    for w, css in ((s_b, "b_a"), (s_k, "k"), (s_t, "T"), (s_m, "mode"), (s_v, "view")):
         w.observe(update, names="value")
+        w.add_class(f"dpmv-{css}")  # stable hooks for the browser test and benchmark
     rows = [W.HBox([s_b, s_k]), W.HBox([s_t, s_m])] + ([s_v] if paper is not None else [])
     box = W.VBox([*rows, label, image])
+    box.add_class("dpmv-explorer")
     box.update, box.image, box.label, box.figures = update, image, label, figs  # type: ignore[attr-defined]
     box.controls = {"b_a": s_b, "k": s_k, "T": s_t, "mode": s_m, "view": s_v}  # type: ignore[attr-defined]
     update()

@@ -300,12 +300,15 @@ class PaperFigure:
         self.ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2]})
         w = 0.8 / len(self.BARS)
         self.bars: dict[str, list] = {}
+        self.values: dict[str, list] = {}  # the value above each bar ("n/a" where there is none)
         for side, labels in ((0, [MACRO]), (1, self.attrs)):
             ax = self.ax[side]
             x = np.arange(len(labels))
             for i, (col, name, color) in enumerate(self.BARS):
                 self.bars[f"{side}:{col}"] = list(ax.bar(x + (i - 1.5) * w, np.zeros(len(labels)), w, color=color,
                                                          label=name))
+                self.values[f"{side}:{col}"] = [ax.text(xx + (i - 1.5) * w, 0.0, "", ha="center", va="bottom",
+                                                        fontsize=6, rotation=90) for xx in x]
             ax.set_xticks(x, [lab.replace(" (all attributes)", "\n(all attributes)") for lab in labels],
                           rotation=0 if side == 0 else 30, ha="center" if side == 0 else "right", fontsize=8)
             ax.axhline(0.5, color="k", lw=0.8)
@@ -314,11 +317,11 @@ class PaperFigure:
             ax.set_ylabel("AUC")
         self.err = self.ax[0].errorbar([-1.5 * w], [0.5], yerr=[[0], [0]], fmt="none", ecolor="k", capsize=4)
         self.ax[0].legend(fontsize=8, loc="upper left")
-        self.title = self.ax[0].set_title(" ", fontsize=9)
+        self.title = fig.text(0.01, 0.985, " ", ha="left", va="top", fontsize=10)
         self.ax[1].set_title(f"per attribute at T={self.horizon} (the paper reports macro AUC only)", fontsize=9)
         self.note = fig.text(0.5, 0.5, "", ha="center", va="center", fontsize=11,
                              bbox={"fc": "lightyellow", "ec": "grey"})
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0, 1, 0.95))
 
     def rows(self, mode: str, b_a: Any, k: Any) -> pd.DataFrame:
         t = self.table
@@ -330,9 +333,11 @@ class PaperFigure:
         have = len(sub) > 0
         for side, labels in ((0, [MACRO]), (1, self.attrs)):
             for col, _, _ in self.BARS:
-                for bar, a in zip(self.bars[f"{side}:{col}"], labels):
+                for bar, txt, a in zip(self.bars[f"{side}:{col}"], self.values[f"{side}:{col}"], labels):
                     v = float(sub.at[a, col]) if have and a in sub.index else math.nan
                     bar.set_height(0.0 if math.isnan(v) else v)
+                    txt.set_y(0.01 if math.isnan(v) else v + 0.01)
+                    txt.set_text(("n/a" if math.isnan(v) else f"{v:.3f}") if have else "")
         if have and np.isfinite(sub.at[MACRO, "auc_lo"]):
             auc, lo, hi = (float(sub.at[MACRO, c]) for c in ("learned_auc", "auc_lo", "auc_hi"))
             seg = self.err.lines[2][0]
@@ -401,7 +406,7 @@ def make_explorer(grid: pd.DataFrame, *, paper: pd.DataFrame | None = None, pape
                       continuous_update=False)
     s_m = W.ToggleButtons(options=list(data.modes), value=mode, description="mode")
     s_v = W.ToggleButtons(options=list(figs), value=VIEWS[0], description="view")
-    label = W.HTML(layout=W.Layout(height="3em", width=f"{int(size[0] * dpi)}px", overflow="hidden"))
+    label = W.HTML(layout=W.Layout(height="4.5em", width=f"{int(size[0] * dpi)}px", overflow="hidden"))
     image = W.Image(format="png", layout=W.Layout(width=f"{w_px}px", height=f"{h_px}px", object_fit="contain"))
     cache = FrameCache()
     shown: dict[str, Any] = {"key": None}
@@ -413,7 +418,7 @@ def make_explorer(grid: pd.DataFrame, *, paper: pd.DataFrame | None = None, pape
             key = key[:4] + (paper_horizon,)
         text = setting_text(data, s_m.value, s_b.value, s_k.value, s_t.value)
         if view != VIEWS[0]:
-            text += f" | paper's view at Table 3's T={paper_horizon}"
+            text += f" | paper's view (Table 3: T={paper_horizon})"
         html = f'<span style="font-family: monospace; white-space: normal; line-height: 1.4">{text}</span>'
         if label.value != html:
             label.value = html

@@ -125,6 +125,8 @@ def test_paper_view_table_and_figure():
         pf.bars[f"0:{col}"][0] for col, _, _ in pf.BARS])}
     assert heights["learned"] == pytest.approx(0.60) and heights["paper"] == pytest.approx(0.608)
     assert "learned AUC 0.600, paper 0.608" in pf.title.get_text() and not pf.note.get_visible()
+    assert pf.values["0:learned_auc"][0].get_text() == "0.600"
+    assert pf.values["1:paper_auc"][0].get_text() == "n/a"      # the paper has no per-attribute AUC
     c["T"].value = 7                              # T does not change the paper's view: no new frame
     assert pf.draws == 1
     c["mode"].value = "pre"                       # no learned auditor for the preallocated rule

@@ -104,6 +104,17 @@ class LabServer:
         srv.stop()
         raise RuntimeError(f"jupyter lab did not answer within {timeout} s: {log.read_text()[-2000:]}")
 
+    def _api(self, method: str, path: str):
+        req = urllib.request.Request(f"{self.url}/api/{path}?token={self.token}", method=method)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            body = r.read()
+        return json.loads(body) if body else None
+
+    def shutdown_sessions(self) -> None:
+        """Shut the kernels of earlier notebooks down (CPU and memory for the next one)."""
+        for sess in self._api("GET", "sessions") or []:
+            self._api("DELETE", f"sessions/{sess['id']}")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -193,6 +204,7 @@ class Browser:
         self.driver = webdriver.Chrome(service=Service(_which(DRIVER)), options=opts)
         self.driver.set_script_timeout(30)
         self.console: list[dict] = []
+        self._opened = 0
 
     def close(self) -> None:
         try:
@@ -222,7 +234,9 @@ class Browser:
 
     def open_notebook(self, rel: str, timeout: float = 120) -> None:
         d = self.driver
-        d.get(f"{self.server.url}/lab/tree/{rel}?token={self.server.token}")
+        self.server.shutdown_sessions()
+        self._opened += 1  # a fresh workspace: only this notebook is open (no restored tabs)
+        d.get(f"{self.server.url}/lab/workspaces/dpmv{self._opened}/tree/{rel}?reset&token={self.server.token}")
         self._wait(lambda: d.execute_script(JS_STATE)["prompts"], timeout, "the notebook to render")
 
         def kernel_ready():  # JupyterLab may ask which kernel to start: accept its choice (the notebook's)
@@ -251,7 +265,10 @@ class Browser:
             return st["status"] == "idle" and ps and all(p.startswith("[") and p[1:-2].strip().isdigit() for p in ps)
 
         time.sleep(1.0)
-        self._wait(done, timeout, "Run All Cells to finish", poll=0.5)
+        try:
+            self._wait(done, timeout, "Run All Cells to finish", poll=0.5)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; page state {d.execute_script(JS_STATE)}") from None
         return time.monotonic() - t0
 
     def cells(self) -> list[dict]:

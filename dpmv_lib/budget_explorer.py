@@ -7,7 +7,8 @@ change (clear + show: ~1.3 s, 2-3 intermediate images, the area collapses in bet
   per-setting arrays over T and per-mode (T, B_a, K) heat cubes, so a redraw does no pandas work;
 * :class:`ExplorerFigure` builds ONE matplotlib figure (Agg canvas, no pyplot) with every artist
   created up front and updates them in place (``set_data``, ``set_text``) - fixed axes limits and
-  colour scale, so nothing moves between frames;
+  colour scale, so nothing moves between frames; a frame blits the setting's artists over a
+  background cached per mode (axes, ticks, legends' frames, the mode's settings in grey);
 * :class:`PaperFigure` is the paper's view: the learned-auditor AUC (our Table 3 run), the paper's
   Table 3 point and the exact ceilings of the selected setting, and their per-attribute breakdown
   (:func:`paper_view_table`, :func:`attribute_ceilings`);
@@ -140,6 +141,7 @@ class ExplorerFigure:
     :meth:`png` renders one frame (``draws`` counts them)."""
 
     def __init__(self, data: ExplorerData, *, size: tuple[float, float] = (11, 7), dpi: int = 72):
+        from matplotlib import colormaps
         from matplotlib.patches import Rectangle
 
         self.data = data
@@ -147,9 +149,9 @@ class ExplorerFigure:
         fig = self.fig = _agg_figure(size, dpi)
         ax = self.ax = fig.subplots(2, 2)
         Ts = data.Ts
-        n_other = max(sum(1 for key in data.curves if key[0] == m) for m in data.modes) - 1
+        n_lines = max(sum(1 for key in data.curves if key[0] == m) for m in data.modes)
         self.grey = [ax[0, 0].plot(Ts, np.full(len(Ts), np.nan), color="grey", lw=0.6, alpha=0.5)[0]
-                     for _ in range(max(n_other, 0))]
+                     for _ in range(n_lines)]
         nan = np.full(len(Ts), np.nan)
         self.auc = ax[0, 0].plot(Ts, nan, color="#1f77b4", lw=2, label="selected setting")[0]
         self.rate_m = ax[0, 1].plot(Ts, nan, color="#2ca02c", label="M (supported)")[0]
@@ -162,7 +164,7 @@ class ExplorerFigure:
         allc = list(data.curves.values())
         xl = (Ts[0] - 0.5, Ts[-1] + 0.5)
         ax[0, 0].set(xlim=xl, ylim=_span([c["ceiling_auc"] for c in allc], lo=0.5), xlabel="horizon T", ylabel="AUC",
-                     title="exact optimal-auditor AUC (grey: other settings)")
+                     title="exact optimal-auditor AUC (grey: the mode's settings)")
         ax[0, 1].set(xlim=xl, ylim=_span([c[m] for c in allc for m in ("target_rate_M", "target_rate_Mp")], lo=0.0),
                      xlabel="horizon T", ylabel="expected share of turns", title="target-linked view release rate")
         ax[1, 0].set(xlim=xl, ylim=_span([c[m] for c in allc for m in ("max_loss", "bound_max")] + [np.array(data.b_as)],
@@ -173,7 +175,8 @@ class ExplorerFigure:
         cube = np.stack(list(data.heat.values()))
         lo, hi = float(np.nanmin(cube)), float(np.nanmax(cube))
         nb, nk = len(data.b_as), len(data.ks)
-        self.im = ax[1, 1].imshow(np.full((nb, nk), np.nan), aspect="auto", cmap="viridis", origin="lower",
+        self.im = ax[1, 1].imshow(np.full((nb, nk), np.nan), aspect="auto", origin="lower",
+                                  cmap=colormaps["viridis"].with_extremes(bad="white"),  # opaque: covers the background
                                   vmin=lo, vmax=hi if hi > lo else lo + 1e-9)
         ax[1, 1].set_xticks(range(nk), [str(x) for x in data.ks])
         ax[1, 1].set_yticks(range(nb), [f"{x:g}" for x in data.b_as])
@@ -184,17 +187,22 @@ class ExplorerFigure:
         ax[1, 1].set(xlabel="K", ylabel="B_a")
         self.heat_title = ax[1, 1].set_title(" ")
         fig.tight_layout()  # once: the layout never changes between frames
+        # blitting: what changes with the setting is drawn over a cached background per mode
+        self.dynamic = sorted([self.im, *(t for row in self.cells for t in row), self.sel, self.auc, self.rate_m,
+                               self.rate_mp, self.loss, self.bound, self.cap, *self.vlines, self.heat_title,
+                               *(a.get_legend() for a in (ax[0, 0], ax[0, 1], ax[1, 0]))],  # legends stay on top
+                              key=lambda a: a.get_zorder())
+        for a in self.dynamic:
+            a.set_animated(True)
+        self._backgrounds: dict[str, Any] = {}
+        self._mode: str | None = None
 
     def update(self, mode: str, b_a: Any, k: Any, T: Any) -> None:
         """Point every artist at the setting (in place; no new artists, no layout pass)."""
         d = self.data
         mode, b, k, T = d.key(mode, b_a, k, T)
         c = d.curves[(mode, b, k)]
-        others = [v["ceiling_auc"] for key, v in d.curves.items() if key[0] == mode and key != (mode, b, k)]
-        for i, line in enumerate(self.grey):
-            line.set_visible(i < len(others))
-            if i < len(others):
-                line.set_ydata(others[i])
+        self._mode = mode
         self.auc.set_ydata(c["ceiling_auc"])
         self.rate_m.set_ydata(c["target_rate_M"])
         self.rate_mp.set_ydata(c["target_rate_Mp"])
@@ -211,10 +219,40 @@ class ExplorerFigure:
         self.sel.set_xy((d.ks.index(k) - 0.5, d.b_as.index(b) - 0.5))
         self.heat_title.set_text(f"AUC ceiling at T={T} ({mode})")
 
+    def _background(self, mode: str) -> Any:
+        """The figure without the setting's artists, with every setting of ``mode`` in grey (drawn
+        once per mode and cached)."""
+        if mode not in self._backgrounds:
+            curves = [v["ceiling_auc"] for key, v in self.data.curves.items() if key[0] == mode]
+            for i, line in enumerate(self.grey):
+                line.set_visible(i < len(curves))
+                if i < len(curves):
+                    line.set_ydata(curves[i])
+            self.fig.canvas.draw()
+            self._backgrounds[mode] = self.fig.canvas.copy_from_bbox(self.fig.bbox)
+        return self._backgrounds[mode]
+
+    def warm(self) -> None:
+        """Draw every mode's background now (at widget creation), not at the mode's first visit."""
+        for m in self.data.modes:
+            self._background(m)
+
     def png(self) -> bytes:
-        """Render the current state to PNG bytes (one frame)."""
+        """Render the current state to PNG bytes (one frame): restore the mode's background, draw
+        the setting's artists over it, encode."""
+        if self._mode is None:
+            raise ParameterError("ExplorerFigure.png() before update(): no setting to draw")
+        from PIL import Image
+
+        canvas = self.fig.canvas
+        canvas.restore_region(self._background(self._mode))
+        for a in self.dynamic:
+            a.axes.draw_artist(a)
+        w, h = canvas.get_width_height()
+        buf = io.BytesIO()
+        Image.frombuffer("RGBA", (w, h), canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(buf, "PNG", compress_level=1)
         self.draws += 1
-        return _png(self.fig)
+        return buf.getvalue()
 
 
 # ---- the paper's view -----------------------------------------------------------------------------------
@@ -396,6 +434,7 @@ def make_explorer(grid: pd.DataFrame, *, paper: pd.DataFrame | None = None, pape
     data = precompute(grid)
     data.key(mode, b_a, k, T)  # validate the defaults
     figs: dict[str, Any] = {VIEWS[0]: ExplorerFigure(data, size=size, dpi=dpi)}
+    figs[VIEWS[0]].warm()
     if paper is not None:
         figs[VIEWS[1]] = PaperFigure(paper, horizon=paper_horizon, size=size, dpi=dpi)
     w_px, h_px = int(size[0] * dpi), int(size[1] * dpi)

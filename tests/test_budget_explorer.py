@@ -64,6 +64,15 @@ def test_figure_updates_artists_in_place():
     from PIL import Image
     import io
     assert Image.open(io.BytesIO(png1)).size == Image.open(io.BytesIO(png2)).size  # fixed frame size
+    # the blitted frame (cached background + the setting's artists) is the full drawing of the state
+    blit = np.asarray(Image.open(io.BytesIO(png2)).convert("RGBA")).astype(int)
+    for a in f.dynamic:
+        a.set_animated(False)
+    f.fig.canvas.draw()
+    full = np.asarray(f.fig.canvas.buffer_rgba()).astype(int)
+    assert blit.shape == full.shape and (np.abs(blit - full).sum(-1) > 0).mean() < 0.005
+    with pytest.raises(ParameterError):
+        E.ExplorerFigure(d, dpi=20).png()                    # nothing to draw before update()
 
 
 def test_widget_one_frame_per_change_and_debounced():

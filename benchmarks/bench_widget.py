@@ -139,7 +139,9 @@ def markdown(res: dict) -> str:
         lines.append(f"| {r['impl']} | {r['median_ms']:g} | {r['p90_ms']:g} | {r['max_ms']:g} | {kinds} | "
                      f"{r['frames_mean']:g}, {r['frames_max']} | {r['collapses']} of {r['inputs']} | {len(r['console_severe'])} |")
     lines += ["", "`before`: `sensitivity.make_widget` (pyplot figure into an Output area: clear + show); "
-              "`after`: `budget_explorer.make_explorer` (in-place artists, PNG into a fixed-size Image).", ""]
+              "`after`: `budget_explorer.make_explorer` (artists updated in place and blitted over a background "
+              "cached per mode, PNG into a fixed-size Image). A collapse is the widget's height falling below 90 % "
+              "of its height before the input (the Output area emptied between frames).", ""]
     return "\n".join(lines)
 
 
@@ -149,7 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--impl", nargs="+", default=["before", "after"], choices=list(CELLS))
     ap.add_argument("--grid", default=str(ROOT / "results" / "grids" / "05_budget_grid.csv"))
     ap.add_argument("--label", default="", help="suffix of the result files (widget_LABEL.json)")
+    ap.add_argument("--markdown-only", action="store_true", help="rewrite widget[_LABEL].md from its .json")
     a = ap.parse_args(argv)
+    stem = "widget" + (f"_{a.label}" if a.label else "")
+    if a.markdown_only:
+        (OUT / f"{stem}.md").write_text(markdown(json.loads((OUT / f"{stem}.json").read_text())))
+        return 0
     from tests.helpers.lab import missing
 
     if (why := missing()) is not None:
@@ -166,7 +173,6 @@ def main(argv: list[str] | None = None) -> int:
             res["results"].append(run_impl(impl, grid, a.inputs, Path(work)))
     res["load_after"], res["wall_s"] = loadavg(), round(time.time() - t0, 1)
     OUT.mkdir(parents=True, exist_ok=True)
-    stem = "widget" + (f"_{a.label}" if a.label else "")
     (OUT / f"{stem}.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
     (OUT / f"{stem}.md").write_text(markdown(res))
     print(markdown(res))

@@ -383,6 +383,7 @@ class PaperFigure:
             seg.set_segments([[[x, lo], [x, hi]]])
             for cap, y in zip(self.err.lines[1], (lo, hi)):
                 cap.set_data([x], [y])
+            self.values["0:learned_auc"][0].set_y(hi + 0.01)  # the value above the CI, not across it
         for art in (*self.err.lines[1], *self.err.lines[2]):
             art.set_visible(bool(have))
         if have:

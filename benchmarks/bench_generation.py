@@ -40,11 +40,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def bench_surrogate(workers: int, seed: int) -> dict:
-    from dpmv_lib.datasets import load_benchmark
-    from dpmv_lib.generation import GenerationStats, InterfaceParams, conditioning_table, generate_transcripts
-    from dpmv_lib.interfaces import RQ1_METHODS
-    from dpmv_lib.profiles import get_profile
-    from dpmv_lib.responders import SurrogateResponder
+    from dpmv_lib.bench.datasets import load_benchmark
+    from dpmv_lib.generate.generation import GenerationStats, InterfaceParams, conditioning_table, generate_transcripts
+    from dpmv_lib.generate.interfaces import RQ1_METHODS
+    from dpmv_lib.experiments.profiles import get_profile
+    from dpmv_lib.generate.responders import SurrogateResponder
 
     prof = get_profile("default")
     bench = load_benchmark("pairedmem")
@@ -77,10 +77,10 @@ def bench_surrogate(workers: int, seed: int) -> dict:
 def sample_prompts(n: int, seed: int):
     import numpy as np
 
-    from dpmv_lib.datasets import load_benchmark
-    from dpmv_lib.generation import _ROW_FIELDS, conditioning_table
-    from dpmv_lib.interfaces import RQ1_METHODS
-    from dpmv_lib.responders import Prompt
+    from dpmv_lib.bench.datasets import load_benchmark
+    from dpmv_lib.generate.generation import _ROW_FIELDS, conditioning_table
+    from dpmv_lib.generate.interfaces import RQ1_METHODS
+    from dpmv_lib.generate.responders import Prompt
 
     bench = load_benchmark("pairedmem")
     rng = np.random.default_rng(seed)
@@ -123,7 +123,7 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
                   threads: int | None = None) -> dict:
     import torch
 
-    from dpmv_lib.responders import DecodingConfig, TransformersResponder
+    from dpmv_lib.generate.responders import DecodingConfig, TransformersResponder
 
     prompts = sample_prompts(n_prompts, seed)
     out: dict = {"prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy", "runs": [],
@@ -142,7 +142,7 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
             one = TransformersResponder("smollm2", DecodingConfig(max_new_tokens=1), batch_size=bs,
                                         quantize=quant, threads=out["torch_threads"])
             full.load()
-            from dpmv_lib.responders.transformers_backend import length_batches
+            from dpmv_lib.generate.responders.transformers_backend import length_batches
             batches = length_batches(lens, bs, full.min_fill)
             _, timing = timed_throughput(one, full, prompts)
             run = {"model": "float32" if quant is None else quant, "batch_size": bs, **timing,
@@ -183,7 +183,7 @@ def bench_llamacpp(n_prompts: int, batch_sizes: list[int], max_new: int, seed: i
     GGUF and its F16 re-encoding, at each batch size, plus Q4_1 without the prefix cache."""
     import llama_cpp
 
-    from dpmv_lib.responders import DecodingConfig, LlamaCppResponder, smollm2_gguf
+    from dpmv_lib.generate.responders import DecodingConfig, LlamaCppResponder, smollm2_gguf
 
     prompts = sample_prompts(n_prompts, seed)
     out: dict = {"prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy", "runs": [],

@@ -20,7 +20,7 @@ each, split over the processes):
 ``--baseline DIR`` also measures the ``dpmv_lib`` of another checkout (e.g. ``git archive`` of
 the starting commit), interleaved with this one setting by setting so that both see the same
 machine conditions; PostgreSQL settings are skipped for a tree without
-``dpmv_lib/durable_pg.py``. Writes benchmarks/results/ledger[_LABEL].json and .md.
+``dpmv_lib/core/durable_pg.py``. Writes benchmarks/results/ledger[_LABEL].json and .md.
 """
 from __future__ import annotations
 
@@ -43,10 +43,10 @@ QUERY = ("Any ideas for an affordable dinner?", "affordable_dinner")
 # ---- worker (a separate process per participant) ----------------------------------------------
 def worker(spec: dict) -> None:
     sys.path.insert(0, spec["tree"])
-    from dpmv_lib.examples import running_example
-    from dpmv_lib.ledger import OnlineBudget
-    from dpmv_lib.memview import MemView
-    from dpmv_lib.policy import Query
+    from dpmv_lib.core.examples import running_example
+    from dpmv_lib.core.ledger import OnlineBudget
+    from dpmv_lib.core.memview import MemView
+    from dpmv_lib.core.policy import Query
 
     policy, store, _, _ = running_example()
     k, n, backend = spec["K"], spec["n"], spec["backend"]
@@ -56,9 +56,9 @@ def worker(spec: dict) -> None:
         if backend == "mem":
             return None
         if backend == "sqlite":
-            from dpmv_lib.durable import SqliteLedger
+            from dpmv_lib.core.durable import SqliteLedger
             return SqliteLedger.for_policy(spec["db"], user, policy)
-        from dpmv_lib.durable_pg import PostgresLedger
+        from dpmv_lib.core.durable_pg import PostgresLedger
         return PostgresLedger.for_policy(spec["db"], user, policy)
 
     rotate = spec.get("rotate", 0)

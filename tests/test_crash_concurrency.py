@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib.durable import SqliteLedger, replay
-from dpmv_lib.examples import running_example
+from dpmv_lib.core.durable import SqliteLedger, replay
+from dpmv_lib.core.examples import running_example
 
 ROOT = Path(__file__).resolve().parents[1]
 N_KILLS = 40            # SIGKILLs in the crash test
@@ -49,7 +49,7 @@ def ledger_db(request, tmp_path):
 
 def _open(db, policy):
     if isinstance(db, str):
-        from dpmv_lib.durable_pg import PostgresLedger
+        from dpmv_lib.core.durable_pg import PostgresLedger
         return PostgresLedger.for_policy(db, "alice", policy)
     return SqliteLedger.for_policy(db, "alice", policy)
 

@@ -7,14 +7,14 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.durable import (AuditRecord, InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore,
+from dpmv_lib.core.durable import (AuditRecord, InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore,
                               export_state, import_state, replay, replay_ledger)
-from dpmv_lib.errors import BudgetError, DPMVError, UnknownAttributeError
-from dpmv_lib.examples import running_example
-from dpmv_lib.ledger import Ledger, OnlineBudget
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Query
-from dpmv_lib.variants import NoCap
+from dpmv_lib.core.errors import BudgetError, DPMVError, UnknownAttributeError
+from dpmv_lib.core.examples import running_example
+from dpmv_lib.core.ledger import Ledger, OnlineBudget
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Query
+from dpmv_lib.core.variants import NoCap
 
 DINNER = Query("Any ideas for an affordable dinner?", "affordable_dinner")
 MEAL = Query("Plan my meals this week", "meal_plan")

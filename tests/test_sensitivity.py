@@ -1,4 +1,4 @@
-"""Budget sensitivity (dpmv_lib.sensitivity): Table 3 assembly and claims, the exact grid on a
+"""Budget sensitivity (dpmv_lib.experiments.sensitivity): Table 3 assembly and claims, the exact grid on a
 small benchmark (Theorem 1 on every cell), and the widget logic (lookup, state, render,
 ipywidgets callback) on a synthetic grid, without a browser."""
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmv_lib import sensitivity as S
-from dpmv_lib.errors import ParameterError
+from dpmv_lib.experiments import sensitivity as S
+from dpmv_lib.core.errors import ParameterError
 
 from test_rq2 import mini_benchmark
 

@@ -2,7 +2,7 @@
 
 A :class:`Pair` is one adjacent-store pair M ~_a M' (PairedMem or transfer track) with its
 fixed 32-turn query trajectory and deterministic gold behaviours per turn. On disk a track is a
-directory of JSON Lines files plus ``manifest.json`` (see :mod:`dpmv_lib.pairedmem`).
+directory of JSON Lines files plus ``manifest.json`` (see :mod:`dpmv_lib.bench.pairedmem`).
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .errors import StoreError
-from .policy import Policy, Query
-from .store import MemoryStore
+from ..core.errors import StoreError
+from ..core.policy import Policy, Query
+from ..core.store import MemoryStore
 
 QTYPES = ("target", "neutral", "distractor")
 BEHAVIOUR_KINDS = ("target_required", "unsupported", "generic")

@@ -1,12 +1,12 @@
 """Benchmark-quality audit of a PairedMem build (issue 10 goals 1-4; paper C.2, Tables 4 and 6).
 
 Every figure is computed from the pairs themselves (committed data or a fresh build), never typed
-in. The functions take a sequence of :class:`~dpmv_lib.benchmark.Pair` and a ``policy_of`` callable
+in. The functions take a sequence of :class:`~dpmv_lib.bench.benchmark.Pair` and a ``policy_of`` callable
 (``Benchmark.policy`` or ``lambda p: build.policies[p.policy_id]``).
 
 * :func:`charge_structure` - goal 1: per pair, the reconstructed DP bound of the target attribute at
   horizon T under NoCap (C5 violated, Table 4) and IncompleteCharge (C2 violated), the ledger's own
-  value, and the preallocated C_a (:func:`~dpmv_lib.ledger.planned_charges`); same-domain neutral
+  value, and the preallocated C_a (:func:`~dpmv_lib.core.ledger.planned_charges`); same-domain neutral
   turns that read I_a.
 * :func:`split_leakage` - goal 2: evidence cores / background cores of the test (and validation)
   split that also occur in train. A *core* is a sentence modulo its opening frame and pronouns
@@ -25,11 +25,11 @@ from collections import Counter, defaultdict
 from fractions import Fraction
 from typing import Any, Callable, Mapping, Sequence
 
-from .accounting import reconstructed_bound, reported_ledger
+from ..core.accounting import reconstructed_bound, reported_ledger
 from .benchmark import Pair
-from .ledger import OnlineBudget, planned_charges
+from ..core.ledger import OnlineBudget, planned_charges
 from .phrasebank import view_links
-from .policy import Policy
+from ..core.policy import Policy
 
 PolicyOf = Callable[[Pair], Policy]
 
@@ -95,8 +95,8 @@ def _background_positions(p: Pair) -> list[int]:
 # goal 1: charge structure
 # ---------------------------------------------------------------------------------------------
 def _run_variant(cls_name: str, policy: Policy, p: Pair, horizon: int, K: int) -> tuple[Fraction | float, Fraction]:
-    from .variants import IncompleteCharge, NoCap
-    from .memview import Release
+    from ..core.variants import IncompleteCharge, NoCap
+    from ..core.memview import Release
     cls = {"NoCap": NoCap, "IncompleteCharge": IncompleteCharge}[cls_name]
     kwargs: dict[str, Any] = {}
     if cls is IncompleteCharge:      # as in interfaces.MemViewInterface: keep any attribute but the target

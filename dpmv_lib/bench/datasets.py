@@ -1,11 +1,11 @@
 """Public loader of the frozen benchmark under ``data/`` (PairedMem and the transfer track).
 
-    from dpmv_lib.datasets import load_benchmark
-    bench = load_benchmark("pairedmem")          # 320 pairs, typed (dpmv_lib.benchmark.Pair)
+    from dpmv_lib.bench.datasets import load_benchmark
+    bench = load_benchmark("pairedmem")          # 320 pairs, typed (dpmv_lib.bench.benchmark.Pair)
     pair = bench.pairs[0]; policy = bench.policy(pair)
 
 Every file is checked against its manifest's sha256 before anything is parsed; a missing or
-changed file raises :class:`~dpmv_lib.errors.StoreError` saying how to rebuild.
+changed file raises :class:`~dpmv_lib.core.errors.StoreError` saying how to rebuild.
 """
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .benchmark import Behaviour, Benchmark, Pair, pair_from_json, read_jsonl
-from .errors import ParameterError, PolicyError, StoreError
-from .paths import resolve
-from .policy import Policy
+from ..core.errors import ParameterError, PolicyError, StoreError
+from ..common.paths import resolve
+from ..core.policy import Policy
 
 TRACKS: tuple[str, ...] = ("pairedmem", "transfer")
 REBUILD = {
-    "pairedmem": "run notebooks/01_data_construction.ipynb or `python -m dpmv_lib.pairedmem --build`",
-    "transfer": "run notebooks/01_data_construction.ipynb or `python -m dpmv_lib.transfer --build` "
+    "pairedmem": "run notebooks/01_data_construction.ipynb or `python -m dpmv_lib.bench.pairedmem --build`",
+    "transfer": "run notebooks/01_data_construction.ipynb or `python -m dpmv_lib.bench.transfer --build` "
                 "(needs the public corpora, see ../shared/corpora/README.md)",
-    "policy": "run notebooks/01_data_construction.ipynb or `python -m dpmv_lib.pairedmem --build`",
+    "policy": "run notebooks/01_data_construction.ipynb or `python -m dpmv_lib.bench.pairedmem --build`",
 }
 
 

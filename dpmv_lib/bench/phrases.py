@@ -1,6 +1,6 @@
 """Text realisation helpers for PairedMem S2 (template realiser) and the phrase-bank statistics.
 
-Clauses in :mod:`dpmv_lib.phrasebank` are first person with ``{a|b}`` alternatives. The realiser
+Clauses in :mod:`dpmv_lib.bench.phrasebank` are first person with ``{a|b}`` alternatives. The realiser
 picks alternatives with seeded choice indices (the same indices for M and M' at one position, so
 paired sentences keep their structure), converts to a third-person memory note when the spec's
 style says so, and wraps the clause in a seeded frame. Deterministic given its inputs.

@@ -13,7 +13,7 @@ def project_root(start: str | Path | None = None) -> Path:
     for d in (here, *here.parents):
         if (d / "pyproject.toml").exists() and (d / "dpmv_lib").is_dir():
             return d
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def resolve(path: str | Path, root: str | Path | None = None) -> Path:

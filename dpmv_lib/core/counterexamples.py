@@ -3,8 +3,8 @@
 Each construction keeps every condition of the contract but one, and returns the public policy,
 an adjacent store pair M ~_a M', a fixed query plan, the budget rule, the scorer, the
 contract-violating interface and the paper's closed-form privacy loss. The compliant
-:class:`~dpmv_lib.memview.MemView` on the same construction stays within B_a (Theorem 1); the
-violating variant does not. Exact losses come from :mod:`dpmv_lib.exact`, never from here.
+:class:`~dpmv_lib.core.memview.MemView` on the same construction stays within B_a (Theorem 1); the
+violating variant does not. Exact losses come from :mod:`dpmv_lib.core.exact`, never from here.
 
 Common setting: one slot ``g`` with the fixed generic view v_0 = ``g.generic`` and one informative
 view v_1 = ``g.v1``; phi(X) = 1 iff a read item contains the evidence marker, and (B.5)

@@ -1,6 +1,6 @@
 """Durable, concurrent per-attribute ledgers (C5 across crashes and processes).
 
-The :class:`~dpmv_lib.ledger.Ledger` protocol is what MemView needs: ``caps``, ``spent()``,
+The :class:`~dpmv_lib.core.ledger.Ledger` protocol is what MemView needs: ``caps``, ``spent()``,
 ``try_charge(attributes, eps)`` (the atomic C5 step: check L_a + eps <= B_a for every a, then
 charge all of them) and ``charge_unchecked`` (ablations only). This module adds
 
@@ -14,8 +14,8 @@ charge all of them) and ``charge_unchecked`` (ablations only). This module adds
   a sequence number. A blocked selection falls back to the generic view silently for the
   application (paper, C5) but is visible here. The log is hash-chained per user (each record
   commits to the previous hash and to the running totals; HMAC-SHA256 with an operator ``key``,
-  see :mod:`dpmv_lib._chain`) and the stored totals must equal its replay: on open and before
-  every charge, else :class:`~dpmv_lib.errors.LedgerIntegrityError` and nothing is written.
+  see :mod:`dpmv_lib.core._chain`) and the stored totals must equal its replay: on open and before
+  every charge, else :class:`~dpmv_lib.core.errors.LedgerIntegrityError` and nothing is written.
 * :func:`export_state` / :func:`import_state` (JSON with caps, spent, policy fingerprint, log;
   fingerprint checked) and :func:`replay`, which recomputes the ledger from the log exactly and
   checks every recorded decision.
@@ -115,7 +115,7 @@ class AuditRecord:
 
     @classmethod
     def from_charge_record(cls, rec: ChargeRecord, seq: int, user_id: str = "") -> "AuditRecord":
-        """Lift an :class:`~dpmv_lib.ledger.InMemoryLedger` log entry (no timestamp, no ``blocked``)."""
+        """Lift an :class:`~dpmv_lib.core.ledger.InMemoryLedger` log entry (no timestamp, no ``blocked``)."""
         blocked = () if rec.admitted else tuple(a for a, v in rec.remaining if v < rec.epsilon)
         return cls(seq, user_id, "", tuple(sorted(rec.attributes)), rec.epsilon, rec.admitted, True,
                    tuple(rec.remaining), blocked)
@@ -840,13 +840,13 @@ class SqliteLedger(_ChainLedger):
 
     ``SqliteLedger(path, user_id, caps, policy_fingerprint, key=None)`` creates the user's
     ledger at zero or reopens it. Reopening checks the stored fingerprint and caps against the
-    given ones and verifies the whole hash-chained audit log (see ``dpmv_lib._chain``): every
+    given ones and verifies the whole hash-chained audit log (see ``dpmv_lib.core._chain``): every
     record's hash, contiguous sequence numbers, every decision (strict replay), the running
     totals in each record, the chain head and that the stored spent budgets equal the replay.
     Before every charge (inside its ``BEGIN IMMEDIATE`` transaction) and every read of
     ``spent()`` it re-verifies the last verified record, verifies every record appended since
     (by other processes) and checks the head and stored totals against the tail. Any mismatch
-    raises :class:`~dpmv_lib.errors.LedgerIntegrityError` naming the ledger and the mismatch,
+    raises :class:`~dpmv_lib.core.errors.LedgerIntegrityError` naming the ledger and the mismatch,
     and nothing is written. With ``key`` (>= 16 bytes) the chain is HMAC-SHA256 keyed, so edits
     cannot be re-signed without the key. Each ``try_charge`` (or ``try_charge_many``: all slots
     of one release) is committed (``synchronous=FULL``) before it returns, i.e. before MemView

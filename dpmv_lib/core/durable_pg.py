@@ -1,8 +1,8 @@
 """A PostgreSQL backend for the durable, hash-chained ledger (C5 across machines).
 
 :class:`PostgresLedger` has the interface and the integrity semantics of
-:class:`~dpmv_lib.durable.SqliteLedger` (the decision, chaining and verification code is shared:
-``dpmv_lib.durable._ChainLedger`` and ``dpmv_lib._chain``); only the connection and the locking
+:class:`~dpmv_lib.core.durable.SqliteLedger` (the decision, chaining and verification code is shared:
+``dpmv_lib.core.durable._ChainLedger`` and ``dpmv_lib.core._chain``); only the connection and the locking
 differ. Each write transaction (the prospective check, the charges of all slots of a release and
 their audit records: ``try_charge_many``) first takes a transaction-scoped advisory lock on the
 user (``pg_advisory_xact_lock``), so writers of one user are serialised by the server (waiters

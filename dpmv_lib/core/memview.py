@@ -3,7 +3,7 @@
 Per turn: route the public query to ordered active slots (C4); per slot read the policy's
 positions, charge every attribute whose group the read touches (C2), check every ledger
 prospectively (C5), and either sample a public view with an eps-DP selector (C1, C3; the
-exponential mechanism of Eq. (7) by default, or permute-and-flip, :mod:`dpmv_lib.selection`)
+exponential mechanism of Eq. (7) by default, or permute-and-flip, :mod:`dpmv_lib.core.selection`)
 or return the slot's fixed generic view at zero cost. Only public things leave: the view per
 slot, which attributes were charged and at what eps, and the public ledger state (C3, C6).
 
@@ -174,8 +174,8 @@ class MemView:
     ``exact=True`` (default) samples with the exact rational sampler; ``seed=None`` draws from
     the OS (deployment), an int makes runs reproducible (experiments). ``selector`` is the C3
     eps-DP selector: "em" (Eq. 7, default), "pf" (permute-and-flip) or a
-    :class:`~dpmv_lib.selection.Selector`. ``ledger`` may be any
-    :class:`~dpmv_lib.ledger.Ledger` backend (e.g. a durable one); its caps must equal the policy's.
+    :class:`~dpmv_lib.core.selection.Selector`. ``ledger`` may be any
+    :class:`~dpmv_lib.core.ledger.Ledger` backend (e.g. a durable one); its caps must equal the policy's.
     A failing scorer never raises out of ``release()`` (C5 fail-closed, module docstring); its
     failures are listed, operator-side only, in ``scorer_failures``.
     """

@@ -1,6 +1,6 @@
 """The strict policy format: size limits, bounded file reading, JSON depth, names, caps.
 
-Every hostile input gets :class:`~dpmv_lib.errors.PolicyError` (or the error class passed in)
+Every hostile input gets :class:`~dpmv_lib.core.errors.PolicyError` (or the error class passed in)
 naming the file or field and the problem. Limits are module constants, overridable per call
 through :class:`PolicyLimits` (``Policy.load(path, limits=PolicyLimits(max_positions=10**6))``).
 Validation is linear in the size of the input (sets and dicts, no pairwise scans).

@@ -2,7 +2,7 @@
 
 One constructor per mechanism, its privacy argument next to it (OpenDP style). Both take the
 same exact inputs (utilities in [0, 1] as rationals, eps, the fixed sensitivity bound Du) and
-read them through :func:`~dpmv_lib.mechanism.exact_exponents`: x_v = eps (u_v - u*) / (2 Du) <= 0,
+read them through :func:`~dpmv_lib.core.mechanism.exact_exponents`: x_v = eps (u_v - u*) / (2 Du) <= 0,
 u* = max_w u_w. MemView uses either; ledger, cap check (C5) and generic fallback are unchanged.
 
 Permute-and-flip (McKenna & Sheldon 2020, Alg. 1): visit the views in a uniformly random order
@@ -82,7 +82,7 @@ def sample_pf(utilities: Sequence[Number], epsilon: Number, sensitivity: Number,
 def sample_pf_exact(utilities: Sequence[Number], epsilon: Number, sensitivity: Number, rnd: RandomSource) -> int:
     """One permute-and-flip draw with no float in the decision: a uniform order by lazy
     Fisher-Yates (``randbelow``) and an exact Bernoulli(exp(-x)) per visited view
-    (:func:`~dpmv_lib.mechanism.bernoulli_exp_neg`, rational x = eps (u* - u_r) / (2 Du))."""
+    (:func:`~dpmv_lib.core.mechanism.bernoulli_exp_neg`, rational x = eps (u* - u_r) / (2 Du))."""
     xs = [-x for x in exact_exponents(utilities, epsilon, sensitivity)]
     order = list(range(len(xs)))
     for i in range(len(order)):
@@ -101,7 +101,7 @@ class Selector:
     ``name`` is the public mechanism tag of an admitted release (SlotRelease.mechanism);
     ``probabilities`` gives the exact view distribution as floats (for the exact oracle, the
     contract checker and analyses); ``sample`` draws with a numpy Generator, ``sample_exact``
-    with a :class:`~dpmv_lib.mechanism.RandomSource` and rational arithmetic only."""
+    with a :class:`~dpmv_lib.core.mechanism.RandomSource` and rational arithmetic only."""
 
     name: str
     label: str

@@ -2,7 +2,7 @@
 
 For each response model, method, protected attribute a and prefix length t:
 
-1. embed each assistant response with a frozen sentence encoder (:mod:`dpmv_lib.encoders`);
+1. embed each assistant response with a frozen sentence encoder (:mod:`dpmv_lib.evaluate.encoders`);
 2. a transcript prefix is the mean of its first t response embeddings, L2-normalised;
 3. a logistic regression separates prefixes from M (label 1) and M' (label 0); it is fitted on
    the PairedMem *training* pairs of attribute a (both sides of every pair; for stochastic
@@ -36,7 +36,7 @@ from scipy.optimize import minimize
 from sklearn.linear_model import LogisticRegression
 
 from .encoders import Encoder
-from .errors import ParameterError
+from ..core.errors import ParameterError
 
 GROUP = ["track", "response_model", "method", "pair_id", "side", "seed"]
 REQUIRED = {"track", "pair_id", "attribute", "split", "response_model", "method", "side", "seed", "turn",
@@ -143,7 +143,7 @@ def embed_responses(texts: Sequence[str], encoder: Encoder, unit: str = "respons
         unit = "response"
     if unit == "response":
         return _encode_batched(encoder, texts, progress=progress), unit
-    from .judge import split_sentences
+    from .rubric_judge import split_sentences
 
     parts = [split_sentences(t) or [t] for t in texts]
     index: dict[str, int] = {}

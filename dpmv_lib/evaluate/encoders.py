@@ -28,7 +28,7 @@ from typing import Iterable, Protocol, Sequence
 
 import numpy as np
 
-from .errors import ParameterError
+from ..core.errors import ParameterError
 
 PRECISIONS = ("auto", "fp32", "bf16")
 BF16_ISA = ("avx512_bf16", "amx_bf16")   # native bf16 dot products (x86); without them bf16 is emulated
@@ -130,12 +130,12 @@ class SentenceTransformerEncoder:
 
 def auto_precision(device: str = "cpu", info: dict | None = None) -> str:
     """"bf16" on a CPU whose ISA flags include avx512_bf16 or amx_bf16 (from
-    :func:`dpmv_lib.machine.cpu_info`), else "fp32" (also on CUDA and where the ISA is unknown:
+    :func:`dpmv_lib.common.machine.cpu_info`), else "fp32" (also on CUDA and where the ISA is unknown:
     emulated bf16 is slower than fp32)."""
     if not str(device).startswith("cpu"):
         return "fp32"
     if info is None:
-        from .machine import cpu_info
+        from ..common.machine import cpu_info
         info = cpu_info()
     isa = info.get("isa") or []
     return "bf16" if any(f in isa for f in BF16_ISA) else "fp32"

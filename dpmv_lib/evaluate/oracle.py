@@ -38,7 +38,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import ParameterError
+from ..core.errors import ParameterError
 
 DEFAULT_GRID = 1e-9
 DEFAULT_MAX_ATOMS = 200_000

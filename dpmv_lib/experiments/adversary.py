@@ -52,12 +52,12 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import ParameterError
-from .exact import Strategy, Transcript, _turn_outcomes, transcript_distribution
-from .memview import MemView, Release
-from .oracle import LLRDistribution, _merge, mixture
-from .policy import Query, TableReadPolicy, TableRouter
-from .store import MemoryStore
+from ..core.errors import ParameterError
+from ..core.exact import Strategy, Transcript, _turn_outcomes, transcript_distribution
+from ..core.memview import MemView, Release
+from ..evaluate.oracle import LLRDistribution, _merge, mixture
+from ..core.policy import Query, TableReadPolicy, TableRouter
+from ..core.store import MemoryStore
 
 Factory = Callable[[MemoryStore], MemView]
 TOL = 1e-12
@@ -251,8 +251,8 @@ class SmallInstance:
 def running_example_instances(B_a, K: int = 2) -> list[SmallInstance]:
     """The running example (Figure 2) with every cap set to B_a, online budget K, lexicon scorer;
     Q = one query per intent; M vs M' for diabetes and for debt."""
-    from .examples import running_example
-    from .ledger import OnlineBudget
+    from ..core.examples import running_example
+    from ..core.ledger import OnlineBudget
 
     policy, m, m_d, m_b = running_example()
     pol = policy.with_caps(B_a)
@@ -265,8 +265,8 @@ def running_example_instances(B_a, K: int = 2) -> list[SmallInstance]:
 def random_instance(seed: int, B_a, K: int = 2, adaptive_policy: bool = False) -> SmallInstance:
     """Notebook 02's random instance ``seed`` (:func:`.instances.random_case`) with caps B_a;
     ``adaptive_policy`` swaps in its history-dependent router and read policy (C4)."""
-    from .instances import random_case
-    from .ledger import OnlineBudget
+    from ..core.instances import random_case
+    from ..core.ledger import OnlineBudget
 
     case = random_case(seed, adaptive=adaptive_policy)
     pol = case.policy.with_caps(B_a)
@@ -279,8 +279,8 @@ def random_instance(seed: int, B_a, K: int = 2, adaptive_policy: bool = False) -
 
 def tight_instance(B_a, n_views: int = 6) -> SmallInstance:
     """:func:`.instances.tight_em_case`: one selection spends B_a and its loss approaches B_a."""
-    from .instances import tight_em_case
-    from .ledger import OnlineBudget
+    from ..core.instances import tight_em_case
+    from ..core.ledger import OnlineBudget
 
     case = tight_em_case(n_views, cap=B_a)
     make = case.factory(budget=OnlineBudget(1))
@@ -370,7 +370,7 @@ def greedy_attack(pair, policy, method: str, *, adaptive: bool = True, horizon: 
                   seed: int = 0) -> AttackRun:
     """Play ``horizon`` turns against ``method`` on ``pair``: the greedy adaptive attacker
     (``adaptive=True``) or the pair's fixed trajectory (``adaptive=False``)."""
-    from .interfaces import METHODS, make_interface
+    from ..generate.interfaces import METHODS, make_interface
 
     if method not in METHODS:
         raise ParameterError(f"unknown method {method!r}; known methods: {', '.join(METHODS)}")
@@ -416,8 +416,8 @@ def greedy_attack(pair, policy, method: str, *, adaptive: bool = True, horizon: 
 
 def _text_attack(pair, policy, method, bank, adaptive, horizon, rng) -> AttackRun:
     """Deterministic memory-text methods: a turn is separable iff its conditioning differs."""
-    from .benchmark import Turn
-    from .interfaces import make_interface
+    from ..bench.benchmark import Turn
+    from ..generate.interfaces import make_interface
 
     iface = make_interface(method)
     base = pair.turns[0]
@@ -476,7 +476,7 @@ def attack_table(bench, methods: Sequence[str], *, horizon: int = 16, B_a=2, K: 
 def attack_pairs(bench, n: int | None = None, seed: int = 0, split: str = "test"):
     """The pairs the greedy attacker is evaluated on: ``split`` of the track, stratified down to
     ``n`` pairs (:func:`.experiments.select_pairs`; None keeps all)."""
-    from .experiments import select_pairs
+    from .rq1 import select_pairs
 
     sub = bench.subset([p.pair_id for p in bench if p.split == split])
     if len(sub) == 0:

@@ -13,8 +13,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from .tables import paper_csv_path, write_table as _tables_write
-from .benchmark import Pair
-from .errors import CorpusError
+from ..bench.benchmark import Pair
+from ..core.errors import CorpusError
 
 PAPER_FIGURES_FILE = "paper_other_figures.csv"
 
@@ -43,8 +43,8 @@ def build_all(data_dir: str | Path, seed: int = 0, corpora_dir: str | Path | Non
               transfer_speakers: int | None = None, progress: bool = True) -> DataBuild:
     """Build and freeze PairedMem (S1-S4) and the transfer track (T1-T4) under ``data_dir``.
     A missing corpora directory skips only the transfer track (its CorpusError is returned)."""
-    from . import pairedmem as pm
-    from . import transfer as tr
+    from ..bench import pairedmem as pm
+    from ..bench import transfer as tr
     data_dir = Path(data_dir)
     secs: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -155,7 +155,7 @@ def group_table(pairs: Sequence[Pair]) -> pd.DataFrame:
 
 
 def write_table(df: pd.DataFrame, tables_dir: str | Path, name: str) -> list[Path]:
-    """CSV + Markdown under ``tables_dir`` (through :func:`dpmv_lib.tables.write_table`)."""
+    """CSV + Markdown under ``tables_dir`` (through :func:`dpmv_lib.experiments.tables.write_table`)."""
     return list(_tables_write(df, df.astype(str).to_markdown(index=False), tables_dir, name).values())
 
 
@@ -236,10 +236,10 @@ def paper_table4_bounds(path: str | Path | None = None) -> dict[str, str]:
 
 def quality_table(pairs: Sequence[Pair], policy_of: Any, horizon: int = 16,
                   paper_bounds: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """Issue 10 goals 1-4 measured on ``pairs`` (:mod:`dpmv_lib.benchmark_quality`): one row per
+    """Issue 10 goals 1-4 measured on ``pairs`` (:mod:`dpmv_lib.bench.benchmark_quality`): one row per
     figure with ours, the paper's value where it has one (Table 4's DP bound), the goal, and
     whether ours meets it."""
-    from . import benchmark_quality as bq
+    from ..bench import benchmark_quality as bq
     pb = paper_table4_bounds() if paper_bounds is None else paper_bounds
     rep = bq.audit(pairs, policy_of, horizon)
     ch, sl, tp, ln, ce, nt, lab, gold = (rep[k] for k in ("charges", "split_leakage", "templating", "length",

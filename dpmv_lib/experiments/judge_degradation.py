@@ -2,7 +2,7 @@
 
 Originals are real responses of this package's instrument: the surrogate responder's answers to
 PairedMem target-turn queries under the ``RawReadSet`` method, on both store sides, each with the
-gold rubric of its (pair, side, turn) (:func:`dpmv_lib.judge.build_rubric`). Each original gets
+gold rubric of its (pair, side, turn) (:func:`dpmv_lib.evaluate.rubric.build_rubric`). Each original gets
 controlled variants, built by fixed rules from the original alone (no judge in the loop):
 
 * ``off_topic``  - the same-side original of another item (another attribute, a query routed to
@@ -34,10 +34,10 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import ParameterError
+from ..core.errors import ParameterError
 
 VARIANTS = ("off_topic", "wrong", "truncated", "placeholder", "over_personal", "generic")
-# variant -> the judge dimensions (dpmv_lib.judge.DIMENSIONS) it must lower
+# variant -> the judge dimensions (dpmv_lib.evaluate.rubric.DIMENSIONS) it must lower
 INTENDED: dict[str, tuple[str, ...]] = {
     "off_topic": ("relevance", "personalisation"),
     "wrong": ("correctness",),
@@ -63,7 +63,7 @@ _FRAME = re.compile(r"^(.*?(?::|,)\s+)(?=[a-z])")
 
 
 def _sentences(text: str) -> list[str]:
-    from .judge import split_sentences
+    from ..evaluate.rubric_judge import split_sentences
     return split_sentences(text)
 
 
@@ -108,7 +108,7 @@ def make_variants(original: str, other: str, claim: str | None, k: int) -> dict[
 def unsupported_claim(policy: Any, behaviour_id: str, k: int) -> str:
     """"Since you mentioned <cue>, <view text>": the policy view of an unsupported behaviour
     (``unsup:<attribute>:<view id>``) asserted from one of its public cue phrases, as the
-    surrogate's over-reach does (R3 in :mod:`dpmv_lib.responders.surrogate`)."""
+    surrogate's over-reach does (R3 in :mod:`dpmv_lib.generate.responders.surrogate`)."""
     vid = behaviour_id.split(":")[-1]
     for slot in policy.slots:
         for v in slot.views:
@@ -125,11 +125,11 @@ def build_degradation_set(data_dir: str | Path = "data", n_pairs: int = 40, seed
     only ``over_personal`` (their originals are often stock answers, the surrogate's behaviour
     without the target evidence, so they are no fair originals for the other variants).
     Deterministic given the data and ``seed``."""
-    from .experiments import select_pairs
-    from .datasets import load_benchmark
-    from .generation import InterfaceParams, generate_transcripts
-    from .judge import build_rubric
-    from .responders import make_responder
+    from .rq1 import select_pairs
+    from ..bench.datasets import load_benchmark
+    from ..generate.generation import InterfaceParams, generate_transcripts
+    from ..evaluate.rubric import build_rubric
+    from ..generate.responders import make_responder
 
     bench = select_pairs(load_benchmark("pairedmem", str(data_dir)), n_pairs, seed)
     resp = make_responder("surrogate", list(bench.policies.values()))
@@ -176,7 +176,7 @@ def load_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-DEFAULT_SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "judge_degradation.jsonl"
+DEFAULT_SET = Path(__file__).resolve().parents[2] / "tests" / "data" / "judge_degradation.jsonl"
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ class DegradationReport:
 def evaluate_judge(judge: Any, records: Sequence[dict[str, Any]] | None = None) -> DegradationReport:
     """Score every original and variant with ``judge`` (one single-turn rubric per item) and
     compare each variant with its original on every dimension."""
-    from .judge import DIMENSIONS, Rubric, RubricItem
+    from ..evaluate.rubric import DIMENSIONS, Rubric, RubricItem
 
     records = load_jsonl(DEFAULT_SET) if records is None else list(records)
     if not records:

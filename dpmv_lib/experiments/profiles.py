@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .errors import ParameterError
+from ..core.errors import ParameterError
 
 
 @dataclass(frozen=True)

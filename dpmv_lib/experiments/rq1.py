@@ -1,21 +1,21 @@
 """RQ1 pipeline (paper Table 2): data -> generation -> audit / exact oracle / judge -> tables.
 
-    from dpmv_lib.experiments import RQ1Config, run_rq1
+    from dpmv_lib.experiments.rq1 import RQ1Config, run_rq1
     res = run_rq1(RQ1Config(profile="smoke"))
     res.table2, res.claims, res.paths
 
 Steps (each timed in ``res.timings``):
 
-1. load the frozen tracks (:func:`dpmv_lib.datasets.load_benchmark`); the profile's ``pairs`` /
+1. load the frozen tracks (:func:`dpmv_lib.bench.datasets.load_benchmark`); the profile's ``pairs`` /
    ``transfer_pairs`` select a stratified subset (:func:`select_pairs`); a missing transfer track is
    skipped with a message;
 2. transcripts for every response model of the profile, the seven RQ1 methods, the profile's EM
-   seeds and the first T turns (:func:`dpmv_lib.generation.generate_transcripts`, B_a, K, and
+   seeds and the first T turns (:func:`dpmv_lib.generate.generation.generate_transcripts`, B_a, K, and
    T as the preallocation horizon);
-3. the embedding auditor (:mod:`dpmv_lib.audit`) at every prefix length in ``horizons`` (Table 2
+3. the embedding auditor (:mod:`dpmv_lib.evaluate.audit`) at every prefix length in ``horizons`` (Table 2
    uses T); the dagger check (identical conditioning under M and M');
-4. the exact optimal auditor (:mod:`dpmv_lib.oracle`) at T: ceilings and the max realised loss;
-5. the blinded utility judge (:mod:`dpmv_lib.judge`) at T;
+4. the exact optimal auditor (:mod:`dpmv_lib.evaluate.oracle`) at T: ceilings and the max realised loss;
+5. the blinded utility judge (:mod:`dpmv_lib.evaluate.judge`) at T;
 6. Table 2, the paper comparison, the ceiling table, the claims and the figures under
    ``{results_dir}/tables`` and ``{results_dir}/figures``.
 """
@@ -31,10 +31,10 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .benchmark import Benchmark
-from .interfaces import PF_METHODS
-from .errors import ParameterError, StoreError
-from .paths import resolve
+from ..bench.benchmark import Benchmark
+from ..generate.interfaces import PF_METHODS
+from ..core.errors import ParameterError, StoreError
+from ..common.paths import resolve
 from .profiles import Profile, get_profile
 
 PAPER_METHODS = ("GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilter",
@@ -137,7 +137,7 @@ def select_pairs(bench: Benchmark, n: int | None, seed: int = 0) -> Benchmark:
 
 def load_tracks(data_dir: str, profile: Profile, seed: int = 0, notes: list[str] | None = None) -> dict[str, Benchmark]:
     """PairedMem (required) and transfer (skipped with a note if absent), subset per the profile."""
-    from .datasets import load_benchmark
+    from ..bench.datasets import load_benchmark
 
     notes = notes if notes is not None else []
     out = {"pairedmem": select_pairs(load_benchmark("pairedmem", data_dir), profile.pairs, seed)}
@@ -167,13 +167,13 @@ def responder_specs(profile: Profile, override: Sequence[str] | None = None) -> 
 # ---- the pipeline ---------------------------------------------------------------------------------
 def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = print) -> RQ1Result:
     """Run RQ1 end to end (see the module docstring). Writes tables and figures if ``config.write``."""
-    from . import audit as A
-    from . import judge as J
-    from . import oracle as O
+    from ..evaluate import audit as A
+    from ..evaluate import judge as J
+    from ..evaluate import oracle as O
     from . import tables as TB
-    from .encoders import get_encoder
-    from .generation import InterfaceParams, generate_transcripts
-    from .responders import make_responder
+    from ..evaluate.encoders import get_encoder
+    from ..generate.generation import InterfaceParams, generate_transcripts
+    from ..generate.responders import make_responder
 
     prof = get_profile(config.profile)
     results = resolve(config.results_dir)
@@ -269,7 +269,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
 def ablation_views(benches: Mapping[str, Benchmark], config: RQ1Config, prof: Profile, model: str) -> pd.DataFrame:
     """Rows of the transcript schema for ``config.oracle_ablations`` without responses (the exact
     oracle needs only the released views, their probabilities and the public release)."""
-    from .generation import _ROW_FIELDS, InterfaceParams, conditioning_table
+    from ..generate.generation import _ROW_FIELDS, InterfaceParams, conditioning_table
 
     frames = []
     for bench in benches.values():

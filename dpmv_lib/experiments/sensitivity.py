@@ -8,13 +8,13 @@ B_a x K x mode (on / pre) x horizon T = 1..T_max, from the exact view distributi
 interface run on M and M' (no responses needed):
 
 * ``ceiling_auc`` / ``ceiling_tpr``: the optimal auditor of the augmented transcript (pooled over
-  the pairs, macro over attributes; :mod:`dpmv_lib.oracle`), an upper bound for any auditor;
+  the pairs, macro over attributes; :mod:`dpmv_lib.evaluate.oracle`), an upper bound for any auditor;
 * ``max_loss``: the maximum realised privacy loss over pairs (Theorem 1: <= B_a);
 * ``target_rate_M`` / ``target_rate_Mp``: the expected share of turns whose released view is
   linked to the pair's target attribute (public gold rules) under M (supported personalisation,
   a proxy for tRec) and under M' (unsupported, a proxy for Unsup);
 * ``bound_max`` / ``bound_mean``: the reconstructed target bound
-  (:func:`dpmv_lib.accounting.reconstructed_bound`) after T turns;
+  (:func:`dpmv_lib.core.accounting.reconstructed_bound`) after T turns;
 * ``admit_rate``: the share of target-touching selections that were admitted (not the fallback).
 
 The widget reads only this grid: :func:`widget_state` selects what to draw for (B_a, K, T,
@@ -33,13 +33,14 @@ import numpy as np
 import pandas as pd
 
 from .plots import save_figure
-from ._exact import to_fraction
-from .accounting import reconstructed_bound
-from .errors import ParameterError
-from .interfaces import PF_METHODS
-from .memview import MemView, Release, SlotRelease
-from .rq2 import (Claim, MemoScorer, SlotStep, lockstep_steps, pooled_ceiling, prefix_distributions,
-                  steps_to_turns, with_paper)
+from ..core._exact import to_fraction
+from ..core.accounting import reconstructed_bound
+from ..core.errors import ParameterError
+from ..generate.interfaces import PF_METHODS
+from ..core.memview import MemView, Release, SlotRelease
+from .rq2 import Claim, with_paper
+from .rq2_support import MemoScorer, SlotStep, lockstep_steps
+from .rq2_horizon import pooled_ceiling, prefix_distributions, steps_to_turns
 
 METHOD = "DP-MemView (on)"
 #: budget modes of the grid: the paper's online / preallocated rules with Eq. (7), and the same
@@ -119,9 +120,9 @@ def budget_transcripts(bench: Any, responder: Any, settings: pd.DataFrame, *, se
                        log: Callable[[str], None] = print) -> pd.DataFrame:
     """DP-MemView (on) transcripts (and (on, P&F) for "pf" rows) for every distinct (B_a, K) of
     ``settings``, cached per setting
-    (:func:`dpmv_lib.rq2.cached_transcripts`), with ``method`` relabelled per setting and ``b_a``,
+    (:func:`dpmv_lib.experiments.pipeline.cached_transcripts`), with ``method`` relabelled per setting and ``b_a``,
     ``k`` columns added."""
-    from .rq2 import cached_transcripts
+    from .pipeline import cached_transcripts
 
     frames = []
     sels = _selectors_of(settings)
@@ -249,7 +250,7 @@ class GridSpec:
     """The grid: caps ``b_as`` x granularities ``ks`` x ``modes`` x horizons 1..``horizon``.
     ``pre`` plans C_a over the first ``plan_horizon`` queries (Table 2's rule, plan = T = 16);
     K does not enter the preallocated rule, so its rows repeat over K. Modes ``"on, P&F"`` /
-    ``"pre, P&F"`` use the permute-and-flip selector (:mod:`dpmv_lib.selection`)."""
+    ``"pre, P&F"`` use the permute-and-flip selector (:mod:`dpmv_lib.core.selection`)."""
 
     b_as: tuple[float, ...] = (1, 2, 4, 8)
     ks: tuple[int, ...] = (2, 3, 4)
@@ -307,7 +308,7 @@ def pair_grid_rows(policy: Any, pair: Any, mode: str, b_a: float, k: int | None,
                    view_links: Mapping[str, Sequence[str]], scorer: Any, max_atoms: int = 4096) -> tuple[list[dict], dict]:
     """Exact per-horizon quantities of one pair under one setting (see the module docstring).
     Returns (rows, {T: LLRDistribution}) with one row per T = 1..horizon."""
-    from .ledger import OnlineBudget, PreallocatedBudget, planned_charges
+    from ..core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
 
     pol = policy.with_caps(b_a)
     qs = pair.queries[:horizon]
@@ -352,7 +353,7 @@ def compute_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links
     distribution, so it is the ``n_seeds``-fold convolution of one transcript's."""
     if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
         raise ParameterError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
-    from .scorer import LexiconScorer
+    from ..core.scorer import LexiconScorer
 
     if not pairs:
         raise ParameterError("the grid needs at least one pair")
@@ -577,7 +578,7 @@ def grid_key(bench: Any, pairs: Sequence[Any], spec: GridSpec, view_links: Mappi
     """Cache key of a grid: data (checksums + pairs), spec, gold links, atom budget and code."""
     from dataclasses import asdict
 
-    from .rq2 import benchmark_fingerprint, code_fingerprint, frame_hash
+    from .pipeline import benchmark_fingerprint, code_fingerprint, frame_hash
 
     return frame_hash(benchmark_fingerprint(bench), sorted(p.pair_id for p in pairs), asdict(spec),
                       {k: list(v) for k, v in sorted(view_links.items())}, max_atoms, n_seeds,

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import ParameterError
-from .paths import project_root
+from ..core.errors import ParameterError
+from ..common.paths import project_root
 
 METRICS = ("auc", "tpr", "trec", "u", "unsup")
 METRIC_LABELS = {"auc": "AUC", "tpr": "TPR@5", "trec": "tRec", "u": "U", "unsup": "Unsup"}
@@ -59,7 +59,7 @@ def paper_model_of(name: str) -> str | None:
 
 def build_table2(audit: pd.DataFrame, utility: pd.DataFrame, horizon: int) -> pd.DataFrame:
     """Our Table 2 (one row per track x response model x method) from the dagger-applied audit
-    summary (:func:`dpmv_lib.audit.apply_dagger`) at ``horizon`` and the utility summary."""
+    summary (:func:`dpmv_lib.evaluate.audit.apply_dagger`) at ``horizon`` and the utility summary."""
     a = audit[audit["horizon"] == horizon].copy()
     if a.empty:
         raise ParameterError(f"the audit summary has no rows at horizon {horizon}")
@@ -72,7 +72,7 @@ def build_table2(audit: pd.DataFrame, utility: pd.DataFrame, horizon: int) -> pd
     keep_u = [c for c in ("track", "response_model", "method", "trec", "u", "unsup", "trec_lo", "trec_hi", "u_lo",
                           "u_hi", "unsup_lo", "unsup_hi", "n_judged_pairs", "n_failed") if c in u.columns]
     out = a[keep_a].merge(u[keep_u], on=["track", "response_model", "method"], how="outer")
-    from .interfaces import RQ1_METHODS, RQ2_METHODS
+    from ..generate.interfaces import RQ1_METHODS, RQ2_METHODS
     order = {m: i for i, m in enumerate(RQ1_METHODS + RQ2_METHODS)}
     out["_o"] = out["method"].map(lambda m: order.get(m, 99))
     out["_t"] = out["track"].map(lambda t: 0 if t == "pairedmem" else 1)

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .errors import GenerationError
-from .paths import project_root
+from ..core.errors import GenerationError
+from ..common.paths import project_root
 
 log = logging.getLogger(__name__)
 

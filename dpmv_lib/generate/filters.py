@@ -8,8 +8,8 @@ longest phrase first) and tidies the whitespace and punctuation the deletions le
 ``mode="sentence"`` instead drops each sentence that contains a listed phrase.
 
 The deletion lexicon is fixed and public: per attribute, the explicit labels (the attribute's
-name and direct synonyms: ``dpmv_lib.lexicon.NAMES``) and sensitive-state phrases (markers of
-the state such as medications or collection calls: ``dpmv_lib.lexicon.SIGNALS``, the same
+name and direct synonyms: ``dpmv_lib.bench.lexicon.NAMES``) and sensitive-state phrases (markers of
+the state such as medications or collection calls: ``dpmv_lib.bench.lexicon.SIGNALS``, the same
 lexicon the data validation uses), plus response-side phrasings listed here ("lost your job",
 "blood-sugar", "prenatal", ...).
 """
@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterable
 
-from .errors import ParameterError
+from ..core.errors import ParameterError
 
 # Response-side phrases (literal, whole words): how a response states or echoes the protected
-# state, beyond the memory-side lexicon of ``dpmv_lib.lexicon``.
+# state, beyond the memory-side lexicon of ``dpmv_lib.bench.lexicon``.
 PROTECTED_LABELS: dict[str, tuple[str, ...]] = {
     "diabetes": ("type 2 diabetes", "type-2 diabetes", "diabetes", "diabetic", "prediabetes",
                  "pre-diabetes"),
@@ -50,7 +50,7 @@ def default_patterns(attributes: Iterable[str] | None = None) -> tuple[str, ...]
     (``lexicon.NAMES``) and evidence signals (``lexicon.SIGNALS``), plus the response-side
     labels and sensitive-state phrases above (escaped literals)."""
     try:
-        from . import lexicon
+        from ..bench import lexicon
         names, signals = dict(lexicon.NAMES), dict(lexicon.SIGNALS)
     except ImportError:  # the data package's lexicon is optional here
         names, signals = {}, {}

@@ -15,9 +15,9 @@ Pipeline (each stage with a progress bar):
 Every row has the contract columns of docs/architecture.md plus ``request`` (the sha256 content
 address of the generation; equal addresses = one generation). Usage::
 
-    from dpmv_lib.datasets import load_benchmark
-    from dpmv_lib.generation import generate_transcripts, save_transcripts
-    from dpmv_lib.responders import make_responder
+    from dpmv_lib.bench.datasets import load_benchmark
+    from dpmv_lib.generate.generation import generate_transcripts, save_transcripts
+    from dpmv_lib.generate.responders import make_responder
 
     bench = load_benchmark("pairedmem")
     model = make_responder("surrogate", bench.policies.values())   # or "smollm2", "openai:<url>|<model>"
@@ -39,9 +39,9 @@ from typing import Any, Sequence
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .benchmark import Benchmark, Pair
+from ..bench.benchmark import Benchmark, Pair
 from .cache import GenerationCache, content_address
-from .errors import GenerationError, ParameterError
+from ..core.errors import GenerationError, ParameterError
 from .interfaces import RQ1_METHODS, SIDES, Interface, make_interface, to_json
 from .responders.base import Prompt, Responder
 

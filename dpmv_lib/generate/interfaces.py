@@ -19,9 +19,9 @@ and its protection.
   with its own read sets.
 * ``OutputFilter``: the RawReadSet conditioning; after generation the response passes through a
   deletion filter of explicit protected labels and sensitive-state phrases (:mod:`.filters`).
-* ``DP-MemView (on)``: :class:`~dpmv_lib.memview.MemView` with ``OnlineBudget(K)``,
+* ``DP-MemView (on)``: :class:`~dpmv_lib.core.memview.MemView` with ``OnlineBudget(K)``,
   eps = min_a B_a / K; ``DP-MemView (pre)``: ``PreallocatedBudget`` with C_a =
-  :func:`~dpmv_lib.ledger.planned_charges` over the first ``plan_horizon`` queries (default 16),
+  :func:`~dpmv_lib.core.ledger.planned_charges` over the first ``plan_horizon`` queries (default 16),
   eps = min_a B_a / C_a. The response model sees only the released views' texts.
 * ``DP-MemView (on, P&F)`` / ``(pre, P&F)`` (beyond the paper): the same interfaces with the
   permute-and-flip selector instead of Eq. (7) (:mod:`.selection`; same eps, ledger, caps).
@@ -47,17 +47,17 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar, Mapping, Sequence
 
-from ._exact import Number, fraction_str, to_fraction
-from .benchmark import Pair
-from .errors import ParameterError
+from ..core._exact import Number, fraction_str, to_fraction
+from ..bench.benchmark import Pair
+from ..core.errors import ParameterError
 from .filters import DeletionFilter
-from .ledger import OnlineBudget, PreallocatedBudget, planned_charges
-from .memview import MemView, Release
-from .policy import Policy, Query
-from .scorer import LexiconScorer, Scorer
-from .selection import get_selector
-from .store import MemoryStore
-from .variants import CappedArgmax, IncompleteCharge, NoCap, ScoreChannel
+from ..core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
+from ..core.memview import MemView, Release
+from ..core.policy import Policy, Query
+from ..core.scorer import LexiconScorer, Scorer
+from ..core.selection import get_selector
+from ..core.store import MemoryStore
+from ..core.variants import CappedArgmax, IncompleteCharge, NoCap, ScoreChannel
 
 GUIDANCE_HEADER = "Response guidance:"
 MEMORY_HEADER = "Notes from the user's memory:"

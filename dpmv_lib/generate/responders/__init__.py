@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..errors import ParameterError
-from ..policy import Policy
+from ...core.errors import ParameterError
+from ...core.policy import Policy
 from .base import (SYSTEM_PROMPT, DecodingConfig, Prompt, Responder, build_messages, key_seed,
                    parse_messages)
 from .llamacpp_backend import LlamaCppResponder

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-from ..errors import ParameterError
+from ...core.errors import ParameterError
 
 SYSTEM_PROMPT = ("You are a helpful personal assistant. Answer in a few sentences; follow any response "
                  "guidance and use the user's notes only where relevant.")

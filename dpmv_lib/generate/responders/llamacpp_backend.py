@@ -43,7 +43,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import GenerationError
+from ...core.errors import GenerationError
 from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
 from .transformers_backend import _fingerprint, cpu_threads, smollm2_gguf
 
@@ -190,7 +190,7 @@ class LlamaCppResponder(Responder):
             log.info("llama.cpp was built with AMX: loading %s without extra buffer types", self.path)
         path = self.path
         if self.weights != "gguf":
-            from ..paths import project_root
+            from ...common.paths import project_root
             path = convert_gguf(self.path, self.weights, project_root() / "results" / "cache" / "models",
                                 self._source_revision)
         model = L.llama_model_load_from_file(str(path).encode(), mp)

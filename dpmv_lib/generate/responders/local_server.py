@@ -5,7 +5,7 @@ For tests and demos of the server path without a GPU: ``POST /v1/chat/completion
 ``fail_first`` requests answer HTTP ``fail_status``; ``delay`` seconds of sleep before every
 answer simulate a slow server.
 
-    python -m dpmv_lib.responders.local_server --backend smollm2 --port 8000
+    python -m dpmv_lib.generate.responders.local_server --backend smollm2 --port 8000
 
 :class:`LlamaCppServer` instead runs llama-cpp-python's own OpenAI-compatible server
 (``python -m llama_cpp.server``, extra ``llamacpp``) on a GGUF file in a child process on loopback.
@@ -25,7 +25,7 @@ from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..errors import GenerationError
+from ...core.errors import GenerationError
 from .base import Prompt, Responder, parse_messages
 
 

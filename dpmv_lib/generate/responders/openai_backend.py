@@ -19,7 +19,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from ..errors import GenerationError
+from ...core.errors import GenerationError
 from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})

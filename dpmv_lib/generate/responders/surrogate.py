@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-from ..errors import ParameterError
-from ..policy import Policy, View
+from ...core.errors import ParameterError
+from ...core.policy import Policy, View
 from .base import DecodingConfig, Prompt, Responder
 
 SURROGATE_VERSION = "surrogate-v1"

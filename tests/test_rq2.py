@@ -13,7 +13,12 @@ import pytest
 
 from dpmv_lib.core import counterexamples as cx
 from dpmv_lib.evaluate import oracle
-from dpmv_lib.experiments import common, pipeline, rq2_score, rq2_support, rq2_horizon, rq2
+from dpmv_lib.experiments import rq2
+from dpmv_lib.experiments import common
+from dpmv_lib.experiments import pipeline
+from dpmv_lib.experiments import rq2_horizon
+from dpmv_lib.experiments import rq2_score
+from dpmv_lib.experiments import rq2_support
 from dpmv_lib.core.accounting import reconstructed_bound
 from dpmv_lib.bench.benchmark import Benchmark, Behaviour, GoldTurn, Pair, Turn
 from dpmv_lib.core.errors import ParameterError

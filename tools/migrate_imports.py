@@ -45,6 +45,8 @@ SPLITS: dict[str, tuple[str, ...]] = {
                         "generate.writer"),
     "bench.transfer": ("bench.transfer_corpora", "bench.transfer_evidence", "bench.transfer_support",
                        "bench.transfer_quality"),
+    "core.durable": ("core.ledger_records", "core.chain_verify", "core.chain_ledger"),
+    "experiments.sensitivity": ("experiments.sensitivity_widget",),
 }
 RENAMED: dict[tuple[str, str], str] = {("experiments.rq2", "RQ2Config"): "ExperimentConfig"}
 
@@ -125,7 +127,10 @@ def _definers() -> dict[str, dict[str, str]]:
     for mod, parts in SPLITS.items():
         names: dict[str, str] = {}
         for m in (mod, *parts):
-            tree = ast.parse((ROOT / "dpmv_lib" / (m.replace(".", "/") + ".py")).read_text(encoding="utf-8"))
+            f = ROOT / "dpmv_lib" / (m.replace(".", "/") + ".py")
+            if not f.exists():
+                continue
+            tree = ast.parse(f.read_text(encoding="utf-8"))
             for n in tree.body:
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     found = [n.name]

@@ -1,26 +1,32 @@
 """The public-corpus transfer track, v2 (paper C.3, Table 7, steps T1-T4).
 
-* T1 skeleton: one pair per (LoCoMo speaker history, attribute); each copies the scaffold
-  (template policy, I_a), the 32-query trajectory and the gold of a matching PairedMem pair.
-  Pregnancy pairs only for speakers whose persona fits (:func:`pregnancy_persona_fits`).
+* T1 skeleton: one pair per (LoCoMo speaker history, attribute); each copies the scaffold (template
+  policy, I_a), the 32-query trajectory and the gold of a matching PairedMem pair. Pregnancy pairs
+  only for speakers whose persona fits
+  (:func:`~dpmv_lib.bench.transfer_corpora.pregnancy_persona_fits`).
 * T2 memory sourcing: background = the speaker's own first-person LoCoMo sentences, assigned to
-  slots by keyword rules (:data:`SLOT_KEYWORDS`), minus sentences that contradict an attribute the
-  speaker has a pair for (:data:`CONFLICTS`). Target evidence = first-person corpus sentences
-  (EmpatheticDialogues prompts; LiveQA and GenMedGPT-5k patient messages) that pass the T3 rules
-  (:func:`evidence_problems`) and are on the reviewed allow-list (``transfer_review.json``), which
-  also holds each sentence's hand-written a-neutral M' replacement. Evidence is placed at a set of
-  I_a positions that every target-relevant turn reads (:func:`support_positions`), so each
-  target-required behaviour is supported by what the turn reads on M; M and M' differ exactly there.
-* T3 validation: :func:`pair_problems` (scaffold, D = evidence positions within I_a, target
-  signal on M, no signal/residual/counter-evidence on M', support of every gold behaviour) and
-  :func:`quality_report` (the measured figures tests assert on the committed data).
+  slots by keyword rules (:data:`~dpmv_lib.bench.transfer_evidence.SLOT_KEYWORDS`), minus sentences
+  that contradict an attribute the speaker has a pair for
+  (:data:`~dpmv_lib.bench.transfer_evidence.CONFLICTS`). Target evidence = first-person corpus
+  sentences (EmpatheticDialogues prompts; LiveQA and GenMedGPT-5k patient messages) that pass the T3
+  rules (:func:`~dpmv_lib.bench.transfer_evidence.evidence_problems`) and are on the reviewed
+  allow-list (``transfer_review.json``), which also holds each sentence's hand-written a-neutral M'
+  replacement. Evidence is placed at a set of I_a positions that every target-relevant turn reads
+  (:func:`~dpmv_lib.bench.transfer_support.support_positions`), so each target-required behaviour is
+  supported by what the turn reads on M; M and M' differ exactly there.
+* T3 validation: :func:`~dpmv_lib.bench.transfer_support.pair_problems` (scaffold, D = evidence
+  positions within I_a, target signal on M, no signal/residual/counter-evidence on M', support of
+  every gold behaviour) and :func:`~dpmv_lib.bench.transfer_quality.quality_report` (the measured
+  figures tests assert on the committed data).
 * T4: the frozen protocol (queries, router, reads, scorer, vocabularies, gold) is reused as is.
 
-This module depends only on the Pair / Policy / Query / GoldTurn / MemoryStore interfaces (and the
-attribute lexicon): any PairedMem build can serve as the skeleton source. Corpora are read from
-``corpora_dir`` (default :func:`dpmv_lib.common.paths.default_corpora_dir`); missing files raise
-:class:`~dpmv_lib.core.errors.CorpusError` naming what is needed and where to get it. Corpus files are
-never copied; only the selected sentences enter the generated pairs.
+The track (this module: the build and its files; the steps in ``transfer_corpora``,
+``transfer_evidence``, ``transfer_support``, ``transfer_quality``) depends only on the Pair / Policy
+/ Query / GoldTurn / MemoryStore interfaces (and the attribute lexicon): any PairedMem build can
+serve as the skeleton source. Corpora are read from ``corpora_dir`` (default
+:func:`dpmv_lib.common.paths.default_corpora_dir`); missing files raise
+:class:`~dpmv_lib.core.errors.CorpusError` naming what is needed and where to get it. Corpus files
+are never copied; only the selected sentences enter the generated pairs.
 """
 from __future__ import annotations
 

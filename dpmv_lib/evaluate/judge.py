@@ -1,29 +1,31 @@
 """Blinded utility judge (paper C.5 "Utility judging").
 
-At T = 16 the judge receives the query-response transcript and a rubric built from the fixed
-gold constraints of that pair and store side. The rubric is built (and its id fixed) before any
-response is judged and is shared by every compared method for the same pair and side; the judge
-never receives the method name or the M/M' label: :meth:`Judge.judge` takes only
-``(rubric, responses)`` and :class:`Rubric` has no method or side field.
+At T = 16 the judge receives the query-response transcript and a rubric built from the fixed gold
+constraints of that pair and store side. The rubric is built (and its id fixed) before any response
+is judged and is shared by every compared method for the same pair and side; the judge never
+receives the method name or the M/M' label: :meth:`~dpmv_lib.evaluate.rubric.Judge.judge` takes only
+``(rubric, responses)`` and :class:`~dpmv_lib.evaluate.rubric.Rubric` has no method or side field.
 
 Scores, all on 0-4 and normalised by 4:
 
 * holistic: relevance, correctness, actionability, personalisation; U = their mean / 4;
-* per applicable gold behaviour and turn: tRec = mean over target-required behaviours on M;
-  Unsup = mean over unsupported target-specific behaviours on M'.
+* per applicable gold behaviour and turn: tRec = mean over target-required behaviours on M; Unsup =
+  mean over unsupported target-specific behaviours on M'.
 
 Rubric items carry a neutral ``role``: ``"apply"`` (the response should show this behaviour:
 target-required on M, generic on both sides) or ``"unsupported"`` (a target-specific behaviour the
-user's information does not support: the unsupported behaviours on M'). Aggregation maps items
-back to their kind through the behaviour catalogue, outside the judge.
+user's information does not support: the unsupported behaviours on M'). Aggregation maps items back
+to their kind through the behaviour catalogue, outside the judge.
 
 Backends:
 
-* :class:`RubricJudge` (default, offline): semantic similarity with a frozen encoder between the
-  response's sentences and each behaviour description, mapped to 0-4 by fixed thresholds
-  (:data:`THRESHOLDS`), plus documented rules for the holistic scores (see the class docstring).
-* :class:`LLMJudge`: a frozen prompt (:data:`LLM_PROMPT`) sent to a local transformers model
-  (through :mod:`dpmv_lib.generate.responders`) or an OpenAI-compatible endpoint; strict JSON parsing with
+* :class:`~dpmv_lib.evaluate.rubric_judge.RubricJudge` (default, offline): semantic similarity with
+  a frozen encoder between the response's sentences and each behaviour description, mapped to 0-4 by
+  fixed thresholds (:data:`~dpmv_lib.evaluate.rubric_judge.THRESHOLDS`), plus documented rules for
+  the holistic scores (see the class docstring).
+* :class:`~dpmv_lib.evaluate.llm_judge.LLMJudge`: a frozen prompt
+  (:data:`~dpmv_lib.evaluate.llm_judge.LLM_PROMPT`) sent to a local transformers model (through
+  :mod:`dpmv_lib.generate.responders`) or an OpenAI-compatible endpoint; strict JSON parsing with
   retries; an unparseable answer is recorded as a failure (``failed=True``, scores NaN, the raw
   outputs and the error kept), never replaced by a default score.
 """

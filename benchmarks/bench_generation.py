@@ -1,7 +1,8 @@
 """Benchmark response generation (issue 4 targets).
 
-    .venv/bin/python benchmarks/bench_generation.py [--parts surrogate smollm2 llamacpp] [--workers 2]
+    .venv/bin/python benchmarks/bench_generation.py [--parts surrogate smollm2 llamacpp engines] [--workers 2]
         [--prompts 64] [--batch-sizes 32 64] [--max-new-tokens 64] [--int8] [--seed 0]
+        [--engines SPEC ...] [--repeats 3] [--budget 30]
 
 * ``surrogate``: every RQ1 transcript of the default profile (all PairedMem pairs, both stores,
   32 turns, the 7 RQ1 methods, EM seeds {0,1,2} for the stochastic ones) with the surrogate,
@@ -15,6 +16,13 @@
   the first 16 turns); target >= 150. Reported end to end (prefill + decode) and decode only
   (time of ``max_new_tokens`` minus time of 1 new token on the same batches). ``--int8`` also
   measures the optional dynamic-int8 model.
+
+* ``engines`` (issue 12): every engine side by side on 64 such prompts (``--engines`` specs:
+  llama.cpp F16 and BF16, transformers f32 and bf16, OpenVINO GenAI f32 and bf16), greedy,
+  end-to-end generated tokens/s at batch 32 and 64 (median of up to ``--repeats`` runs within
+  ``--budget`` s per engine and batch), whether each engine's texts are the same at both batch
+  sizes and, for the first ``--solo`` prompts, alone (batch 1), how many of the 128 responses differ between bf16 and f32, and the CPU model and ISA
+  flags; the ``auto`` responder reads this part.
 
 Writes benchmarks/results/generation.json and generation.md (a part not run keeps its previous
 numbers). Load averages are recorded before and after each part: other developers share the
@@ -223,6 +231,107 @@ def bench_llamacpp(n_prompts: int, batch_sizes: list[int], max_new: int, seed: i
     out["load_after"] = loadavg()
     return out
 
+ENGINE_SPECS = ("llamacpp:smollm2@f16", "llamacpp:smollm2@bf16", "smollm2@f32", "smollm2@bf16",
+                "openvino:smollm2@f32", "openvino:smollm2@bf16")
+
+
+def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: int, specs: list[str],
+                  repeats: int, budget_s: float, threads: int | None = None, solo: int = 16,
+                  previous: dict | None = None) -> dict:
+    """Every engine side by side on the same prompts (greedy, ``max_new`` tokens): end-to-end
+    generated tokens/s at each batch size, the median of up to ``repeats`` timed runs (fewer once
+    an engine has spent ``budget_s`` at that batch size; the model is loaded and warmed first),
+    whether the texts are the same at every batch size and for the first ``solo`` prompts each
+    generated alone (batch 1), and per engine family how many of the
+    len(prompts) x len(batch_sizes) responses differ between bf16 and f32."""
+    import statistics
+
+    from dpmv_lib.generate.responders import DecodingConfig, make_responder
+    from dpmv_lib.generate.responders.engine_select import usable
+
+    prompts = sample_prompts(n_prompts, seed)
+    out: dict = {"machine": machine(), "prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy",
+                 "batch_sizes": batch_sizes, "repeats": repeats, "budget_s": budget_s, "results": {},
+                 "load_before": loadavg()}
+    texts: dict = {}
+    for spec in specs:
+        if not usable(spec):
+            out["results"][spec] = {"skipped": "engine not usable here (package or OpenVINO IR missing)"}
+            print(f"{spec}: skipped (not usable here)", flush=True)
+            continue
+        res: dict = {"runs": []}
+        for bs in batch_sizes:
+            kw = {"batch_size": bs, "threads": threads}
+            t = time.perf_counter()
+            r = make_responder(spec, decoding=DecodingConfig(max_new_tokens=max_new), **kw)
+            warm = make_responder(spec, decoding=DecodingConfig(max_new_tokens=2), **kw)
+            warm.respond(prompts[:2])   # load + warm-up, not timed
+            warm.close()
+            load_s = time.perf_counter() - t
+            rates, walls, spent, l0 = [], [], 0.0, loadavg()
+            for _ in range(repeats):
+                r.generated_tokens = 0
+                t = time.perf_counter()
+                got = r.respond(prompts)
+                wall = time.perf_counter() - t
+                spent += wall
+                rates.append(r.generated_tokens / wall)
+                walls.append(wall)
+                texts.setdefault(spec, {}).setdefault(bs, got)
+                if got != texts[spec][bs]:
+                    res["repeat_changed_texts"] = True
+                if spent >= budget_s:
+                    break
+            run = {"batch_size": bs, "tokens_per_s": round(statistics.median(rates), 1),
+                   "all_tokens_per_s": [round(x, 1) for x in rates], "generated_tokens": r.generated_tokens,
+                   "wall_s": round(statistics.median(walls), 1), "load_s": round(load_s, 1),
+                   "empty_responses": sum(1 for x in texts[spec][bs] if not x.strip()), "load": [l0, loadavg()]}
+            res["runs"].append(run)
+            r.close()
+            print(spec, json.dumps(run), flush=True)
+        first = texts[spec][batch_sizes[0]]
+        if solo:   # the first ``solo`` prompts each alone (batch 1) must give their batched texts too
+            alone = make_responder(spec, decoding=DecodingConfig(max_new_tokens=max_new), batch_size=1,
+                                   threads=threads)
+            res["solo_prompts"] = solo
+            res["solo_texts_differing"] = sum(alone.respond([p])[0] != first[i] for i, p in enumerate(prompts[:solo]))
+            alone.close()
+        res["batch_invariant"] = (all(texts[spec][bs] == first for bs in batch_sizes)
+                                  and not res.get("solo_texts_differing"))
+        res["texts_differing_across_batch_sizes"] = sum(
+            any(texts[spec][bs][i] != first[i] for bs in batch_sizes) for i in range(len(prompts)))
+        out["results"][spec] = res
+    out["bf16_vs_f32_differences"] = {}
+    for spec in specs:
+        if spec.endswith("@bf16"):
+            ref = spec[: -len("@bf16")] + ("@f16" if spec.startswith("llamacpp") else "@f32")
+            if spec in texts and ref in texts:
+                n = sum(a != b for bs in batch_sizes for a, b in zip(texts[spec][bs], texts[ref][bs]))
+                out["bf16_vs_f32_differences"][spec] = {"reference": ref, "differ": n,
+                                                        "of": len(prompts) * len(batch_sizes)}
+    if previous:   # --merge: engines not re-measured keep their recorded results (same ISA only)
+        same = (previous.get("machine") or {}).get("cpu", {}).get("isa") == out["machine"]["cpu"]["isa"]
+        if same and previous.get("batch_sizes") == batch_sizes and previous.get("max_new_tokens") == max_new:
+            for spec, res in previous.get("results", {}).items():
+                if spec not in out["results"]:
+                    out["results"][spec] = {**res, "merged_from": previous.get("date")}
+            for spec, d in previous.get("bf16_vs_f32_differences", {}).items():
+                out["bf16_vs_f32_differences"].setdefault(spec, {**d, "merged_from": previous.get("date")})
+    ref = out["results"].get("llamacpp:smollm2@f16", {}).get("runs")
+    if ref:
+        base = {r["batch_size"]: r["tokens_per_s"] for r in ref}
+        for spec, res in out["results"].items():
+            for run in res.get("runs", []):
+                run["x_llamacpp_f16"] = round(run["tokens_per_s"] / base[run["batch_size"]], 2)
+    out["load_after"] = loadavg()
+    out["date"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    return out
+
+
+def _previous(part: str) -> dict | None:
+    path = OUT / "generation.json"
+    return json.loads(path.read_text()).get(part) if path.exists() else None
+
 
 def write(results: dict) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
@@ -301,12 +410,41 @@ def write(results: dict) -> None:
                   f"{bd['unshared_prompt_tokens']} unshared prompt tokens, so {bd['gflop_per_generated_token']} GFLOP per "
                   f"generated token: at most **{bd['max_end_to_end_tokens_per_s']} tokens/s end to end** and "
                   f"{bd['max_decode_tokens_per_s']} decode-only, even at the GEMM peak.", ""]
+    e = old.get("engines")
+    if e:
+        bss = e["batch_sizes"]
+        lines += ["## Every engine side by side [engines]", "",
+                  f"Machine: {describe(e['machine'])}. {e['prompts']} real prompts, max_new_tokens {e['max_new_tokens']}, "
+                  f"greedy, generated tokens/s end to end (load and warm-up excluded), median of up to {e['repeats']} "
+                  f"runs (fewer once a run set passes {e['budget_s']} s); measured {e.get('date')}.", "",
+                  "| engine (spec) | " + " | ".join(f"batch {b}" for b in bss) + " | x llama.cpp F16 | "
+                  "same texts at every batch (and alone) | load |", "|---|" + "---|" * (len(bss) + 3)]
+        for spec, res in e["results"].items():
+            if "runs" not in res:
+                lines.append(f"| `{spec}` | " + " | ".join("-" for _ in bss) + f" | - | - | {res.get('skipped')} |")
+                continue
+            by = {r["batch_size"]: r for r in res["runs"]}
+            lines.append(f"| `{spec}` | " + " | ".join(f"**{by[b]['tokens_per_s']}**" if b in by else "-" for b in bss)
+                         + " | " + " / ".join(str(by[b].get("x_llamacpp_f16", "-")) for b in bss if b in by)
+                         + f" | {'yes' if res['batch_invariant'] else 'NO (%d differ across batch sizes, %s of %s alone)' % (res['texts_differing_across_batch_sizes'], res.get('solo_texts_differing', '-'), res.get('solo_prompts', '-'))}"
+                         f" | {res['runs'][0]['load'][0]} -> {res['runs'][-1]['load'][1]}"
+                         + (f" (run {res['merged_from']})" if res.get("merged_from") else "") + " |")
+        lines += ["", "Responses whose text differs between bf16 and the f32 (llama.cpp: F16) reference of the same engine:", ""]
+        for spec, d in e["bf16_vs_f32_differences"].items():
+            lines.append(f"- `{spec}` vs `{d['reference']}`: **{d['differ']} of {d['of']}**")
+        lines += ["", "`auto` (dpmv_lib/generate/responders/engine_select.py) picks the fastest batch-invariant engine of this "
+                  "table at the largest batch when the CPU's ISA flags equal the ones recorded here.", ""]
     (OUT / "generation.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="generation benchmark (issue 4)")
-    ap.add_argument("--parts", nargs="+", default=["surrogate", "smollm2", "llamacpp"], choices=["surrogate", "smollm2", "llamacpp"])
+    ap.add_argument("--parts", nargs="+", default=["surrogate", "smollm2", "llamacpp"], choices=["surrogate", "smollm2", "llamacpp", "engines"])
+    ap.add_argument("--engines", nargs="+", default=list(ENGINE_SPECS), help="responder specs of the engines part")
+    ap.add_argument("--repeats", type=int, default=3, help="engines part: timed runs per engine and batch size")
+    ap.add_argument("--merge", action="store_true", help="engines part: keep the recorded results of engines not run")
+    ap.add_argument("--solo", type=int, default=16, help="engines part: prompts also generated alone (batch 1)")
+    ap.add_argument("--budget", type=float, default=30.0, help="engines part: no further repeat after this many s")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 64])
@@ -328,6 +466,11 @@ def main(argv: list[str] | None = None) -> int:
     if "llamacpp" in args.parts:
         results["llamacpp"] = bench_llamacpp(args.prompts, args.batch_sizes, args.max_new_tokens, args.seed,
                                              args.threads)
+        write(results)
+    if "engines" in args.parts:
+        results["engines"] = bench_engines(args.prompts, args.batch_sizes, args.max_new_tokens, args.seed,
+                                           args.engines, args.repeats, args.budget, args.threads, args.solo,
+                                           _previous("engines") if args.merge else None)
         write(results)
     print((OUT / "generation.md").read_text())
     return 0

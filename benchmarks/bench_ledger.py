@@ -11,7 +11,9 @@ each, split over the processes):
 * in-memory ledger, 1 process;  SQLite ledger (synchronous=FULL), 1, 2 and 4 processes on one file;
 * the raw sqlite3 floor: the SQL statements of one release (one ``BEGIN IMMEDIATE`` transaction:
   read head, totals and the verified tail; insert both audit records; update head; COMMIT) with
-  precomputed values, run directly through sqlite3 with synchronous=FULL (no Python logic);
+  precomputed values, run directly through sqlite3 with synchronous=FULL (no Python logic), on
+  its own file by the 1-process ledger worker itself, 50 transactions before every 50 releases
+  (both see the same fsync conditions; the ratio is taken per run);
 * 4 processes with K=64 and every slot sampling (each process moves to a fresh user of the same
   file every 32 releases, before the caps bind, so every charge is admitted);
 * PostgresLedger, 1 process, 4 processes on one user and 4 processes with a user each, against a throw-away server on loopback
@@ -20,7 +22,17 @@ each, split over the processes):
 ``--baseline DIR`` also measures the ``dpmv_lib`` of another checkout (e.g. ``git archive`` of
 the starting commit), interleaved with this one setting by setting so that both see the same
 machine conditions; PostgreSQL settings are skipped for a tree without
-``dpmv_lib/core/durable_pg.py``. Writes benchmarks/results/ledger[_LABEL].json and .md.
+``dpmv_lib/core/durable_pg.py``. ``--committed JSON`` (default: the committed
+benchmarks/results/ledger_rerun.json, the run before group commit) adds that earlier run's
+numbers as the first, "committed" columns (another time, maybe another load). For SQLite
+settings the table also gives releases per commit (transactions counted in the file: one
+timestamp per write transaction), i.e. how many releases group commit put into one fsync.
+Writes benchmarks/results/ledger[_LABEL].json and .md.
+
+Quiet-machine run (both trees interleaved: ~1.5 min on 2 cores; 4 min when every fsync takes ~4 ms)::
+
+    git archive 3c2e0d5 | (mkdir -p /tmp/ledger_before && tar -x -C /tmp/ledger_before)
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_ledger.py --baseline /tmp/ledger_before
 """
 from __future__ import annotations
 
@@ -38,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
 QUERY = ("Any ideas for an affordable dinner?", "affordable_dinner")
+FLOOR_CHUNK = 50  # 1-process SQLite setting: this many floor transactions before every 50 releases
 
 
 # ---- worker (a separate process per participant) ----------------------------------------------
@@ -69,8 +82,15 @@ def worker(spec: dict) -> None:
     sys.stdin.readline()
     lat = []
     admitted = 0
+    floor = RawFloor(spec["floor"]) if spec.get("floor") else None
+    floor_lat: list[int] = []
+    floor_s = 0.0
     t0 = time.monotonic()
     for i in range(n):
+        if floor is not None and i % FLOOR_CHUNK == 0:  # the floor's SQL, interleaved in chunks
+            f0 = time.monotonic()
+            floor_lat += [floor.one() for _ in range(FLOOR_CHUNK)]
+            floor_s += time.monotonic() - f0
         if rotate and i and i % rotate == 0:
             if led is not None:
                 led.close()
@@ -83,16 +103,17 @@ def worker(spec: dict) -> None:
     t1 = time.monotonic()
     if led is not None:
         led.close()
-    os.write(1, (json.dumps({"t0": t0, "t1": t1, "lat": lat, "sampled": admitted}) + "\n").encode())
+    os.write(1, (json.dumps({"t0": t0, "t1": t1 - floor_s, "lat": lat, "sampled": admitted,
+                             "floor_lat": floor_lat}) + "\n").encode())
 
 
 def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int = 3, rotate: int = 0,
-                own_user: bool = False) -> dict:
+                own_user: bool = False, floor: str = "") -> dict:
     per = -(-total // procs)
     ps = []
     for i in range(procs):
         spec = {"tree": tree, "backend": backend, "db": db, "K": k, "n": per, "idx": i, "rotate": rotate,
-                "own_user": own_user}
+                "own_user": own_user, "floor": floor}
         ps.append(subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(spec)],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     for p in ps:
@@ -110,7 +131,26 @@ def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int
         res.append(json.loads(out.decode().strip().splitlines()[-1]))
     lat = sorted(x for r in res for x in r["lat"])
     wall = max(r["t1"] for r in res) - min(r["t0"] for r in res)
-    return summarize(lat, wall, procs, sum(r["sampled"] for r in res))
+    out = summarize(lat, wall, procs, sum(r["sampled"] for r in res))
+    if backend == "sqlite":
+        out["releases_per_commit"] = releases_per_commit(db, len(lat))
+    if floor:
+        out["floor"] = summarize([x for r in res for x in r["floor_lat"]], None, 1)
+    return out
+
+
+def releases_per_commit(db: str, releases: int) -> float | None:
+    """Releases per write transaction: a transaction stamps all its audit records with one
+    timestamp, so the transactions are the distinct (user, timestamp) pairs of the log."""
+    try:
+        conn = sqlite3.connect(db)
+        try:
+            (n,) = conn.execute("SELECT COUNT(*) FROM (SELECT DISTINCT user_id, ts FROM audit_log)").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return round(releases / n, 2) if n else None
 
 
 def summarize(lat_ns: list[int], wall: float | None, procs: int, sampled: int | None = None) -> dict:
@@ -137,20 +177,28 @@ CREATE TABLE audit_log (user_id TEXT NOT NULL, seq INTEGER NOT NULL, ts TEXT NOT
 COLS = "seq, ts, attributes, epsilon, admitted, checked, remaining, blocked, totals, hash"
 
 
-def raw_floor(path: str, n: int) -> dict:
-    """One release's SQL (two blocked charges, as in the K=3 steady state) through sqlite3."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    conn.executescript(RAW_SCHEMA)
-    h = "ab" * 32
-    conn.execute("INSERT INTO ledger_user VALUES ('alice', 'fp', 'created', 'sha256', ?, 0, ?)", (h, h))
-    conn.executemany("INSERT INTO ledger_entry VALUES ('alice', ?, '2', '2')", [("debt",), ("diabetes",)])
-    rec = ("2026-01-01T00:00:00.000000+00:00", '["debt"]', "2/3", 0, 1, '{"debt":"0"}', '["debt"]',
-           '{"debt":"2","diabetes":"2"}', h)
-    conn.execute(f"INSERT INTO audit_log (user_id, {COLS}) VALUES ('alice', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rec)
-    seq, lat = 1, []
-    for _ in range(n):
+class RawFloor:
+    """One release's SQL (two blocked charges, as in the K=3 steady state) through sqlite3:
+    ``BEGIN IMMEDIATE``; read head, totals and the verified tail; insert both audit records;
+    update the head; COMMIT (synchronous=FULL), with precomputed values (no Python logic)."""
+
+    def __init__(self, path: str) -> None:
+        conn = self.conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.executescript(RAW_SCHEMA)
+        self.h = h = "ab" * 32
+        conn.execute("INSERT INTO ledger_user VALUES ('alice', 'fp', 'created', 'sha256', ?, 0, ?)", (h, h))
+        conn.executemany("INSERT INTO ledger_entry VALUES ('alice', ?, '2', '2')", [("debt",), ("diabetes",)])
+        self.rec = ("2026-01-01T00:00:00.000000+00:00", '["debt"]', "2/3", 0, 1, '{"debt":"0"}', '["debt"]',
+                    '{"debt":"2","diabetes":"2"}', h)
+        conn.execute(f"INSERT INTO audit_log (user_id, {COLS}) VALUES ('alice', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     self.rec)
+        self.seq = 1
+
+    def one(self) -> int:
+        """One release's transaction; its latency in ns."""
+        conn, seq = self.conn, self.seq
         s = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
         conn.execute("SELECT head_seq, head_hash, genesis FROM ledger_user WHERE user_id = ?", ("alice",)).fetchone()
@@ -160,12 +208,11 @@ def raw_floor(path: str, n: int) -> dict:
         for _c in range(2):
             seq += 1
             conn.execute(f"INSERT INTO audit_log (user_id, {COLS}) VALUES ('alice', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         (seq, *rec))
-        conn.execute("UPDATE ledger_user SET head_seq = ?, head_hash = ? WHERE user_id = ?", (seq, h, "alice"))
+                         (seq, *self.rec))
+        conn.execute("UPDATE ledger_user SET head_seq = ?, head_hash = ? WHERE user_id = ?", (seq, self.h, "alice"))
         conn.execute("COMMIT")
-        lat.append(time.perf_counter_ns() - s)
-    conn.close()
-    return summarize(lat, None, 1)
+        self.seq = seq
+        return time.perf_counter_ns() - s
 
 
 # ---- main ------------------------------------------------------------------------------------
@@ -204,17 +251,22 @@ def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dic
             res[lab]["mem1"] = run_setting(tree, "mem", "", 1, n)
     # the 1-process SQLite ledger and its raw floor: interleaved repeats (fsync latency drifts on a
     # shared machine); each tree's ratio uses the floor runs made right after its own runs
-    runs = {lab: {"sqlite1": [], "raw": []} for lab in trees}
+    # the 1-process SQLite ledger and its raw floor: the worker runs the floor's SQL on its own file
+    # in chunks between its releases (fsync latency drifts on a shared machine; so both see the
+    # same conditions); each run gives one ledger/floor ratio of medians
+    runs: dict[str, list[dict]] = {lab: [] for lab in trees}
     for r in range(a.repeat):
         for lab, tree in trees.items():
             if want("sqlite1"):
-                runs[lab]["sqlite1"].append(run_setting(tree, "sqlite", f"{tmp}/{lab}_s1_{r}.db", 1, n))
-            if want("raw"):
-                runs[lab]["raw"].append(raw_floor(f"{tmp}/{lab}_raw_{r}.db", n))
+                runs[lab].append(run_setting(tree, "sqlite", f"{tmp}/{lab}_s1_{r}.db", 1, n,
+                                             floor=f"{tmp}/{lab}_raw_{r}.db"))
     for lab in trees:
-        for key, rs in runs[lab].items():
-            if rs:
-                res[lab][key] = _pick(rs)
+        if runs[lab]:
+            picked = _pick(runs[lab])
+            res[lab]["sqlite1"] = picked
+            res[lab]["raw"] = dict(picked["floor"], median_runs_us=[x["floor"]["median_us"] for x in runs[lab]])
+            res[lab]["sqlite1_over_raw_runs"] = [round(x["median_us"] / x["floor"]["median_us"], 2)
+                                                 for x in runs[lab]]
     for key, p, kw in (("sqlite2", 2, {}), ("sqlite4", 4, {}), ("sqlite4_k64", 4, {"k": 64, "rotate": 32})):
         for lab, tree in trees.items():
             if want(key):
@@ -255,7 +307,22 @@ def _cells(r: dict | None) -> str:
     if r is None:
         return "n/a | n/a | n/a | n/a"
     rps = "-" if r["releases_per_s"] is None else f"{r['releases_per_s']:,.0f}"
+    if r.get("releases_per_commit"):
+        rps += f" ({r['releases_per_commit']}/commit)"
     return f"{rps} | {fmt_us(r['median_us'])} | {fmt_us(r['p99_us'])} | {fmt_us(r['worst_us'])}"
+
+
+def load_committed(path: str) -> tuple[dict, str] | None:
+    """The results of an earlier, committed run (its 'after' tree when it compared two)."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    d = json.loads(p.read_text())
+    res = d["results"]
+    lab = "after" if "after" in res else next(iter(res))
+    m = d.get("machine", {})
+    return res[lab], (f"{p.relative_to(ROOT) if p.is_relative_to(ROOT) else p} ({lab}); load average at "
+                      f"start {m.get('loadavg_at_start')}, at end {d.get('loadavg_at_end')}")
 
 
 def main(argv=None) -> int:
@@ -268,6 +335,8 @@ def main(argv=None) -> int:
     ap.add_argument("--label", default="", help="suffix of the result files")
     ap.add_argument("--only", default="", help="comma-separated setting keys")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved runs of the SQLite 1-process and raw settings")
+    ap.add_argument("--committed", default=str(OUT / "ledger_rerun.json"),
+                    help="results JSON of an earlier run shown as the first columns ('' for none)")
     a = ap.parse_args(argv)
     if a.worker:
         worker(json.loads(a.worker))
@@ -285,7 +354,11 @@ def main(argv=None) -> int:
     out = {"benchmark": "ledger", "trees": trees, "releases_per_setting": a.releases, "repeat": a.repeat,
            "machine": mach, "loadavg_at_end": loadavg(), "total_s": round(time.monotonic() - t_start, 1),
            "results": res, "notes": notes}
+    committed = load_committed(a.committed) if a.committed else None
+    if committed is not None:
+        out["committed"] = {"source": committed[1], "results": committed[0]}
     labs = list(trees)
+    shown = ({"committed": committed[0]} if committed else {}) | res
     lines = [f"# Durable ledger under load{' (' + a.label + ')' if a.label else ''}", "",
              f"Machine: {describe(mach)}; load average at start {mach.get('loadavg_at_start')}, at end "
              f"{out['loadavg_at_end']} (shared machine, 6 jobs on 2 cores: fsync latency drifts between "
@@ -293,22 +366,35 @@ def main(argv=None) -> int:
              f"OnlineBudget(K=3), query affordable_dinner: 2 charged slots) unless noted"
              + (f"; trees measured interleaved, setting by setting: {', '.join(f'{k} = {v}' for k, v in trees.items())}"
                 if len(trees) > 1 else "") + f". Total {out['total_s']} s.", "",
-             "| setting | " + " | ".join(f"{lab}: releases/s | median | p99 | worst" for lab in labs) + " |",
-             "|---|" + "---|---|---|---|" * len(labs)]
+             "| setting | " + " | ".join(f"{lab}: releases/s | median | p99 | worst" for lab in shown) + " |",
+             "|---|" + "---|---|---|---|" * len(shown)]
     for key, name in ROWS:
-        lines.append(f"| {name} | " + " | ".join(_cells(res[lab].get(key)) for lab in labs) + " |")
+        lines.append(f"| {name} | " + " | ".join(_cells(shown[lab].get(key)) for lab in shown) + " |")
     lines.append("")
-    for lab in labs:
-        r = res[lab]
-        if r.get("raw") and r.get("sqlite1"):
+    if committed:
+        lines.append(f"* committed: an earlier run (other time and load, not interleaved): {committed[1]}.")
+    for lab in shown:
+        r = shown[lab]
+        if r.get("sqlite1_over_raw_runs"):
+            ratios = r["sqlite1_over_raw_runs"]
+            ratio = statistics.median(ratios)
+            out.setdefault("sqlite1_over_raw_median", {})[lab] = ratio
+            lines.append(f"* {lab}: SQLite ledger median / raw floor median = {ratio}x (median of the per-run "
+                         f"ratios {ratios}; the floor ran interleaved in the ledger's worker, 50 transactions "
+                         f"per 50 releases; medians: ledger {r['sqlite1']['median_runs_us']} us, floor "
+                         f"{r['raw']['median_runs_us']} us).")
+        elif r.get("raw") and r.get("sqlite1"):
             ratio = round(r["sqlite1"]["median_us"] / r["raw"]["median_us"], 2)
             out.setdefault("sqlite1_over_raw_median", {})[lab] = ratio
-            lines.append(f"* {lab}: SQLite ledger median / raw floor median = {ratio}x (medians of the {a.repeat} "
-                         f"interleaved runs: ledger {r['sqlite1']['median_runs_us']} us, floor "
-                         f"{r['raw']['median_runs_us']} us).")
+            lines.append(f"* {lab}: SQLite ledger median / raw floor median = {ratio}x (medians of the "
+                         f"{len(r['sqlite1'].get('median_runs_us', [0]))} interleaved runs: ledger "
+                         f"{r['sqlite1'].get('median_runs_us')} us, floor {r['raw'].get('median_runs_us')} us).")
         if r.get("sqlite1") and r.get("sqlite4"):
-            lines.append(f"* {lab}: 4 processes / 1 process throughput = "
+            lines.append(f"* {lab}: SQLite 4 processes / 1 process throughput = "
                          f"{r['sqlite4']['releases_per_s'] / r['sqlite1']['releases_per_s']:.2f}.")
+        if r.get("pg1") and r.get("pg4"):
+            lines.append(f"* {lab}: PostgreSQL 4 processes (one user) / 1 process throughput = "
+                         f"{r['pg4']['releases_per_s'] / r['pg1']['releases_per_s']:.2f}.")
         if lab in notes:
             lines.append(f"* {lab}: PostgreSQL: {notes[lab]}.")
     OUT.mkdir(parents=True, exist_ok=True)

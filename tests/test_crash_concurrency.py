@@ -12,7 +12,13 @@ with a SqliteLedger and report each release's charges only AFTER ``release`` ret
   never above a cap, and equal to a strict replay of its audit log.
 * concurrency: N_PROCS children release for the same user at once until the caps bind; no cap
   is exceeded and the final ledger equals the admitted charges in the audit log and the charges
-  the processes report.
+  the processes report. On SQLite the releases are group-committed (dpmv_lib.core.group_commit):
+  some transactions must hold the releases of several processes.
+* group commit, SQLite: a leader (tests/helpers/gc_leader.py) collects the posted releases of
+  3 waiting processes and is SIGKILLed just before COMMIT: nothing of its batch is in the
+  ledger and every waiter re-commits its own release (0 lost, 0 partial). Or a waiter is
+  SIGKILLed while its release sits in the leader's batch: the batch commits whole, the other
+  waiters get their answers, and the ledger counts the killed waiter's release (never less).
 """
 from __future__ import annotations
 
@@ -164,6 +170,13 @@ def test_concurrent_processes_share_one_ledger(ledger_db, n_procs, releases, cap
     # the processes really overlapped in time
     spans = sorted((r[0]["t"], r[-1]["t"]) for r in reports)
     assert any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1))
+    if not isinstance(db, str):  # SQLite: group commit put several releases in one transaction
+        assert max(_batch_sizes(log)) > 2, "no transaction held the releases of two processes"
+
+
+def _batch_sizes(log) -> list[int]:
+    """Records per write transaction (a transaction stamps all its records with one timestamp)."""
+    return list(Counter(r.timestamp for r in log).values())
 
 
 @pytest.mark.slow  # ~10-20 s
@@ -202,3 +215,88 @@ def test_sigkill_of_concurrent_writers(ledger_db):
         assert replay(log, caps) == spent
         assert sum(1 for r in log if r.admitted) >= n_charges
     assert n_charges > 0
+
+
+# ---- group commit (SQLite): SIGKILL of the leader or of a waiter in the middle of a batch ----------
+N_WAITERS, WAITER_RELEASES = 3, 4
+
+
+def _stalled_batch(db: Path):
+    """Waiters ready, a leader holding their posted releases in its batch just before COMMIT."""
+    waiters = [_child(db, "alice", CRASH_CAP, CRASH_K, WAITER_RELEASES, str(i), wait=True)
+               for i in range(N_WAITERS)]
+    for w in waiters:
+        assert w.stdout.readline() == b"READY\n", w.stderr.read().decode()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    leader = subprocess.Popen([sys.executable, "-m", "tests.helpers.gc_leader", str(db), "alice", CRASH_CAP,
+                               str(CRASH_K), str(N_WAITERS)], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert leader.stdout.readline() == b"LEADING\n", leader.stderr.read().decode()
+    for w in waiters:  # each posts its first release and waits for the leader
+        w.stdin.write(b"go\n")
+        w.stdin.flush()
+    line = leader.stdout.readline()
+    assert line.startswith(b"STALLED "), (line, leader.stderr.read().decode())
+    # the batch holds every waiter's first release and the leader's own (2 charged slots each)
+    assert int(line.split()[1]) == 2 * (N_WAITERS + 1)
+    return leader, waiters
+
+
+def _check_ledger(db: Path, policy) -> tuple[dict, list]:
+    caps = policy.caps
+    with SqliteLedger.for_policy(db, "alice", policy) as led:
+        assert led.integrity_check() == "ok"
+        led.verify()  # the whole hash chain and every decision
+        spent, log = led.spent(), led.log
+    assert replay(log, caps) == spent
+    in_log: Counter = Counter()
+    for r in log:
+        if r.admitted:
+            for a in r.attributes:
+                in_log[a] += r.epsilon
+    for a in caps:
+        assert spent[a] == in_log[a] and spent[a] <= caps[a]
+    return spent, log
+
+
+def test_sigkill_of_group_commit_leader_mid_batch(tmp_path):
+    policy = running_example()[0].with_caps(CRASH_CAP)
+    db = tmp_path / "ledger.db"
+    leader, waiters = _stalled_batch(db)
+    os.kill(leader.pid, signal.SIGKILL)  # after writing the whole batch, before COMMIT
+    out, _ = leader.communicate(timeout=30)
+    assert leader.returncode == -signal.SIGKILL and _reports(out) == []
+    outs = [w.communicate(timeout=120) for w in waiters]
+    for w, (_, err) in zip(waiters, outs):
+        assert w.returncode == 0, err.decode()
+    reports = [r for o, _ in outs for r in _reports(o)]
+    assert len(reports) == N_WAITERS * WAITER_RELEASES  # every waiter re-committed its own release
+    spent, log = _check_ledger(db, policy)
+    reported = _charges(reports)
+    assert all(spent[a] == reported[a] for a in policy.caps)  # 0 lost, and the dead batch left nothing
+    assert len(log) == 2 * N_WAITERS * WAITER_RELEASES  # no record of the killed batch (no partial batch)
+
+
+def test_sigkill_of_group_commit_waiter_mid_batch(tmp_path):
+    policy = running_example()[0].with_caps(CRASH_CAP)
+    db = tmp_path / "ledger.db"
+    leader, waiters = _stalled_batch(db)
+    victim, rest = waiters[0], waiters[1:]
+    os.kill(victim.pid, signal.SIGKILL)  # its release is in the leader's batch, not acknowledged
+    v_out, _ = victim.communicate(timeout=30)
+    assert _reports(v_out) == []
+    leader.stdin.write(b"commit\n")
+    leader.stdin.flush()
+    l_out, l_err = leader.communicate(timeout=60)
+    assert leader.returncode == 0, l_err.decode()
+    outs = [w.communicate(timeout=120) for w in rest]
+    for w, (_, err) in zip(rest, outs):
+        assert w.returncode == 0, err.decode()
+    reports = _reports(l_out) + [r for o, _ in outs for r in _reports(o)]
+    assert len(reports) == 1 + (N_WAITERS - 1) * WAITER_RELEASES
+    spent, log = _check_ledger(db, policy)
+    reported = _charges(reports)
+    assert all(spent[a] >= reported[a] for a in policy.caps)  # never undercounts
+    # the batch committed whole: the killed waiter's release is charged (conservative), once
+    assert len(log) == 2 * (len(reports) + 1)
+    assert sum(1 for r in log if r.admitted) == sum(len(r["charges"]) for r in reports) + 2

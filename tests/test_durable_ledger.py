@@ -258,3 +258,51 @@ def test_deployment_doc_example_runs(tmp_path, monkeypatch, capsys):
     exec(compile(code, "docs/deployment.md", "exec"), {"__name__": "deployment_example"})
     out = capsys.readouterr().out
     assert "#1 charged eps=2/3 to {debt, diabetes}" in out and "BLOCKED (generic fallback)" in out
+
+
+def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
+    """The writer-lock holder commits a posted request of another requester (same user, same
+    key) with its own charge in one transaction and stores its answer there; an answered request
+    posted again is not charged twice; garbage, requests of dead processes and requests under
+    another key id are never charged (dpmv_lib.core.group_commit)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    policy = example[0]
+    led = SqliteLedger.for_policy(db, "alice", policy)
+    qdir = led._gc.dir
+    assert not os.path.exists(qdir)  # a lone process never posts, so the queue is not created
+    os.makedirs(qdir, mode=0o700)  # as the first posting process does
+    me = os.getpid()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+    def post(name, req, key, items):
+        body = f"{req} {time.time()!r} {key}\n{json.dumps(items)}"
+        with open(os.path.join(qdir, name), "w") as f:
+            f.write(body)
+
+    third = Fraction(1, 3)
+    post(f"{me}-feedbeef", 1, led._gc.key_id, [[["debt"], "1/3"]])
+    post(f"{dead}-0dead", 1, led._gc.key_id, [[["debt"], "1/3"]])
+    post(f"{me}-otherkey", 1, "0" * 32, [[["debt"], "1/3"]])
+    with open(os.path.join(qdir, f"{me}-garbage"), "w") as f:
+        f.write("not a request")
+    assert led.try_charge(frozenset({"diabetes"}), third)
+    assert led.spent() == {"debt": third, "diabetes": third}  # the posted request, then our own
+    log = led.log
+    assert [(r.attributes, r.admitted) for r in log] == [(("debt",), True), (("diabetes",), True)]
+    assert log[0].timestamp == log[1].timestamp  # one transaction
+    conn = sqlite3.connect(db)
+    (req, answer), = conn.execute("SELECT req, answer FROM dpmv_gc WHERE owner = ?", (f"{me}-feedbeef",))
+    conn.close()
+    assert req == 1 and json.loads(answer) == {"ok": [1], "spent": {"debt": "1/3", "diabetes": "1/3"}}
+    assert sorted(os.listdir(qdir)) == [f"{me}-otherkey"]  # taken, dead and garbage removed; other key kept
+    post(f"{me}-feedbeef", 1, led._gc.key_id, [[["debt"], "1/3"]])  # answered already: not again
+    assert led.try_charge(frozenset({"diabetes"}), third)
+    assert led.spent() == {"debt": third, "diabetes": 2 * third}
+    os.unlink(os.path.join(qdir, f"{me}-otherkey"))
+    led.close()
+    assert not os.path.exists(qdir)  # the queue directory goes with the last ledger

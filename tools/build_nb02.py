@@ -48,6 +48,7 @@ from dpmv_lib.core.examples import running_example
 from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget
 from dpmv_lib.common.paths import resolve
 from dpmv_lib.experiments.profiles import get_profile
+from dpmv_lib.experiments.styled import styled
 
 prof = get_profile(profile)
 sizes = dg.notebook_sizes(prof.name, horizon=horizon, max_selections=max_selections)
@@ -66,7 +67,7 @@ $M\\sim_D M'_D$ and $M\\sim_B M'_B$; the shared position 3 changes in both."""),
 print({a.name: (sorted(a.group), str(a.cap)) for a in policy.attributes}, "sensitivity", policy.sensitivity)
 layout = dg.running_example_table()
 dg.save_table(layout, tables, "02_running_example")
-layout"""),
+styled(layout)"""),
     md("""## 2. Eq. (7): view probabilities under $M$ and $M'$
 
 For the affordable-dinner query the router activates food then finance. The food read
@@ -78,11 +79,11 @@ reads nothing from $I_D$, so its distribution is identical under $M$ and $M'_D$ 
 em_b = dg.em_view_table(policy, M, M_no_debt, dg.DINNER, budget=OnlineBudget(3)).assign(pair="M vs M' (no debt)")
 em = pd.concat([em_d, em_b], ignore_index=True)
 dg.save_table(em, tables, "02_em_views")
-em[["pair", "slot", "view", "charged", "epsilon", "u_M", "u_M'", "P_M", "P_M'", "log_ratio"]].round(4)"""),
+styled(em[["pair", "slot", "view", "charged", "epsilon", "u_M", "u_M'", "P_M", "P_M'", "log_ratio"]], precision=4)"""),
     code("""check = em.groupby(["pair", "slot"]).agg(max_abs_log_ratio=("log_ratio", lambda s: s.abs().max()),
                                           epsilon=("epsilon", "first"))
 check["within_eps"] = check["max_abs_log_ratio"] <= check["epsilon"] + 1e-12
-check"""),
+styled(check)"""),
     md("""## 3. Ledgers over a short transcript (C2, C5)
 
 Each slot-level operation charges **every** attribute whose group its read touches and is admitted
@@ -92,7 +93,7 @@ fill a cap exactly (exact rationals). `recon_a` is the bound reconstructed from 
 releases of this run (Table 4's accounting); for MemView it equals the ledger."""),
     code("""trace = dg.ledger_trace(policy, M, dg.running_queries(sizes["trace_turns"]), budget=OnlineBudget(3), seed=seed)
 dg.save_table(trace, tables, "02_ledger_trace")
-trace"""),
+styled(trace)"""),
     md("""**The Figure 2 situation.** Suppose the diabetes ledger already holds $L_D=3/2$. The food
 selection would charge $\\{D,B\\}$ with $\\varepsilon=2/3$, and $3/2+2/3>2$, so food releases its
 generic view and *neither* ledger moves (debt is not charged for food either); finance touches
@@ -101,7 +102,7 @@ diabetes next to the pre-existing $L_D=3/2$.)"""),
     code("""fig2 = dg.ledger_trace(policy, M, [dg.DINNER], budget=OnlineBudget(3), seed=seed,
                       ledger=InMemoryLedger(policy.caps, spent={"diabetes": "3/2"}))
 dg.save_table(fig2, tables, "02_figure2_turn")
-fig2"""),
+styled(fig2)"""),
     md("""## 4. Appendix B.5: each safeguard is necessary
 
 Each construction keeps all conditions but one (`dpmv_lib.core.counterexamples`): one slot with the
@@ -112,7 +113,7 @@ $|\\log P[t\\mid M]/P[t\\mid M']|$; `analytic_loss` is the paper's closed form
 ($N\\varepsilon_0/2$ for C2/C5, $\\infty$ for a support mismatch)."""),
     code("""cex = dg.counterexample_table()
 dg.save_table(cex, tables, "02_counterexamples")
-cex"""),
+styled(cex)"""),
     code("""sweep = dg.loss_vs_horizon(range(1, sizes["max_selections"] + 1))
 dg.save_table(sweep, tables, "02_loss_vs_selections")
 fig = dg.plot_loss_vs_horizon(sweep, figures / "02_privacy_loss.png")
@@ -121,7 +122,7 @@ if INTERACTIVE:
     plt.show()
 else:
     plt.close(fig)
-sweep.pivot_table(index="N", columns=["construction", "interface"], values="exact_loss").round(4)"""),
+styled(sweep.pivot_table(index="N", columns=["construction", "interface"], values="exact_loss"), precision=4)"""),
     md("""The violating variants' loss grows like $N\\varepsilon_0/2$ without bound, while compliant
 MemView on the very same constructions stops at the cap: the prospective check turns further
 selections into zero-cost generic views, and complete charging makes every read of $I_a$ count."""),
@@ -135,7 +136,7 @@ reverse (relative tolerance $10^{-9}$). Compliant MemView (online and preallocat
 have none; the variants may."""),
     code("""thm = dg.theorem1_table(sizes["horizon"])
 dg.save_table(thm, tables, "02_theorem1_running_example")
-thm"""),
+styled(thm)"""),
     md("""The same check on small random policies (`dpmv_lib.core.instances.random_case`): 2–3 slots,
 overlapping groups, some empty or partial reads, a scorer whose utilities may move by the full
 $\\Delta u=1$, a table router and a history-dependent router, fixed and adaptive query strategies,
@@ -145,7 +146,7 @@ dg.save_table(rnd, tables, "02_theorem1_random")
 summary = rnd.groupby(["router", "strategy", "budget"]).agg(
     cases=("seed", "size"), transcripts=("transcripts", "sum"), worst_loss_over_B_a=("loss_over_B_a", "max"),
     violations=("violations", "sum"), all_hold=("holds", "all"))
-summary"""),
+styled(summary)"""),
     code("""compliant = thm[thm["violates"] == "-"]
 print("Theorem 1 holds for compliant MemView on the running example:", bool(compliant["holds"].all()))
 print("... and on all random policies:", bool(rnd["holds"].all()))

@@ -59,14 +59,14 @@ T = 16
 AUDIT_UNIT = "auto"
 # bootstrap replicates over pairs for the 95% CIs
 N_BOOT = 1000""", metadata={"tags": ["parameters"]}),
-    code("""import json
-import time
+    code("""import time
 
 import pandas as pd
 from IPython.display import Image, Markdown, display
 
 from dpmv_lib.experiments.rq1 import RQ1Config, claims_markdown, run_rq1
 from dpmv_lib.experiments.profiles import get_profile
+from dpmv_lib.experiments.styled import styled
 from dpmv_lib.experiments import tables as TB
 
 pd.set_option("display.width", 200)
@@ -86,9 +86,9 @@ judge. Timings per stage are printed; every table and figure is also written und
 cfg = RQ1Config(profile=profile, seed=seed, results_dir=results_dir, data_dir=data_dir, B_a=B_a, K=K, T=T,
                 audit_unit=AUDIT_UNIT, n_boot=N_BOOT, progress=False)
 res = run_rq1(cfg)
-print(json.dumps({k: round(v, 1) for k, v in res.timings.items()}, indent=1))
 for n in res.notes:
-    print("NOTE:", n)"""),
+    print("NOTE:", n)
+styled(pd.Series(res.timings, name="seconds").rename_axis("stage"), precision=1, caption="time per stage")"""),
     md("""### An example turn
 
 What each interface passes the response model at one target-relevant turn of one pair, under $M$
@@ -98,8 +98,8 @@ pm = tr[(tr["track"] == "pairedmem") & (tr["qtype"] == "target")]
 pid, turn = pm["pair_id"].iloc[0], int(pm["turn"].iloc[0])
 ex = tr[(tr["pair_id"] == pid) & (tr["turn"] == turn) & (tr["seed"].isin([-1, min(prof.em_seeds)]))]
 print(f"pair {pid}, turn {turn}: {ex['query'].iloc[0]!r}")
-display(ex.pivot_table(index="method", columns="side", values=["conditioning", "response"], aggfunc="first")
-          .reindex(cfg.methods))"""),
+display(styled(ex.pivot_table(index="method", columns="side", values=["conditioning", "response"], aggfunc="first")
+          .reindex(cfg.methods)))"""),
     md("""## 2. Chance by construction (the paper's dagger), checked
 
 The paper marks GenericOnly and TypedMask with a dagger: their conditioning is identical under $M$
@@ -107,7 +107,7 @@ and $M'$, so any auditor is at chance. Here the claim is **checked from the tran
 pair, seed and turn the conditioning text, released views and public release record are compared
 between the two stores. Only methods with zero differing cells get 0.500 / 0.050 in Table 2; the
 measured auditor values stay in the CSV (`auc_measured`, `tpr_measured`)."""),
-    code("""display(res.identical)"""),
+    code("""display(styled(res.identical))"""),
     md("""## 3. Table 2 (ours)
 
 AUC and TPR@5: auditor at prefix length $T$ (seed-averaged scores per pair and side, C.5 "Runs and
@@ -124,7 +124,7 @@ section 5 are evaluated on the paper's methods only."""),
 display(Markdown(TB.table2_markdown(res.table2)))
 pf_vs_em = res.table2[res.table2["method"].str.startswith("DP-MemView")][
     ["track", "response_model", "method", "auc", "tpr", "trec", "u", "unsup"]]
-display(pf_vs_em.round(3))"""),
+display(styled(pf_vs_em, precision=3))"""),
     md("""### 3b. Do the judge's scores mean something? A labelled degradation set
 
 Before reading U, the judge used above is run on `tests/data/judge_degradation.jsonl`
@@ -142,8 +142,8 @@ judge_spec = cfg.judge or prof.judge
 if judge_spec == "rubric":
     deg = evaluate_judge(make_judge("rubric", get_encoder(cfg.encoder or prof.encoder)))
     print(deg.judge_id)
-    display(deg.intended().round(3))
-    display(deg.summary.pivot(index="variant", columns="dimension", values="mean_gap").round(2))
+    display(styled(deg.intended(), precision=3))
+    display(styled(deg.summary.pivot(index="variant", columns="dimension", values="mean_gap"), precision=2))
 else:
     print(f"judge {judge_spec!r}: the degradation check runs for the rubric judge only")"""),
     md("""## 4. Beside the paper
@@ -195,9 +195,8 @@ the learned auditor's macro-AUC as the transcript prefix grows (same transcripts
 
 Tables (CSV + Markdown) and figures of this run; `rq1_run.json` records the configuration, profile,
 encoder, judge, embedding unit and the time per stage."""),
-    code("""for k, v in sorted(res.paths.items()):
-    print(f"{k:24s} {v}")
-print(f"notebook wall time so far: {time.perf_counter() - t0:.0f} s")"""),
+    code("""print(f"notebook wall time so far: {time.perf_counter() - t0:.0f} s")
+styled(pd.DataFrame(sorted(res.paths.items()), columns=["output", "path"]).astype(str))"""),
 ]
 
 nb = nbf.v4.new_notebook()

@@ -63,8 +63,11 @@ def chain_kind(key: bytes | None) -> str:
     return CHAIN_UNKEYED if key is None else CHAIN_KEYED
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode  # = json.dumps(..., same args)
+
+
 def _mac(key: bytes | None, payload: list[Any]) -> str:
-    msg = _DOMAIN + json.dumps(payload, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    msg = _DOMAIN + _ENCODE(payload).encode("ascii")
     if key is None:
         return hashlib.sha256(msg).hexdigest()
     return hmac.new(key, msg, hashlib.sha256).hexdigest()

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ._exact import Number, to_fraction
-from . import _chain
+from . import _chain, group_commit
 from ._chain import key_from_env  # noqa: F401  (re-exported: the documented way to read the key)
 from .errors import BudgetError, LedgerFormatError, LedgerIntegrityError, UnknownAttributeError
 from .ledger import ChargeRecord, InMemoryLedger, Ledger, check_charge_args
@@ -348,9 +348,16 @@ class _ChainLedger:
         self._v = _Verified(0, "", "", {a: Fraction(0) for a in self._caps})
         self._fracs: dict[str, Fraction] = {}      # parsed rational text (hot path: no re-parsing)
         self._attr_json: dict[frozenset[str], str] = {}
+        self._attrs_of: dict[str, tuple[str, ...]] = {}  # canonical attributes text -> sorted names
+        self._blocked_seen: set[tuple[Any, ...]] = set()  # blocked records verified by _fast_step
         self._parsed: dict[tuple[str, ...], tuple[Any, ...]] = {}   # audit-record texts -> parsed values
         self._last_row: tuple[Any, ...] | None = None  # the verified tail record exactly as hashed
         self._rem_cache: tuple[str, dict[str, Fraction]] | None = None  # (head hash, B_a - L_a there)
+        self._pending_tail: tuple[Any, ...] | None = None  # last record written, adopted after COMMIT
+        self._pending_tot = ""
+        self._tot_text: tuple[str, str] | None = None  # (head hash, canonical totals text there)
+        self._blocked_memo: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+        self._totals_rows: tuple[list[Any], dict[str, Fraction]] | None = None  # last ledger_entry read
         # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
         self._plain = all(_PLAIN_NAME.fullmatch(a) for a in self._caps)
         self._sorted_caps = sorted(self._caps)
@@ -506,9 +513,13 @@ class _ChainLedger:
         self._sync(db, collect)
 
     def _read_totals(self, db: "_Tx") -> dict[str, Fraction]:
+        fetched = db.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?",
+                             (self.user_id,)).fetchall()
+        last = self._totals_rows
+        if last is not None and last[0] == fetched and all(type(v) is str for _, v in fetched):
+            return dict(last[1])  # the same rows (values and text) as the last checked read
         out: dict[str, Fraction] = {}
-        for a, v in db.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?",
-                               (self.user_id,)).fetchall():
+        for a, v in fetched:
             if a not in self._caps:
                 raise self._refuse(f"ledger_entry has a row for attribute {a!r} outside the caps {sorted(self._caps)}")
             try:
@@ -522,6 +533,7 @@ class _ChainLedger:
         lost = sorted(set(self._caps) - set(out))
         if lost:
             raise self._refuse(f"the totals row (cap and spent) of {lost} is missing from ledger_entry")
+        self._totals_rows = (fetched, dict(out))
         return out
 
     def _parse_row(self, row: Sequence[Any]) -> tuple[AuditRecord, dict[str, Fraction]]:
@@ -578,13 +590,18 @@ class _ChainLedger:
                 raise self._refuse(f"the audit log no longer has record #{v.seq}, verified earlier (records "
                                    "deleted from the end)")
             cached = self._last_row
-            same = (cached is not None and row == cached
-                    and all(type(x) is type(y) for x, y in zip(row, cached)))  # same values and types:
+            same = (cached is not None and row == cached  # same values and types:
+                    and tuple(map(type, row)) == tuple(map(type, cached)))
             if not same and (self._row_hash(row, v.prev) != v.hash or row[-1] != v.hash):  # same hash
                 raise self._refuse(f"audit record #{v.seq} was deleted or edited after it was verified")
             rows = rows[1:]
         seq, h, prev = v.seq, v.hash, v.prev
         spent = dict(v.totals) if rows else v.totals
+        fast: list[Any] | None = None
+        if collect is None and rows:  # [B_a - L_a, totals text or None] for _fast_step
+            cached = self._rem_cache
+            fast = [dict(cached[1]) if cached is not None and cached[0] == v.hash
+                    else {a: c - spent[a] for a, c in self._caps.items()}, self._totals_text(spent)]
         for row in rows:
             if row[0] != seq + 1:
                 raise self._refuse(f"the audit log has no record #{seq + 1} (the next one is #{row[0]}): a "
@@ -594,6 +611,11 @@ class _ChainLedger:
             if row[-1] != computed:
                 raise self._refuse(f"audit record #{seq} does not match its hash chain: it was edited or "
                                    "reordered" + (", or the key is wrong" if key else ""))
+            if fast is not None:
+                if self._fast_step(row, spent, fast):
+                    prev, h = h, computed
+                    continue
+                fast = None  # the general replay from here on
             rec, totals = self._parse_row(row)
             try:
                 _replay_step(spent, rec, self._caps)
@@ -618,6 +640,58 @@ class _ChainLedger:
         if rows:
             self._v = _Verified(seq, h, prev, spent)
             self._last_row = tuple(rows[-1])
+            if fast is not None:
+                self._rem_cache = (h, fast[0])
+                self._tot_text = (h, fast[1])
+
+    def _fast_step(self, row: Sequence[Any], spent: dict[str, Fraction], fast: list[Any]) -> bool:
+        """Verify one (hash-checked) record by re-deciding it: True iff its stored columns are
+        byte-identical to what ``_decide_write`` writes for that charge from ``spent`` (then its
+        decision, remaining and totals are exactly right; ``spent`` and ``fast`` = [B_a - L_a,
+        totals text] are advanced). False changes nothing; the caller then runs the general
+        replay, which names the error."""
+        _seq, _ts, attrs_t, eps_t, adm, chk, rem_t, blk_t, tot_t, _h = row
+        left, tot = fast
+        if adm == 0 and tot_t == tot and (attrs_t, eps_t, chk, rem_t, blk_t, tot_t) in self._blocked_seen:
+            return True  # this blocked charge was verified before from the same totals: same result
+        attrs = self._attrs_of.get(attrs_t)
+        if attrs is None:
+            try:
+                attrs = tuple(sorted(set(json.loads(attrs_t))))
+            except (ValueError, TypeError, RecursionError):
+                return False
+            if not all(isinstance(a, str) and a in self._caps for a in attrs) \
+                    or self._json_list(frozenset(attrs)) != attrs_t:
+                return False
+            if len(self._attrs_of) > 1024:
+                self._attrs_of.clear()
+            self._attrs_of[attrs_t] = attrs
+        try:
+            eps = self._frac_cached(eps_t)
+        except (ValueError, ZeroDivisionError):
+            return False
+        if eps < 0 or str(eps) != eps_t or chk not in (0, 1):
+            return False
+        blocked = [a for a in attrs if eps > left[a]] if chk else []
+        if adm != (0 if blocked else 1):
+            return False
+        if blocked:
+            after, left_after = spent, left
+        else:
+            after, left_after = dict(spent), dict(left)
+            for a in attrs:
+                after[a] += eps
+                left_after[a] -= eps
+            tot = self._totals_text(after)
+        if tot != tot_t or blk_t != self._blocked_text(blocked) \
+                or rem_t != self._remaining_text({a: left_after[a] for a in attrs}):
+            return False
+        if after is not spent:
+            spent.update(after)
+        elif len(self._blocked_seen) < 256:
+            self._blocked_seen.add((attrs_t, eps_t, chk, rem_t, blk_t, tot_t))
+        fast[0], fast[1] = left_after, tot
+        return True
 
     def _row_hash(self, row: Sequence[Any], prev: str) -> str:
         seq, cols = row[0], tuple(row[1:-1])
@@ -722,18 +796,34 @@ class _ChainLedger:
                 spent: Mapping[str, Fraction]) -> tuple[_Verified, tuple[Any, ...]]:
         """The next chained audit record after ``v`` (its insert parameters and the new head)."""
         seq = v.seq + 1
-        if self._plain:  # byte-identical to the json.dumps texts below, without the encoder
-            rem = "{" + ", ".join(f'"{a}": "{x}"' for a, x in remaining.items()) + "}"
-            blk = "[" + ", ".join(f'"{a}"' for a in blocked) + "]"
-            tot = "{" + ",".join(f'"{a}":"{spent[a]}"' for a in self._sorted_caps) + "}"
-        else:
-            rem = json.dumps({a: str(x) for a, x in remaining.items()})
-            blk = json.dumps(list(blocked))
-            tot = _chain.totals_text(spent)
+        rem, blk, tot = self._texts(remaining, blocked, spent)
         cols = (ts, self._json_list(frozenset(attrs)) if isinstance(attrs, frozenset) else json.dumps(list(attrs)),
                 str(eps), int(ok), int(checked), rem, blk, tot)
         h = _chain.record_hash(self._key, self.user_id, seq, v.hash, cols)
         return _Verified(seq, h, v.hash, dict(spent)), (self.user_id, seq, *cols, h)
+
+    def _texts(self, remaining: Mapping[str, Fraction], blocked: Sequence[str],
+               spent: Mapping[str, Fraction]) -> tuple[str, str, str]:
+        """The stored texts of a record's remaining, blocked and running totals."""
+        return self._remaining_text(remaining), self._blocked_text(blocked), self._totals_text(spent)
+
+    # the _plain forms are byte-identical to the json.dumps texts, without the encoder
+    def _remaining_text(self, remaining: Mapping[str, Fraction]) -> str:
+        if self._plain:
+            return "{" + ", ".join(f'"{a}": "{x}"' for a, x in remaining.items()) + "}"
+        return json.dumps({a: str(x) for a, x in remaining.items()})
+
+    def _blocked_text(self, blocked: Sequence[str]) -> str:
+        if not blocked:
+            return "[]"
+        if self._plain:
+            return "[" + ", ".join(f'"{a}"' for a in blocked) + "]"
+        return json.dumps(list(blocked))
+
+    def _totals_text(self, spent: Mapping[str, Fraction]) -> str:
+        if self._plain:
+            return "{" + ",".join(f'"{a}":"{spent[a]}"' for a in self._sorted_caps) + "}"
+        return _chain.totals_text(spent)
 
     def _write(self, db: "_Tx", rows: list[tuple[Any, ...]], new: _Verified, changed: Iterable[str]) -> None:
         """Append the records, update the changed totals and the chain head (same transaction)."""
@@ -747,36 +837,77 @@ class _ChainLedger:
 
     def _charge(self, items: Sequence[tuple[frozenset[str], Fraction]], checked: bool
                 ) -> tuple[tuple[bool, ...], dict[str, Fraction]]:
-        caps = self._caps
         with self._tx() as db:
             self._sync(db)
-            new = self._v
-            spent = dict(new.totals)
-            # B_a - L_a of the verified state (reused while nobody else appended); the C5 check
-            # L_a + eps <= B_a is then the single exact comparison eps <= B_a - L_a
-            cached = self._rem_cache
-            if cached is not None and cached[0] == new.hash:
-                left = dict(cached[1])
-            else:
-                left = {a: caps[a] - spent[a] for a in caps}
-            ts = _now()
-            rows, oks, changed = [], [], set()
+            (oks,), new, left = self._decide_write(db, [items], checked)
+        self._committed(new, left)
+        return oks, dict(new.totals)
+
+    def _decide_write(self, db: "_Tx", batches: Sequence[Sequence[tuple[frozenset[str], Fraction]]],
+                      checked: bool) -> tuple[list[tuple[bool, ...]], _Verified, dict[str, Fraction]]:
+        """Decide every charge of every batch in order, each exactly as a separate ``try_charge``
+        (C5: admit iff eps <= B_a - L_a for every requested a, seeing all charges admitted
+        before it), chain one audit record per charge and write them all (inside ``db``, after
+        ``_sync``). Returns each batch's decisions, the new verified head and B_a - L_a."""
+        caps = self._caps
+        new = self._v
+        spent = dict(new.totals)
+        # B_a - L_a of the verified state (reused while nobody else appended); the C5 check
+        # L_a + eps <= B_a is then the single exact comparison eps <= B_a - L_a
+        cached = self._rem_cache
+        if cached is not None and cached[0] == new.hash:
+            left = dict(cached[1])
+        else:
+            left = {a: caps[a] - spent[a] for a in caps}
+        ts = _now()
+        key, uid = self._key, self.user_id
+        seq, h, prev = new.seq, new.hash, new.prev
+        tt = self._tot_text
+        tot = tt[1] if tt is not None and tt[0] == h else self._totals_text(spent)
+        memo = self._blocked_memo  # (attrs, eps, totals text) -> texts of that blocked record
+        rows, out, changed = [], [], set()
+        for items in batches:
+            oks = []
             for attrs, eps in items:
-                blocked = sorted(a for a in attrs if eps > left[a]) if checked else []
-                ok = not blocked
-                if ok:
-                    for a in attrs:
-                        spent[a] += eps
-                        left[a] -= eps
-                    changed |= attrs
-                new, row = self._record(new, ts, attrs, eps, ok, checked,
-                                        {a: left[a] for a in sorted(attrs)}, blocked, spent)
-                rows.append(row)
+                mkey = (attrs, eps.numerator, eps.denominator, tot)  # ints: no Fraction __eq__/__hash__
+                hit = memo.get(mkey) if checked else None
+                if hit is not None:  # blocked before from these very totals: same decision and texts
+                    ok = False
+                    rem, blk, eps_t = hit
+                else:
+                    blocked = sorted(a for a in attrs if eps > left[a]) if checked else []
+                    ok = not blocked
+                    if ok:
+                        for a in attrs:
+                            spent[a] += eps
+                            left[a] -= eps
+                        changed |= attrs
+                        tot = self._totals_text(spent)
+                    rem = self._remaining_text({a: left[a] for a in sorted(attrs)})
+                    blk, eps_t = self._blocked_text(blocked), str(eps)
+                    if not ok and checked:
+                        if len(memo) > 256:
+                            memo.clear()
+                        memo[mkey] = (rem, blk, eps_t)
+                seq += 1
+                cols = (ts, self._json_list(attrs), eps_t, int(ok), int(checked), rem, blk, tot)
+                prev, h = h, _chain.record_hash(key, uid, seq, h, cols)
+                rows.append((uid, seq, *cols, h))
                 oks.append(ok)
+            out.append(tuple(oks))
+        if rows:
+            new = _Verified(seq, h, prev, spent)
             self._write(db, rows, new, changed)
-        self._v, self._last_row = new, rows[-1][1:]  # only after COMMIT
+            self._pending_tail = rows[-1][1:]
+            self._pending_tot = tot
+        return out, new, left
+
+    def _committed(self, new: _Verified, left: dict[str, Fraction]) -> None:
+        """Adopt the head written by ``_decide_write`` (call only after COMMIT)."""
+        if new is not self._v:
+            self._v, self._last_row = new, self._pending_tail
+            self._tot_text = (new.hash, self._pending_tot)
         self._rem_cache = (new.hash, left)
-        return tuple(oks), dict(new.totals)
 
     # ---- audit log, export / import -----------------------------------------------------------
     @property
@@ -855,7 +986,11 @@ class SqliteLedger(_ChainLedger):
     Writers are serialised by an exclusive ``flock`` on the side file ``<path>.lock`` taken
     before ``BEGIN IMMEDIATE``: a waiting process blocks in the kernel and wakes as soon as the
     holder commits, instead of sleeping in SQLite's busy handler (``timeout`` remains only as
-    the fallback against writers that do not take the side lock)."""
+    the fallback against writers that do not take the side lock). Checked charges are
+    group-committed (:mod:`dpmv_lib.core.group_commit`): the lock holder commits the posted releases
+    of all waiting processes with its own in one transaction and one fsync, each decided
+    exactly as a separate ``try_charge_many``; a release is acknowledged only from an answer row
+    committed in that same transaction."""
 
     _db_errors = (sqlite3.Error,)
 
@@ -872,6 +1007,8 @@ class SqliteLedger(_ChainLedger):
         self._conn: sqlite3.Connection | None = None
         self._lockfd = -1
         self._locked = False
+        self._preheld = False  # group commit: the writer lock is already held by this transaction
+        self._gc: Any = None
         self._pid = -1
         self._start()
 
@@ -895,11 +1032,14 @@ class SqliteLedger(_ChainLedger):
                 conn.close()
                 raise BudgetError(f"cannot open the writer lock file {self.path}.lock: {exc}") from None
         self._conn, self._lockfd, self._pid = conn, fd, os.getpid()
+        if fd >= 0 and self._gc is None:
+            self._gc = group_commit.GroupCommit(self.path, self.user_id, self._key)
 
     def _begin(self, write: bool) -> None:
         conn = self._db()
         if write and self._lockfd >= 0:
-            fcntl.flock(self._lockfd, fcntl.LOCK_EX)  # blocks in the kernel; woken at the holder's unlock
+            if not self._preheld:
+                fcntl.flock(self._lockfd, fcntl.LOCK_EX)  # blocks in the kernel; woken at the holder's unlock
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except BaseException:
@@ -939,11 +1079,21 @@ class SqliteLedger(_ChainLedger):
                     self._conn.close()
                 if self._lockfd >= 0:
                     os.close(self._lockfd)
+                if self._gc is not None:
+                    self._gc.close()
             self._conn, self._lockfd = None, -1
 
     def _ensure_schema(self, db: "_Tx") -> None:
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
         self._check_tables(db, names, _SCHEMA)
+        if self._gc is not None and "dpmv_gc" not in names:
+            db.execute(group_commit.ANSWER_TABLE)
+
+    def _charge(self, items: Sequence[tuple[frozenset[str], Fraction]], checked: bool
+                ) -> tuple[tuple[bool, ...], dict[str, Fraction]]:
+        if checked and self._gc is not None:  # group commit (dpmv_lib.core.group_commit)
+            return group_commit.charge(self, items)
+        return super()._charge(items, checked)
 
     def integrity_check(self) -> str:
         """SQLite's PRAGMA integrity_check ("ok" when the file is sound)."""

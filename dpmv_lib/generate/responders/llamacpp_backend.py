@@ -87,7 +87,7 @@ def build_features(L) -> dict[str, str]:
     return feats
 
 
-_FTYPES = {"f16": "LLAMA_FTYPE_MOSTLY_F16", "f32": "LLAMA_FTYPE_ALL_F32"}
+_FTYPES = {"f16": "LLAMA_FTYPE_MOSTLY_F16", "bf16": "LLAMA_FTYPE_MOSTLY_BF16", "f32": "LLAMA_FTYPE_ALL_F32"}
 
 
 def convert_gguf(src: Path, weights: str, target_dir: Path, revision: str) -> Path:
@@ -97,7 +97,7 @@ def convert_gguf(src: Path, weights: str, target_dir: Path, revision: str) -> Pa
     faster than Q4_1 on CPUs whose llama.cpp has no Q4_1 matrix kernel (measured:
     benchmarks/results/generation.md)."""
     if weights not in _FTYPES:
-        raise GenerationError(f"weights must be 'gguf', 'f16' or 'f32', got {weights!r}")
+        raise GenerationError(f"weights must be 'gguf', 'f16', 'bf16' or 'f32', got {weights!r}")
     target = target_dir / f"{src.stem}-{revision}-{weights}.gguf"
     if target.exists():
         return target
@@ -162,7 +162,7 @@ class LlamaCppResponder(Responder):
         self.path = path
         self.name = name or default_name
         if weights not in ("gguf", *_FTYPES):
-            raise GenerationError(f"weights must be 'gguf', 'f16' or 'f32', got {weights!r}")
+            raise GenerationError(f"weights must be 'gguf', 'f16', 'bf16' or 'f32', got {weights!r}")
         self.weights = weights
         self._source_revision = revision or _fingerprint(path)
         self.revision = self._source_revision + ("" if weights == "gguf" else f"+{weights}")

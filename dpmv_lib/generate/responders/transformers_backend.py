@@ -282,17 +282,22 @@ class TransformersResponder(Responder):
         import torch
         if self.device == "cpu":
             torch.set_num_threads(cpu_threads(self.threads))
-        convert = None
-        if self.gguf_file and self.convert_cache:
-            from ...common.paths import project_root
-            convert = (project_root() / "results" / "cache" / "models" /
-                       f"{Path(self.gguf_file).stem}-{self._weights_revision}-{self.dtype}")
+        convert = self.convert_dir()
+        if convert is not None:
             convert.parent.mkdir(parents=True, exist_ok=True)
         tok, model = _load(self.model_dir, self.gguf_file, self.device, self.dtype, convert)
         if self.quantize == "int8":
             model = _int8(model, (self.model_dir, self.gguf_file, self.device, self.dtype))
         self._loaded = (tok, model)
         return self._loaded
+
+    def convert_dir(self) -> Path | None:
+        """Where a GGUF model's dequantised checkpoint is cached (None: no GGUF or no cache)."""
+        if not (self.gguf_file and self.convert_cache):
+            return None
+        from ...common.paths import project_root
+        return (project_root() / "results" / "cache" / "models" /
+                f"{Path(self.gguf_file).stem}-{self._weights_revision}-{self.dtype}")
 
     def render(self, prompt: Prompt) -> str:
         tok, _ = self.load()

@@ -1,0 +1,159 @@
+"""The fast budget explorer (dpmv_lib.experiments.budget_explorer, issue 13), without a browser: precomputed
+arrays equal the grid, the figure is updated in place (same artists, same layout), one frame per
+change and none for an unchanged setting, sliders debounced, the summary shown once, and the
+paper's view (learned AUC, paper point, exact ceilings per attribute) built from real inputs."""
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpmv_lib.experiments import budget_explorer as E
+from dpmv_lib.experiments import sensitivity as S
+from dpmv_lib.core.errors import ParameterError
+
+from test_rq2 import mini_benchmark
+from test_sensitivity import _t3_inputs, synthetic_grid
+
+
+def test_precompute_matches_grid_lookup():
+    g = synthetic_grid()
+    d = E.precompute(g)
+    assert d.b_as == (1.0, 2.0, 4.0) and d.ks == (2, 3) and list(d.Ts) == [1, 2, 3, 4, 5] and d.modes == S.MODES
+    for mode, b, k, T in [("on", 4, 2, 3), ("pre", 1, 3, 5), ("on, P&F", 2, 2, 1)]:
+        row = S.grid_lookup(g, mode=mode, b_a=b, k=k, T=T)
+        p = d.point(mode, b, k, T)
+        assert {m: p[m] for m in E.CURVE_METRICS} == pytest.approx({m: float(row[m]) for m in E.CURVE_METRICS})
+        assert d.heat[mode][T - 1, d.b_as.index(float(b)), d.ks.index(k)] == pytest.approx(row["ceiling_auc"])
+    for bad in (dict(mode="later"), dict(b_a=16), dict(k=9), dict(T=6)):
+        with pytest.raises(ParameterError):
+            d.key(**{"mode": "on", "b_a": 2, "k": 3, "T": 2, **bad})
+    with pytest.raises(ParameterError, match="contiguous"):
+        E.precompute(g[g["T"] != 3])
+
+
+def test_setting_text_is_the_grid_point():
+    g = synthetic_grid()
+    st = S.widget_state(g, mode="on", b_a=4, k=2, T=3)
+    assert E.setting_text(E.precompute(g), "on", 4, 2, 3) == st.text   # same summary as the old widget
+    assert "planned" in E.setting_text(E.precompute(g), "pre", 4, 2, 3)
+
+
+def test_figure_updates_artists_in_place():
+    d = E.precompute(synthetic_grid())
+    f = E.ExplorerFigure(d, dpi=40)
+    f.update("on", 2, 3, 2)
+    artists = [id(a) for ax in f.fig.axes for a in ax.get_children()]
+    png1 = f.png()
+    pos = [ax.get_position().bounds for ax in f.fig.axes]
+    f.update("pre", 4, 2, 5)
+    assert [id(a) for ax in f.fig.axes for a in ax.get_children()] == artists   # no artist created
+    assert np.allclose(f.auc.get_ydata(), d.curves[("pre", 4.0, 2)]["ceiling_auc"])
+    assert list(f.vlines[0].get_xdata()) == [5, 5]
+    assert np.allclose(f.im.get_array(), d.heat["pre"][4], equal_nan=True)
+    assert f.cells[2][0].get_text() == f"{d.heat['pre'][4, 2, 0]:.3f}"
+    png2 = f.png()
+    assert [ax.get_position().bounds for ax in f.fig.axes] == pos                # no layout change
+    assert png1[:8] == b"\x89PNG\r\n\x1a\n" and png1 != png2 and f.draws == 2
+    from PIL import Image
+    import io
+    assert Image.open(io.BytesIO(png1)).size == Image.open(io.BytesIO(png2)).size  # fixed frame size
+    # the blitted frame (cached background + the setting's artists) is the full drawing of the state
+    blit = np.asarray(Image.open(io.BytesIO(png2)).convert("RGBA")).astype(int)
+    for a in f.dynamic:
+        a.set_animated(False)
+    f.fig.canvas.draw()
+    full = np.asarray(f.fig.canvas.buffer_rgba()).astype(int)
+    assert blit.shape == full.shape and (np.abs(blit - full).sum(-1) > 0).mean() < 0.005
+    with pytest.raises(ParameterError):
+        E.ExplorerFigure(d, dpi=20).png()                    # nothing to draw before update()
+
+
+def test_widget_one_frame_per_change_and_debounced():
+    g = synthetic_grid()
+    box = E.make_explorer(g, mode="on", b_a=2, k=3, T=2, dpi=30)
+    c, fig = box.controls, box.figures[E.VIEWS[0]]
+    sets = []
+    box.image.observe(lambda ch: sets.append(ch["new"]), names="value")
+    assert fig.draws == 1 and "B_a=2" in box.label.value
+    assert all(not c[n].continuous_update for n in ("b_a", "k", "T"))  # drags send the value on release
+    c["b_a"].value = 1.0
+    assert len(sets) == 1 and fig.draws == 2 and "B_a=1" in box.label.value
+    c["T"].value = 4
+    c["mode"].value = "pre"
+    assert len(sets) == 3 and fig.draws == 4 and "mode=pre" in box.label.value and "T=4" in box.label.value
+    box.update()                                  # unchanged setting: no new frame
+    assert len(sets) == 3 and fig.draws == 4
+    c["b_a"].value = 2.0
+    c["b_a"].value = 1.0                          # back to a cached frame: sent, not redrawn
+    assert len(sets) == 5 and fig.draws == 5 and sets[-1] == sets[-3]
+    assert box.label.value.count("exact AUC ceiling") == 1   # the summary is shown once
+    lay = box.image.layout
+    assert lay.width.endswith("px") and lay.height.endswith("px")   # fixed size: no layout jump
+    assert "view" not in [w.description for w in box.children if hasattr(w, "description")]
+    with pytest.raises(ParameterError):
+        E.make_explorer(g, b_a=16)
+
+
+def _paper_inputs():
+    st, priv, util = _t3_inputs([0.50, 0.49, 0.51, 0.60, 0.51, 0.52], [0.50, 0.51, 0.52, 0.53, 0.48, 0.55],
+                                [0.11, 0.12, 0.11, 0.10, 0.09, 0.13])
+    priv = priv.assign(auc_lo=priv["auc"] - 0.02, auc_hi=priv["auc"] + 0.02, **{"auc[diabetes]": priv["auc"] - 0.01,
+                                                                                 "auc[debt]": priv["auc"] + 0.01})
+    grid = synthetic_grid(b_as=(1.0, 2.0, 4.0, 8.0), ks=(2, 3, 4), horizon=16)
+    grid["ceiling_auc_seeds"] = grid["ceiling_auc"] + 0.01
+    paper = pd.DataFrame({"sweep": ["cap_magnitude"], "b_a": [8.0], "k": [3], "eps_tg": [2.667], "auc": [0.608],
+                          "trec": [0.534], "unsup": [0.105]})
+    t3 = S.table3(st, priv, util, horizon=16, paper=paper, grid=grid)
+    return t3, priv, grid
+
+
+def test_paper_view_table_and_figure():
+    t3, priv, grid = _paper_inputs()
+    ceil = pd.DataFrame([{"selector": "em", "b_a": 8.0, "k": 3, "attribute": a, "ceiling_auc": v, "ceiling_auc_seeds": v + 0.1}
+                         for a, v in (("diabetes", 0.6), ("debt", 0.7))])
+    pv = E.paper_view_table(t3, priv, horizon=16, attr_ceilings=ceil)
+    assert set(pv["attribute"]) == {E.MACRO, "diabetes", "debt"} and len(pv) == 6 * 3
+    macro = pv[(pv["attribute"] == E.MACRO) & (pv["b_a"] == 8)].iloc[0]
+    assert macro["learned_auc"] == pytest.approx(0.60) and macro["paper_auc"] == pytest.approx(0.608)
+    assert macro["ceiling_auc"] == pytest.approx(S.grid_lookup(grid, mode="on", b_a=8, k=3, T=16)["ceiling_auc"])
+    d8 = pv[(pv["attribute"] == "diabetes") & (pv["b_a"] == 8)].iloc[0]
+    assert d8["learned_auc"] == pytest.approx(0.59) and d8["ceiling_auc_seeds"] == pytest.approx(0.7)
+    assert math.isnan(pv[(pv["attribute"] == "debt") & (pv["b_a"] == 1)]["ceiling_auc"].iloc[0])  # not computed: NaN
+    box = E.make_explorer(grid, paper=pv, mode="on", b_a=8, k=3, T=5, dpi=30)
+    c, pf = box.controls, box.figures[E.VIEWS[1]]
+    c["view"].value = E.VIEWS[1]
+    assert pf.draws == 1 and "paper's view" in box.label.value
+    heights = {lab: b.get_height() for lab, b in zip(("learned", "paper", "ceil_s", "ceil"), [
+        pf.bars[f"0:{col}"][0] for col, _, _ in pf.BARS])}
+    assert heights["learned"] == pytest.approx(0.60) and heights["paper"] == pytest.approx(0.608)
+    assert "learned AUC 0.600, paper 0.608" in pf.title.get_text() and not pf.note.get_visible()
+    assert pf.values["0:learned_auc"][0].get_text() == "0.600"
+    assert pf.values["1:paper_auc"][0].get_text() == "n/a"      # the paper has no per-attribute AUC
+    c["T"].value = 7                              # T does not change the paper's view: no new frame
+    assert pf.draws == 1
+    c["mode"].value = "pre"                       # no learned auditor for the preallocated rule
+    assert pf.draws == 2 and pf.note.get_visible() and "no learned auditor" in pf.note.get_text()
+    with pytest.raises(ParameterError, match="lacks columns"):
+        E.paper_view_table(t3.drop(columns=["ceiling_auc"]), priv, horizon=16)
+
+
+def test_attribute_ceilings_average_to_the_grid_ceiling():
+    bench = mini_benchmark(8)
+    links = {"food.low_sugar": ["diabetes"], "finance.strict_budget": ["debt"]}
+    spec = S.GridSpec(b_as=(2,), ks=(3,), horizon=8, plan_horizon=8, modes=("on",))
+    g = S.compute_grid(bench, bench.pairs, spec, view_links=links, n_seeds=2)
+    t3 = pd.DataFrame({"selector": ["em"], "b_a": [2.0], "k": [3]})
+    ac = E.attribute_ceilings(bench, bench.pairs, t3, horizon=6, view_links=links, n_seeds=2)
+    assert sorted(ac["attribute"]) == sorted({p.attribute for p in bench.pairs})
+    row = S.grid_lookup(g, mode="on", b_a=2, k=3, T=6)
+    assert ac["ceiling_auc"].mean() == pytest.approx(row["ceiling_auc"], abs=1e-12)
+    assert ac["ceiling_auc_seeds"].mean() == pytest.approx(row["ceiling_auc_seeds"], abs=1e-12)
+    with pytest.raises(ParameterError):
+        E.attribute_ceilings(bench, [], t3, horizon=6, view_links=links)

@@ -1,0 +1,177 @@
+"""The OpenVINO GenAI backend with the real SmolLM2 model, the responder specs of every engine, and
+the ``auto`` engine rule.
+
+The model tests need the ``openvino`` extra (skipped, saying so, where it is missing) and export
+the packaged GGUF once through tools/export_openvino.sh (cached under results/cache/models/openvino/;
+about 35 s on 2 cores the first time, the exporter overlay included)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpmv_lib.core.errors import GenerationError, ParameterError
+from dpmv_lib.generate.interfaces import render_guidance, render_memory
+from dpmv_lib.common.machine import cpu_info
+from dpmv_lib.generate.responders import (DecodingConfig, LlamaCppResponder, OpenVINOResponder, Prompt,
+                                 TransformersResponder, make_responder)
+from dpmv_lib.generate.responders.engine_select import FALLBACKS, choose_engine
+from dpmv_lib.generate.responders.openvino_backend import openvino_capabilities
+from dpmv_lib.generate.responders.openvino_export import IR_FILES, ir_dir, missing_files
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parent.parent
+
+PROMPTS = [
+    Prompt("Any ideas for dinner?", render_guidance(["Keep preparation under 20 minutes."]), ("p", 0, 0)),
+    Prompt("How do I save money?", "", ("p", 1, 0)),
+    Prompt("Plan my weekend.", render_memory(["I work as a teacher at the local school."]), ("p", 2, 0)),
+    Prompt("What should I pack for a trip?", render_guidance(["Suggest light options."]), ("p", 3, 0)),
+    Prompt("Recommend a book.", render_memory(["I love hiking in the mountains."]), ("p", 4, 0)),
+    Prompt("How can I sleep better?", render_guidance(["Be concise.", "Avoid medication advice."]), ("p", 5, 0)),
+    Prompt("What's a good workout?", "", ("p", 6, 0)),
+    Prompt("Help me write a note to my landlord.", render_memory(["My rent is due on the first."]), ("p", 7, 0))]
+
+
+@pytest.fixture(scope="module")
+def ir() -> Path:
+    """The exported IR of the packaged SmolLM2 (exported here once when missing)."""
+    if importlib.util.find_spec("openvino_genai") is None:
+        pytest.skip("openvino-genai is not installed (the `openvino` extra: pip install -e '.[openvino]')")
+    path = ir_dir("smollm2")
+    if missing_files(path):
+        run = subprocess.run(["bash", str(ROOT / "tools" / "export_openvino.sh"), sys.executable, "smollm2"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=1200)
+        if run.returncode != 0 or missing_files(path):
+            pytest.fail(f"tools/export_openvino.sh failed (code {run.returncode}):\n{run.stderr[-3000:]}")
+    return path
+
+
+def _ov(max_new_tokens=16, **kw) -> OpenVINOResponder:
+    return OpenVINOResponder("smollm2", DecodingConfig(max_new_tokens=max_new_tokens), threads=2, **kw)
+
+
+def test_specs_select_every_engine_and_precision():
+    r = make_responder("openvino")
+    assert isinstance(r, OpenVINOResponder) and r.precision == "f32" and r.name == "smollm2"
+    b = make_responder("openvino:smollm2@bf16", batch_size=8)
+    assert (b.precision, b.batch_size) == ("bf16", 8)
+    assert r.revision.endswith("+openvino-f32") and b.revision.endswith("+openvino-bf16")
+    assert r.revision.split("+")[0] == b.revision.split("+")[0]        # same weights, other cache entry
+    assert make_responder("smollm2@bf16").dtype == "bfloat16"
+    assert make_responder("smollm2").dtype == "float32"
+    assert isinstance(make_responder("smollm2@f32"), TransformersResponder)
+    assert make_responder("llamacpp:smollm2@bf16").weights == "bf16"
+    assert isinstance(make_responder("llamacpp:smollm2@bf16"), LlamaCppResponder)
+
+
+def test_bad_specs_and_options_name_the_problem(tmp_path):
+    with pytest.raises(GenerationError, match="precision must be one of"):
+        make_responder("openvino:smollm2@f16")
+    with pytest.raises(ParameterError, match="transformers precision"):
+        make_responder("smollm2@int3")
+    with pytest.raises(GenerationError, match="does not exist"):
+        make_responder(f"openvino:{tmp_path / 'none.gguf'}")
+    with pytest.raises(GenerationError, match="batch_size"):
+        OpenVINOResponder("smollm2", batch_size=0)
+    with pytest.raises(ParameterError, match="unknown responder spec"):
+        make_responder("openvinox")
+
+
+def test_a_missing_export_is_a_clear_error(tmp_path):
+    r = OpenVINOResponder("smollm2", ir=str(tmp_path))
+    with pytest.raises(GenerationError) as exc:
+        r.respond(PROMPTS[:1])
+    msg = str(exc.value)
+    if importlib.util.find_spec("openvino_genai") is None:
+        assert "pip install -e '.[openvino]'" in msg
+    else:
+        assert str(tmp_path) in msg and "openvino_model.xml" in msg and "tools/export_openvino.sh" in msg
+
+
+def test_export_writes_every_ir_file(ir):
+    assert not missing_files(ir)
+    assert set(IR_FILES) <= {p.name for p in ir.iterdir()}
+    assert not list(ir.parent.glob("*.tmp"))                            # nothing half-written left
+
+
+def test_prompt_is_the_chat_template_of_the_model(ir):
+    """The rendered prompt equals the transformers tokenizer's chat template (as the other backends)."""
+    from transformers import AutoTokenizer
+    hf = AutoTokenizer.from_pretrained(str(ir), local_files_only=True)
+    r = _ov()
+    for p in PROMPTS[:3]:
+        from dpmv_lib.generate.responders import build_messages
+        assert r.render(p) == hf.apply_chat_template(build_messages(p), tokenize=False, add_generation_prompt=True)
+
+
+def test_f32_greedy_texts_do_not_depend_on_the_batch(ir):
+    """The same text for a prompt alone, at batch 4 and 8, and in reverse order (greedy, f32)."""
+    texts = {bs: _ov(batch_size=bs).respond(PROMPTS) for bs in (1, 4, 8)}
+    assert all(t.strip() for t in texts[1])
+    assert texts[4] == texts[1] and texts[8] == texts[1]
+    assert _ov(batch_size=8).respond(PROMPTS[::-1])[::-1] == texts[1]
+    r = _ov(max_new_tokens=4, batch_size=8)
+    r.respond(PROMPTS)
+    assert 0 < r.generated_tokens <= 4 * len(PROMPTS)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("openvino") is None or "BF16" not in openvino_capabilities(),
+                    reason="OpenVINO reports no BF16 support on this CPU (needs AVX512-BF16 or AMX)")
+def test_bf16_is_deterministic_and_close_to_f32(ir):
+    """bf16 inference repeats its own texts exactly at a fixed batch (no prefix cache reuse); it may
+    word some responses differently from f32, and, on a CPU without AMX, with the batch size
+    (both counted by benchmarks/bench_generation.py --parts engines), but not most of them."""
+    a = _ov(precision="bf16", batch_size=8).respond(PROMPTS)
+    assert _ov(precision="bf16", batch_size=8).respond(PROMPTS) == a
+    ref = _ov(batch_size=8).respond(PROMPTS)
+    assert all(t.strip() for t in a)
+    assert sum(x[:20] == y[:20] for x, y in zip(a, ref)) >= len(PROMPTS) // 2
+
+
+def test_seeded_sampling_is_per_prompt(ir):
+    dec = DecodingConfig(max_new_tokens=8, temperature=0.8)
+    r = OpenVINOResponder("smollm2", dec, threads=2, batch_size=4)
+    a = r.respond(PROMPTS[:3])
+    assert r.respond(PROMPTS[:3][::-1])[::-1] == a
+    assert r.respond(PROMPTS[1:2]) == a[1:2]
+
+
+def _record(tmp_path: Path, isa, results: dict) -> Path:
+    here = cpu_info()
+    path = tmp_path / "generation.json"
+    path.write_text(json.dumps({"engines": {"machine": {"cpu": {**here, "isa": isa}}, "results": results}}))
+    return path
+
+
+def test_auto_picks_the_fastest_batch_invariant_engine_measured_on_this_isa(tmp_path):
+    here = cpu_info()
+    if here["isa"] is None:
+        pytest.skip("no /proc/cpuinfo: the ISA of this machine is unknown")
+    runs = lambda a, b: [{"batch_size": 32, "tokens_per_s": a}, {"batch_size": 64, "tokens_per_s": b}]  # noqa: E731
+    res = {"smollm2@f32": {"runs": runs(50, 60), "batch_invariant": True},
+           "smollm2@bf16": {"runs": runs(90, 120), "batch_invariant": True},
+           "openvino:nowhere@bf16": {"runs": runs(900, 990), "batch_invariant": True}}   # not usable here
+    choice = choose_engine(_record(tmp_path, here["isa"], res))
+    assert (choice.spec, choice.tokens_per_s) == ("smollm2@bf16", 120)
+    res["smollm2@bf16"]["batch_invariant"] = False
+    assert choose_engine(_record(tmp_path, here["isa"], res)).spec == "smollm2@f32"
+    other = choose_engine(_record(tmp_path, [*here["isa"], "amx_bf16"], res))
+    assert other.spec in FALLBACKS and other.tokens_per_s is None and "other ISA" in other.reason
+    none = choose_engine(tmp_path / "missing.json")
+    assert none.spec in FALLBACKS and "no engine measurement" in none.reason
+
+
+def test_auto_spec_builds_the_chosen_engine(tmp_path, monkeypatch):
+    here = cpu_info()
+    if here["isa"] is None:
+        pytest.skip("no /proc/cpuinfo: the ISA of this machine is unknown")
+    res = {"smollm2@bf16": {"runs": [{"batch_size": 64, "tokens_per_s": 99.0}], "batch_invariant": True}}
+    monkeypatch.setenv("DPMV_ENGINE_RECORD", str(_record(tmp_path, here["isa"], res)))
+    r = make_responder("auto", batch_size=8)
+    assert isinstance(r, TransformersResponder) and r.dtype == "bfloat16" and r.batch_size == 8

@@ -7,7 +7,7 @@ Starts JupyterLab on loopback and headless Chromium (tests/helpers/lab.py; needs
 packages chromium and chromium-driver and ``pip install -e '.[browser]'``), runs a two-cell
 notebook that loads the exact grid and displays the widget of each implementation:
 
-* ``before``: :func:`dpmv_lib.experiments.sensitivity.make_widget` (pyplot figure redrawn into an Output area);
+* ``before``: :func:`dpmv_lib.experiments.sensitivity_widget.make_widget` (pyplot figure redrawn into an Output area);
 * ``after``: :func:`dpmv_lib.experiments.budget_explorer.make_explorer` (precomputed arrays, one figure updated
   in place, a PNG pushed into a fixed-size Image, sliders sending their value on release).
 

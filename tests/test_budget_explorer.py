@@ -16,6 +16,7 @@ import pytest
 
 from dpmv_lib.experiments import budget_explorer as E
 from dpmv_lib.experiments import sensitivity as S
+from dpmv_lib.experiments import sensitivity_widget
 from dpmv_lib.core.errors import ParameterError
 
 from test_rq2 import mini_benchmark
@@ -40,7 +41,7 @@ def test_precompute_matches_grid_lookup():
 
 def test_setting_text_is_the_grid_point():
     g = synthetic_grid()
-    st = S.widget_state(g, mode="on", b_a=4, k=2, T=3)
+    st = sensitivity_widget.widget_state(g, mode="on", b_a=4, k=2, T=3)
     assert E.setting_text(E.precompute(g), "on", 4, 2, 3) == st.text   # same summary as the old widget
     assert "planned" in E.setting_text(E.precompute(g), "pre", 4, 2, 3)
 

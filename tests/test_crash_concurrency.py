@@ -35,7 +35,8 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib.core.durable import SqliteLedger, replay
+from dpmv_lib.core.durable import SqliteLedger
+from dpmv_lib.core.ledger_records import replay
 from dpmv_lib.core.examples import running_example
 
 ROOT = Path(__file__).resolve().parents[1]

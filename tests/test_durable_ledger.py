@@ -7,8 +7,9 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.core.durable import (AuditRecord, InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore,
-                              export_state, import_state, replay, replay_ledger)
+from dpmv_lib.core.ledger_records import AuditRecord, replay, replay_ledger
+from dpmv_lib.core.durable import InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore
+from dpmv_lib.core.chain_ledger import export_state, import_state
 from dpmv_lib.core.errors import BudgetError, DPMVError, UnknownAttributeError
 from dpmv_lib.core.examples import running_example
 from dpmv_lib.core.ledger import Ledger, OnlineBudget

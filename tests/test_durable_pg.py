@@ -15,7 +15,9 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.core.durable import SqliteLedger, export_state, replay
+from dpmv_lib.core.durable import SqliteLedger
+from dpmv_lib.core.chain_ledger import export_state
+from dpmv_lib.core.ledger_records import replay
 from dpmv_lib.core.errors import BudgetError, DPMVError, LedgerFormatError, LedgerIntegrityError
 from dpmv_lib.core.examples import running_example
 from dpmv_lib.core.ledger import Ledger, OnlineBudget

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from dpmv_lib.core import _chain
-from dpmv_lib.core.durable import ChainHead, SqliteLedger, SqliteLedgerStore, key_from_env
+from dpmv_lib.core.chain_verify import ChainHead
+from dpmv_lib.core.durable import SqliteLedger, SqliteLedgerStore, key_from_env
 from dpmv_lib.core.errors import BudgetError, LedgerFormatError, LedgerIntegrityError
 from dpmv_lib.core.examples import running_example
 from dpmv_lib.core.ledger import OnlineBudget

@@ -2,7 +2,7 @@
 
 :class:`PostgresLedger` has the interface and the integrity semantics of
 :class:`~dpmv_lib.core.durable.SqliteLedger` (the decision, chaining and verification code is shared:
-``dpmv_lib.core.durable._ChainLedger`` and ``dpmv_lib.core._chain``); only the connection and the locking
+``dpmv_lib.core.chain_ledger._ChainLedger`` and ``dpmv_lib.core._chain``); only the connection and the locking
 differ. Each write transaction (the prospective check, the charges of all slots of a release and
 their audit records: ``try_charge_many``) first takes a transaction-scoped advisory lock on the
 user (``pg_advisory_xact_lock``), so writers of one user are serialised by the server (waiters
@@ -21,7 +21,8 @@ import os
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ._exact import Number
-from .durable import _SCHEMA, _ChainLedger, _Tx
+from .chain_verify import _SCHEMA, _Tx
+from .chain_ledger import _ChainLedger
 from .errors import BudgetError
 from .policy import Policy
 

@@ -1,6 +1,6 @@
 """The budget-exploration widget of notebook 05, fast enough to feel instant (issue 13).
 
-:func:`dpmv_lib.experiments.sensitivity.make_widget` redraws a fresh pyplot figure into an Output area on every
+:func:`dpmv_lib.experiments.sensitivity_widget.make_widget` redraws a fresh pyplot figure into an Output area on every
 change (clear + show: ~1.3 s, 2-3 intermediate images, the area collapses in between). Here:
 
 * :func:`precompute` turns the exact grid (:func:`dpmv_lib.experiments.sensitivity.compute_grid`) once into

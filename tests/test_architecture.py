@@ -119,13 +119,7 @@ def test_the_rule_checker_sees_a_backward_import(tmp_path):
     fake = tmp_path / "dpmv_lib" / "core" / "x.py"
     fake.parent.mkdir(parents=True)
     fake.write_text("def f():\n    from ..experiments import rq2\n    return rq2\n")
-    global PKG
-    old, PKG = PKG, tmp_path / "dpmv_lib"
-    try:
-        mods = {"dpmv_lib.core.x": fake, "dpmv_lib.experiments.rq2": fake}
-        deps = _imports("dpmv_lib.core.x", fake, mods)
-    finally:
-        PKG = old
+    deps = _imports("dpmv_lib.core.x", fake, {"dpmv_lib.core.x": fake, "dpmv_lib.experiments.rq2": fake})
     assert deps == {"dpmv_lib.experiments.rq2"}
     assert "experiments" not in ALLOWED[_room("dpmv_lib.core.x")]
 

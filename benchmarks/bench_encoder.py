@@ -28,10 +28,10 @@ def sample_responses(n: int, pairs: int, seed: int) -> list[str]:
     """``n`` distinct surrogate responses (stratified PairedMem pairs, all RQ1 methods' generator)."""
     sys.path.insert(0, str(ROOT))
     import numpy as np
-    from dpmv_lib.experiments import load_tracks
-    from dpmv_lib.generation import InterfaceParams, generate_transcripts
-    from dpmv_lib.profiles import get_profile
-    from dpmv_lib.responders import make_responder
+    from dpmv_lib.experiments.rq1 import load_tracks
+    from dpmv_lib.generate.generation import InterfaceParams, generate_transcripts
+    from dpmv_lib.experiments.profiles import get_profile
+    from dpmv_lib.generate.responders import make_responder
 
     prof = get_profile("default", pairs=pairs, transfer_pairs=None)
     bench = load_tracks(str(ROOT / "data"), prof, seed)["pairedmem"]
@@ -53,7 +53,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import numpy as np
-    from dpmv_lib.encoders import auto_precision, get_encoder
+    from dpmv_lib.evaluate.encoders import auto_precision, get_encoder
 
     m = machine()
     texts = sample_responses(args.n, args.pairs, args.seed)

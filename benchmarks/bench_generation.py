@@ -48,11 +48,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 def bench_surrogate(workers: int, seed: int) -> dict:
-    from dpmv_lib.datasets import load_benchmark
-    from dpmv_lib.generation import GenerationStats, InterfaceParams, conditioning_table, generate_transcripts
-    from dpmv_lib.interfaces import RQ1_METHODS
-    from dpmv_lib.profiles import get_profile
-    from dpmv_lib.responders import SurrogateResponder
+    from dpmv_lib.bench.datasets import load_benchmark
+    from dpmv_lib.generate.generation import GenerationStats, InterfaceParams, conditioning_table, generate_transcripts
+    from dpmv_lib.generate.interfaces import RQ1_METHODS
+    from dpmv_lib.experiments.profiles import get_profile
+    from dpmv_lib.generate.responders import SurrogateResponder
 
     prof = get_profile("default")
     bench = load_benchmark("pairedmem")
@@ -85,10 +85,10 @@ def bench_surrogate(workers: int, seed: int) -> dict:
 def sample_prompts(n: int, seed: int):
     import numpy as np
 
-    from dpmv_lib.datasets import load_benchmark
-    from dpmv_lib.generation import _ROW_FIELDS, conditioning_table
-    from dpmv_lib.interfaces import RQ1_METHODS
-    from dpmv_lib.responders import Prompt
+    from dpmv_lib.bench.datasets import load_benchmark
+    from dpmv_lib.generate.generation import _ROW_FIELDS, conditioning_table
+    from dpmv_lib.generate.interfaces import RQ1_METHODS
+    from dpmv_lib.generate.responders import Prompt
 
     bench = load_benchmark("pairedmem")
     rng = np.random.default_rng(seed)
@@ -131,7 +131,7 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
                   threads: int | None = None) -> dict:
     import torch
 
-    from dpmv_lib.responders import DecodingConfig, TransformersResponder
+    from dpmv_lib.generate.responders import DecodingConfig, TransformersResponder
 
     prompts = sample_prompts(n_prompts, seed)
     out: dict = {"prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy", "runs": [],
@@ -150,7 +150,7 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
             one = TransformersResponder("smollm2", DecodingConfig(max_new_tokens=1), batch_size=bs,
                                         quantize=quant, threads=out["torch_threads"])
             full.load()
-            from dpmv_lib.responders.transformers_backend import length_batches
+            from dpmv_lib.generate.responders.transformers_backend import length_batches
             batches = length_batches(lens, bs, full.min_fill)
             _, timing = timed_throughput(one, full, prompts)
             run = {"model": "float32" if quant is None else quant, "batch_size": bs, **timing,
@@ -191,7 +191,7 @@ def bench_llamacpp(n_prompts: int, batch_sizes: list[int], max_new: int, seed: i
     GGUF and its F16 re-encoding, at each batch size, plus Q4_1 without the prefix cache."""
     import llama_cpp
 
-    from dpmv_lib.responders import DecodingConfig, LlamaCppResponder, smollm2_gguf
+    from dpmv_lib.generate.responders import DecodingConfig, LlamaCppResponder, smollm2_gguf
 
     prompts = sample_prompts(n_prompts, seed)
     out: dict = {"prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy", "runs": [],
@@ -246,8 +246,8 @@ def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: in
     len(prompts) x len(batch_sizes) responses differ between bf16 and f32."""
     import statistics
 
-    from dpmv_lib.responders import DecodingConfig, make_responder
-    from dpmv_lib.responders.engine_select import usable
+    from dpmv_lib.generate.responders import DecodingConfig, make_responder
+    from dpmv_lib.generate.responders.engine_select import usable
 
     prompts = sample_prompts(n_prompts, seed)
     out: dict = {"machine": machine(), "prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy",
@@ -432,7 +432,7 @@ def write(results: dict) -> None:
         lines += ["", "Responses whose text differs between bf16 and the f32 (llama.cpp: F16) reference of the same engine:", ""]
         for spec, d in e["bf16_vs_f32_differences"].items():
             lines.append(f"- `{spec}` vs `{d['reference']}`: **{d['differ']} of {d['of']}**")
-        lines += ["", "`auto` (dpmv_lib/responders/engine_select.py) picks the fastest batch-invariant engine of this "
+        lines += ["", "`auto` (dpmv_lib/generate/responders/engine_select.py) picks the fastest batch-invariant engine of this "
                   "table at the largest batch when the CPU's ISA flags equal the ones recorded here.", ""]
     (OUT / "generation.md").write_text("\n".join(lines) + "\n")
 

@@ -22,7 +22,7 @@ each, split over the processes):
 ``--baseline DIR`` also measures the ``dpmv_lib`` of another checkout (e.g. ``git archive`` of
 the starting commit), interleaved with this one setting by setting so that both see the same
 machine conditions; PostgreSQL settings are skipped for a tree without
-``dpmv_lib/durable_pg.py``. ``--committed JSON`` (default: the committed
+``dpmv_lib/core/durable_pg.py``. ``--committed JSON`` (default: the committed
 benchmarks/results/ledger_rerun.json, the run before group commit) adds that earlier run's
 numbers as the first, "committed" columns (another time, maybe another load). For SQLite
 settings the table also gives releases per commit (transactions counted in the file: one
@@ -54,12 +54,21 @@ FLOOR_CHUNK = 50  # 1-process SQLite setting: this many floor transactions befor
 
 
 # ---- worker (a separate process per participant) ----------------------------------------------
+def _core(name: str):
+    """dpmv_lib.core.<name>, or dpmv_lib.<name> in a checkout from before the layered layout (issue 15)."""
+    import importlib
+    try:
+        return importlib.import_module(f"dpmv_lib.core.{name}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"dpmv_lib.{name}")
+
+
 def worker(spec: dict) -> None:
     sys.path.insert(0, spec["tree"])
-    from dpmv_lib.examples import running_example
-    from dpmv_lib.ledger import OnlineBudget
-    from dpmv_lib.memview import MemView
-    from dpmv_lib.policy import Query
+    running_example = _core("examples").running_example
+    OnlineBudget = _core("ledger").OnlineBudget
+    MemView = _core("memview").MemView
+    Query = _core("policy").Query
 
     policy, store, _, _ = running_example()
     k, n, backend = spec["K"], spec["n"], spec["backend"]
@@ -69,10 +78,8 @@ def worker(spec: dict) -> None:
         if backend == "mem":
             return None
         if backend == "sqlite":
-            from dpmv_lib.durable import SqliteLedger
-            return SqliteLedger.for_policy(spec["db"], user, policy)
-        from dpmv_lib.durable_pg import PostgresLedger
-        return PostgresLedger.for_policy(spec["db"], user, policy)
+            return _core("durable").SqliteLedger.for_policy(spec["db"], user, policy)
+        return _core("durable_pg").PostgresLedger.for_policy(spec["db"], user, policy)
 
     rotate = spec.get("rotate", 0)
     user = f"alice{spec['idx']}-0" if rotate else f"alice{spec['idx']}" if spec.get("own_user") else "alice"
@@ -271,7 +278,8 @@ def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dic
         for lab, tree in trees.items():
             if want(key):
                 res[lab][key] = run_setting(tree, "sqlite", f"{tmp}/{lab}_{key}.db", p, n, **kw)
-    pg_trees = {lab: t for lab, t in trees.items() if (Path(t) / "dpmv_lib" / "durable_pg.py").exists()}
+    pg_trees = {lab: t for lab, t in trees.items()
+                if any((Path(t) / "dpmv_lib" / sub / "durable_pg.py").exists() for sub in ("core", ""))}
     for lab in trees:
         if lab not in pg_trees:
             notes[lab] = "this tree has no PostgreSQL backend"

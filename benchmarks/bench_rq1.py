@@ -48,12 +48,12 @@ def compare_units(n_pairs: int, seed: int) -> dict:
     agreement of the response embeddings and the Table 2 auditor AUC of each method under both."""
     sys.path.insert(0, str(ROOT))
     import numpy as np
-    from dpmv_lib.audit import AuditConfig, embed_responses, run_audit
-    from dpmv_lib.encoders import get_encoder
-    from dpmv_lib.experiments import load_tracks
-    from dpmv_lib.generation import InterfaceParams, generate_transcripts
-    from dpmv_lib.profiles import get_profile
-    from dpmv_lib.responders import make_responder
+    from dpmv_lib.evaluate.audit import AuditConfig, embed_responses, run_audit
+    from dpmv_lib.evaluate.encoders import get_encoder
+    from dpmv_lib.experiments.rq1 import load_tracks
+    from dpmv_lib.generate.generation import InterfaceParams, generate_transcripts
+    from dpmv_lib.experiments.profiles import get_profile
+    from dpmv_lib.generate.responders import make_responder
 
     prof = get_profile("default", pairs=n_pairs, transfer_pairs=None)
     bench = load_tracks("data", prof, seed)["pairedmem"]

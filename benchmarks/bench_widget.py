@@ -7,8 +7,8 @@ Starts JupyterLab on loopback and headless Chromium (tests/helpers/lab.py; needs
 packages chromium and chromium-driver and ``pip install -e '.[browser]'``), runs a two-cell
 notebook that loads the exact grid and displays the widget of each implementation:
 
-* ``before``: :func:`dpmv_lib.sensitivity.make_widget` (pyplot figure redrawn into an Output area);
-* ``after``: :func:`dpmv_lib.budget_explorer.make_explorer` (precomputed arrays, one figure updated
+* ``before``: :func:`dpmv_lib.experiments.sensitivity_widget.make_widget` (pyplot figure redrawn into an Output area);
+* ``after``: :func:`dpmv_lib.experiments.budget_explorer.make_explorer` (precomputed arrays, one figure updated
   in place, a PNG pushed into a fixed-size Image, sliders sending their value on release).
 
 Then ``--inputs`` inputs in turn, every one reaching a setting not shown before: a B_a slider key

@@ -8,7 +8,7 @@ from importlib import metadata
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkout's dpmv_lib
-from dpmv_lib.machine import cpu_info, cpu_summary  # noqa: E402
+from dpmv_lib.common.machine import cpu_info, cpu_summary  # noqa: E402
 
 STACK = ("numpy", "pandas", "scikit-learn", "torch", "transformers", "sentence-transformers",
          "pyarrow", "papermill")

@@ -4,12 +4,12 @@ The small public API an agent builder needs::
 
     from dpmv_lib import Policy, MemoryStore, MemView, Query, OnlineBudget
 """
-from .errors import (BudgetError, CorpusError, DPMVError, LedgerFormatError, LedgerIntegrityError,
-                     ParameterError, PolicyError, QueryError, StoreError, UnknownAttributeError)
-from .ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget, planned_charges
-from .memview import MemView, Release, SlotRelease
-from .policy import Policy, Query, View
-from .store import MemoryStore, check_adjacent, differing_positions, is_adjacent
+from .core.errors import (BudgetError, CorpusError, DPMVError, LedgerFormatError, LedgerIntegrityError,
+                          ParameterError, PolicyError, QueryError, StoreError, UnknownAttributeError)
+from .core.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget, planned_charges
+from .core.memview import MemView, Release, SlotRelease
+from .core.policy import Policy, Query, View
+from .core.store import MemoryStore, check_adjacent, differing_positions, is_adjacent
 
 __version__ = "0.1.0"
 

@@ -8,7 +8,7 @@ Notebooks are ``notebooks/NN_*.ipynb`` (01_data_construction, 02_mechanism,
 that exist run in order. Each gets the parameters ``profile``, ``seed`` and ``results_dir``, ``INTERACTIVE=False``
 (batch runs have no browser) and any ``-p`` override that its parameters cell declares. Executed copies go to ``{results_dir}/notebooks/`` and a
 ``{results_dir}/manifest.json`` records the git commit, profile, parameters, seeds, package
-versions, the machine (CPU model, ISA flags, cores: :func:`dpmv_lib.machine.cpu_info`) and wall
+versions, the machine (CPU model, ISA flags, cores: :func:`dpmv_lib.common.machine.cpu_info`) and wall
 time per notebook. The default profile writes to ``results/``; any other
 profile to ``results/<profile>/`` so smoke runs never overwrite the committed results.
 
@@ -36,10 +36,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from .errors import DPMVError, ParameterError
-from .machine import cpu_info
-from .paths import project_root
-from .profiles import PROFILES, get_profile
+from .core.errors import DPMVError, ParameterError
+from .common.machine import cpu_info
+from .common.paths import project_root
+from .experiments.profiles import PROFILES, get_profile
 
 NOTEBOOK_ORDER = ("01_data_construction", "02_mechanism", "03_rq1_privacy_utility",
                   "04_rq2_safeguards", "05_budget_sensitivity", "06_adaptive_adversary")

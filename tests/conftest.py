@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from dpmv_lib.examples import RUNNING_EXAMPLE_POLICY, running_example
-from dpmv_lib.policy import Query
+from dpmv_lib.core.examples import RUNNING_EXAMPLE_POLICY, running_example
+from dpmv_lib.core.policy import Query
 
 
 @pytest.fixture
@@ -30,11 +30,11 @@ def dinner() -> Query:
 @pytest.fixture(scope="module")
 def pairedmem_bench():
     """The committed PairedMem benchmark (checksums verified by the loader)."""
-    from dpmv_lib.datasets import load_benchmark
-    from dpmv_lib.paths import project_root
+    from dpmv_lib.bench.datasets import load_benchmark
+    from dpmv_lib.common.paths import project_root
     data = project_root() / "data"
     if not (data / "pairedmem" / "manifest.json").exists():
-        pytest.skip("data/pairedmem not built (python -m dpmv_lib.pairedmem --build)")
+        pytest.skip("data/pairedmem not built (python -m dpmv_lib.bench.pairedmem --build)")
     return load_benchmark("pairedmem", data)
 
 

@@ -7,17 +7,17 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib import counterexamples as cx
-from dpmv_lib.accounting import (composite_cost, posterior_odds_bounds, reconstructed_bound,
+from dpmv_lib.core import counterexamples as cx
+from dpmv_lib.core.accounting import (composite_cost, posterior_odds_bounds, reconstructed_bound,
                                  reported_ledger)
-from dpmv_lib.diagnostics import running_queries
-from dpmv_lib.errors import PolicyError
-from dpmv_lib.exact import exact_privacy_loss, transcript_distribution
-from dpmv_lib.instances import random_case
-from dpmv_lib.ledger import OnlineBudget
-from dpmv_lib.memview import MemView
-from dpmv_lib.store import MemoryStore, differing_positions
-from dpmv_lib.variants import CappedArgmax, IncompleteCharge, NoCap
+from dpmv_lib.experiments.diagnostics import running_queries
+from dpmv_lib.core.errors import PolicyError
+from dpmv_lib.core.exact import exact_privacy_loss, transcript_distribution
+from dpmv_lib.core.instances import random_case
+from dpmv_lib.core.ledger import OnlineBudget
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.store import MemoryStore, differing_positions
+from dpmv_lib.core.variants import CappedArgmax, IncompleteCharge, NoCap
 
 
 def _run(iface, queries):
@@ -124,7 +124,7 @@ def test_posterior_odds_bounds_formula():
 def test_posterior_of_every_transcript_within_b4_bounds(running, prior):
     policy, m, m_d, _ = running
     make = lambda s: MemView(policy, s, seed=0)  # noqa: E731
-    from dpmv_lib.exact import fixed_strategy
+    from dpmv_lib.core.exact import fixed_strategy
     strat = fixed_strategy(running_queries(3))
     dm, dmp = transcript_distribution(make, m, strat, 3), transcript_distribution(make, m_d, strat, 3)
     lo, hi = posterior_odds_bounds(policy.caps["diabetes"], prior)

@@ -1,4 +1,4 @@
-"""Adaptive adversaries (dpmv_lib.adversary): exact DP vs brute force, Theorem 1 for the optimal
+"""Adaptive adversaries (dpmv_lib.experiments.adversary): exact DP vs brute force, Theorem 1 for the optimal
 adaptive attacker, adaptive >= fixed, and the greedy benchmark attacker's determinism."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from dpmv_lib import adversary as A
-from dpmv_lib.errors import ParameterError
+from dpmv_lib.experiments import adversary as A
+from dpmv_lib.core.errors import ParameterError
 
 TOL = 1e-9
 
@@ -52,7 +52,7 @@ def test_theorem1_holds_for_the_optimal_adaptive_attacker(seed, B):
 
 
 def test_tight_case_approaches_the_cap_and_the_cap_blocks():
-    from dpmv_lib.instances import tight_em_loss
+    from dpmv_lib.core.instances import tight_em_loss
     for n in (6, 64):
         inst = A.tight_instance(2, n)
         opt = A.optimal_adaptive(inst.make, inst.m, inst.m_prime, inst.queries, 2)
@@ -103,7 +103,7 @@ def test_bad_arguments():
 # ---- the greedy attacker on benchmark pairs -------------------------------------------------------
 @pytest.fixture(scope="module")
 def bench():
-    from dpmv_lib.datasets import load_benchmark
+    from dpmv_lib.bench.datasets import load_benchmark
     return load_benchmark("pairedmem", "data")
 
 
@@ -115,8 +115,8 @@ def test_pairs(bench):
 @pytest.mark.parametrize("method", ["DP-MemView (on)", "DP-MemView (pre)"])
 def test_fixed_attacker_matches_the_interfaces_view_probs(bench, test_pairs, method):
     """The attacker's exact per-turn laws agree with what the RQ1 interface records (oracle input)."""
-    from dpmv_lib.interfaces import make_interface
-    from dpmv_lib.oracle import trajectory_distribution
+    from dpmv_lib.generate.interfaces import make_interface
+    from dpmv_lib.evaluate.oracle import trajectory_distribution
 
     for pair in test_pairs:
         pol = bench.policy(pair)
@@ -176,7 +176,7 @@ def test_text_methods_follow_the_oracle_rule(bench, test_pairs, method):
     """Fixed attacker: a turn is separable iff the interface's conditioning differs under M and M'."""
     import numpy as np
 
-    from dpmv_lib.interfaces import make_interface
+    from dpmv_lib.generate.interfaces import make_interface
 
     for pair in test_pairs:
         pol = bench.policy(pair)

@@ -1,4 +1,4 @@
-"""Issue 10 goals 1-4 on the committed PairedMem data (dpmv_lib.benchmark_quality): the measured
+"""Issue 10 goals 1-4 on the committed PairedMem data (dpmv_lib.bench.benchmark_quality): the measured
 figures, and that each check detects the artefact it is about."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib import benchmark_quality as bq
-from dpmv_lib import lexicon
+from dpmv_lib.bench import benchmark_quality as bq
+from dpmv_lib.bench import lexicon
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_gold_removals_follow_the_explicit_rule(bench):
 
 
 def test_quality_table_meets_every_goal(bench):
-    from dpmv_lib import data_report as dr
+    from dpmv_lib.experiments import data_report as dr
     t = dr.quality_table(bench.pairs, bench.policy, paper_bounds={"NoCap": "5.33", "IncompleteCharge": "4.0"})
     assert len(t) >= 25 and t["meets goal"].all(), t[~t["meets goal"]].to_dict("records")
     row = t[t["quantity"].str.startswith("NoCap")].iloc[0]

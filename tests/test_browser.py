@@ -19,7 +19,7 @@ import nbformat
 import pytest
 
 from dpmv_lib import run as runner
-from dpmv_lib.paths import project_root
+from dpmv_lib.common.paths import project_root
 
 ROOT = project_root()
 NB = ROOT / "notebooks"

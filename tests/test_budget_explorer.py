@@ -1,4 +1,4 @@
-"""The fast budget explorer (dpmv_lib.budget_explorer, issue 13), without a browser: precomputed
+"""The fast budget explorer (dpmv_lib.experiments.budget_explorer, issue 13), without a browser: precomputed
 arrays equal the grid, the figure is updated in place (same artists, same layout), one frame per
 change and none for an unchanged setting, sliders debounced, the summary shown once, and the
 paper's view (learned AUC, paper point, exact ceilings per attribute) built from real inputs."""
@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmv_lib import budget_explorer as E
-from dpmv_lib import sensitivity as S
-from dpmv_lib.errors import ParameterError
+from dpmv_lib.experiments import budget_explorer as E
+from dpmv_lib.experiments import sensitivity as S
+from dpmv_lib.experiments import sensitivity_widget
+from dpmv_lib.core.errors import ParameterError
 
 from test_rq2 import mini_benchmark
 from test_sensitivity import _t3_inputs, synthetic_grid
@@ -40,7 +41,7 @@ def test_precompute_matches_grid_lookup():
 
 def test_setting_text_is_the_grid_point():
     g = synthetic_grid()
-    st = S.widget_state(g, mode="on", b_a=4, k=2, T=3)
+    st = sensitivity_widget.widget_state(g, mode="on", b_a=4, k=2, T=3)
     assert E.setting_text(E.precompute(g), "on", 4, 2, 3) == st.text   # same summary as the old widget
     assert "planned" in E.setting_text(E.precompute(g), "pre", 4, 2, 3)
 

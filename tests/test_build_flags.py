@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.native import run_native
 
-from dpmv_lib.paths import project_root
+from dpmv_lib.common.paths import project_root
 
 ROOT = project_root()
 ARGS_SH = ROOT / "tools" / "llamacpp_cmake_args.sh"

@@ -5,10 +5,10 @@ import sqlite3
 
 from generation_toy import toy_benchmark
 
-from dpmv_lib.cache import GenerationCache, checksum, content_address
-from dpmv_lib.generation import GenerationStats, generate_responses
-from dpmv_lib.interfaces import render_memory
-from dpmv_lib.responders import DecodingConfig, Prompt, SurrogateResponder
+from dpmv_lib.generate.cache import GenerationCache, checksum, content_address
+from dpmv_lib.generate.generation import GenerationStats, generate_responses
+from dpmv_lib.generate.interfaces import render_memory
+from dpmv_lib.generate.responders import DecodingConfig, Prompt, SurrogateResponder
 
 POLICY = toy_benchmark().policies["running-example"]
 

@@ -12,7 +12,7 @@ with a SqliteLedger and report each release's charges only AFTER ``release`` ret
   never above a cap, and equal to a strict replay of its audit log.
 * concurrency: N_PROCS children release for the same user at once until the caps bind; no cap
   is exceeded and the final ledger equals the admitted charges in the audit log and the charges
-  the processes report. On SQLite the releases are group-committed (dpmv_lib.group_commit):
+  the processes report. On SQLite the releases are group-committed (dpmv_lib.core.group_commit):
   some transactions must hold the releases of several processes.
 * group commit, SQLite: a leader (tests/helpers/gc_leader.py) collects the posted releases of
   3 waiting processes and is SIGKILLed just before COMMIT: nothing of its batch is in the
@@ -35,8 +35,9 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib.durable import SqliteLedger, replay
-from dpmv_lib.examples import running_example
+from dpmv_lib.core.durable import SqliteLedger
+from dpmv_lib.core.ledger_records import replay
+from dpmv_lib.core.examples import running_example
 
 ROOT = Path(__file__).resolve().parents[1]
 N_KILLS = 40            # SIGKILLs in the crash test
@@ -55,7 +56,7 @@ def ledger_db(request, tmp_path):
 
 def _open(db, policy):
     if isinstance(db, str):
-        from dpmv_lib.durable_pg import PostgresLedger
+        from dpmv_lib.core.durable_pg import PostgresLedger
         return PostgresLedger.for_policy(db, "alice", policy)
     return SqliteLedger.for_policy(db, "alice", policy)
 

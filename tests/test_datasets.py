@@ -1,4 +1,4 @@
-"""The public loader (dpmv_lib.datasets): typed objects, checksum verification, clear errors."""
+"""The public loader (dpmv_lib.bench.datasets): typed objects, checksum verification, clear errors."""
 from __future__ import annotations
 
 import shutil
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib import pairedmem as pm
-from dpmv_lib.benchmark import Benchmark, Pair
-from dpmv_lib.datasets import load_benchmark, load_gold_rules, load_policies, load_reserves
-from dpmv_lib.errors import ParameterError, StoreError
-from dpmv_lib.paths import project_root
+from dpmv_lib.bench import pairedmem as pm
+from dpmv_lib.bench.benchmark import Benchmark, Pair
+from dpmv_lib.bench.datasets import load_benchmark, load_gold_rules, load_policies, load_reserves
+from dpmv_lib.core.errors import ParameterError, StoreError
+from dpmv_lib.common.paths import project_root
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_checksum_mismatch_and_missing_files(built: Path, tmp_path: Path):
     shutil.copytree(built, d)
     with (d / "pairedmem" / "pairs.jsonl").open("a") as f:
         f.write("\n")
-    with pytest.raises(StoreError, match="checksum mismatch.*python -m dpmv_lib.pairedmem --build"):
+    with pytest.raises(StoreError, match="checksum mismatch.*python -m dpmv_lib.bench.pairedmem --build"):
         load_benchmark("pairedmem", d)
     (d / "pairedmem" / "pairs.jsonl").unlink()
     with pytest.raises(StoreError, match="missing"):

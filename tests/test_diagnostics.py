@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from dpmv_lib import diagnostics as dg
-from dpmv_lib.ledger import OnlineBudget
+from dpmv_lib.experiments import diagnostics as dg
+from dpmv_lib.core.ledger import OnlineBudget
 
 
 def test_em_view_table_is_a_distribution_within_eps(running):

@@ -7,14 +7,15 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.durable import (AuditRecord, InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore,
-                              export_state, import_state, replay, replay_ledger)
-from dpmv_lib.errors import BudgetError, DPMVError, UnknownAttributeError
-from dpmv_lib.examples import running_example
-from dpmv_lib.ledger import Ledger, OnlineBudget
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Query
-from dpmv_lib.variants import NoCap
+from dpmv_lib.core.ledger_records import AuditRecord, replay, replay_ledger
+from dpmv_lib.core.durable import InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore
+from dpmv_lib.core.chain_ledger import export_state, import_state
+from dpmv_lib.core.errors import BudgetError, DPMVError, UnknownAttributeError
+from dpmv_lib.core.examples import running_example
+from dpmv_lib.core.ledger import Ledger, OnlineBudget
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Query
+from dpmv_lib.core.variants import NoCap
 
 DINNER = Query("Any ideas for an affordable dinner?", "affordable_dinner")
 MEAL = Query("Plan my meals this week", "meal_plan")
@@ -264,7 +265,7 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
     """The writer-lock holder commits a posted request of another requester (same user, same
     key) with its own charge in one transaction and stores its answer there; an answered request
     posted again is not charged twice; garbage, requests of dead processes and requests under
-    another key id are never charged (dpmv_lib.group_commit)."""
+    another key id are never charged (dpmv_lib.core.group_commit)."""
     import os
     import subprocess
     import sys

@@ -15,13 +15,15 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.durable import SqliteLedger, export_state, replay
-from dpmv_lib.errors import BudgetError, DPMVError, LedgerFormatError, LedgerIntegrityError
-from dpmv_lib.examples import running_example
-from dpmv_lib.ledger import Ledger, OnlineBudget
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Query
-from dpmv_lib.variants import NoCap
+from dpmv_lib.core.durable import SqliteLedger
+from dpmv_lib.core.chain_ledger import export_state
+from dpmv_lib.core.ledger_records import replay
+from dpmv_lib.core.errors import BudgetError, DPMVError, LedgerFormatError, LedgerIntegrityError
+from dpmv_lib.core.examples import running_example
+from dpmv_lib.core.ledger import Ledger, OnlineBudget
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Query
+from dpmv_lib.core.variants import NoCap
 
 F = Fraction
 KEY = bytes(range(32))
@@ -32,7 +34,7 @@ FINAL = {"debt": F(2), "diabetes": F(5, 3)}
 
 
 def _pg():
-    from dpmv_lib.durable_pg import PostgresLedger, PostgresLedgerStore
+    from dpmv_lib.core.durable_pg import PostgresLedger, PostgresLedgerStore
     return PostgresLedger, PostgresLedgerStore
 
 
@@ -280,7 +282,7 @@ def test_pg_old_format_refused(pg_dsn, policy):
 def test_one_write_transaction_per_release_same_decisions(request, tmp_path, backend):
     """MemView charges all slots of a release in one ledger transaction, with exactly the
     decisions, views and ledger states of the per-slot path (in-memory ledger, same seed)."""
-    from dpmv_lib.ledger import InMemoryLedger
+    from dpmv_lib.core.ledger import InMemoryLedger
     policy, m, _, _ = running_example()
     policy = policy.with_caps({"diabetes": "2", "debt": "5/2"})
     if backend == "sqlite":

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib import _chain
-from dpmv_lib.durable import ChainHead, SqliteLedger, SqliteLedgerStore, key_from_env
-from dpmv_lib.errors import BudgetError, LedgerFormatError, LedgerIntegrityError
-from dpmv_lib.examples import running_example
-from dpmv_lib.ledger import OnlineBudget
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Query
+from dpmv_lib.core import _chain
+from dpmv_lib.core.chain_verify import ChainHead
+from dpmv_lib.core.durable import SqliteLedger, SqliteLedgerStore, key_from_env
+from dpmv_lib.core.errors import BudgetError, LedgerFormatError, LedgerIntegrityError
+from dpmv_lib.core.examples import running_example
+from dpmv_lib.core.ledger import OnlineBudget
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Query
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))

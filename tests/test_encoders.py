@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpmv_lib.encoders import CachedEncoder, HashingEncoder, get_encoder, text_key
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.interfaces import RQ1_METHODS
+from dpmv_lib.evaluate.encoders import CachedEncoder, HashingEncoder, get_encoder, text_key
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.generate.interfaces import RQ1_METHODS
 
 
 def test_hashing_deterministic_unit_norm_and_lexical():
@@ -86,7 +86,7 @@ def test_minilm_offline_semantic():
 
 # ---- precision (issue 12: bf16 auditor encoder where the CPU has native bf16) -----------------
 def test_auto_precision_from_isa_flags():
-    from dpmv_lib.encoders import auto_precision
+    from dpmv_lib.evaluate.encoders import auto_precision
     assert auto_precision("cpu", {"isa": ["avx2", "avx512f", "avx512_bf16"]}) == "bf16"
     assert auto_precision("cpu", {"isa": ["avx2", "amx_tile", "amx_bf16"]}) == "bf16"
     assert auto_precision("cpu", {"isa": ["avx2", "avx512f", "avx512_vnni"]}) == "fp32"
@@ -109,7 +109,7 @@ def test_precision_specs_and_errors(minilm):
 
 
 def test_bf16_embeddings_match_fp32():
-    from dpmv_lib.encoders import precision_check
+    from dpmv_lib.evaluate.encoders import precision_check
     texts = ["Keep regular meal times and snacks built into the plan.", "Book the museum tickets online.",
              "Put extra money toward the highest-interest balance first and don't take on new loans. " * 8, "ok"]
     chk = precision_check(texts)
@@ -119,10 +119,10 @@ def test_bf16_embeddings_match_fp32():
 
 @pytest.fixture(scope="module")
 def smoke_transcripts():
-    from dpmv_lib.experiments import load_tracks
-    from dpmv_lib.generation import InterfaceParams, generate_transcripts
-    from dpmv_lib.profiles import get_profile
-    from dpmv_lib.responders import make_responder
+    from dpmv_lib.experiments.rq1 import load_tracks
+    from dpmv_lib.generate.generation import InterfaceParams, generate_transcripts
+    from dpmv_lib.experiments.profiles import get_profile
+    from dpmv_lib.generate.responders import make_responder
 
     prof = get_profile("smoke")
     bench = load_tracks("data", prof, 0)["pairedmem"]
@@ -135,7 +135,7 @@ def test_smoke_audit_aucs_equal_bf16_vs_fp32(smoke_transcripts, minilm):
     """Section 2 equivalence: the smoke-profile RQ1 audit (PairedMem pairs, every RQ1 method,
     prefix t = 4, exact per-response unit) gives the same AUCs to 3 decimals with the MiniLM
     encoder in bf16 and in fp32."""
-    from dpmv_lib.audit import AuditConfig, run_audit
+    from dpmv_lib.evaluate.audit import AuditConfig, run_audit
     cfg = AuditConfig(horizons=(4,), n_boot=0)
     out = {}
     for prec in ("fp32", "bf16"):

@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpmv_lib import mechanism
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.examples import running_example
-from dpmv_lib.mechanism import (ExponentialMechanism, SeededRandomSource, SystemRandomSource,
+from dpmv_lib.core import mechanism
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.core.examples import running_example
+from dpmv_lib.core.mechanism import (ExponentialMechanism, SeededRandomSource, SystemRandomSource,
                                 bernoulli_exp_neg, em_probabilities, sample_em, sample_em_batch,
                                 sample_em_exact)
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Query
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Query
 
 DU = Fraction(3, 5)
 CASES = [  # (utilities, eps): running-example-like, eps = 0, moderate, large eps

@@ -19,12 +19,12 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.contract import check_contract
-from dpmv_lib.ledger import OnlineBudget
-from dpmv_lib.mechanism import em_probabilities, exact_exponents, sample_em_exact, SeededRandomSource
-from dpmv_lib.memview import FAILSAFE_UTILITY, MemView
-from dpmv_lib.policy import Query
-from dpmv_lib.scorer import LexiconScorer
+from dpmv_lib.core.contract import check_contract
+from dpmv_lib.core.ledger import OnlineBudget
+from dpmv_lib.core.mechanism import em_probabilities, exact_exponents, sample_em_exact, SeededRandomSource
+from dpmv_lib.core.memview import FAILSAFE_UTILITY, MemView
+from dpmv_lib.core.policy import Query
+from dpmv_lib.core.scorer import LexiconScorer
 
 DINNER = Query("Any ideas for an affordable dinner?", "affordable_dinner")
 MEAL = Query("Plan my meals for the week", "meal_plan")

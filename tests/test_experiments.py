@@ -6,16 +6,16 @@ from collections import Counter
 import pandas as pd
 import pytest
 
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.experiments import RQ1Config, claims_markdown, evaluate_claims, select_pairs
-from dpmv_lib.profiles import get_profile
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.experiments.rq1 import RQ1Config, claims_markdown, evaluate_claims, select_pairs
+from dpmv_lib.experiments.profiles import get_profile
 
 METHODS = ("GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilter", "DP-MemView (on)", "DP-MemView (pre)")
 
 
 @pytest.fixture(scope="module")
 def pairedmem():
-    from dpmv_lib.datasets import load_benchmark
+    from dpmv_lib.bench.datasets import load_benchmark
     try:
         return load_benchmark("pairedmem", "data")
     except Exception as exc:  # noqa: BLE001
@@ -107,7 +107,7 @@ def test_config_validation():
 
 @pytest.mark.slow
 def test_smoke_run_end_to_end(tmp_path, pairedmem):
-    from dpmv_lib.experiments import run_rq1
+    from dpmv_lib.experiments.rq1 import run_rq1
     res = run_rq1(RQ1Config(profile="smoke", results_dir=str(tmp_path), progress=False, n_boot=100), log=lambda s: None)
     prof = get_profile("smoke")
     assert set(res.table2["method"]) == set(METHODS) | {"DP-MemView (on, P&F)", "DP-MemView (pre, P&F)"}

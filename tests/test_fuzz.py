@@ -13,13 +13,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpmv_lib.durable import SqliteLedger, import_state, parse_state, replay
-from dpmv_lib.errors import DPMVError
-from dpmv_lib.examples import RUNNING_EXAMPLE_POLICY, running_example
-from dpmv_lib.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Policy, Query
-from dpmv_lib.store import MemoryStore
+from dpmv_lib.core.durable import SqliteLedger
+from dpmv_lib.core.chain_ledger import import_state, parse_state
+from dpmv_lib.core.ledger_records import replay
+from dpmv_lib.core.errors import DPMVError
+from dpmv_lib.core.examples import RUNNING_EXAMPLE_POLICY, running_example
+from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Policy, Query
+from dpmv_lib.core.store import MemoryStore
 
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -252,7 +254,7 @@ def test_mutated_ledger_state(data):
     mv = MemView(POLICY, M, seed=1)
     for _ in range(2):
         mv.release(DINNER)
-    from dpmv_lib.durable import export_state
+    from dpmv_lib.core.chain_ledger import export_state
     state = json.loads(json.dumps(export_state(mv.ledger, POLICY.fingerprint(), "u")))
     path = data.draw(st.sampled_from(_paths(state)[1:]))
     parent = state

@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 from generation_toy import toy_benchmark
 
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.filters import DeletionFilter
-from dpmv_lib.generation import (CONTRACT_COLUMNS, GenerationStats, InterfaceParams, generate_transcripts,
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.generate.filters import DeletionFilter
+from dpmv_lib.generate.generation import (CONTRACT_COLUMNS, GenerationStats, InterfaceParams, generate_transcripts,
                                  load_transcripts, save_transcripts)
-from dpmv_lib.interfaces import METHODS, RQ1_METHODS
-from dpmv_lib.responders import DecodingConfig, SurrogateResponder, TransformersResponder, smollm2_gguf
+from dpmv_lib.generate.interfaces import METHODS, RQ1_METHODS
+from dpmv_lib.generate.responders import DecodingConfig, SurrogateResponder, TransformersResponder, smollm2_gguf
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 BENCH = toy_benchmark()

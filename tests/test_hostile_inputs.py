@@ -22,14 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpmv_lib import policy as pol
-from dpmv_lib.errors import (BudgetError, ParameterError, PolicyError, QueryError, StoreError,
+from dpmv_lib.core import policy as pol
+from dpmv_lib.core.errors import (BudgetError, ParameterError, PolicyError, QueryError, StoreError,
                              UnknownAttributeError)
-from dpmv_lib.examples import RUNNING_EXAMPLE_POLICY, running_example
-from dpmv_lib.ledger import OnlineBudget, PreallocatedBudget
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Policy, Query
-from dpmv_lib.store import MemoryStore, check_adjacent, differing_positions
+from dpmv_lib.core.examples import RUNNING_EXAMPLE_POLICY, running_example
+from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Policy, Query
+from dpmv_lib.core.store import MemoryStore, check_adjacent, differing_positions
 
 POLICY, M, M_D, _ = running_example()
 DINNER = Query("Any ideas for an affordable dinner?", "affordable_dinner")

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from generation_toy import toy_benchmark
 
-from dpmv_lib.accounting import reconstructed_bound, reported_ledger
-from dpmv_lib.errors import BudgetError, ParameterError
-from dpmv_lib.exact import fixed_strategy, transcript_distribution
-from dpmv_lib.filters import DeletionFilter
-from dpmv_lib.interfaces import (GUIDANCE_HEADER, MEMORY_HEADER, METHODS, RQ1_METHODS, RQ2_METHODS,
+from dpmv_lib.core.accounting import reconstructed_bound, reported_ledger
+from dpmv_lib.core.errors import BudgetError, ParameterError
+from dpmv_lib.core.exact import fixed_strategy, transcript_distribution
+from dpmv_lib.generate.filters import DeletionFilter
+from dpmv_lib.generate.interfaces import (GUIDANCE_HEADER, MEMORY_HEADER, METHODS, RQ1_METHODS, RQ2_METHODS,
                                  MemViewInterface, make_interface, task_positions)
-from dpmv_lib.ledger import planned_charges
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Query
+from dpmv_lib.core.ledger import planned_charges
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Query
 
 BENCH = toy_benchmark()
 PAIRS = BENCH.pairs
@@ -124,7 +124,7 @@ def test_view_methods_pass_only_views(method):
                                     "ScoreChannel", "CappedArgmax"])
 def test_view_probs_are_the_exact_per_turn_distribution(method):
     """The product of the recorded per-turn view probabilities equals the probability of the
-    realised transcript from exact enumeration (dpmv_lib.exact) on the first 3 turns."""
+    realised transcript from exact enumeration (dpmv_lib.core.exact) on the first 3 turns."""
     pair = PAIRS[0]
     iface = make_interface(method)
     seed = 0 if iface.stochastic else -1
@@ -267,7 +267,7 @@ def test_generic_only_is_the_generic_view():
 
 def _real_pairs(n_plain=2, n_overlap=2):
     try:
-        from dpmv_lib.datasets import load_benchmark
+        from dpmv_lib.bench.datasets import load_benchmark
         bench = load_benchmark("pairedmem")
     except Exception as exc:  # noqa: BLE001 - the frozen data is built by notebook 01
         pytest.skip(f"PairedMem data not available: {exc}")

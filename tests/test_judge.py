@@ -9,11 +9,12 @@ import math
 import pandas as pd
 import pytest
 
-from dpmv_lib.encoders import HashingEncoder
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.judge import (CALIBRATION, DIMENSIONS, THRESHOLDS, Judgement, LLMJudge, Rubric, RubricItem, RubricJudge,
-                            build_rubric, grade, judge_transcripts, parse_llm_output, render_llm_prompt,
-                            split_sentences, summarise_utility)
+from dpmv_lib.evaluate.encoders import HashingEncoder
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.evaluate.rubric_judge import CALIBRATION, THRESHOLDS, RubricJudge, grade, split_sentences
+from dpmv_lib.evaluate.rubric import DIMENSIONS, Judgement, Rubric, RubricItem, build_rubric
+from dpmv_lib.evaluate.llm_judge import LLMJudge, parse_llm_output, render_llm_prompt
+from dpmv_lib.evaluate.judge import judge_transcripts, summarise_utility
 from generation_toy import toy_benchmark
 
 DESC = "Suggests meals that keep blood sugar steady, such as high-fibre, low-sugar options."
@@ -55,8 +56,8 @@ def test_generic_same_slot_advice_is_not_target_personalisation():
 
 
 def test_contrast_sets_come_from_the_catalogue():
-    from dpmv_lib.benchmark import Behaviour
-    from dpmv_lib.judge import contrast_set
+    from dpmv_lib.bench.benchmark import Behaviour
+    from dpmv_lib.evaluate.rubric import contrast_set
     cat = {"g": Behaviour("g", "generic", "quick dinner", "", "food"),
            "r": Behaviour("r", "target_required", "low sugar", "diabetes", "food"),
            "u": Behaviour("u", "unsupported", "low sugar", "diabetes", "food"),
@@ -209,7 +210,7 @@ def test_split_sentences():
 @pytest.mark.slow
 def test_llm_judge_with_real_smollm2():
     """Real offline model: the result is either a parsed judgement or a recorded failure."""
-    from dpmv_lib.judge import responder_generate
+    from dpmv_lib.evaluate.llm_judge import responder_generate
     j = LLMJudge(responder_generate("smollm2", max_new_tokens=96), name="smollm2", retries=1)
     out = j.judge(rubric_one(), ["Pick high-fibre, low-sugar meals."])
     assert isinstance(out, Judgement)
@@ -222,8 +223,8 @@ def test_llm_judge_with_real_smollm2():
 
 @pytest.mark.slow
 def test_minilm_thresholds_match_their_documentation():
-    from dpmv_lib.encoders import get_encoder
-    from dpmv_lib.judge import CALIBRATION_CONTRAST, MARGINS
+    from dpmv_lib.evaluate.encoders import get_encoder
+    from dpmv_lib.evaluate.rubric_judge import CALIBRATION_CONTRAST, MARGINS
     enc = get_encoder("minilm")
     for desc, restate, other, unrelated in CALIBRATION:
         x = enc.encode([desc, restate, other, unrelated])

@@ -1,13 +1,13 @@
 """Issue 12 section 3: the rubric judge on a labelled degradation set (tests/data/judge_degradation.jsonl,
-built by dpmv_lib.judge_degradation from the surrogate's answers to PairedMem target queries).
+built by dpmv_lib.experiments.judge_degradation from the surrogate's answers to PairedMem target queries).
 Each variant must score strictly lower than its original on the dimensions it is meant to lower."""
 from __future__ import annotations
 
 import pytest
 
-from dpmv_lib.encoders import get_encoder
-from dpmv_lib.judge import RubricJudge, is_truncated, leads_with_negation, soft_grade
-from dpmv_lib.judge_degradation import (DEFAULT_SET, INTENDED, VARIANTS, build_degradation_set, evaluate_judge,
+from dpmv_lib.evaluate.encoders import get_encoder
+from dpmv_lib.evaluate.rubric_judge import RubricJudge, is_truncated, leads_with_negation, soft_grade
+from dpmv_lib.experiments.judge_degradation import (DEFAULT_SET, INTENDED, VARIANTS, build_degradation_set, evaluate_judge,
                                         load_jsonl, reverse_advice)
 
 # (variant, dimension) rows below 0.9 with the lexical hashing encoder (smoke profile only): it sees

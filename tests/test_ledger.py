@@ -6,10 +6,10 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.errors import BudgetError, UnknownAttributeError
-from dpmv_lib.ledger import (InMemoryLedger, OnlineBudget, PreallocatedBudget, planned_charges)
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Query
+from dpmv_lib.core.errors import BudgetError, UnknownAttributeError
+from dpmv_lib.core.ledger import (InMemoryLedger, OnlineBudget, PreallocatedBudget, planned_charges)
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Query
 
 TWO_THIRDS = Fraction(2, 3)
 

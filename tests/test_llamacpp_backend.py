@@ -17,10 +17,10 @@ from types import SimpleNamespace
 import pytest
 from helpers.native import run_native
 
-from dpmv_lib.errors import GenerationError
-from dpmv_lib.interfaces import render_guidance, render_memory
-from dpmv_lib.responders import DecodingConfig, LlamaCppResponder, Prompt, smollm2_gguf
-from dpmv_lib.responders import llamacpp_backend
+from dpmv_lib.core.errors import GenerationError
+from dpmv_lib.generate.interfaces import render_guidance, render_memory
+from dpmv_lib.generate.responders import DecodingConfig, LlamaCppResponder, Prompt, smollm2_gguf
+from dpmv_lib.generate.responders import llamacpp_backend
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -33,8 +33,8 @@ PROMPTS = [
 # imported by every child: the prompts, the responder types, and two shorthands
 _CHILD = """
 from test_llamacpp_backend import PROMPTS
-from dpmv_lib.errors import GenerationError
-from dpmv_lib.responders import DecodingConfig, LlamaCppResponder, Prompt, make_responder, smollm2_gguf
+from dpmv_lib.core.errors import GenerationError
+from dpmv_lib.generate.responders import DecodingConfig, LlamaCppResponder, Prompt, make_responder, smollm2_gguf
 
 def f16(max_new_tokens=12, **kw):
     kw = {"batch_size": 4, "threads": 2, "weights": "f16", **kw}
@@ -144,7 +144,7 @@ emit(res)""")
 def test_prompt_matches_transformers_chat_template(build):
     """Same rendered text and token ids as the transformers backend builds for the same prompt."""
     out = native(build, "f16", """
-from dpmv_lib.responders import TransformersResponder
+from dpmv_lib.generate.responders import TransformersResponder
 llm = f16()
 hf = TransformersResponder("smollm2", DecodingConfig(max_new_tokens=4))
 tok, _ = hf.load()
@@ -226,8 +226,8 @@ emit({"a": a, "third": s.respond(PROMPTS[2:3]), "seeded": s.seeded, "greedy_seed
 def test_pipeline_through_llamacpp(build, tmp_path):
     o = native(build, "q4_1", f"""
 from generation_toy import toy_benchmark
-from dpmv_lib.cache import GenerationCache
-from dpmv_lib.generation import generate_transcripts
+from dpmv_lib.generate.cache import GenerationCache
+from dpmv_lib.generate.generation import generate_transcripts
 bench = toy_benchmark()
 r = make_responder("llamacpp", decoding=DecodingConfig(max_new_tokens=8), batch_size=8, threads=2)
 cache = GenerationCache({str(tmp_path / "gen.sqlite")!r})
@@ -249,7 +249,7 @@ emit({{"type": type(r).__name__, "backend": r.identity()["backend"],
 def test_packaged_q4_1_and_f16_weights_are_separate_models(build, tmp_path):
     o = native(build, "f16", f"""
 from pathlib import Path
-from dpmv_lib.responders.llamacpp_backend import convert_gguf
+from dpmv_lib.generate.responders.llamacpp_backend import convert_gguf
 src, tmp = smollm2_gguf(), Path({str(tmp_path)!r})
 out = convert_gguf(src, "f16", tmp, "rev")
 res = {{"out": str(out), "exists": out.exists(), "bigger": out.stat().st_size > src.stat().st_size,
@@ -268,7 +268,7 @@ texts = q4.respond(PROMPTS)                      # the packaged Q4_1 file, run a
 emit({"weights": q4.weights, "texts": texts, "first": q4.respond(PROMPTS[:1])})""")
     assert q4["weights"] == "gguf" and all(t.strip() for t in q4["texts"]) and q4["first"] == q4["texts"][:1]
     # identities (no native call: the constructor only reads the file's fingerprint)
-    from dpmv_lib.responders import make_responder
+    from dpmv_lib.generate.responders import make_responder
     f16, plain = make_responder("llamacpp:smollm2@f16"), make_responder("llamacpp")
     assert f16.weights == "f16" and f16.revision == plain.revision + "+f16" and f16.identity() != plain.identity()
 
@@ -306,15 +306,17 @@ def test_llm_judge_against_real_llama_cpp_server(build):
     import math
     import time
 
-    from dpmv_lib.judge import DIMENSIONS, LLMJudge, Rubric, RubricItem, make_judge, openai_generate
-    from dpmv_lib.responders.local_server import LlamaCppServer
+    from dpmv_lib.evaluate.rubric import DIMENSIONS, Rubric, RubricItem
+    from dpmv_lib.evaluate.llm_judge import LLMJudge, openai_generate
+    from dpmv_lib.evaluate.judge import make_judge
+    from dpmv_lib.generate.responders.local_server import LlamaCppServer
 
     if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
         pytest.fail("llama_cpp.server needs the server packages of the extra `llamacpp` "
                     "(fastapi, uvicorn, sse-starlette, starlette-context, pydantic-settings)")
     path = native(build, "f16", """
-from dpmv_lib.paths import project_root
-from dpmv_lib.responders.llamacpp_backend import convert_gguf
+from dpmv_lib.common.paths import project_root
+from dpmv_lib.generate.responders.llamacpp_backend import convert_gguf
 r = f16()
 emit(str(convert_gguf(r.path, "f16", project_root() / "results" / "cache" / "models", r._source_revision)))
 """)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.mechanism import (ExponentialMechanism, SeededRandomSource, em_log_probabilities,
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.core.mechanism import (ExponentialMechanism, SeededRandomSource, em_log_probabilities,
                                 em_probabilities, sample_em, sample_em_batch, sample_em_exact)
 
 P_MIN = 1e-4  # chi-square p-value threshold: stable under the fixed seeds, yet catches a wrong law

@@ -6,12 +6,12 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.errors import QueryError
-from dpmv_lib.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget
-from dpmv_lib.memview import MemView, Release
-from dpmv_lib.policy import Policy, Query
-from dpmv_lib.store import MemoryStore
-from dpmv_lib.variants import (VARIANTS, CappedArgmax, IncompleteCharge, NoCap, ScoreChannel,
+from dpmv_lib.core.errors import QueryError
+from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget
+from dpmv_lib.core.memview import MemView, Release
+from dpmv_lib.core.policy import Policy, Query
+from dpmv_lib.core.store import MemoryStore
+from dpmv_lib.core.variants import (VARIANTS, CappedArgmax, IncompleteCharge, NoCap, ScoreChannel,
                                StoreDependentVocabulary)
 
 TWO_THIRDS = Fraction(2, 3)

@@ -1,4 +1,4 @@
-"""Native-crash isolation (tests/helpers/native.py) and the machine record (dpmv_lib.machine).
+"""Native-crash isolation (tests/helpers/native.py) and the machine record (dpmv_lib.common.machine).
 
 A segfault in a native backend must fail one test with a message naming the backend, the
 weights and the CPU, never take the suite down: here a child really crashes (SIGSEGV from a
@@ -10,7 +10,7 @@ import os
 import pytest
 from helpers.native import NativeRun, failure_message, run_native
 
-from dpmv_lib.machine import RELEVANT_ISA, cpu_info, cpu_summary
+from dpmv_lib.common.machine import RELEVANT_ISA, cpu_info, cpu_summary
 
 
 def test_child_value_comes_back():
@@ -61,7 +61,7 @@ def test_signal_names_of_the_result_object():
     assert NativeRun(None, "", "", timeout_s=5).signal_name is None
 
 
-# ---- dpmv_lib.machine ----------------------------------------------------------------------------
+# ---- dpmv_lib.common.machine ----------------------------------------------------------------------------
 def test_cpu_info_reads_model_and_isa_flags(tmp_path):
     xeon = tmp_path / "cpuinfo"
     xeon.write_text("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n"

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from dpmv_lib import run as runner
-from dpmv_lib.paths import project_root
+from dpmv_lib.common.paths import project_root
 
 NOTEBOOK_DIR = project_root() / "notebooks"
 ALL_NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb")) if NOTEBOOK_DIR.is_dir() else []

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib.errors import GenerationError, ParameterError
-from dpmv_lib.interfaces import render_guidance, render_memory
-from dpmv_lib.machine import cpu_info
-from dpmv_lib.responders import (DecodingConfig, LlamaCppResponder, OpenVINOResponder, Prompt,
+from dpmv_lib.core.errors import GenerationError, ParameterError
+from dpmv_lib.generate.interfaces import render_guidance, render_memory
+from dpmv_lib.common.machine import cpu_info
+from dpmv_lib.generate.responders import (DecodingConfig, LlamaCppResponder, OpenVINOResponder, Prompt,
                                  TransformersResponder, make_responder)
-from dpmv_lib.responders.engine_select import FALLBACKS, choose_engine
-from dpmv_lib.responders.openvino_backend import openvino_capabilities
-from dpmv_lib.responders.openvino_export import IR_FILES, ir_dir, missing_files
+from dpmv_lib.generate.responders.engine_select import FALLBACKS, choose_engine
+from dpmv_lib.generate.responders.openvino_backend import openvino_capabilities
+from dpmv_lib.generate.responders.openvino_export import IR_FILES, ir_dir, missing_files
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ def test_prompt_is_the_chat_template_of_the_model(ir):
     hf = AutoTokenizer.from_pretrained(str(ir), local_files_only=True)
     r = _ov()
     for p in PROMPTS[:3]:
-        from dpmv_lib.responders import build_messages
+        from dpmv_lib.generate.responders import build_messages
         assert r.render(p) == hf.apply_chat_template(build_messages(p), tokenize=False, add_generation_prompt=True)
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.oracle import (LLRDistribution, brute_force, mixture, oracle_per_pair, oracle_summary,
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.evaluate.oracle import (LLRDistribution, brute_force, mixture, oracle_per_pair, oracle_summary,
                              trajectory_distribution)
 from rq1_synth import make_transcripts
 

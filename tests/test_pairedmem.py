@@ -9,16 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib import benchmark_quality as bq
-from dpmv_lib import lexicon
-from dpmv_lib import pairedmem as pm
-from dpmv_lib.paths import project_root
-from dpmv_lib.phrasebank import (ATTRIBUTE_CUES, INTENTS, NEUTRAL_REASONS, OVERLAP_TEMPLATES, POSITION_PARTS,
+from dpmv_lib.bench import benchmark_quality as bq
+from dpmv_lib.bench import lexicon
+from dpmv_lib.bench import pairedmem as pm
+from dpmv_lib.bench import pairedmem_specs as PS
+from dpmv_lib.bench import pairedmem_realise as PR
+from dpmv_lib.bench import pairedmem_gold as PG
+from dpmv_lib.generate import writer as W
+from dpmv_lib.common.paths import project_root
+from dpmv_lib.bench.phrasebank import (ATTRIBUTE_CUES, INTENTS, NEUTRAL_REASONS, OVERLAP_TEMPLATES, POSITION_PARTS,
                                  POSITIONS, QUERIES, REASONS, SLOTS, TEMPLATES, query_variants, view_links)
-from dpmv_lib.phrasebank.compose import CHANGE_VERBS, split_part
-from dpmv_lib.phrases import all_expansions, render, third_person
-from dpmv_lib.scorer import LexiconScorer, cue_hits
-from dpmv_lib.store import MemoryStore, differing_positions, is_adjacent
+from dpmv_lib.bench.phrasebank.compose import CHANGE_VERBS, split_part
+from dpmv_lib.bench.phrases import all_expansions, render, third_person
+from dpmv_lib.core.scorer import LexiconScorer, cue_hits
+from dpmv_lib.core.store import MemoryStore, differing_positions, is_adjacent
+from dpmv_lib import ParameterError, Query
 
 DATA = project_root() / "data"
 
@@ -35,7 +40,7 @@ def small_build():
 
 # ---- the fixed public policy ------------------------------------------------------------------
 def test_policy_layout_and_templates():
-    pols = pm.template_policies()
+    pols = PS.template_policies()
     assert len(pols) == len(TEMPLATES) >= 4
     layouts = {p.layout for p in pols.values()}
     assert len(layouts) == 1 and len(POSITIONS) == 28
@@ -50,18 +55,18 @@ def test_policy_layout_and_templates():
             assert 2 <= len({slot_of[i] for i in g}) <= 4, (t, a)
         shared = [set(groups[a]) & set(groups[b]) for a, b in itertools.combinations(groups, 2)]
         if t in OVERLAP_TEMPLATES:
-            assert all(pm.overlap_partners(t, a) for a in groups), t
+            assert all(PS.overlap_partners(t, a) for a in groups), t
         else:
             assert not any(shared), t
     for p in pols.values():
         assert str(p.sensitivity) == "3/5"
         assert all(str(a.cap) == "2" for a in p.attributes)
         for intent in p.intents:
-            assert len(p.route(pm.Query("x", intent))) == 1
+            assert len(p.route(Query("x", intent))) == 1
 
 
 def test_views_say_how_to_answer_and_every_attribute_is_served():
-    pol = next(iter(pm.template_policies().values()))
+    pol = next(iter(PS.template_policies().values()))
     links = view_links()
     for s in pol.slots:
         for v in s.views:
@@ -76,7 +81,7 @@ def test_views_say_how_to_answer_and_every_attribute_is_served():
 def test_reason_bank_signals_and_cues():
     """Every realisation of every attribute reason carries that attribute's signal (and no other)
     and a cue of an attribute-linked view in every slot (so slot compatibility holds anywhere)."""
-    pol = next(iter(pm.template_policies().values()))
+    pol = next(iter(PS.template_policies().values()))
     links = view_links()
     n = 0
     for a, reasons in REASONS.items():
@@ -144,14 +149,14 @@ def test_queries_never_name_an_attribute():
 def test_every_group_has_neutral_intents_that_avoid_it():
     """Goal 1: each (template, attribute) has same-domain neutral intents that read no position of
     I_a, and at least 8 target intents."""
-    for pid, pol in pm.template_policies().items():
+    for pid, pol in PS.template_policies().items():
         for a in lexicon.ATTRIBUTES:
-            fam = pm.intent_families(pol, a)
+            fam = PG.intent_families(pol, a)
             group = pol.attribute(a).group
             assert len(fam["neutral"]) >= 4 and len(fam["target"]) >= 8, (pid, a, fam)
             for intent in fam["neutral"] + fam["distractor"]:
                 slot = intent.split(".")[0]
-                assert not set(pol.read(pm.Query("x", intent), slot)) & group, (pid, a, intent)
+                assert not set(pol.read(Query("x", intent), slot)) & group, (pid, a, intent)
 
 
 def test_third_person_style():
@@ -161,7 +166,7 @@ def test_third_person_style():
 
 # ---- S1-S4 on a reduced build -------------------------------------------------------------------
 def test_spec_design_quotas():
-    specs = pm.design_specs(seed=0)
+    specs = PS.design_specs(seed=0)
     assert len(specs) == 384
     assert Counter(s.attribute for s in specs) == {a: 96 for a in lexicon.ATTRIBUTES}
     assert sum(s.overlap for s in specs) == 96
@@ -175,7 +180,7 @@ def test_spec_design_quotas():
 def test_validator_catches_every_injected_writer_error():
     b = pm.build_pairedmem(seed=1, n_candidates_per_attribute=8, n_selected_per_attribute=0, defect_rate=1.0)
     kinds = Counter(c.realisation.defect for c in b.candidates)
-    assert set(kinds) <= set(pm.DEFECT_KINDS) and len(kinds) >= 3
+    assert set(kinds) <= set(PS.DEFECT_KINDS) and len(kinds) >= 3
     assert all(not c.passed for c in b.candidates), [c.spec.spec_id for c in b.candidates if c.passed]
 
 
@@ -184,25 +189,25 @@ def test_validate_pair_reports_problems(small_build):
     pol = small_build.policies[p.policy_id]
     kw = dict(evidence_positions=p.meta["evidence_positions"], co_present=p.meta["co_present"],
               nontarget_positions={int(k): v for k, v in p.meta["nontarget_positions"].items()})
-    assert pm.validate_pair(pol, p.attribute, p.m, p.m_prime, **kw) == []
+    assert PR.validate_pair(pol, p.attribute, p.m, p.m_prime, **kw) == []
     outside = next(i for i in p.m.contents if i not in p.meta["group"])
     drift = p.m_prime.replace({outside: "I like kites."})
-    assert any("outside I_a" in x for x in pm.validate_pair(pol, p.attribute, p.m, drift, **kw))
+    assert any("outside I_a" in x for x in PR.validate_pair(pol, p.attribute, p.m, drift, **kw))
     ev = p.meta["evidence_positions"][0]
     leak = p.m_prime.replace({ev: p.m.contents[ev]})
-    assert any("keeps target evidence" in x for x in pm.validate_pair(pol, p.attribute, p.m, leak, **kw))
+    assert any("keeps target evidence" in x for x in PR.validate_pair(pol, p.attribute, p.m, leak, **kw))
     other = next(b for b in lexicon.ATTRIBUTES if b not in (p.attribute, *p.meta["co_present"]))
     bank = REASONS[other][0]
     new = p.m_prime.replace({ev: all_expansions(bank)[0]})
-    assert any("carries evidence of" in x for x in pm.validate_pair(pol, p.attribute, p.m, new, **kw))
+    assert any("carries evidence of" in x for x in PR.validate_pair(pol, p.attribute, p.m, new, **kw))
     # strict (v2) checks: counter-evidence in M' and label mismatches
-    assert pm.validate_pair(pol, p.attribute, p.m, p.m_prime, strict=True, **kw) == []
+    assert PR.validate_pair(pol, p.attribute, p.m, p.m_prime, strict=True, **kw) == []
     counter = {"debt": "My credit cards are paid off.", "job_loss": "I like my current employer.",
                "diabetes": "My blood sugar is normal.", "pregnancy": "I'm not pregnant."}[p.attribute]
-    bad = pm.validate_pair(pol, p.attribute, p.m, p.m_prime.replace({ev: counter}), strict=True, **kw)
+    bad = PR.validate_pair(pol, p.attribute, p.m, p.m_prime.replace({ev: counter}), strict=True, **kw)
     assert any("asserts or negates" in x for x in bad)
     assert not any("asserts or negates" in x for x in
-                   pm.validate_pair(pol, p.attribute, p.m, p.m_prime.replace({ev: counter}), **kw))
+                   PR.validate_pair(pol, p.attribute, p.m, p.m_prime.replace({ev: counter}), **kw))
 
 
 def test_reduced_build_is_byte_identical(tmp_path: Path):
@@ -272,8 +277,8 @@ def test_every_pair_is_adjacent_with_evidence_in_place(bench):
         group = pol.attribute(p.attribute).group
         assert is_adjacent(p.m, p.m_prime, pol, p.attribute)
         assert differing_positions(p.m, p.m_prime) == group == set(p.meta["evidence_positions"])
-        assert p.overlap == bool(pm.overlap_partners(p.template, p.attribute))
-        problems = pm.validate_pair(pol, p.attribute, p.m, p.m_prime,
+        assert p.overlap == bool(PS.overlap_partners(p.template, p.attribute))
+        problems = PR.validate_pair(pol, p.attribute, p.m, p.m_prime,
                                     evidence_positions=p.meta["evidence_positions"], co_present=p.meta["co_present"],
                                     nontarget_positions={int(k): v for k, v in p.meta["nontarget_positions"].items()},
                                     strict=True)
@@ -289,12 +294,12 @@ def test_every_trajectory(bench):
         pol = bench.policy(p)
         assert len(p.turns) == 32 and [t.index for t in p.turns] == list(range(32))
         assert [t.block for t in p.turns] == [0] * 16 + [1] * 16
-        assert pm.trajectory_problems(pol, p, bench.behaviours) == [], p.pair_id
+        assert PG.trajectory_problems(pol, p, bench.behaviours) == [], p.pair_id
         b0 = {t.query.text for t in p.turns if t.block == 0}
         b1 = {t.query.text for t in p.turns if t.block == 1}
         assert not b0 & b1
         for t in p.turns:
-            expected = pm.gold_for_turn(pol, p.attribute, p.meta["co_present"], t.query, t.slot,
+            expected = PG.gold_for_turn(pol, p.attribute, p.meta["co_present"], t.query, t.slot,
                                         {int(k): v for k, v in p.meta["nontarget_positions"].items()})
             assert t.gold == expected
             for bid in t.gold.target_required:
@@ -343,10 +348,10 @@ def test_llm_writer_hook_is_validated_like_the_template(small_build):
         return ["I like my routine." for _ in prompts]
 
     for gen, ok in ((faithful, True), (lossy, False)):
-        r = pm.llm_rewrite(cand.realisation, gen)
+        r = PR.llm_rewrite(cand.realisation, gen)
         m = MemoryStore.from_policy(pol, r.m)
         mp = MemoryStore.from_policy(pol, r.m_prime)
-        assert (pm.validate_pair(pol, cand.spec.attribute, m, mp, **kw) == []) is ok
+        assert (PR.validate_pair(pol, cand.spec.attribute, m, mp, **kw) == []) is ok
 
 
 class _FakeResponder:
@@ -371,31 +376,33 @@ def test_llm_realiser_is_validated_per_position(small_build):
     def check(realisation):
         m = MemoryStore.from_policy(pol, realisation.m)
         mp = MemoryStore.from_policy(pol, realisation.m_prime)
-        return pm.validate_pair(pol, spec.attribute, m, mp, **kw)
+        return PR.validate_pair(pol, spec.attribute, m, mp, **kw)
 
     # a faithful paraphraser: accepted everywhere, and the pair still passes S3
-    para = pm.responder_writer(_FakeResponder(lambda t: t.replace("I've ", "I have ").replace("they've ", "they have ")))
-    out, rejected = pm.validated_rewrite(spec, r, para)
+    para = W.responder_writer(_FakeResponder(lambda t: t.replace("I've ", "I have ").replace("they've ", "they have ")))
+    out, rejected = PR.validated_rewrite(spec, r, para)
     assert rejected == {} and out.m != r.m and check(out) == []
     # a lossy writer: every position rejected, the template wording is kept
-    out, rejected = pm.validated_rewrite(spec, r, pm.responder_writer(_FakeResponder(lambda t: "Sure, here it is.")))
+    out, rejected = PR.validated_rewrite(spec, r, W.responder_writer(_FakeResponder(lambda t: "Sure, here it is.")))
     assert set(rejected) == set(r.m) and out.m == r.m and out.m_prime == r.m_prime
     assert any("target cue lost on M" in x for i in spec.evidence_positions for x in rejected[i])
     # a leaky writer adds the attribute to every sentence: rejected on M' (and elsewhere)
-    out, rejected = pm.validated_rewrite(spec, r, pm.responder_writer(
+    out, rejected = PR.validated_rewrite(spec, r, W.responder_writer(
         _FakeResponder(lambda t: t.rstrip(".") + " and the collectors keep calling.")))
     assert all(any("on M'" in x for x in rejected[i]) for i in spec.evidence_positions)
     assert out.m_prime == r.m_prime and check(out) == []
 
 
 def test_llm_realiser_through_a_responder_spec():
-    """``realiser="responder:surrogate"`` runs the whole build through the responder path; the
-    surrogate answers like an assistant, so code validation rejects its rewrites where they lose
-    facts and the build still passes S3."""
-    b = pm.build_pairedmem(seed=2, n_candidates_per_attribute=8, n_selected_per_attribute=4,
-                           realiser="responder:surrogate")
+    """``build_with_writer("responder:surrogate")`` runs the whole build through the responder path;
+    the surrogate answers like an assistant, so code validation rejects its rewrites where they lose
+    facts and the build still passes S3. Bench alone refuses a realiser without its writer."""
+    b = W.build_with_writer("responder:surrogate", seed=2, n_candidates_per_attribute=8, n_selected_per_attribute=4)
     assert b.params["realiser"] == "responder:surrogate"
     assert int(b.notes["llm_rewrite_rejected_positions"]) > 0
     assert len(b.pairs) == 16 and all(c.passed or c.realisation.defect for c in b.candidates)
-    with pytest.raises(pm.ParameterError, match="unknown realiser"):
-        pm.make_writer("mistral")
+    with pytest.raises(ParameterError, match="unknown realiser"):
+        W.make_writer("mistral")
+    with pytest.raises(ParameterError, match="needs its writer.*build_with_writer"):
+        pm.build_pairedmem(seed=2, n_candidates_per_attribute=8, n_selected_per_attribute=4,
+                           realiser="responder:surrogate")

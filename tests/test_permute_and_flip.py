@@ -1,4 +1,4 @@
-"""Permute-and-flip (McKenna & Sheldon 2020) as MemView's C3 selector (dpmv_lib.selection).
+"""Permute-and-flip (McKenna & Sheldon 2020) as MemView's C3 selector (dpmv_lib.core.selection).
 
 * the closed form (PF) against brute force over all n! orders, exactly, for arbitrary rational
   acceptance probabilities, and against the arrival-time integral in 50-digit mpmath for the
@@ -22,16 +22,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpmv_lib.accounting import reconstructed_bound
-from dpmv_lib.contract import check_contract
-from dpmv_lib.diagnostics import running_adaptive_strategy, running_queries
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.exact import exact_privacy_loss, fixed_strategy, transcript_distribution
-from dpmv_lib.instances import random_case
-from dpmv_lib.ledger import OnlineBudget, PreallocatedBudget, planned_charges
-from dpmv_lib.mechanism import SeededRandomSource, em_probabilities, exact_exponents
-from dpmv_lib.memview import MemView
-from dpmv_lib.selection import (exponential_mechanism, get_selector, permute_and_flip, pf_from_acceptance,
+from dpmv_lib.core.accounting import reconstructed_bound
+from dpmv_lib.core.contract import check_contract
+from dpmv_lib.experiments.diagnostics import running_adaptive_strategy, running_queries
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.core.exact import exact_privacy_loss, fixed_strategy, transcript_distribution
+from dpmv_lib.core.instances import random_case
+from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
+from dpmv_lib.core.mechanism import SeededRandomSource, em_probabilities, exact_exponents
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.selection import (exponential_mechanism, get_selector, permute_and_flip, pf_from_acceptance,
                                 pf_probabilities, sample_pf, sample_pf_exact)
 
 DU = Fraction(3, 5)
@@ -290,7 +290,7 @@ def test_exact_sampler_decision_tree_is_exactly_pf(monkeypatch):
     """Enumerate every randomness path of sample_pf_exact (shuffle + flips) in rationals, with the
     Bernoulli(exp(-x)) replaced by an exact rational Bernoulli(1/(1+x)) (q = 1 at the maximiser):
     the output distribution equals the closed form (PF) for those q exactly."""
-    import dpmv_lib.selection as sel
+    import dpmv_lib.core.selection as sel
 
     monkeypatch.setattr(sel, "bernoulli_exp_neg",
                         lambda x, rnd: rnd.randbelow((1 / (1 + x)).denominator) < (1 / (1 + x)).numerator)

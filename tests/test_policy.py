@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.errors import PolicyError, QueryError, UnknownAttributeError
-from dpmv_lib.policy import Policy, Query
+from dpmv_lib.core.errors import PolicyError, QueryError, UnknownAttributeError
+from dpmv_lib.core.policy import Policy, Query
 
 
 # ---- the running example's public maps -----------------------------------------------------

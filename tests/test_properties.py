@@ -13,10 +13,10 @@ from fractions import Fraction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpmv_lib.instances import random_case
-from dpmv_lib.ledger import InMemoryLedger
-from dpmv_lib.memview import MemView, Release
-from dpmv_lib.policy import Query
+from dpmv_lib.core.instances import random_case
+from dpmv_lib.core.ledger import InMemoryLedger
+from dpmv_lib.core.memview import MemView, Release
+from dpmv_lib.core.policy import Query
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -5,7 +5,7 @@ import contextlib
 import io
 import re
 
-from dpmv_lib.paths import project_root
+from dpmv_lib.common.paths import project_root
 
 
 def test_readme_memview_example_output_matches():

@@ -6,9 +6,9 @@ import os
 import pytest
 from generation_toy import toy_benchmark
 
-from dpmv_lib.errors import GenerationError, ParameterError
-from dpmv_lib.interfaces import METHODS, make_interface, render_guidance, render_memory
-from dpmv_lib.responders import (DecodingConfig, Prompt, SurrogateResponder, TransformersResponder,
+from dpmv_lib.core.errors import GenerationError, ParameterError
+from dpmv_lib.generate.interfaces import METHODS, make_interface, render_guidance, render_memory
+from dpmv_lib.generate.responders import (DecodingConfig, Prompt, SurrogateResponder, TransformersResponder,
                                  build_messages, make_responder, parse_messages, smollm2_gguf)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -69,7 +69,7 @@ def test_surrogate_randomness_keyed_by_pair_turn_seed_not_store():
     outs = {s.respond_one(Prompt("Dinner ideas?", cond, ("pair-1", t, sd))) for t in range(6) for sd in range(3)}
     assert len(outs) > 3                                # stochastic across keys
     # end to end: identical conditioning under M and M' gives identical responses
-    from dpmv_lib.generation import generate_transcripts
+    from dpmv_lib.generate.generation import generate_transcripts
     df = generate_transcripts(BENCH, s, ["GenericOnly", "TypedMask", "RawReadSet", "DP-MemView (on)"],
                               seeds=(0,), progress=False)
     key = ["pair_id", "method", "seed", "turn"]
@@ -169,7 +169,7 @@ def test_surrogate_cue_index_matches_naive_scan():
     """The token index finds exactly the cues a scan of every cue pattern finds."""
     import re
 
-    from dpmv_lib.responders.surrogate import _WORD_RE
+    from dpmv_lib.generate.responders.surrogate import _WORD_RE
     s = surrogate()
     lines = [t for p in BENCH.pairs for st in (p.m, p.m_prime) for t in st.contents.values()]
     lines += ["My A1C readings and blood sugar are fine.", "I'm budgeting; cheap dinners, quick prep.",
@@ -190,7 +190,7 @@ def test_surrogate_cue_index_matches_naive_scan():
 
 
 def test_length_batches_bound_padding_and_size():
-    from dpmv_lib.responders.transformers_backend import length_batches
+    from dpmv_lib.generate.responders.transformers_backend import length_batches
     lengths = [400, 100, 120, 390, 150, 160, 300, 110, 95, 101]
     batches = length_batches(lengths, 3)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
@@ -201,7 +201,7 @@ def test_length_batches_bound_padding_and_size():
 
 
 def test_cpu_threads():
-    from dpmv_lib.responders.transformers_backend import busy_cores, cpu_threads
+    from dpmv_lib.generate.responders.transformers_backend import busy_cores, cpu_threads
     assert cpu_threads(3) == 3
     assert 1 <= cpu_threads() <= (os.cpu_count() or 1)
     b = busy_cores(0.05)

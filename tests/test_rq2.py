@@ -1,6 +1,6 @@
-"""RQ2 logic (dpmv_lib.rq2) on synthetic inputs with known answers: accounting from public
+"""RQ2 logic (dpmv_lib.experiments.rq2) on synthetic inputs with known answers: accounting from public
 releases, Table 4 assembly and claims, the C1 support-failure counter, the score-channel
-auditor, and the exact prefix oracle against dpmv_lib.oracle."""
+auditor, and the exact prefix oracle against dpmv_lib.evaluate.oracle."""
 from __future__ import annotations
 
 import json
@@ -11,16 +11,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmv_lib import counterexamples as cx
-from dpmv_lib import oracle, rq2
-from dpmv_lib.accounting import reconstructed_bound
-from dpmv_lib.benchmark import Benchmark, Behaviour, GoldTurn, Pair, Turn
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.examples import running_example
-from dpmv_lib.ledger import OnlineBudget
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Query
-from dpmv_lib.variants import StoreDependentVocabulary
+from dpmv_lib.core import counterexamples as cx
+from dpmv_lib.evaluate import oracle
+from dpmv_lib.experiments import rq2
+from dpmv_lib.experiments import common
+from dpmv_lib.experiments import pipeline
+from dpmv_lib.experiments import rq2_horizon
+from dpmv_lib.experiments import rq2_score
+from dpmv_lib.experiments import rq2_support
+from dpmv_lib.core.accounting import reconstructed_bound
+from dpmv_lib.bench.benchmark import Benchmark, Behaviour, GoldTurn, Pair, Turn
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.core.examples import running_example
+from dpmv_lib.core.ledger import OnlineBudget
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Query
+from dpmv_lib.core.variants import StoreDependentVocabulary
 
 QUERIES = [("Any ideas for an affordable dinner?", "affordable_dinner", "target"),
            ("Plan my meals for the week.", "meal_plan", "target"),
@@ -43,7 +49,7 @@ def mini_benchmark(turns: int = 8) -> Benchmark:
 
 
 def conditioning_frame(methods, turns=8, seeds=(0, 1)) -> pd.DataFrame:
-    from dpmv_lib.generation import _ROW_FIELDS, conditioning_table
+    from dpmv_lib.generate.generation import _ROW_FIELDS, conditioning_table
 
     rows = conditioning_table(mini_benchmark(turns), methods, seeds=seeds, turns=turns, progress=False)
     df = pd.DataFrame.from_records(rows, columns=list(_ROW_FIELDS))
@@ -179,35 +185,35 @@ def test_with_paper_leaves_unmatched_rows_nan():
 def test_support_failure_counter_known_answer():
     # B.5 C1 construction: v1 offered only under M; eps0 = 1/2, cap 1 -> two admitted selections
     case = cx.store_dependent_vocabulary_case(n=4)
-    steps = rq2.lockstep_steps(case.policy, case.m, case.m_prime, case.queries, budget=case.budget,
+    steps = rq2_support.lockstep_steps(case.policy, case.m, case.m_prime, case.queries, budget=case.budget,
                                variant=StoreDependentVocabulary, scorer=case.scorer)
-    rec = rq2.support_records(steps, variant="SDV", pair_id="c1")
+    rec = rq2_support.support_records(steps, variant="SDV", pair_id="c1")
     assert list(rec["failure"]) == [True, True, False, False]
     assert list(rec["only_M"][:2]) == ['["g.v1"]'] * 2 and (rec["only_Mp"] == "[]").all()
     p = math.exp(0.25) / (1 + math.exp(0.25))          # Pr[v1 | M] with u = (1, 0), eps 1/2, Du 1
     assert rec["mass_only_M"].iloc[0] == pytest.approx(p)
-    s = rq2.support_failure_summary(rec).iloc[0]
+    s = rq2_support.support_failure_summary(rec).iloc[0]
     assert s["failing_ops"] == 2 and s["pairs_with_failure"] == 1 and s["one_sided_views"] == 2
     assert s["p_detect_M"] == pytest.approx(1 - (1 - p) ** 2) and s["p_detect_Mp"] == 0
     # the compliant interface on the same construction: common support everywhere
-    ok = rq2.support_records(rq2.lockstep_steps(case.policy, case.m, case.m_prime, case.queries,
+    ok = rq2_support.support_records(rq2_support.lockstep_steps(case.policy, case.m, case.m_prime, case.queries,
                                                 budget=case.budget, variant=MemView, scorer=case.scorer))
     assert not ok["failure"].any()
 
 
 def test_one_sided_and_detection_probability():
-    assert rq2.one_sided({"a": 0.5, "b": 0.5}, {"a": 1.0, "b": 0.0}) == (("b",), ())
-    assert rq2.one_sided({"a": 1.0}, {"a": 0.2, "c": 0.8}) == ((), ("c",))
-    assert rq2.detection_probability([0.5, 0.5]) == pytest.approx(0.75)
-    assert rq2.detection_probability([]) == 0.0
+    assert rq2_support.one_sided({"a": 0.5, "b": 0.5}, {"a": 1.0, "b": 0.0}) == (("b",), ())
+    assert rq2_support.one_sided({"a": 1.0}, {"a": 0.2, "c": 0.8}) == ((), ("c",))
+    assert rq2_support.detection_probability([0.5, 0.5]) == pytest.approx(0.75)
+    assert rq2_support.detection_probability([]) == 0.0
     with pytest.raises(ParameterError):
-        rq2.detection_probability([1.5])
+        rq2_support.detection_probability([1.5])
 
 
 def test_benchmark_support_failures_on_mini_benchmark():
     bench = mini_benchmark(6)
-    rec = rq2.benchmark_support_failures(bench, bench.pairs, horizon=6, B_a=2, K=3)
-    s = rq2.support_failure_summary(rec).set_index("variant")
+    rec = rq2_support.benchmark_support_failures(bench, bench.pairs, horizon=6, B_a=2, K=3)
+    s = rq2_support.support_failure_summary(rec).set_index("variant")
     assert s.loc["DP-MemView", "failing_ops"] == 0
     assert s.loc["StoreDependentVocabulary", "failing_ops"] > 0
 
@@ -226,22 +232,22 @@ def _random_turns(rng, n, views=3):
 def test_prefix_distributions_match_oracle_and_brute_force():
     rng = np.random.default_rng(0)
     turns = _random_turns(rng, 5)
-    d = rq2.prefix_distributions(turns, range(1, 6), max_atoms=200_000)
+    d = rq2_horizon.prefix_distributions(turns, range(1, 6), max_atoms=200_000)
     for h in (1, 3, 5):
         ref = oracle.trajectory_distribution(turns[:h])
         assert d[h].auc() == pytest.approx(ref.auc(), abs=1e-12)
         assert d[h].max_loss() == pytest.approx(ref.max_loss(), abs=1e-12)
     bf = oracle.brute_force(turns[:4])
     assert d[4].auc() == pytest.approx(bf["auc"], abs=1e-9)
-    sep = rq2.prefix_distributions(turns, (1, 3), public_equal=[True, False, True, True, True])
+    sep = rq2_horizon.prefix_distributions(turns, (1, 3), public_equal=[True, False, True, True, True])
     assert sep[1].auc() < 1 and sep[3].auc() == 1.0 and math.isinf(sep[3].max_loss())
     with pytest.raises(ParameterError):
-        rq2.prefix_distributions(turns, (0, 9))
+        rq2_horizon.prefix_distributions(turns, (0, 9))
 
 
 def test_horizon_oracle_matches_oracle_per_pair():
     df = conditioning_frame(["DP-MemView (on)", "CappedArgmax", "NoCap"], turns=8)
-    hp = rq2.horizon_oracle(df, horizons=(4, 8))
+    hp = rq2_horizon.horizon_oracle(df, horizons=(4, 8))
     for h in (4, 8):
         ref = oracle.oracle_per_pair(df[df["turn"] < h], h).set_index(["method", "pair_id", "seed"])
         ours = hp[hp["horizon"] == h].set_index(["method", "pair_id", "seed"])
@@ -251,24 +257,24 @@ def test_horizon_oracle_matches_oracle_per_pair():
         assert np.array_equal(np.isinf(j["max_loss"]), np.isinf(j["max_loss_ref"]))
         fin = np.isfinite(j["max_loss"])
         assert np.allclose(j.loc[fin, "max_loss"], j.loc[fin, "max_loss_ref"], atol=1e-12)
-    s = rq2.horizon_summary(hp, cap=2.0, pool_splits=None, seeds_horizons=None).set_index(["method", "horizon"])
-    # pooled ceilings agree with dpmv_lib.oracle.oracle_summary (single transcript and all seeds)
+    s = rq2_horizon.horizon_summary(hp, cap=2.0, pool_splits=None, seeds_horizons=None).set_index(["method", "horizon"])
+    # pooled ceilings agree with dpmv_lib.evaluate.oracle.oracle_summary (single transcript and all seeds)
     ref8 = oracle.oracle_summary(oracle.oracle_per_pair(df, 8, keep_dists=True), caps=2.0, eval_split=None)
     for r in ref8.itertuples():
         assert s.loc[(r.method, 8), "ceiling_auc"] == pytest.approx(r.ceiling_auc, abs=1e-9)
         assert s.loc[(r.method, 8), "ceiling_auc_seeds"] == pytest.approx(r.ceiling_auc_seeds, abs=1e-9)
     assert s.loc[("DP-MemView (on)", 8), "loss_le_cap_all_pairs"]
     assert math.isinf(s.loc[("CappedArgmax", 8), "max_loss"])
-    chk = rq2.theorem_check(s.reset_index(), 8, 2.0).set_index("method")
+    chk = rq2_horizon.theorem_check(s.reset_index(), 8, 2.0).set_index("method")
     assert chk.loc["DP-MemView (on)", "within_B_a"] and not chk.loc["CappedArgmax", "within_B_a"]
     assert chk.loc["CappedArgmax", "violated"] == "C3"
 
 
 def test_pooled_ceiling_of_point_masses_is_chance():
     pt = oracle.LLRDistribution.point()
-    auc, tpr, err = rq2.pooled_ceiling({"a": [pt, pt], "b": [pt]})
+    auc, tpr, err = rq2_horizon.pooled_ceiling({"a": [pt, pt], "b": [pt]})
     assert auc == pytest.approx(0.5) and tpr == pytest.approx(0.05) and err == 0
-    auc, _, _ = rq2.pooled_ceiling({"a": [oracle.LLRDistribution.separable()]})
+    auc, _, _ = rq2_horizon.pooled_ceiling({"a": [oracle.LLRDistribution.separable()]})
     assert auc == 1.0
 
 
@@ -294,34 +300,34 @@ def _score_frame(leak: bool, n_per_split=(8, 4, 4), turns=4, rng_seed=0):
 
 
 def test_score_channel_auditor_separates_a_leaking_channel():
-    keys, X = rq2.score_sequences(_score_frame(True), horizon=4)
+    keys, X = rq2_score.score_sequences(_score_frame(True), horizon=4)
     assert X.shape == (len(keys), 4)
-    summ, scores = rq2.feature_audit(keys, X, horizon=4)
+    summ, scores = rq2_score.feature_audit(keys, X, horizon=4)
     assert summ["auc"].iloc[0] > 0.95
     test_ids = set(keys.loc[keys["split"] == "test", "pair_id"])
     assert set(scores["pair_id"]) == test_ids              # evaluated on held-out test pairs only
-    ex = rq2.score_channel_exact(keys, X).set_index("attribute")
+    ex = rq2_score.score_channel_exact(keys, X).set_index("attribute")
     assert ex.loc["all", "share_differing"] == 1.0 and ex.loc["all", "pair_known_auc"] == 1.0
 
 
 def test_score_channel_without_leak_is_chance():
-    keys, X = rq2.score_sequences(_score_frame(False), horizon=4)
-    summ, _ = rq2.feature_audit(keys, X, horizon=4)
+    keys, X = rq2_score.score_sequences(_score_frame(False), horizon=4)
+    summ, _ = rq2_score.feature_audit(keys, X, horizon=4)
     assert summ["auc"].iloc[0] == pytest.approx(0.5)
-    ex = rq2.score_channel_exact(keys, X).set_index("attribute")
+    ex = rq2_score.score_channel_exact(keys, X).set_index("attribute")
     assert ex.loc["all", "share_differing"] == 0.0 and ex.loc["all", "pair_known_auc"] == 0.5
 
 
 def test_score_features_by_query_family():
     df = _score_frame(True)
-    keys, X = rq2.score_sequences(df, horizon=4)
-    F, names = rq2.score_family_features(df, keys, X, horizon=4, generic_utility=0.5)
+    keys, X = rq2_score.score_sequences(df, horizon=4)
+    F, names = rq2_score.score_family_features(df, keys, X, horizon=4, generic_utility=0.5)
     assert F.shape == (len(keys), len(names)) and "mean[target]" in names
 
 
 def test_real_score_channel_releases_scores():
     df = conditioning_frame(["ScoreChannel"], turns=6)
-    keys, X = rq2.score_sequences(df, horizon=6)
+    keys, X = rq2_score.score_sequences(df, horizon=6)
     assert X.shape == (len(keys), 6) and np.all((X >= 0) & (X <= 1)) and X.max() > 0
 
 
@@ -336,39 +342,39 @@ def test_ceiling_consistency_flags():
                        "ceiling_auc_seeds": [0.7, 0.7], "auc_err_seeds": [0.0, 0.0]})
     au = pd.DataFrame({"method": ["A", "A"], "horizon": [4, 8], "auc": [0.65, 0.8], "auc_lo": [0.6, 0.75],
                        "auc_indep": [0.55, 0.7], "auc_indep_lo": [0.5, 0.65]})
-    c = rq2.ceiling_consistency(hs, au)
+    c = rq2_horizon.ceiling_consistency(hs, au)
     assert list(c["indep_consistent"]) == [True, False]
     assert list(c["seed_avg_consistent"]) == [True, False]
-    c2 = rq2.ceiling_consistency(hs, au.assign(auc_indep=[np.nan, 0.5], auc_indep_lo=[np.nan, 0.5]))
+    c2 = rq2_horizon.ceiling_consistency(hs, au.assign(auc_indep=[np.nan, 0.5], auc_indep_lo=[np.nan, 0.5]))
     assert c2["indep_consistent"].isna().iloc[0] and bool(c2["indep_consistent"].iloc[1])
 
 
 # ---- pipeline helpers ----------------------------------------------------------------------------------
 def test_rq2_config_defaults_and_validation():
-    assert rq2.RQ2Config(profile="smoke").n_boot == 200 and rq2.RQ2Config().n_boot == 1000
-    assert rq2.RQ2Config(T=8, T_max=8).learned_horizons == (1, 2, 4, 8)
+    assert common.ExperimentConfig(profile="smoke").n_boot == 200 and common.ExperimentConfig().n_boot == 1000
+    assert common.ExperimentConfig(T=8, T_max=8).learned_horizons == (1, 2, 4, 8)
     with pytest.raises(ParameterError):
-        rq2.RQ2Config(T=20, T_max=16)
+        common.ExperimentConfig(T=20, T_max=16)
     with pytest.raises(ParameterError):
-        rq2.RQ2Config(B_a=0)
+        common.ExperimentConfig(B_a=0)
 
 
 def test_cached_transcripts_reuse_truncate_and_key(tmp_path):
-    from dpmv_lib.responders import make_responder
+    from dpmv_lib.generate.responders import make_responder
 
     bench = mini_benchmark(8)
     resp = make_responder("surrogate", list(bench.policies.values()))
     logs = []
     kw = dict(seeds=(0,), cache_dir=tmp_path, log=logs.append, progress=False)
-    a = rq2.cached_transcripts(bench, resp, ["DP-MemView (on)", "CappedArgmax"], turns=8, **kw)
+    a = pipeline.cached_transcripts(bench, resp, ["DP-MemView (on)", "CappedArgmax"], turns=8, **kw)
     assert set(a["method"]) == {"DP-MemView (on)", "CappedArgmax"} and a["turn"].max() == 7
     assert len(list(tmp_path.glob("*-T8.parquet"))) == 2
-    b = rq2.cached_transcripts(bench, resp, ["DP-MemView (on)"], turns=4, **kw)   # shorter: reused, truncated
+    b = pipeline.cached_transcripts(bench, resp, ["DP-MemView (on)"], turns=4, **kw)   # shorter: reused, truncated
     assert "reused every method" in logs[-1] and b["turn"].max() == 3
     pd.testing.assert_frame_equal(b.reset_index(drop=True),
                                   a[(a["method"] == "DP-MemView (on)") & (a["turn"] < 4)].reset_index(drop=True))
-    rq2.cached_transcripts(bench, resp, ["DP-MemView (on)"], turns=4, B_a=1, **kw)  # another cap: new key
+    pipeline.cached_transcripts(bench, resp, ["DP-MemView (on)"], turns=4, B_a=1, **kw)  # another cap: new key
     assert "generated DP-MemView (on)" in logs[-1]
     (next(tmp_path.glob("CappedArgmax*.parquet"))).write_bytes(b"not parquet")     # corrupt: regenerated
-    rq2.cached_transcripts(bench, resp, ["CappedArgmax"], turns=8, **kw)
+    pipeline.cached_transcripts(bench, resp, ["CappedArgmax"], turns=8, **kw)
     assert any("ignoring unreadable" in x for x in logs)

@@ -14,10 +14,10 @@ import nbformat
 import pytest
 
 from dpmv_lib import run as runner
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.machine import cpu_info
-from dpmv_lib.paths import project_root
-from dpmv_lib.profiles import PROFILES
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.common.machine import cpu_info
+from dpmv_lib.common.paths import project_root
+from dpmv_lib.experiments.profiles import PROFILES
 
 PARAMS_CELL = ("profile = 'default'\nseed = 0\nresults_dir = 'results'\nINTERACTIVE = True\n"
                "x: int = 1\nlabel = 'a'")

@@ -1,5 +1,5 @@
 """OpenAI-compatible backend against a real HTTP server on 127.0.0.1 started by the test
-(dpmv_lib.responders.local_server), backed by a real responder (surrogate; SmolLM2 when slow)."""
+(dpmv_lib.generate.responders.local_server), backed by a real responder (surrogate; SmolLM2 when slow)."""
 from __future__ import annotations
 
 import socket
@@ -8,12 +8,12 @@ import time
 import pytest
 from generation_toy import toy_benchmark
 
-from dpmv_lib.errors import GenerationError
-from dpmv_lib.generation import generate_transcripts
-from dpmv_lib.interfaces import render_guidance, render_memory
-from dpmv_lib.responders import (DecodingConfig, OpenAIResponder, Prompt, SurrogateResponder,
+from dpmv_lib.core.errors import GenerationError
+from dpmv_lib.generate.generation import generate_transcripts
+from dpmv_lib.generate.interfaces import render_guidance, render_memory
+from dpmv_lib.generate.responders import (DecodingConfig, OpenAIResponder, Prompt, SurrogateResponder,
                                  TransformersResponder, smollm2_gguf)
-from dpmv_lib.responders.local_server import LocalChatServer
+from dpmv_lib.generate.responders.local_server import LocalChatServer
 
 BENCH = toy_benchmark()
 POLICY = BENCH.policies["running-example"]

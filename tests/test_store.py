@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from dpmv_lib.errors import StoreError, UnknownAttributeError
-from dpmv_lib.memview import MemView
-from dpmv_lib.store import (MemoryStore, adjacency_problem, check_adjacent, differing_positions,
+from dpmv_lib.core.errors import StoreError, UnknownAttributeError
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.store import (MemoryStore, adjacency_problem, check_adjacent, differing_positions,
                             is_adjacent)
 
 
@@ -51,7 +51,7 @@ def test_replace_and_read(running):
 
 
 def test_layout_mismatch(running, policy_dict):
-    from dpmv_lib.policy import Policy
+    from dpmv_lib.core.policy import Policy
     policy, m, _, _ = running
     policy_dict["positions"][1]["slot"] = "health"  # position 2 moves to another slot
     other = Policy.from_dict(policy_dict)

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.tables import (DAGGER, build_table2, compare_with_paper, comparison_markdown, load_paper_table2,
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.experiments.tables import (DAGGER, build_table2, compare_with_paper, comparison_markdown, load_paper_table2,
                              paper_model_of, table2_markdown, write_table)
 
 

@@ -1,4 +1,4 @@
-"""Exact verification of Theorem 1 by enumerating every augmented transcript (dpmv_lib.exact).
+"""Exact verification of Theorem 1 by enumerating every augmented transcript (dpmv_lib.core.exact).
 
 For small random policies (overlapping groups, empty reads, adaptive routing), adjacent stores
 M ~_a M', a fixed and an adaptive query strategy and both budget modes:
@@ -11,13 +11,13 @@ import math
 
 import pytest
 
-from dpmv_lib import counterexamples as cx
-from dpmv_lib.errors import ParameterError
-from dpmv_lib.diagnostics import running_adaptive_strategy, running_queries, theorem1_check
-from dpmv_lib.exact import exact_privacy_loss, fixed_strategy, transcript_distribution
-from dpmv_lib.instances import random_case, tight_em_case, tight_em_loss
-from dpmv_lib.ledger import OnlineBudget, PreallocatedBudget, planned_charges
-from dpmv_lib.memview import MemView
+from dpmv_lib.core import counterexamples as cx
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.experiments.diagnostics import running_adaptive_strategy, running_queries, theorem1_check
+from dpmv_lib.core.exact import exact_privacy_loss, fixed_strategy, transcript_distribution
+from dpmv_lib.core.instances import random_case, tight_em_case, tight_em_loss
+from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
+from dpmv_lib.core.memview import MemView
 
 REL = 1e-9
 
@@ -132,7 +132,7 @@ def test_b5_loss_grows_as_n_eps0_over_2(n):
 def test_b5_constructions_keep_the_other_conditions():
     """Each construction uses adjacent stores, a public route and a fixed vocabulary (only the
     named condition is broken)."""
-    from dpmv_lib.store import is_adjacent
+    from dpmv_lib.core.store import is_adjacent
     for case in cx.all_cases():
         assert is_adjacent(case.m, case.m_prime, case.policy, case.attribute)
         assert case.variant.violates == case.violates

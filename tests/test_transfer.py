@@ -10,19 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib import lexicon
-from dpmv_lib import pairedmem as pm
-from dpmv_lib import transfer as tr
-from dpmv_lib.datasets import load_benchmark
-from dpmv_lib.errors import CorpusError
-from dpmv_lib.paths import default_corpora_dir, project_root
-from dpmv_lib.store import differing_positions, is_adjacent
+from dpmv_lib.bench import lexicon
+from dpmv_lib.bench import pairedmem as pm
+from dpmv_lib.bench import transfer as tr
+from dpmv_lib.bench import transfer_corpora as TC
+from dpmv_lib.bench import transfer_evidence as TE
+from dpmv_lib.bench import transfer_support as TS
+from dpmv_lib.bench import transfer_quality as TQ
+from dpmv_lib.bench.datasets import load_benchmark
+from dpmv_lib.core.errors import CorpusError
+from dpmv_lib.common.paths import default_corpora_dir, project_root
+from dpmv_lib.core.store import differing_positions, is_adjacent
 
 DATA = project_root() / "data"
 
 
-def _st(*texts: str) -> list[tr.SourceText]:
-    return [tr.SourceText("test", f"t:{i}", t) for i, t in enumerate(texts)]
+def _st(*texts: str) -> list[TC.SourceText]:
+    return [TC.SourceText("test", f"t:{i}", t) for i, t in enumerate(texts)]
 
 
 # ---- T3 rules ------------------------------------------------------------------------------------
@@ -35,11 +39,11 @@ def _st(*texts: str) -> list[tr.SourceText]:
     ("diabetes", "I have recently been diagnosed with diabetic kidney disease."),
 ])
 def test_rules_accept_first_person_current_statements(attribute, text):
-    assert tr.evidence_problems(text, attribute) == []
-    kept, why = tr.select_evidence(_st(text), attribute)
+    assert TE.evidence_problems(text, attribute) == []
+    kept, why = TE.select_evidence(_st(text), attribute)
     assert [e.text for e in kept] == [text], dict(why)
     # with an allow-list, a passing sentence that is not listed is not used
-    kept, why = tr.select_evidence(_st(text), attribute, review={})
+    kept, why = TE.select_evidence(_st(text), attribute, review={})
     assert not kept and why["not_reviewed"] == 1
 
 
@@ -63,16 +67,16 @@ def test_rules_accept_first_person_current_statements(attribute, text):
     ("diabetes", "Diabetes runs in families.", "not_first_person"),
 ])
 def test_rules_reject(attribute, text, reason):
-    assert reason in tr.evidence_problems(text, attribute)
-    kept, why = tr.select_evidence(_st(text), attribute)
+    assert reason in TE.evidence_problems(text, attribute)
+    kept, why = TE.select_evidence(_st(text), attribute)
     assert not kept and sum(why.values()) == 1, dict(why)
 
 
 def test_clause_fallback_keeps_only_the_current_clause():
-    kept, _ = tr.select_evidence(_st("I got laid off a few months back and was really worried about paying my bills."),
+    kept, _ = TE.select_evidence(_st("I got laid off a few months back and was really worried about paying my bills."),
                                  "job_loss")
     assert [e.text for e in kept] == ["I got laid off a few months back."] and kept[0].unit == "clause"
-    kept, _ = tr.select_evidence(_st("I have been recently diagnosed with diabetic retinopathy, what tests do I need?"),
+    kept, _ = TE.select_evidence(_st("I have been recently diagnosed with diabetic retinopathy, what tests do I need?"),
                                  "diabetes")
     assert [e.text for e in kept] == ["I have been recently diagnosed with diabetic retinopathy."]
 
@@ -90,20 +94,20 @@ def test_clause_fallback_keeps_only_the_current_clause():
     ("job_loss", "I got laid off.", "I got laid off.", "unchanged"),
 ])
 def test_replacement_checks_catch_residual_signal_and_counter_evidence(attribute, m, m_prime, bad):
-    assert any(p.startswith(bad) for p in tr.replacement_problems(m, m_prime, attribute))
+    assert any(p.startswith(bad) for p in TE.replacement_problems(m, m_prime, attribute))
 
 
 def test_replacement_checks_accept_neutral_edits():
-    assert tr.replacement_problems("I lost my job yesterday.", "I lost my phone yesterday.", "job_loss") == []
-    assert tr.replacement_problems("I am a diabetic.", "I am a vegetarian.", "diabetes") == []
+    assert TE.replacement_problems("I lost my job yesterday.", "I lost my phone yesterday.", "job_loss") == []
+    assert TE.replacement_problems("I am a diabetic.", "I am a vegetarian.", "diabetes") == []
 
 
 def test_review_file_is_valid_and_passes_the_rules():
-    review = tr.load_review()
+    review = TE.load_review()
     for a, entries in review.items():
         for text, r in entries.items():
-            assert tr.evidence_problems(text, a) == [], text
-            assert tr.replacement_problems(text, r.m_prime, a) == [], r.m_prime
+            assert TE.evidence_problems(text, a) == [], text
+            assert TE.replacement_problems(text, r.m_prime, a) == [], r.m_prime
             assert r.reason.strip()
 
 
@@ -112,40 +116,40 @@ def test_review_errors_name_the_problem(tmp_path: Path):
     p.write_text(json.dumps({"evidence": {"diabetes": [{"text": "I am a diabetic.", "m_prime": "I am diabetic.",
                                                         "reason": "x"}]}}))
     with pytest.raises(CorpusError, match="M' replacement of 'I am a diabetic.' fails"):
-        tr.load_review(p)
+        TE.load_review(p)
     p.write_text(json.dumps({"evidence": {"flu": []}}))
     with pytest.raises(CorpusError, match="unknown attribute 'flu'"):
-        tr.load_review(p)
+        TE.load_review(p)
     p.write_text("{not json")
     with pytest.raises(CorpusError, match="cannot read the transfer review"):
-        tr.load_review(p)
+        TE.load_review(p)
 
 
 # ---- background consistency and persona ----------------------------------------------------------
 def test_background_drops_sentences_that_conflict_with_the_speakers_attributes():
-    sp = tr.Speaker("s", "Sam", "0", (("D1:1", "I started a new job last week and I love my coworkers there."),
+    sp = TC.Speaker("s", "Sam", "0", (("D1:1", "I started a new job last week and I love my coworkers there."),
                                       ("D1:2", "I had a glass of wine with dinner at my favourite restaurant."),
                                       ("D1:3", "I cooked a big pasta dinner for my whole family tonight.")))
-    by_slot, why = tr.background_sentences(sp, conflict_attributes=("job_loss", "pregnancy"))
+    by_slot, why = TE.background_sentences(sp, conflict_attributes=("job_loss", "pregnancy"))
     kept = [s for v in by_slot.values() for s in v]
     assert kept == ["I cooked a big pasta dinner for my whole family tonight."]
     assert why["conflicts_job_loss"] == 1 and why["conflicts_pregnancy"] == 1
-    by_slot, why = tr.background_sentences(sp, conflict_attributes=())
+    by_slot, why = TE.background_sentences(sp, conflict_attributes=())
     assert sum(len(v) for v in by_slot.values()) == 3
 
 
 @pytest.mark.parametrize("she,he,conflicts,fits", [
     (70, 0, 0, True), (55, 27, 0, True), (18, 91, 0, False), (0, 125, 0, False), (5, 0, 0, False), (75, 0, 10, False)])
 def test_pregnancy_persona_rule(she, he, conflicts, fits):
-    assert tr.pregnancy_persona_fits(she, he, conflicts) is fits
+    assert TC.pregnancy_persona_fits(she, he, conflicts) is fits
 
 
 def test_missing_corpora_names_files(tmp_path: Path):
     with pytest.raises(CorpusError, match=r"locomo/26\.json.*chatdoctor5k\.json.*Get them from"):
-        tr.check_corpora(tmp_path / "none")
+        TC.check_corpora(tmp_path / "none")
     (tmp_path / "c" / "locomo").mkdir(parents=True)
     with pytest.raises(CorpusError, match="prompts_valid.csv"):
-        tr.check_corpora(tmp_path / "c")
+        TC.check_corpora(tmp_path / "c")
 
 
 # ---- a tiny synthetic corpus with the real layout ------------------------------------------------
@@ -174,8 +178,8 @@ _NEUTRAL = ["I lost my wallet.", "My commute is ridiculous.", "I am currently re
             "I have been learning Spanish for 6 months now.", "I am a vegetarian."]
 
 
-def _fake_review() -> dict[str, dict[str, tr.Review]]:
-    return {a: {t: tr.Review(a, t, _NEUTRAL[k], "synthetic test sentence") for k, t in enumerate(ts)}
+def _fake_review() -> dict[str, dict[str, TE.Review]]:
+    return {a: {t: TE.Review(a, t, _NEUTRAL[k], "synthetic test sentence") for k, t in enumerate(ts)}
             for a, ts in _EV.items()}
 
 
@@ -204,7 +208,7 @@ def _fake_corpora(root: Path) -> Path:
         w.writerow(["i am currently pregnant.", "x", 1])
     lq = root / "medical_questions" / "liveqa"
     lq.mkdir(parents=True)
-    for name in tr.LIVEQA_FILES:
+    for name in TC.LIVEQA_FILES:
         (root / name).write_text('<?xml version="1.0"?><NLM-QUESTIONS><NLM-QUESTION questionid="Q1"><MESSAGE>'
                                  "I am a diabetic and I suspect it may be my kidneys.</MESSAGE></NLM-QUESTION>"
                                  "</NLM-QUESTIONS>")
@@ -223,11 +227,11 @@ def small_pm():
 def test_support_positions_cover_every_target_required_behaviour(small_pm):
     for p in small_pm.pairs:
         pol = small_pm.policies[p.policy_id]
-        s = tr.support_positions(pol, p)
+        s = TS.support_positions(pol, p)
         if s is None:
             continue
         assert set(s) <= pol.attribute(p.attribute).group
-        for n in tr.support_needs(pol, p):
+        for n in TS.support_needs(pol, p):
             assert n.reads & set(s), (p.pair_id, n)
 
 
@@ -249,9 +253,9 @@ def test_fake_corpus_build_is_valid_and_byte_identical(tmp_path: Path, small_pm)
         assert is_adjacent(p.m, p.m_prime, pol, p.attribute)
         assert differing_positions(p.m, p.m_prime) == set(p.meta["evidence_positions"])
         assert p.turns == by_id[p.meta["matched_pair"]].turns
-        assert tr.pair_problems(pol, p, b.behaviours) == []
+        assert TS.pair_problems(pol, p, b.behaviours) == []
         assert "I started a new job last week and I love it number" not in " ".join(p.m.contents.values())
-    q = tr.quality_report(b)
+    q = TQ.quality_report(b)
     assert q["target_required"] > 0
     assert (q["unsupported_target_required"], q["rule_violations"], q["m_prime_problems"], q["background_conflicts"],
             q["pregnancy_pairs_persona_misfit"], q["pairs_differing_outside_group"]) == (0, 0, 0, 0, 0, 0)
@@ -263,14 +267,14 @@ def test_quality_report_counts_what_is_wrong(small_pm):
     their (template) sentences, and breaking a pair's M evidence makes behaviours unsupported."""
     from dataclasses import replace
 
-    from dpmv_lib.benchmark import Benchmark
+    from dpmv_lib.bench.benchmark import Benchmark
     p = next(p for p in small_pm.pairs if not p.meta.get("co_present"))
     pol = small_pm.policies[p.policy_id]
-    total, bad = tr.supported(pol, p)
+    total, bad = TS.supported(pol, p)
     assert total > 0
     blank = p.m.replace({i: "I went for a walk in the park." for i in pol.attribute(p.attribute).group})
     broken = replace(p, m=blank, meta={**p.meta, "speaker": "x", "persona": {"she_refs": 0, "he_refs": 9}})
-    q = tr.quality_report(Benchmark("transfer", small_pm.policies, (broken,), small_pm.behaviours))
+    q = TQ.quality_report(Benchmark("transfer", small_pm.policies, (broken,), small_pm.behaviours))
     assert q["unsupported_target_required"] == total
     if p.attribute == "pregnancy":
         assert q["pregnancy_pairs_persona_misfit"] == 1
@@ -280,13 +284,13 @@ def test_quality_report_counts_what_is_wrong(small_pm):
 @pytest.fixture(scope="module")
 def committed():
     if not (DATA / "transfer" / "manifest.json").exists():
-        pytest.skip("data/transfer not built (python -m dpmv_lib.transfer --build)")
+        pytest.skip("data/transfer not built (python -m dpmv_lib.bench.transfer --build)")
     return load_benchmark("transfer", DATA), load_benchmark("pairedmem", DATA)
 
 
 @pytest.fixture(scope="module")
 def quality(committed):
-    return tr.quality_report(committed[0])
+    return TQ.quality_report(committed[0])
 
 
 def test_committed_quality_goals(quality, committed):
@@ -319,17 +323,17 @@ def test_committed_balanced_reuse(quality, committed, attribute):
 def test_committed_distinct_evidence_shortfall_is_only_where_the_corpora_run_out(quality):
     """The >= 20 goal holds for pregnancy and job loss; diabetes and debt are short because the
     corpora hold no more reviewed sentences (every allow-listed one that fits is used)."""
-    review = tr.load_review()
+    review = TE.load_review()
     for a in lexicon.ATTRIBUTES:
-        if quality["distinct_evidence"][a] < tr.MIN_DISTINCT_EVIDENCE:
+        if quality["distinct_evidence"][a] < TC.MIN_DISTINCT_EVIDENCE:
             assert quality["distinct_evidence"][a] == len(review[a])
-    assert {a for a in lexicon.ATTRIBUTES if quality["distinct_evidence"][a] >= tr.MIN_DISTINCT_EVIDENCE} == {
+    assert {a for a in lexicon.ATTRIBUTES if quality["distinct_evidence"][a] >= TC.MIN_DISTINCT_EVIDENCE} == {
         "pregnancy", "job_loss"}
 
 
 def test_committed_transfer_invariants(committed):
     bench, paired = committed
-    review = tr.load_review()
+    review = TE.load_review()
     speakers = {p.meta["speaker"] for p in bench}
     assert len(speakers) == 20
     preg = {p.meta["speaker"] for p in bench if p.attribute == "pregnancy"}
@@ -342,7 +346,7 @@ def test_committed_transfer_invariants(committed):
         base = src[p.meta["matched_pair"]]
         assert (p.template, p.policy_id, p.turns) == (base.template, base.policy_id, base.turns)
         assert is_adjacent(p.m, p.m_prime, pol, p.attribute)
-        assert tr.pair_problems(pol, p, bench.behaviours) == []
+        assert TS.pair_problems(pol, p, bench.behaviours) == []
         for e in p.meta["evidence"]:   # only allow-listed sentences, with their reviewed replacement
             r = review[p.attribute][e["M"]]
             assert (p.m.contents[e["position"]], p.m_prime.contents[e["position"]]) == (r.text, r.m_prime)
@@ -363,7 +367,7 @@ def test_no_corpus_file_is_copied_into_the_repo():
     root = default_corpora_dir()
     if not root.is_dir():
         pytest.skip("corpora not available")
-    sizes = {(root / f).stat().st_size for f in tr.REQUIRED_FILES if (root / f).is_file()}
+    sizes = {(root / f).stat().st_size for f in TC.REQUIRED_FILES if (root / f).is_file()}
     for p in (project_root() / "data").rglob("*"):
         if p.is_file():
             assert p.stat().st_size not in sizes or p.suffix == ".jsonl", p
@@ -382,9 +386,9 @@ def test_committed_transfer_regenerates_byte_for_byte(tmp_path: Path, committed)
 
 
 def test_quality_table_marks_goals(quality):
-    rows = {r["figure"]: r for r in tr.quality_table(quality)}
+    rows = {r["figure"]: r for r in TQ.quality_table(quality)}
     assert rows["unsupported_target_required"]["met"] and rows["rule_violations"]["met"]
-    assert rows["distinct_evidence"]["met"] is (min(quality["distinct_evidence"].values()) >= tr.MIN_DISTINCT_EVIDENCE)
+    assert rows["distinct_evidence"]["met"] is (min(quality["distinct_evidence"].values()) >= TC.MIN_DISTINCT_EVIDENCE)
     assert all(r["v1"] for r in rows.values())
 
 
@@ -393,7 +397,7 @@ def test_quality_report_detects_each_kind_of_defect(committed):
     a conflicting background sentence, a male persona and a difference outside I_a are each counted."""
     from dataclasses import replace
 
-    from dpmv_lib.benchmark import Benchmark
+    from dpmv_lib.bench.benchmark import Benchmark
     bench, _ = committed
     p = next(p for p in bench if p.attribute == "pregnancy")
     pol = bench.policy(p)
@@ -405,10 +409,10 @@ def test_quality_report_detects_each_kind_of_defect(committed):
     mp = p.m_prime.replace({ev[0]: "I am worried about the health of the babies.",
                             inside_bg: "I had a glass of wine with dinner tonight.", outside: "Something else."})
     bad = replace(p, m=m, m_prime=mp, meta={**p.meta, "persona": {"she_refs": 3, "he_refs": 80}})
-    q = tr.quality_report(Benchmark("transfer", bench.policies, (bad,), bench.behaviours))
+    q = TQ.quality_report(Benchmark("transfer", bench.policies, (bad,), bench.behaviours))
     # 2 rule violations: the resolved pregnancy, and the background sentence at the position outside
     # I_a that now differs (it is not evidence of anything)
     assert q["rule_violations"] == 2 and q["m_prime_problems"] == 1 and q["m_prime_residual_anywhere"] == 1
     assert q["background_conflicts"] == 1 and q["pregnancy_pairs_persona_misfit"] == 1
     assert q["pairs_differing_outside_group"] == 1 and q["pairs_d_not_evidence"] == 1
-    assert tr.pair_problems(pol, bad, bench.behaviours) != []
+    assert TS.pair_problems(pol, bad, bench.behaviours) != []

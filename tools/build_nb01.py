@@ -26,12 +26,12 @@ Appendix **C.1-C.3**, Tables 5-7) under `data/`, and shows what they contain.
 
 Where the paper used LLMs (Mistral-7B as writer, Claude as checker) this reproduction uses, by
 default, a seeded compositional realiser (position topic phrases x change verbs x attribute or
-neutral reasons x fields, `dpmv_lib.phrasebank.compose`) and code validation; the realiser simulates
+neutral reasons x fields, `dpmv_lib.bench.phrasebank.compose`) and code validation; the realiser simulates
 writer errors at a small seeded rate so that S3 is a real filter. An LLM writer can replace the
-wording (`build_pairedmem(realiser="responder:<spec>")`, any responder spec: a local model or an
+wording (`dpmv_lib.generate.writer.build_with_writer("responder:<spec>")`, any responder spec: a local model or an
 OpenAI-compatible server); every rewritten sentence is then code-validated (target cue kept on $M$,
-absent from $M'$, label kept) before S3. All logic lives in `dpmv_lib` (`pairedmem`, `transfer`,
-`lexicon`, `phrasebank`, `benchmark_quality`, `data_report`); this notebook only calls it.
+absent from $M'$, label kept) before S3. All logic lives in `dpmv_lib` (`bench`: `pairedmem*`, `transfer*`,
+`lexicon`, `phrasebank`, `benchmark_quality`; `experiments.data_report`); this notebook only calls it.
 Rebuilding with the same seed reproduces every file byte for byte."""),
     code("""profile = "default"
 seed = 0
@@ -49,13 +49,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
-from dpmv_lib import data_report as dr
-from dpmv_lib import lexicon
-from dpmv_lib import pairedmem as pm
-from dpmv_lib import transfer as tr
-from dpmv_lib.datasets import load_benchmark
-from dpmv_lib.paths import project_root, resolve
-from dpmv_lib.profiles import get_profile
+from dpmv_lib.experiments import data_report as dr
+from dpmv_lib.bench import lexicon
+from dpmv_lib.bench import pairedmem_specs as PS
+from dpmv_lib.bench import pairedmem_gold as PG
+from dpmv_lib.bench import phrasebank as PB
+from dpmv_lib.bench import transfer_quality as TQ
+from dpmv_lib.bench.datasets import load_benchmark
+from dpmv_lib.common.paths import project_root, resolve
+from dpmv_lib.experiments.profiles import get_profile
 
 prof = get_profile(profile)
 out, data = resolve(results_dir), resolve(data_dir)
@@ -76,12 +78,12 @@ public intent -> one slot) and read policy. Templates differ only in the protect
 two attributes). Views say how to answer, never a user fact, and are shared by all stores (C1).
 The scorer $u = 0.4\\,r + 0.4\\,c + 0.2\\,s$ reads the public intent ($r$) and the view's cues in the read
 memory ($c$, $s$), so its sensitivity is $\\Delta u = 0.6$ (C.5)."""),
-    code("""pols = pm.template_policies()
+    code("""pols = PS.template_policies()
 p0 = next(iter(pols.values()))
 slot_of = dict(p0.layout)
 display(pd.DataFrame([{"template": t, **{a: f"{sorted(g)} ({len(g)}; slots: {', '.join(sorted({slot_of[i] for i in g}))})"
                                           for a, g in groups.items()},
-                       "overlap": t in pm.OVERLAP_TEMPLATES} for t, groups in pm.TEMPLATES.items()]))
+                       "overlap": t in PB.OVERLAP_TEMPLATES} for t, groups in PB.TEMPLATES.items()]))
 display(pd.DataFrame([{"slot": s.name, "positions": len(p0.positions_of(s.name)),
                        "views": ", ".join(v.id.split(".")[1] for v in s.views),
                        "intents": sum(1 for i in p0.intents if i.startswith(s.name + "."))} for s in p0.slots]))
@@ -147,18 +149,18 @@ $M'$ supports the view and the entry is dropped); every turn has the intent's ge
     code("""display(dr.trajectory_table(ex, bench.behaviours).head(16))
 bad = [(p.pair_id, t.index, lexicon.query_problems(t.query.text)) for p in bench.pairs for t in p.turns
        if lexicon.query_problems(t.query.text)]
-problems = [x for p in bench.pairs for x in pm.trajectory_problems(bench.policy(p), p, bench.behaviours)]
+problems = [x for p in bench.pairs for x in PG.trajectory_problems(bench.policy(p), p, bench.behaviours)]
 print(f"queries checked: {sum(len(p.turns) for p in bench.pairs)}; naming an attribute: {len(bad)}; "
       f"trajectory problems: {len(problems)}")"""),
     md("""## 7. Benchmark quality: charge structure, split leakage, templating, artefacts
 
-The checks of issue 10, computed by `dpmv_lib.benchmark_quality` on the pairs just built (and
+The checks of issue 10, computed by `dpmv_lib.bench.benchmark_quality` on the pairs just built (and
 asserted by `tests/test_benchmark_quality.py` on the committed data):
 
 1. **Charge structure** (Table 4). Same-domain neutral queries read no position of $I_a$, so only the
    8 target-relevant queries of a 16-turn block touch $I_a$. Running the real NoCap and
    IncompleteCharge variants (online, $\varepsilon = B_a/K = 2/3$) over the first 16 turns of every
-   pair gives the reconstructed bound of `dpmv_lib.accounting.reconstructed_bound`; the preallocated
+   pair gives the reconstructed bound of `dpmv_lib.core.accounting.reconstructed_bound`; the preallocated
    plan has $C_a = 8$ ($\varepsilon = B_a / C_a = 1/4$).
 2. **Split leakage.** Train, validation and test draw on disjoint parts of every phrase list (split fixed
    at S1), so no validation or test evidence *core* (sentence modulo opening frame and pronouns,
@@ -172,7 +174,7 @@ asserted by `tests/test_benchmark_quality.py` on the committed data):
     code("""qt = dr.quality_table(bench.pairs, bench.policy)
 display(qt)
 written += dr.write_table(qt.astype(str), tables, "01_benchmark_quality")
-from dpmv_lib import benchmark_quality as bq
+from dpmv_lib.bench import benchmark_quality as bq
 print("top 5-grams:", bq.ngram_shares(bench.pairs, k=5))"""),
     md("""## 8. Table 5: the two tracks, and the structure figure"""),
     code("""t5 = dr.table5(db, ref)
@@ -183,11 +185,11 @@ plt.show() if INTERACTIVE else None
 written.append(figures / "01_pairedmem_structure.png")"""),
     md("""## 9. Transfer track (C.3): evidence rules, reviewed replacements, background, quality
 
-T3 evidence rules (`dpmv_lib.transfer.evidence_problems`): the sentence states the speaker's own
+T3 evidence rules (`dpmv_lib.bench.transfer_evidence.evidence_problems`): the sentence states the speaker's own
 current state (first person; no resolved past state, post-birth pregnancy, hypothetical, question,
 other person; diabetes must be type-2 compatible), carries no other attribute's signal and hits a
 scorer cue. Only sentences that pass the rules **and** are in the reviewed allow-list
-`dpmv_lib/transfer_review.json` are used; each entry holds a hand-written a-neutral $M'$ replacement,
+`dpmv_lib/bench/transfer_review.json` are used; each entry holds a hand-written a-neutral $M'$ replacement,
 checked in code for any attribute signal, residual-signal word or counter-evidence. Evidence is
 placed at every $I_a$ position that the pair's target-relevant turns read, so each target-required
 behaviour is supported on $M$. Background sentences are the speaker's own first-person LoCoMo
@@ -195,7 +197,7 @@ sentences, minus those that contradict the evidence (conflict lexicon); pregnanc
 speakers whose LoCoMo annotations fit (`transfer.pregnancy_persona_fits`). The quality table below
 is computed from the stores (`transfer.quality_report`), v1 = the audited first build."""),
     code("""if db.transfer is not None:
-    tq = pd.DataFrame(tr.quality_table(tr.quality_report(db.transfer)))
+    tq = pd.DataFrame(TQ.quality_table(TQ.quality_report(db.transfer)))
     display(tq)
     written += dr.write_table(tq.astype(str), tables, "01_transfer_quality")"""),
     code("""t7 = dr.table7(db)
@@ -217,7 +219,7 @@ if db.transfer is not None:
     display(HTML(dr.highlight_html(dr.pair_side_by_side(tp))))"""),
     md("""## 10. What was written
 
-The frozen files and their checksums (the loader `dpmv_lib.datasets.load_benchmark` verifies them
+The frozen files and their checksums (the loader `dpmv_lib.bench.datasets.load_benchmark` verifies them
 before use), plus the tables and the figure of this notebook."""),
     code("""for track in ("pairedmem", "transfer"):
     mf = data / track / "manifest.json"

@@ -29,10 +29,10 @@ $T=16$, $B_a=2$, $K=3$:
 
 **What this run uses.** The response model, encoder and judge come from the profile: in the
 `default` profile a seeded *surrogate* response model (an instrument, not an LLM; see
-`dpmv_lib.responders.surrogate`), all-MiniLM-L6-v2 from an offline package (one embedding per
+`dpmv_lib.generate.responders.surrogate`), all-MiniLM-L6-v2 from an offline package (one embedding per
 response, exactly C.5; bf16 weights on CPUs with native bf16, checked against fp32 in
 `benchmarks/results/encoder.md`), and an offline rubric judge based on sentence similarity and
-documented rules (`dpmv_lib.judge.RubricJudge`, checked on a labelled degradation set in
+documented rules (`dpmv_lib.evaluate.rubric_judge.RubricJudge`, checked on a labelled degradation set in
 section 3b); `llm` uses SmolLM2-135M and
 `paper` the paper's three served models. **None of these is the paper's Qwen/Llama/Gemma + Claude
 setup unless the `paper` profile is run**, so our numbers are compared with each of the paper's
@@ -40,7 +40,7 @@ models and with their mean, clearly labelled.
 
 **Beyond the paper.** For DP-MemView the released views are the only store-dependent input of the
 response model, and given the public ledger path they are independent across turns. The *exact
-optimal auditor* (`dpmv_lib.oracle`) convolves the per-turn likelihood ratios of the views and gives
+optimal auditor* (`dpmv_lib.evaluate.oracle`) convolves the per-turn likelihood ratios of the views and gives
 the best AUC / TPR that **any** auditor of the transcript can reach, and the maximum realised privacy
 loss, which Theorem 1 bounds by $B_a$ on every pair.
 
@@ -64,10 +64,10 @@ N_BOOT = 1000""", metadata={"tags": ["parameters"]}),
 import pandas as pd
 from IPython.display import Image, Markdown, display
 
-from dpmv_lib.experiments import RQ1Config, claims_markdown, run_rq1
-from dpmv_lib.profiles import get_profile
-from dpmv_lib.styled import styled
-from dpmv_lib import tables as TB
+from dpmv_lib.experiments.rq1 import RQ1Config, claims_markdown, run_rq1
+from dpmv_lib.experiments.profiles import get_profile
+from dpmv_lib.experiments.styled import styled
+from dpmv_lib.experiments import tables as TB
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 40)
@@ -128,15 +128,15 @@ display(styled(pf_vs_em, precision=3))"""),
     md("""### 3b. Do the judge's scores mean something? A labelled degradation set
 
 Before reading U, the judge used above is run on `tests/data/judge_degradation.jsonl`
-(`dpmv_lib.judge_degradation`): the surrogate's answers to PairedMem target queries, each with
+(`dpmv_lib.experiments.judge_degradation`): the surrogate's answers to PairedMem target queries, each with
 controlled variants (off-topic, advice reversed, truncated, placeholder-laden, over-personalised
 with claims the user's information does not support, a stock generic answer). For each variant and
 the judge dimension(s) it should lower: the share of items where the variant scores strictly lower
 than its original (ties count as failures; target >= 0.9) and the mean gap on the 0-4 scale. The
 LLM judge (`llm:` profiles) is not evaluated here (it needs a served model)."""),
-    code("""from dpmv_lib.encoders import get_encoder
-from dpmv_lib.judge import make_judge
-from dpmv_lib.judge_degradation import evaluate_judge
+    code("""from dpmv_lib.evaluate.encoders import get_encoder
+from dpmv_lib.evaluate.judge import make_judge
+from dpmv_lib.experiments.judge_degradation import evaluate_judge
 
 judge_spec = cfg.judge or prof.judge
 if judge_spec == "rubric":
@@ -159,7 +159,7 @@ else:
     print("paper reference table not available")"""),
     md("""## 5. Which of the paper's RQ1 claims hold in this run
 
-Each claim of the paper's RQ1 section is a function of the table above (`dpmv_lib.experiments.
+Each claim of the paper's RQ1 section is a function of the table above (`dpmv_lib.experiments.rq1.
 evaluate_claims`); vague wording is operationalised as stated in each line, and a claim made "across
 all model-track combinations" must hold in every combination of this run. The verdicts below are
 computed, not typed in."""),

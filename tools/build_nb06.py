@@ -14,7 +14,7 @@ cells = [
 Theorem 1 bounds the privacy loss of the **adaptive** augmented transcript: the attacker may choose
 each next query from everything released so far. The benchmark (notebooks 03-05) only plays the
 pairs' **fixed** trajectories. This notebook adds two attackers that choose their queries adaptively
-(all logic in `dpmv_lib.adversary`):
+(all logic in `dpmv_lib.experiments.adversary`):
 
 1. **The exactly optimal adaptive attacker** on small instances (the running example of Figure 2 and
    notebook 02's random instances, both with the table router and with the history-dependent router,
@@ -54,13 +54,13 @@ if not INTERACTIVE:
 import pandas as pd
 from IPython.display import Markdown, display
 
-from dpmv_lib import adversary as ADV
-from dpmv_lib.datasets import load_benchmark
-from dpmv_lib.interfaces import RQ1_METHODS
-from dpmv_lib.paths import resolve
-from dpmv_lib.profiles import get_profile
-from dpmv_lib.rq2 import markdown_table
-from dpmv_lib.tables import write_table
+from dpmv_lib.experiments import adversary as ADV
+from dpmv_lib.bench.datasets import load_benchmark
+from dpmv_lib.generate.interfaces import RQ1_METHODS
+from dpmv_lib.common.paths import resolve
+from dpmv_lib.experiments.profiles import get_profile
+from dpmv_lib.experiments.common import markdown_table
+from dpmv_lib.experiments.tables import write_table
 
 prof = get_profile(profile)
 out = resolve(results_dir)

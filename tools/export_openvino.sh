@@ -9,7 +9,7 @@
 # once, about 40 MB): a pip --target directory with optimum-intel, optimum, nncf and the pinned
 # transformers/huggingface_hub/tokenizers, put before the venv's site-packages on PYTHONPATH only
 # for the export step; torch, openvino and openvino-tokenizers come from the venv. The export
-# itself runs once and is cached under results/cache/models/openvino/ (dpmv_lib/responders/
+# itself runs once and is cached under results/cache/models/openvino/ (dpmv_lib/generate/responders/
 # openvino_export.py: GGUF -> HF checkpoint -> OpenVINO IR, each stage logged).
 set -euo pipefail
 PY=${1:-.venv/bin/python}
@@ -30,5 +30,5 @@ fi
   echo "export_openvino: openvino / openvino-tokenizers missing from $PY; install the extra: pip install -e '.[openvino]'" >&2; exit 2; }
 cd "$ROOT"
 # Stage 1 (GGUF -> HF checkpoint) needs the venv's transformers; stage 2 runs in the overlay.
-HF_DIR=$("$PY" -m dpmv_lib.responders.openvino_export hf "$MODEL")
-PYTHONPATH="$OVL${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m dpmv_lib.responders.openvino_export ir "$MODEL" "$HF_DIR"
+HF_DIR=$("$PY" -m dpmv_lib.generate.responders.openvino_export hf "$MODEL")
+PYTHONPATH="$OVL${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m dpmv_lib.generate.responders.openvino_export ir "$MODEL" "$HF_DIR"

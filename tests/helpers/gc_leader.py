@@ -1,4 +1,4 @@
-"""A group-commit leader that stops just before COMMIT (crash tests of dpmv_lib.group_commit).
+"""A group-commit leader that stops just before COMMIT (crash tests of dpmv_lib.core.group_commit).
 
     python -m tests.helpers.gc_leader DB USER CAP K N_WAITERS
 
@@ -17,12 +17,12 @@ import os
 import sys
 import time
 
-from dpmv_lib import group_commit
-from dpmv_lib.durable import SqliteLedger
-from dpmv_lib.examples import running_example
-from dpmv_lib.ledger import OnlineBudget
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Query
+from dpmv_lib.core import group_commit
+from dpmv_lib.core.durable import SqliteLedger
+from dpmv_lib.core.examples import running_example
+from dpmv_lib.core.ledger import OnlineBudget
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Query
 
 
 def main(argv: list[str]) -> int:

@@ -309,7 +309,7 @@ class Browser:
 @dataclass
 class WidgetDriver:
     """Inputs on a budget widget whose controls carry the CSS classes dpmv-b_a, dpmv-T, dpmv-mode
-    (and dpmv-view) inside ``root`` (see :func:`dpmv_lib.budget_explorer.make_explorer`)."""
+    (and dpmv-view) inside ``root`` (see :func:`dpmv_lib.experiments.budget_explorer.make_explorer`)."""
 
     browser: Browser
     root: str = ".dpmv-explorer"

@@ -15,11 +15,11 @@ import os
 import sys
 import time
 
-from dpmv_lib.durable import SqliteLedger
-from dpmv_lib.examples import running_example
-from dpmv_lib.ledger import OnlineBudget
-from dpmv_lib.memview import MemView
-from dpmv_lib.policy import Query
+from dpmv_lib.core.durable import SqliteLedger
+from dpmv_lib.core.examples import running_example
+from dpmv_lib.core.ledger import OnlineBudget
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.policy import Query
 
 
 def main(argv: list[str]) -> int:
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
     policy, m, _, _ = running_example()
     policy = policy.with_caps(cap)
     if db.startswith(("host=", "postgresql://")):  # a PostgreSQL DSN: the PostgresLedger backend
-        from dpmv_lib.durable_pg import PostgresLedger
+        from dpmv_lib.core.durable_pg import PostgresLedger
         ledger = PostgresLedger.for_policy(db, user, policy)
     else:
         ledger = SqliteLedger.for_policy(db, user, policy)

@@ -1,6 +1,6 @@
 """Run a native backend's calls in a child process: a crash fails ONE test, never the suite.
 
-    run = run_native("from dpmv_lib.responders import LlamaCppResponder\\n...\\nemit(texts)",
+    run = run_native("from dpmv_lib.generate.responders import LlamaCppResponder\\n...\\nemit(texts)",
                      backend="llamacpp", weights="q4_1 (/path/model.gguf)")
     run.value        # what the child passed to emit() (JSON)
 
@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import pytest
 
-from dpmv_lib.machine import cpu_summary
+from dpmv_lib.common.machine import cpu_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"

@@ -1,0 +1,2 @@
+"""The benchmark: record types, PairedMem (S1-S4), the public-corpus transfer track, the phrase
+bank and the benchmark's quality audit. Imports only ``core`` and ``common`` (docs/architecture.md)."""

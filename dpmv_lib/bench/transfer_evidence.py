@@ -1,0 +1,362 @@
+"""Transfer track T2/T3 sentence rules (paper C.3): first-person, current, unhedged target
+evidence (:func:`evidence_problems`), M' replacement checks, the reviewed allow-list
+(``transfer_review.json``), evidence selection and the speaker's background sentences.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from . import lexicon
+from ..core.errors import CorpusError
+from ..core.scorer import cue_hits
+from .transfer_corpora import ATTRIBUTES, SourceText, Speaker
+
+
+_SENT = re.compile(r"(?<=[.!?])\s+")
+_GREETING = re.compile(r"^(?:(?:hi|hello|hey|dear)\s+)?(?:doctor|doc|sir)\s*[,.!:]\s*|^(?:hi|hello|hey)\s*[,.!]\s*", re.I)
+
+# ---- T3 evidence rules (paper: first person, the speaker's current state; no resolved past states,
+# hypotheticals, metaphors or other people). Every rule is a named regex family; a sentence (or the
+# clause holding the target mention) is used only if no rule fires AND it is on the reviewed
+# allow-list (REVIEW_FILE). quality_report() re-applies the same rules to the built pairs.
+TARGET_PATTERNS: Mapping[str, tuple[str, ...]] = {
+    "diabetes": (r"\bdiabet(?:es|ic)\b", r"\btype (?:2|ii|two) diabetes\b", r"\bmetformin\b", r"\binsulin\b",
+                 r"\ba1c\b", r"\bblood sugar(?: levels?)? (?:is|are) (?:\w+ )?high\b"),
+    "pregnancy": (r"\bpregnant\b", r"\bpregnancy\b", r"\bweeks pregnant\b", r"\btrimester\b",
+                  r"\bexpecting (?:a baby|my first (?:baby|child)|our first (?:baby|child)|a (?:baby )?(?:boy|girl)|twins)\b",
+                  r"\bmaternity leave\b"),
+    "debt": (r"\bdebts?\b", r"\bbehind on (?:my )?(?:bills|payments|mortgage|rent)\b", r"\bbills that are overdue\b",
+             r"\boverdue bills\b", r"\bmaxed out\b", r"\bowe\b.{0,40}\b(?:cards?|bank|loans?|irs|taxes|hospital)\b",
+             r"\bpayday loans?\b", r"\bbankrupt\w*\b"),
+    # job loss: the speaker must be the one who lost the job (first-person subject)
+    "job_loss": (r"\bI(?:'ve| have| had)? (?:just |recently )?(?:been )?laid off\b",
+                 r"\bI(?:'ve| have| had)? (?:just |recently )?(?:got|was|been|had been|get) (?:just )?(?:laid off|fired|let go)\b",
+                 r"\b(?:I|I've|I have|I just|I recently)\s+(?:just |recently )?lost my job\b", r"\bfired me\b",
+                 r"\bI(?:'m| am) (?:still |now )?(?:unemployed|out of work|jobless)\b",
+                 r"\bI(?:'ve| have)? been (?:unemployed|out of work|jobless)\b", r"\bafter getting (?:fired|laid off)\b",
+                 r"\b(?:was|got|been) let go from my job\b"),
+}
+# the mention is not the target attribute (diabetes: type-2 or compatible only, so no type-1,
+# gestational, juvenile, insulin-dependent or DKA cues; tests, wishes, resolved debt...)
+NOT_TARGET: Mapping[str, tuple[str, ...]] = {
+    "diabetes": (r"insipidus", r"gestational", r"type[- ]?(?:1|i|one)\b", r"\bt1d\b", r"juvenile", r"in children",
+                 r"pre-?diabet", r"newborn", r"(?:do not|don't) have", r"insulin[- ]dependent", r"ketoacidosis",
+                 r"\bdka\b", r"overdos\w*", r"too much insulin"),
+    "pregnancy": (r"pregnancy test", r"get(?:ting)? pregnant", r"trying to (?:conceive|get pregnant)",
+                  r"(?:not|wasn't|isn't) pregnant", r"without being pregnant", r"in vitro", r"ectopic",
+                  r"pregnant pause", r"teen pregnancy", r"terminated", r"abortion", r"miscarr\w*"),
+    "debt": (r"paid off", r"able to pay off", r"debt[- ]free", r"out of debt", r"no debt", r"debt nonexistent",
+             r"(?:doesn't|don't) have (?:any |the )?debt", r"cleared", r"completed all debt", r"garbage collector",
+             r"long overdue"),
+    "job_loss": (r"new job", r"found a (?:\w+ )?job", r"got a (?:\w+ )?job", r"another job", r"hired", r"fired up",
+                 r"let go of", r"got out of work"),
+}
+FIRST_PERSON = r"\b(?:I|I'm|I've|I'd|me|my)\b"
+# statements about other people (the attribute might be theirs)
+THIRD_PARTY = (r"\bmy (?:wife|husband|partner|girlfriend|boyfriend|son|daughter|mom|mother|dad|father|sisters?|"
+               r"brothers?|friends?|cousin|aunt|uncle|grandma|grandmother|grandpa|grandfather|boss|co-?worker|"
+               r"neighbou?r|kids?|child|children|dog|cat|cows?|niece|nephew|roommate|fiance\w*|in-?laws?|relative|"
+               r"colleague|team)\b|\b(?:he|she|his|her|him|hers|they|their|someone|somebody|co-?worker|"
+               r"uncle|relative|patient|supervisor|manager|management|employees?|guys|anyone|husband|wife|"
+               r"boyfriend|girlfriend|person who|people|the dog|the cat)\b")
+QUESTION = r"\?|^(?:what|how|why|when|where|which|who|is|are|can|could|should|do|does|did|will)\b"
+HYPOTHETICAL = (r"\b(?:if|would|might|may|could|maybe|perhaps|suspect\w*|worr(?:ied|y)|afraid|frightened|scared|"
+                r"in case|think|thought|wonder\w*|possib\w*|chance|risk|hope|hoping|hopefully|going to|gonna|will|"
+                r"expecting to|want to|wish|plan(?:ning)? to|soon|someday|what if)\b")
+RESOLVED = (r"\b(?:used to|years? ago|when I was|back in|last year|once|finally|no longer|recovered|cured|was born|"
+            r"gave birth|miscarr\w*|lost the baby|in the past|ended up|ran out|after being|after a long period|"
+            r"several years|for years|born|previous|in the end|both times|each subsequent|history of|"
+            r"last (?:\w+ )?season|(?:19|20)\d\d|the day I|remember\w*|when I got)\b")
+# attribute-specific resolved states (after the birth; re-employed; debt cleared; remission)
+RESOLVED_BY_ATTRIBUTE: Mapping[str, str] = {
+    "diabetes": r"\b(?:in remission|reversed|went away)\b",
+    "pregnancy": (r"\b(?:delivered|delivery|deliver|postpartum|post-partum|after (?:the |my )?(?:birth|pregnancy)|"
+                  r"c-section|ca?esarean|breast-?feed\w*|nursing|newborn|had (?:my|a|the|our) baby|"
+                  r"since (?:the )?birth|during (?:my|the) pregnancy|my pregnancy was|last pregnancy|"
+                  r"induced|labou?r|recent pregnancy|had a pregnancy|was pregnant|was expecting|first pregnancy|"
+                  r"maternity leave)\b"),
+    "job_loss": r"\b(?:back to work|rehired|started working|employed again|full[- ]time job|new position)\b",
+    "debt": r"\b(?:paid (?:it |them )?(?:all )?off|settled)\b",
+}
+METAPHOR = r"\b(?:pregnant pause|fired up|on fire|killing me|dying to)\b"
+# sentence-level failures that a clause holding the target mention may still pass
+FALLBACK_TO_CLAUSE = ("question", "hypothetical", "not_current", "length", "other_attribute", "not_first_person")
+_CLAUSE = re.compile(r"\s*(?:,|;|\s-\s|\s+(?:and|but|so|because|since|although|though)\s+)\s*")
+RULE_NAMES: tuple[str, ...] = ("no_target_pattern", "not_the_attribute", "question", "not_first_person",
+                               "about_someone_else", "hypothetical", "not_current", "metaphor", "length",
+                               "other_attribute", "no_signal")
+
+# ---- M' checks: a per-attribute residual-signal lexicon (words that still point at the attribute
+# after the lexicon's own signals are gone) and a counter-evidence lexicon (M' must not assert or
+# negate the attribute either). Neither may match any M' sentence placed by the build.
+RESIDUAL_SIGNAL: Mapping[str, str] = {
+    "diabetes": (r"\b(?:diabet\w*|insulin|glucose|sugars?|a1c|metformin|retinopathy|neuropathy|ketoacidosis|"
+                 r"endocrinolog\w*|glucometer|carbs?|kidney disease|nephropathy|thirst\w*|urinat\w*|"
+                 r"amputat\w*|foot ulcers?|pancrea\w*)\b"),
+    "pregnancy": (r"\b(?:pregnan\w*|bab(?:y|ies)|infants?|induced|inducing|labou?r|contractions?|trimester\w*|"
+                  r"prenatal|antenatal|postnatal|midwi\w*|ob-?gyn|obstetric\w*|ultrasound|due date|fetus|foetus|"
+                  r"fetal|womb|uterus|placenta|morning sickness|nause\w*|maternity|paternity|nursery|crib|stroller|"
+                  r"expecting|conceiv\w*|delivery|deliver|c-section|newborn|twins|bump|weeks along|folic)\b"),
+    "debt": (r"\b(?:debts?|owe[sd]?|owing|overdue|past[- ]due|collections?|collectors?|maxed|minimum payments?|"
+             r"late fees?|behind on|bankrupt\w*|insolven\w*|arrears|payday|loans?|credit score|foreclos\w*|"
+             r"evict\w*|interest rates?|repay\w*|pay (?:it |them )?back|get out of control|out of control)\b"),
+    "job_loss": (r"\b(?:laid off|lay-?offs?|fired|let go|unemploy\w*|jobless|out of work|lost my job|"
+                 r"losing my job|severance|pink slip|downsiz\w*|redundan\w*|job search\w*|job hunt\w*|"
+                 r"apply(?:ing)? for jobs|job applications?|between jobs|former employer|dismiss\w*|terminated)\b"),
+}
+COUNTER_EVIDENCE: Mapping[str, str] = {
+    "diabetes": r"\b(?:perfectly healthy|no health (?:issues|problems)|normal blood|clean bill of health)\b",
+    "pregnancy": r"\b(?:not pregnant|my period|infertil\w*|menopause|vasectomy)\b",
+    "debt": r"\b(?:paid off|debt[- ]free|out of debt|no debt|on top of (?:my )?(?:bills|payments))\b",
+    "job_loss": (r"\b(?:promot\w*|new job|hired|my current (?:job|employer)|raise|still employed|"
+                 r"transferred|reassigned)\b"),
+}
+# ---- background consistency: a speaker's own sentences that would contradict the evidence of an
+# attribute (the speaker is employed / well off / certainly not pregnant...). A background sentence
+# matching the lexicon of any attribute the speaker has a pair for is dropped.
+CONFLICTS: Mapping[str, str] = {
+    "diabetes": (r"\b(?:perfectly healthy|no health (?:issues|problems)|clean bill of health|"
+                 r"never been sick|healthiest)\b"),
+    "pregnancy": (r"\b(?:drunk|beers?|wine|cocktails?|booze|alcohol\w*|hangover|too much to drink|drinks with|"
+                  r"smok(?:e|es|ed|ing|er)|cigar\w*|vap(?:e|ing)|my period|skydiv\w*|bungee|roller ?coasters?|"
+                  r"scuba|x-rays?|sauna|hot tub|marathons?|boxing|kickboxing|contact sports?|tattoo\w*)\b"),
+    "debt": (r"\b(?:debt[- ]free|paid off|saved up|savings|invest\w*|luxur\w*|splurg\w*|rich|wealthy|"
+             r"bought (?:a |my |our )?(?:new )?(?:house|home|car|boat|condo|apartment)|money to spare|"
+             r"financially (?:stable|secure|free)|first[- ]class|expensive)\b"),
+    "job_loss": (r"\b(?:new job|started (?:a |my |the )?(?:new )?(?:job|position|role)|my (?:current )?(?:job|boss|"
+                 r"manager|employer|co-?workers?|colleagues?|shift|salary|paycheck|office|workplace)|"
+                 r"at work|(?:I|I'm) (?:work|working) (?:at|as|for|in)|promot\w*|job offer|hired|"
+                 r"day at work|work (?:today|tomorrow|this week)|co-?workers?|colleagues?|payday)\b"),
+}
+
+def sentences(text: str) -> list[str]:
+    """Sentence split on final punctuation, greetings to a doctor stripped."""
+    out = []
+    for s in _SENT.split(text):
+        s = _GREETING.sub("", s.strip()).strip()
+        if s:
+            out.append(s[:1].upper() + s[1:])
+    return out
+
+
+def _has(patterns: Sequence[str] | str, text: str) -> bool:
+    pats = [patterns] if isinstance(patterns, str) else list(patterns)
+    return any(re.search(p, text, re.I) for p in pats)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    attribute: str
+    source: str
+    ref: str
+    text: str         # the sentence placed in M
+    edited: str       # its reviewed a-neutral replacement, placed in M' ("" if not allow-listed)
+    unit: str         # "sentence" or "clause"
+
+
+def evidence_problems(text: str, attribute: str) -> list[str]:
+    """T3: every evidence rule ``text`` breaks for ``attribute`` (names in RULE_NAMES; [] = passes)."""
+    n = len(text.split())
+    checks = (
+        ("no_target_pattern", not _has(TARGET_PATTERNS[attribute], text)),
+        ("not_the_attribute", _has(NOT_TARGET[attribute], text)),
+        ("question", bool(re.search(QUESTION, text.strip(), re.I))),
+        ("not_first_person", not re.search(FIRST_PERSON, text, re.I)),
+        ("about_someone_else", bool(re.search(THIRD_PARTY, text, re.I))),
+        ("hypothetical", bool(re.search(HYPOTHETICAL, text, re.I))),
+        ("not_current", bool(re.search(RESOLVED, text, re.I) or re.search(RESOLVED_BY_ATTRIBUTE[attribute], text, re.I))),
+        ("metaphor", bool(re.search(METAPHOR, text, re.I))),
+        ("length", not 4 <= n <= 45 or "http" in text.lower()),
+        ("other_attribute", bool(set(lexicon.signalled_attributes(text)) - {attribute})),
+        ("no_signal", not lexicon.has_signal(text, attribute)),
+    )
+    return [name for name, bad in checks if bad]
+
+
+def replacement_problems(m_text: str, m_prime_text: str, attribute: str) -> list[str]:
+    """Checks on an M' sentence: no lexicon signal of any attribute, no residual-signal word of
+    the target (RESIDUAL_SIGNAL), no counter-evidence (COUNTER_EVIDENCE), differs from M."""
+    out = []
+    if not m_prime_text.strip():
+        out.append("empty")
+    if m_prime_text == m_text:
+        out.append("unchanged")
+    if lexicon.signalled_attributes(m_prime_text):
+        out.append(f"signal of {list(lexicon.signalled_attributes(m_prime_text))}")
+    hits = re.findall(RESIDUAL_SIGNAL[attribute], m_prime_text, re.I)
+    if hits:
+        out.append(f"residual signal {hits}")
+    hits = re.findall(COUNTER_EVIDENCE[attribute], m_prime_text, re.I)
+    if hits:
+        out.append(f"counter-evidence {hits}")
+    return out
+
+
+# ---- the reviewed allow-list ---------------------------------------------------------------------
+REVIEW_FILE = Path(__file__).with_name("transfer_review.json")
+
+
+@dataclass(frozen=True)
+class Review:
+    """One hand-checked evidence sentence: accepted as the speaker's current state (``reason``),
+    with its hand-written a-neutral M' replacement."""
+
+    attribute: str
+    text: str
+    m_prime: str
+    reason: str
+    ref: str = ""
+
+
+def load_review(path: str | Path | None = None) -> dict[str, dict[str, Review]]:
+    """The reviewed allow-list: attribute -> M sentence -> Review. CorpusError names any problem
+    (unknown attribute, missing field, a replacement that fails :func:`replacement_problems`)."""
+    path = Path(path) if path is not None else REVIEW_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CorpusError(f"cannot read the transfer review allow-list {path}: {exc}") from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("evidence"), Mapping):
+        raise CorpusError(f"{path}: expected an object with an 'evidence' object attribute -> [entries]")
+    out: dict[str, dict[str, Review]] = {a: {} for a in ATTRIBUTES}
+    for a, rows in data["evidence"].items():
+        if a not in ATTRIBUTES:
+            raise CorpusError(f"{path}: unknown attribute {a!r}; valid: {list(ATTRIBUTES)}")
+        for r in rows:
+            if not isinstance(r, Mapping) or not all(isinstance(r.get(k), str) and r.get(k) for k in ("text", "m_prime", "reason")):
+                raise CorpusError(f"{path}: each {a} entry needs non-empty text, m_prime and reason strings, got {r!r}")
+            bad = replacement_problems(r["text"], r["m_prime"], a)
+            if bad:
+                raise CorpusError(f"{path}: the M' replacement of {r['text']!r} fails: {bad}")
+            if r["text"] in out[a]:
+                raise CorpusError(f"{path}: {a} sentence listed twice: {r['text']!r}")
+            out[a][r["text"]] = Review(a, r["text"], r["m_prime"], r["reason"], str(r.get("ref", "")))
+    return out
+
+
+def _dedupe_key(text: str) -> str:
+    """Near-duplicate key: lower case without auxiliaries, pronoun forms and punctuation."""
+    t = re.sub(r"\b(?:i've|i'm|i have|i was|i|been|have|has|had|am|was|is|are|just|recently|also)\b", " ", text.lower())
+    return re.sub(r"[^a-z0-9]+", "", t)
+
+
+def select_evidence(texts: Sequence[SourceText], attribute: str,
+                    review: Mapping[str, Review] | None = None) -> tuple[list[Evidence], Counter]:
+    """T2/T3 evidence selection for one attribute. A sentence (or, failing that, the clause holding
+    the target mention) passes iff :func:`evidence_problems` is empty. With ``review`` (the
+    allow-list for this attribute) a passing unit is kept only if it is allow-listed, and its M'
+    text is the reviewed replacement; without it every passing unit is returned with edited="".
+    Returns (kept, counts by first failed rule / 'not_reviewed' / 'duplicate' / 'kept')."""
+    kept: list[Evidence] = []
+    reasons: Counter = Counter()
+    seen: set[str] = set()
+    for st in texts:
+        for s in sentences(st.text):
+            if not (lexicon.has_signal(s, attribute) or _has(TARGET_PATTERNS[attribute], s)):
+                continue
+            probs = evidence_problems(s, attribute)
+            why = probs[0] if probs else ""
+            unit, kind = s, "sentence"
+            if probs and set(probs) <= set(FALLBACK_TO_CLAUSE):
+                for c in [c for c in _CLAUSE.split(s) if c and _has(TARGET_PATTERNS[attribute], c)]:
+                    body = c.strip().rstrip(".!?")
+                    prefix = s[:max(0, s.find(body))]
+                    cand = body[:1].upper() + body[1:] + "."
+                    rest = prefix + " " + s[s.find(body) + len(body):]
+                    if (re.match(r"(?:I|I'm|I've|I'd|My)\b", cand) and not evidence_problems(cand, attribute)
+                            and not re.search(f"{HYPOTHETICAL}|{RESOLVED}|{QUESTION}", prefix, re.I)
+                            and not re.search(f"{RESOLVED}|{RESOLVED_BY_ATTRIBUTE[attribute]}", rest, re.I)):
+                        unit, kind, why = cand, "clause", ""
+                        break
+            if why:
+                reasons[why] += 1
+                continue
+            if review is not None and unit not in review:
+                reasons["not_reviewed"] += 1
+                continue
+            key = _dedupe_key(unit)
+            if key in seen:
+                reasons["duplicate"] += 1
+                continue
+            seen.add(key)
+            reasons["kept"] += 1
+            kept.append(Evidence(attribute, st.source, st.ref, unit, review[unit].m_prime if review is not None else "", kind))
+    return kept, reasons
+
+
+# =============================================================================================
+# T2: background from LoCoMo
+# =============================================================================================
+SLOT_KEYWORDS: Mapping[str, str] = {
+    "health": r"\b(?:doctor|hospital|sick|health\w*|therap\w*|sleep\w*|headaches?|injur\w*|medicine|meditat\w*|"
+              r"mental|anxiety|stress\w*|tired|surgery|clinic|pain|recover\w*|self-care|relax\w*|well-being)\b",
+    "food": r"\b(?:cook\w*|bak\w*|recipes?|dinner|lunch|breakfast|food|eat\w*|ate|restaurants?|pizza|cakes?|coffee|"
+            r"cookies|meals?|vegan|kitchen|pastr\w*|dessert|snacks?|tea)\b",
+    "fitness": r"\b(?:run|running|ran|gym|workouts?|hik\w*|yoga|swim\w*|basketball|soccer|football|tennis|exercis\w*|"
+               r"marathon|bike|biking|cycling|danc\w*|climb\w*|surf\w*|skat\w*|sports?|kickboxing|fitness|"
+               r"martial|walks?|games? of)\b",
+    "finance": r"\b(?:money|sav(?:e|ed|ing|ings)|budget|afford\w*|costs?|price\w*|paid|pay\w*|buy\w*|bought|rent|"
+               r"expensive|cheap|invest\w*|income|donat\w*|fundrais\w*|wallet|purchase\w*|financ\w*|sold|sell\w*)\b",
+    "work": r"\b(?:work\w*|job|career|boss|office|company|business|projects?|startup|clients?|colleagues?|shop|"
+            r"store|studio|interview\w*|teach\w*|intern\w*|volunteer\w*|campaign\w*|politic\w*|products?|"
+            r"brand|customers?|writing|novel|painting|art|music)\b",
+    "schedule": r"\b(?:weekends?|tomorrow|tonight|next week|next month|trips?|travel\w*|vacation|holiday\w*|"
+                r"plans?|planning|concerts?|part(?:y|ies)|festival|events?|camping|visit\w*|road trip|mornings?|"
+                r"evenings?|routine|calendar|schedule|last week|yesterday|today)\b",
+}
+# scarce slots first, so that a sentence naming both food and a weekend counts for food
+SLOT_PRIORITY: tuple[str, ...] = ("finance", "food", "health", "fitness", "work", "schedule")
+_ADDRESS = re.compile(r"\b(?:you|your|yours|you're|you've|u)\b", re.I)
+
+
+def background_sentences(speaker: Speaker, other_names: Sequence[str] = (), conflict_attributes: Sequence[str] = (),
+                         extra_cues: Sequence[str] = ()) -> tuple[dict[str, list[str]], Counter]:
+    """A speaker's usable background sentences by slot (first keyword rule that matches, in
+    SLOT_PRIORITY order), and counts of why others were dropped. Kept: first person, 6-30 words,
+    not a question, not addressed to the partner, no attribute signal, residual-signal word or
+    view cue (``extra_cues``), and no conflict with an attribute in ``conflict_attributes``
+    (:data:`CONFLICTS`, counted as ``conflicts_<attribute>``)."""
+    by_slot: dict[str, list[str]] = defaultdict(list)
+    why: Counter = Counter()
+    seen: set[str] = set()
+    cues = tuple(dict.fromkeys(extra_cues))
+    for _dia, text in speaker.utterances:
+        for s in sentences(text):
+            s = re.sub(r"^(?:hey|hi|wow|thanks|thank you|yeah|yes|no|oh|ah|haha|lol|aw+|omg|ok(?:ay)?|sure|"
+                       r"hmm|cool|great)\b[^A-Za-z]*", "", s, flags=re.I).strip()
+            if not s:
+                continue
+            s = s[:1].upper() + s[1:]
+            n = len(s.split())
+            conflict = next((a for a in conflict_attributes if re.search(CONFLICTS[a], s, re.I)), None)
+            if not re.search(FIRST_PERSON, s):
+                why["not_first_person"] += 1
+            elif "?" in s:
+                why["question"] += 1
+            elif not 6 <= n <= 30:
+                why["length"] += 1
+            elif _ADDRESS.search(s) or any(re.search(rf"\b{re.escape(o)}\b", s) for o in other_names):
+                why["addressed_to_partner"] += 1
+            elif (lexicon.signalled_attributes(s) or (cues and cue_hits(cues, s))
+                  or any(re.search(RESIDUAL_SIGNAL[a], s, re.I) for a in ATTRIBUTES)):
+                why["protected_signal"] += 1
+            elif conflict:
+                why[f"conflicts_{conflict}"] += 1
+            elif s.lower() in seen:
+                why["duplicate"] += 1
+            else:
+                seen.add(s.lower())
+                slot = next((g for g in SLOT_PRIORITY if re.search(SLOT_KEYWORDS[g], s, re.I)), "")
+                by_slot[slot or "unassigned"].append(s)
+                why["kept"] += 1
+    return dict(by_slot), why
+
+
+# =============================================================================================
+# T1: skeletons and evidence positions (interfaces only: Policy reads, Pair turns and gold)
+# =============================================================================================

@@ -1,0 +1,133 @@
+"""Transfer track measured quality (issue 10): the figures computed from the stores
+(:func:`quality_report`) that tests assert on the committed data, and the Table 7 rows.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any, Mapping
+
+from ..core.store import differing_positions
+from .transfer_corpora import ATTRIBUTES, MIN_DISTINCT_EVIDENCE, pregnancy_persona_fits
+from .transfer_evidence import CONFLICTS, RESIDUAL_SIGNAL, evidence_problems, replacement_problems
+from .transfer_support import supported
+
+
+# =============================================================================================
+# measured quality (issue 10, item 5): every figure here is asserted on the committed data
+# =============================================================================================
+def quality_report(track: Any, personas: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Any]:
+    """The transfer-track quality figures, computed from the stores (not from build bookkeeping).
+
+    ``track``: a TransferBuild or a loaded Benchmark (anything with .pairs, .policies and
+    .behaviours). ``personas`` (speaker id -> she_refs/he_refs/persona_conflicts) overrides the
+    persona counts stored in the pairs' meta (for data written before v2).
+
+    * target_required / unsupported_target_required: gold behaviours on M, and those whose turn
+      reads no position with the attribute's signal and a cue of the behaviour's view;
+    * pairs_differing_outside_group / pairs_d_not_evidence: T1 (equal outside I_a; D = evidence);
+    * rule_violations: distinct M evidence sentences (D positions) that break a T3 rule;
+    * m_prime_problems: M' sentences at D positions with a signal, residual-signal word or
+      counter-evidence; m_prime_residual_anywhere: M' positions anywhere with a residual word;
+    * background_conflicts: M positions outside D whose text matches CONFLICTS[attribute];
+    * pregnancy_pairs_persona_misfit: pregnancy pairs whose speaker fails the persona rule;
+    * distinct_evidence / max_reuse / max_reuse_within_pair: evidence sentence usage."""
+    pairs = list(track.pairs)
+    policies = track.policies
+    total = unsup = 0
+    outside = not_ev = 0
+    rule_bad: dict[tuple[str, str], list[str]] = {}
+    mprime_bad: dict[tuple[str, str], list[str]] = {}
+    residual_anywhere = conflicts = misfit = 0
+    conflict_examples: list[str] = []
+    used: dict[str, Counter] = {a: Counter() for a in ATTRIBUTES}
+    within = 0
+    for p in pairs:
+        pol = policies[p.policy_id]
+        t, b = supported(pol, p)
+        total, unsup = total + t, unsup + b
+        d = differing_positions(p.m, p.m_prime)
+        group = pol.attribute(p.attribute).group
+        outside += bool(d - group)
+        not_ev += d != set(p.meta.get("evidence_positions", ()))
+        texts = [p.m.contents[i] for i in sorted(d)]
+        within = max(within, max(Counter(texts).values(), default=0))
+        for i in sorted(d):
+            m_t, mp_t = p.m.contents[i], p.m_prime.contents[i]
+            used[p.attribute][m_t] += 1
+            probs = evidence_problems(m_t, p.attribute)
+            if probs:
+                rule_bad[(p.attribute, m_t)] = probs
+            probs = replacement_problems(m_t, mp_t, p.attribute)
+            if probs:
+                mprime_bad[(p.attribute, mp_t)] = probs
+        for i, text in p.m_prime.contents.items():
+            residual_anywhere += bool(re.search(RESIDUAL_SIGNAL[p.attribute], text, re.I))
+        for i, text in p.m.contents.items():
+            if i not in d and re.search(CONFLICTS[p.attribute], text, re.I):
+                conflicts += 1
+                if len(conflict_examples) < 5:
+                    conflict_examples.append(f"{p.pair_id}@{i}: {text}")
+        if p.attribute == "pregnancy":
+            per = (personas or {}).get(p.meta.get("speaker", "")) or p.meta.get("persona") or {}
+            if not pregnancy_persona_fits(per.get("she_refs", 0), per.get("he_refs", 0), per.get("persona_conflicts", 0)):
+                misfit += 1
+    return {
+        "pairs": len(pairs),
+        "pairs_per_attribute": dict(sorted(Counter(p.attribute for p in pairs).items())),
+        "target_required": total,
+        "unsupported_target_required": unsup,
+        "pairs_differing_outside_group": outside,
+        "pairs_d_not_evidence": not_ev,
+        "evidence_sentences_checked": sum(len(c) for c in used.values()),
+        "rule_violations": len(rule_bad),
+        "rule_violation_examples": {f"{a}: {s}": v for (a, s), v in sorted(rule_bad.items())[:8]},
+        "m_prime_problems": len(mprime_bad),
+        "m_prime_problem_examples": {f"{a}: {s}": v for (a, s), v in sorted(mprime_bad.items())[:8]},
+        "m_prime_residual_anywhere": residual_anywhere,
+        "background_conflicts": conflicts,
+        "background_conflict_examples": conflict_examples,
+        "pregnancy_pairs_persona_misfit": misfit,
+        "distinct_evidence": {a: len(c) for a, c in used.items()},
+        "max_reuse": {a: max(c.values(), default=0) for a, c in used.items()},
+        "max_reuse_within_pair": within,
+    }
+
+
+# A record (not recomputed here) of the v1 track's figures (80 pairs, data at commit cb0b4b7): the
+# issue-10 audit's counts, and quality_report run once on that data (data/README.md, "Transfer track v2").
+# quality_table() shows them beside the figures measured on the track it is given.
+V1_FIGURES: Mapping[str, str] = {
+    "unsupported_target_required": "982 of 1,385 (audit); 993 of 1,385 by quality_report",
+    "rule_violations": "9 clear + 4 probable of 78 (audit); 17 by quality_report",
+    "m_prime_problems": "~20 nonsense + ~13 residual of 78 (audit); 27 by quality_report",
+    "pairs_differing_outside_group": "0 by quality_report",
+    "background_conflicts": "8 by quality_report",
+    "pregnancy_pairs_persona_misfit": "12 of 20 male-named (audit); 13 by quality_report (+ Caroline)",
+    "distinct_evidence": "diabetes 6, pregnancy 40, debt 9, job_loss 23",
+    "max_reuse": "diabetes 7, debt 5, job_loss 2, pregnancy 1",
+}
+
+
+def quality_table(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Rows (figure, v1, now, goal, met) for notebook 01 / data/README: the issue-10.5 goals."""
+    rows = []
+
+    def add(fig: str, now: Any, goal: str, met: bool) -> None:
+        rows.append({"figure": fig, "v1": V1_FIGURES.get(fig, ""), "now": now, "goal": goal, "met": met})
+
+    add("unsupported_target_required", f"{report['unsupported_target_required']} of {report['target_required']}",
+        "0", report["unsupported_target_required"] == 0)
+    add("pairs_differing_outside_group", report["pairs_differing_outside_group"], "0",
+        report["pairs_differing_outside_group"] == 0 and report["pairs_d_not_evidence"] == 0)
+    add("rule_violations", f"{report['rule_violations']} of {report['evidence_sentences_checked']}", "0",
+        report["rule_violations"] == 0)
+    add("m_prime_problems", report["m_prime_problems"], "0", report["m_prime_problems"] == 0)
+    add("background_conflicts", report["background_conflicts"], "0", report["background_conflicts"] == 0)
+    add("pregnancy_pairs_persona_misfit", report["pregnancy_pairs_persona_misfit"], "0",
+        report["pregnancy_pairs_persona_misfit"] == 0)
+    add("distinct_evidence", ", ".join(f"{a} {n}" for a, n in report["distinct_evidence"].items()),
+        f">= {MIN_DISTINCT_EVIDENCE} per attribute", min(report["distinct_evidence"].values()) >= MIN_DISTINCT_EVIDENCE)
+    add("max_reuse", ", ".join(f"{a} {n}" for a, n in report["max_reuse"].items()),
+        "balanced: <= ceil(placements / distinct); 1 within a pair", report["max_reuse_within_pair"] == 1)
+    return rows

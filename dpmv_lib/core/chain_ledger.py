@@ -1,0 +1,437 @@
+"""The backend-independent, hash-chained durable ledger (:class:`_ChainLedger`): it decides,
+chains and writes every charge in one transaction, with the verification of
+:mod:`dpmv_lib.core.chain_verify`; backends (:mod:`dpmv_lib.core.durable`,
+:mod:`dpmv_lib.core.durable_pg`) provide the connection and the locking.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping as _MappingABC
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Iterable, Mapping, Sequence
+
+from ._exact import Number, to_fraction
+from . import _chain
+from .errors import BudgetError
+from .ledger import ChargeRecord, InMemoryLedger, Ledger, check_charge_args
+from .policy import Policy
+from .ledger_records import (AuditRecord, STATE_FORMAT, STATE_VERSION, _as_record, _check_caps, _fmt, _now,
+                             _replay_step, replay)
+from .chain_verify import _ChainVerify, _LOG_COLUMNS, _PLAIN_NAME, _Tx, _Verified
+
+
+class _ChainLedger(_ChainVerify):
+    """Backend-independent core of a durable, hash-chained ledger (C5 across crashes and processes).
+
+    Subclasses provide the connection, the transaction (``_begin``/``_commit``/``_rollback``,
+    where a write transaction holds the user's ledger exclusively), the schema check and
+    ``_exec``; SQL is written with ``?`` placeholders. Everything that decides, chains and
+    verifies lives here, so every backend has the same integrity semantics."""
+
+    _db_errors: tuple[type[BaseException], ...] = ()
+
+    def __init__(self, location: str, user_id: str, caps: Mapping[str, Number],
+                 policy_fingerprint: str, key: bytes | None) -> None:
+        if not isinstance(user_id, str) or not user_id:
+            raise BudgetError(f"user_id must be a non-empty string, got {user_id!r}")
+        if not isinstance(policy_fingerprint, str) or not policy_fingerprint:
+            raise BudgetError(f"policy_fingerprint must be a non-empty string, got {policy_fingerprint!r}")
+        self._caps = _check_caps(caps)
+        self._key = _chain.check_key(key)
+        self._chain = _chain.chain_kind(self._key)
+        self.path = location
+        self.user_id = user_id
+        self.policy_fingerprint = policy_fingerprint
+        self._lock = threading.RLock()
+        self._genesis = ""
+        self._v = _Verified(0, "", "", {a: Fraction(0) for a in self._caps})
+        self._fracs: dict[str, Fraction] = {}      # parsed rational text (hot path: no re-parsing)
+        self._attr_json: dict[frozenset[str], str] = {}
+        self._attrs_of: dict[str, tuple[str, ...]] = {}  # canonical attributes text -> sorted names
+        self._blocked_seen: set[tuple[Any, ...]] = set()  # blocked records verified by _fast_step
+        self._parsed: dict[tuple[str, ...], tuple[Any, ...]] = {}   # audit-record texts -> parsed values
+        self._last_row: tuple[Any, ...] | None = None  # the verified tail record exactly as hashed
+        self._rem_cache: tuple[str, dict[str, Fraction]] | None = None  # (head hash, B_a - L_a there)
+        self._pending_tail: tuple[Any, ...] | None = None  # last record written, adopted after COMMIT
+        self._pending_tot = ""
+        self._tot_text: tuple[str, str] | None = None  # (head hash, canonical totals text there)
+        self._blocked_memo: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+        self._totals_rows: tuple[list[Any], dict[str, Fraction]] | None = None  # last ledger_entry read
+        # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
+        self._plain = all(_PLAIN_NAME.fullmatch(a) for a in self._caps)
+        self._sorted_caps = sorted(self._caps)
+
+    def _start(self) -> None:
+        self._open()
+        try:
+            self._register()
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def for_policy(cls, path: Any, user_id: str, policy: Policy, **kwargs: Any) -> Any:
+        """The user's ledger for ``policy`` (its caps and fingerprint)."""
+        return cls(path, user_id, policy.caps, policy.fingerprint(), **kwargs)
+
+    @property
+    def keyed(self) -> bool:
+        """True when the audit chain is HMAC-keyed with an operator secret."""
+        return self._key is not None
+
+    def _db(self) -> Any:
+        """The open connection; reopened in a forked child (never reuse a connection or lock
+        across fork())."""
+        if self._conn is None:
+            raise BudgetError(f"ledger {self.path} for user {self.user_id!r} is closed")
+        if self._pid != os.getpid():
+            self._open()
+        return self._conn
+
+    # ---- backend hooks -------------------------------------------------------------------------
+    def _open(self) -> None:
+        raise NotImplementedError
+
+    def _begin(self, write: bool) -> None:
+        raise NotImplementedError
+
+    def _commit(self) -> None:
+        raise NotImplementedError
+
+    def _rollback(self) -> None:
+        raise NotImplementedError
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        raise NotImplementedError
+
+    def _ensure_schema(self, db: "_Tx") -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _tx(self, write: bool = True) -> "_Tx":
+        return _Tx(self, write)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _frac_cached(self, text: str) -> Fraction:
+        f = self._fracs.get(text)
+        if f is None:
+            f = Fraction(text)
+            if len(self._fracs) > 4096:
+                self._fracs.clear()
+            self._fracs[text] = f
+        return f
+
+    # ---- the Ledger protocol ------------------------------------------------------------------
+    @property
+    def caps(self) -> dict[str, Fraction]:
+        return dict(self._caps)
+
+    def spent(self) -> dict[str, Fraction]:
+        """Current L_a for every attribute (one consistent, verified snapshot)."""
+        with self._tx(write=False) as db:
+            self._sync(db)
+            return dict(self._v.totals)
+
+    def remaining(self) -> dict[str, Fraction]:
+        s = self.spent()
+        return {a: self._caps[a] - s[a] for a in self._caps}
+
+    def try_charge(self, attributes: frozenset[str], epsilon: Fraction) -> bool:
+        """C5: in one write transaction verify the ledger, admit iff L_a + eps <= B_a for every
+        requested a, then charge all of them; the decision is appended to the audit chain and
+        committed before return."""
+        attrs, eps = check_charge_args(self._caps, attributes, epsilon)
+        return self._charge([(attrs, eps)], checked=True)[0][0]
+
+    def try_charge_many(self, charges: Sequence[tuple[frozenset[str], Fraction]]
+                        ) -> tuple[tuple[bool, ...], dict[str, Fraction]]:
+        """C5 for several selections (e.g. all slots of one release) in ONE write transaction:
+        each is decided in order exactly as by successive ``try_charge`` calls (each sees the
+        charges admitted before it) and gets its own audit record; all are committed together.
+        Returns the decisions and L_a right after the commit. Arguments are all validated first:
+        a bad one raises and nothing is charged."""
+        if isinstance(charges, (str, bytes)) or not isinstance(charges, Iterable):
+            raise BudgetError(f"charges must be a list of (attributes, epsilon) pairs, got {charges!r}")
+        items = []
+        caps = self._caps
+        for c in charges:
+            if not isinstance(c, tuple) or len(c) != 2:
+                raise BudgetError(f"each charge must be an (attributes, epsilon) pair, got {c!r}")
+            items.append(check_charge_args(caps, *c))
+        if not items:
+            return (), self.spent()
+        return self._charge(items, checked=True)
+
+    def charge_unchecked(self, attributes: frozenset[str], epsilon: Fraction) -> None:
+        """Charge without the prospective check. Only the NoCap ablation (violates C5) uses this."""
+        attrs, eps = check_charge_args(self._caps, attributes, epsilon)
+        self._charge([(attrs, eps)], checked=False)
+
+    def _json_list(self, attrs: frozenset[str]) -> str:
+        s = self._attr_json.get(attrs)
+        if s is None:
+            s = json.dumps(sorted(attrs))
+            if len(self._attr_json) > 1024:
+                self._attr_json.clear()
+            self._attr_json[attrs] = s
+        return s
+
+    def _record(self, v: _Verified, ts: str, attrs: Sequence[str] | frozenset[str], eps: Fraction, ok: bool,
+                checked: bool, remaining: Mapping[str, Fraction], blocked: Sequence[str],
+                spent: Mapping[str, Fraction]) -> tuple[_Verified, tuple[Any, ...]]:
+        """The next chained audit record after ``v`` (its insert parameters and the new head)."""
+        seq = v.seq + 1
+        rem, blk, tot = self._texts(remaining, blocked, spent)
+        cols = (ts, self._json_list(frozenset(attrs)) if isinstance(attrs, frozenset) else json.dumps(list(attrs)),
+                str(eps), int(ok), int(checked), rem, blk, tot)
+        h = _chain.record_hash(self._key, self.user_id, seq, v.hash, cols)
+        return _Verified(seq, h, v.hash, dict(spent)), (self.user_id, seq, *cols, h)
+
+    def _texts(self, remaining: Mapping[str, Fraction], blocked: Sequence[str],
+               spent: Mapping[str, Fraction]) -> tuple[str, str, str]:
+        """The stored texts of a record's remaining, blocked and running totals."""
+        return self._remaining_text(remaining), self._blocked_text(blocked), self._totals_text(spent)
+
+    # the _plain forms are byte-identical to the json.dumps texts, without the encoder
+    def _remaining_text(self, remaining: Mapping[str, Fraction]) -> str:
+        if self._plain:
+            return "{" + ", ".join(f'"{a}": "{x}"' for a, x in remaining.items()) + "}"
+        return json.dumps({a: str(x) for a, x in remaining.items()})
+
+    def _blocked_text(self, blocked: Sequence[str]) -> str:
+        if not blocked:
+            return "[]"
+        if self._plain:
+            return "[" + ", ".join(f'"{a}"' for a in blocked) + "]"
+        return json.dumps(list(blocked))
+
+    def _totals_text(self, spent: Mapping[str, Fraction]) -> str:
+        if self._plain:
+            return "{" + ",".join(f'"{a}":"{spent[a]}"' for a in self._sorted_caps) + "}"
+        return _chain.totals_text(spent)
+
+    def _write(self, db: "_Tx", rows: list[tuple[Any, ...]], new: _Verified, changed: Iterable[str]) -> None:
+        """Append the records, update the changed totals and the chain head (same transaction)."""
+        db.executemany(f"INSERT INTO audit_log (user_id, {_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       rows)
+        upd = [(str(new.totals[a]), self.user_id, a) for a in sorted(changed)]
+        if upd:
+            db.executemany("UPDATE ledger_entry SET spent = ? WHERE user_id = ? AND attribute = ?", upd)
+        db.execute("UPDATE ledger_user SET head_seq = ?, head_hash = ? WHERE user_id = ?",
+                   (new.seq, new.hash, self.user_id))
+
+    def _charge(self, items: Sequence[tuple[frozenset[str], Fraction]], checked: bool
+                ) -> tuple[tuple[bool, ...], dict[str, Fraction]]:
+        with self._tx() as db:
+            self._sync(db)
+            (oks,), new, left = self._decide_write(db, [items], checked)
+        self._committed(new, left)
+        return oks, dict(new.totals)
+
+    def _decide_write(self, db: "_Tx", batches: Sequence[Sequence[tuple[frozenset[str], Fraction]]],
+                      checked: bool) -> tuple[list[tuple[bool, ...]], _Verified, dict[str, Fraction]]:
+        """Decide every charge of every batch in order, each exactly as a separate ``try_charge``
+        (C5: admit iff eps <= B_a - L_a for every requested a, seeing all charges admitted
+        before it), chain one audit record per charge and write them all (inside ``db``, after
+        ``_sync``). Returns each batch's decisions, the new verified head and B_a - L_a."""
+        caps = self._caps
+        new = self._v
+        spent = dict(new.totals)
+        # B_a - L_a of the verified state (reused while nobody else appended); the C5 check
+        # L_a + eps <= B_a is then the single exact comparison eps <= B_a - L_a
+        cached = self._rem_cache
+        if cached is not None and cached[0] == new.hash:
+            left = dict(cached[1])
+        else:
+            left = {a: caps[a] - spent[a] for a in caps}
+        ts = _now()
+        key, uid = self._key, self.user_id
+        seq, h, prev = new.seq, new.hash, new.prev
+        tt = self._tot_text
+        tot = tt[1] if tt is not None and tt[0] == h else self._totals_text(spent)
+        memo = self._blocked_memo  # (attrs, eps, totals text) -> texts of that blocked record
+        rows, out, changed = [], [], set()
+        for items in batches:
+            oks = []
+            for attrs, eps in items:
+                mkey = (attrs, eps.numerator, eps.denominator, tot)  # ints: no Fraction __eq__/__hash__
+                hit = memo.get(mkey) if checked else None
+                if hit is not None:  # blocked before from these very totals: same decision and texts
+                    ok = False
+                    rem, blk, eps_t = hit
+                else:
+                    blocked = sorted(a for a in attrs if eps > left[a]) if checked else []
+                    ok = not blocked
+                    if ok:
+                        for a in attrs:
+                            spent[a] += eps
+                            left[a] -= eps
+                        changed |= attrs
+                        tot = self._totals_text(spent)
+                    rem = self._remaining_text({a: left[a] for a in sorted(attrs)})
+                    blk, eps_t = self._blocked_text(blocked), str(eps)
+                    if not ok and checked:
+                        if len(memo) > 256:
+                            memo.clear()
+                        memo[mkey] = (rem, blk, eps_t)
+                seq += 1
+                cols = (ts, self._json_list(attrs), eps_t, int(ok), int(checked), rem, blk, tot)
+                prev, h = h, _chain.record_hash(key, uid, seq, h, cols)
+                rows.append((uid, seq, *cols, h))
+                oks.append(ok)
+            out.append(tuple(oks))
+        if rows:
+            new = _Verified(seq, h, prev, spent)
+            self._write(db, rows, new, changed)
+            self._pending_tail = rows[-1][1:]
+            self._pending_tot = tot
+        return out, new, left
+
+    def _committed(self, new: _Verified, left: dict[str, Fraction]) -> None:
+        """Adopt the head written by ``_decide_write`` (call only after COMMIT)."""
+        if new is not self._v:
+            self._v, self._last_row = new, self._pending_tail
+            self._tot_text = (new.hash, self._pending_tot)
+        self._rem_cache = (new.hash, left)
+
+    # ---- audit log, export / import -----------------------------------------------------------
+    @property
+    def log(self) -> list[AuditRecord]:
+        """The operator-visible audit log of this user, in sequence order (fully verified)."""
+        return self.audit_log()
+
+    def audit_log(self, since_seq: int = 0) -> list[AuditRecord]:
+        """Audit records with ``seq > since_seq`` in sequence order (the whole chain is verified)."""
+        with self._tx(write=False) as db:
+            out: list[AuditRecord] = []
+            self._full_verify(db, out)
+        return [r for r in out if r.seq > since_seq]
+
+    def export_state(self) -> dict[str, Any]:
+        """JSON-able state: caps, spent, policy fingerprint, the full audit log (one verified
+        snapshot) and ``chain_head`` (seq and hash of this ledger's chain, for anchoring)."""
+        with self._tx(write=False) as db:
+            log: list[AuditRecord] = []
+            self._full_verify(db, log)
+            v = self._v
+        return {"format": STATE_FORMAT, "version": STATE_VERSION, "user_id": self.user_id,
+                "policy_fingerprint": self.policy_fingerprint,
+                "caps": {a: str(b) for a, b in sorted(self._caps.items())},
+                "spent": {a: str(x) for a, x in sorted(v.totals.items())},
+                "log": [r.to_dict() for r in log],
+                "chain_head": {"seq": v.seq, "hash": v.hash}}
+
+    def import_state(self, state: Mapping[str, Any] | str) -> None:
+        """Restore an exported state into this (fresh) ledger.
+
+        Checks the policy fingerprint, the caps, the user and that the log replays to the stated
+        spent budget, then re-chains the records under this ledger's key. Refuses a ledger that
+        already has charges or log entries: importing must never lower a spent budget."""
+        st = parse_state(state, self.policy_fingerprint)
+        if st.caps != self._caps:
+            raise BudgetError(f"imported caps {_fmt(st.caps)} differ from this ledger's caps {_fmt(self._caps)}")
+        if st.user_id and st.user_id != self.user_id:
+            raise BudgetError(f"state belongs to user {st.user_id!r}, not {self.user_id!r}")
+        with self._tx() as db:
+            self._sync(db)
+            n = self._v.seq
+            if n or any(x != 0 for x in self._v.totals.values()):
+                raise BudgetError(f"ledger of user {self.user_id!r} already has {n} audit records or a "
+                                  "non-zero spent budget; import only into a fresh ledger")
+            new, spent = self._v, dict(self._v.totals)
+            rows = []
+            for r in st.log:
+                _replay_step(spent, r, self._caps)
+                new, row = self._record(new, r.timestamp, r.attributes, r.epsilon, r.admitted, r.checked,
+                                        dict(r.remaining), r.blocked, spent)
+                rows.append(row)
+            if new.totals != st.spent:  # parse_state replayed the same log: cannot differ
+                raise BudgetError(f"imported log replays to {_fmt(new.totals)}, not {_fmt(st.spent)}")
+            self._write(db, rows, new, self._caps)
+        self._v, self._last_row = new, (rows[-1][1:] if rows else self._last_row)
+
+
+# ---- export / import ---------------------------------------------------------------------------
+def export_state(ledger: Ledger, policy_fingerprint: str, user_id: str = "") -> dict[str, Any]:
+    """JSON-able budget state of any ledger with ``caps``, ``spent()`` and a ``log``."""
+    if isinstance(ledger, _ChainLedger):
+        return ledger.export_state()
+    log = getattr(ledger, "log", None)
+    if log is None:
+        raise BudgetError(f"{type(ledger).__name__} has no audit log to export")
+    records = [_as_record(r, i) for i, r in enumerate(log, 1)]
+    return {"format": STATE_FORMAT, "version": STATE_VERSION, "user_id": user_id,
+            "policy_fingerprint": policy_fingerprint,
+            "caps": {a: str(b) for a, b in sorted(ledger.caps.items())},
+            "spent": {a: str(v) for a, v in sorted(ledger.spent().items())},
+            "log": [r.to_dict() for r in records]}
+
+
+@dataclass(frozen=True)
+class LedgerState:
+    """A validated exported budget state (caps, spent, fingerprint and audit log)."""
+
+    user_id: str
+    policy_fingerprint: str
+    caps: dict[str, Fraction]
+    spent: dict[str, Fraction]
+    log: tuple[AuditRecord, ...]
+
+
+def parse_state(state: Mapping[str, Any] | str, policy_fingerprint: str | None = None) -> LedgerState:
+    """Validate an exported state: format, fingerprint (if given), exact values and that a
+    strict :func:`replay` of its log reproduces its ``spent`` exactly."""
+    if isinstance(state, str):
+        try:
+            state = json.loads(state)
+        except json.JSONDecodeError as exc:
+            raise BudgetError(f"ledger state is not valid JSON: {exc}") from None
+    if not isinstance(state, _MappingABC):
+        raise BudgetError(f"ledger state must be a JSON object, got {type(state).__name__}")
+    if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
+        raise BudgetError(f"not a {STATE_FORMAT} v{STATE_VERSION} document "
+                          f"(format={state.get('format')!r}, version={state.get('version')!r})")
+    for key in ("policy_fingerprint", "caps", "spent", "log"):
+        if key not in state:
+            raise BudgetError(f"ledger state is missing the key {key!r}")
+    fp = state["policy_fingerprint"]
+    if not isinstance(fp, str):
+        raise BudgetError(f"policy_fingerprint must be a string, got {fp!r}")
+    if policy_fingerprint is not None and fp != policy_fingerprint:
+        raise BudgetError(f"ledger state belongs to policy {fp} but this ledger uses policy "
+                          f"{policy_fingerprint}; refusing to import")
+    caps = _check_caps(state["caps"])
+    spent_raw = state["spent"]
+    if not isinstance(spent_raw, _MappingABC) or set(spent_raw) != set(caps):
+        raise BudgetError(f"ledger state 'spent' must cover exactly the capped attributes {sorted(caps)}")
+    spent = {a: to_fraction(v, f"spent budget of {a!r}", nonnegative=True, error=BudgetError)
+             for a, v in spent_raw.items()}
+    for a in caps:
+        if spent[a] > caps[a]:
+            raise BudgetError(f"ledger state has {a!r} spent {spent[a]} above its cap {caps[a]}")
+    if not isinstance(state["log"], list):
+        raise BudgetError("ledger state 'log' must be a list")
+    log = tuple(_as_record(r, i) for i, r in enumerate(state["log"], 1))
+    replayed = replay(log, caps)
+    if replayed != spent:
+        raise BudgetError(f"ledger state is inconsistent: its log replays to {_fmt(replayed)} but it "
+                          f"says spent {_fmt(spent)}")
+    return LedgerState(str(state.get("user_id", "")), fp, caps, spent, log)
+
+
+def import_state(state: Mapping[str, Any] | str, policy_fingerprint: str) -> InMemoryLedger:
+    """An InMemoryLedger restored from an exported state (fingerprint and replay checked)."""
+    st = parse_state(state, policy_fingerprint)
+    out = InMemoryLedger(st.caps, st.spent)
+    out.log = [ChargeRecord(frozenset(r.attributes), r.epsilon, r.admitted, r.remaining) for r in st.log]
+    return out

@@ -1,0 +1,246 @@
+"""Durable, concurrent per-attribute ledgers (C5 across crashes and processes).
+
+The :class:`~dpmv_lib.core.ledger.Ledger` protocol is what MemView needs: ``caps``, ``spent()``,
+``try_charge(attributes, eps)`` (the atomic C5 step: check L_a + eps <= B_a for every a, then charge
+all of them) and ``charge_unchecked`` (ablations only). This module adds
+
+* :class:`SqliteLedger` - one user's ledger in a SQLite file (WAL journal). Each ``try_charge`` runs
+  in one ``BEGIN IMMEDIATE`` transaction (check every attribute, update all, append the audit
+  record, COMMIT), so a charge is durable before MemView samples or returns the view and concurrent
+  processes can never jointly overrun a cap. Values are stored exactly as rational text ("2/3"),
+  never as floats.
+* an operator-visible audit log (:class:`~dpmv_lib.core.ledger_records.AuditRecord`): every
+  prospective charge with its attributes, eps, admitted or blocked (and by which attributes), what
+  remains, a timestamp and a sequence number. A blocked selection falls back to the generic view
+  silently for the application (paper, C5) but is visible here. The log is hash-chained per user
+  (each record commits to the previous hash and to the running totals; HMAC-SHA256 with an operator
+  ``key``, see :mod:`dpmv_lib.core._chain`) and the stored totals must equal its replay: on open and
+  before every charge, else :class:`~dpmv_lib.core.errors.LedgerIntegrityError` and nothing is
+  written.
+* :func:`~dpmv_lib.core.chain_ledger.export_state` /
+  :func:`~dpmv_lib.core.chain_ledger.import_state` (JSON with caps, spent, policy fingerprint, log;
+  fingerprint checked) and :func:`~dpmv_lib.core.ledger_records.replay`, which recomputes the ledger
+  from the log exactly and checks every recorded decision.
+* :class:`LedgerStore` - per-user ledgers (:class:`InMemoryLedgerStore`,
+  :class:`SqliteLedgerStore`).
+
+What every backend shares - deciding, chaining and writing a charge, verifying the chain - is
+:class:`~dpmv_lib.core.chain_ledger._ChainLedger` (with :mod:`~dpmv_lib.core.chain_verify`); this
+module holds the SQLite backend, its group commit (:mod:`~dpmv_lib.core.group_commit`) and the
+stores.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import threading
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
+
+from ._exact import Number
+from . import group_commit
+from ._chain import key_from_env  # noqa: F401  (re-exported: the documented way to read the key)
+from .errors import BudgetError
+from .ledger import InMemoryLedger, Ledger
+from .policy import Policy
+from .chain_verify import _SCHEMA, _Tx
+from .chain_ledger import _ChainLedger
+
+
+class SqliteLedger(_ChainLedger):
+    """One user's durable ledger in a SQLite file (WAL). Implements the Ledger protocol.
+
+    ``SqliteLedger(path, user_id, caps, policy_fingerprint, key=None)`` creates the user's
+    ledger at zero or reopens it. Reopening checks the stored fingerprint and caps against the
+    given ones and verifies the whole hash-chained audit log (see ``dpmv_lib.core._chain``): every
+    record's hash, contiguous sequence numbers, every decision (strict replay), the running
+    totals in each record, the chain head and that the stored spent budgets equal the replay.
+    Before every charge (inside its ``BEGIN IMMEDIATE`` transaction) and every read of
+    ``spent()`` it re-verifies the last verified record, verifies every record appended since
+    (by other processes) and checks the head and stored totals against the tail. Any mismatch
+    raises :class:`~dpmv_lib.core.errors.LedgerIntegrityError` naming the ledger and the mismatch,
+    and nothing is written. With ``key`` (>= 16 bytes) the chain is HMAC-SHA256 keyed, so edits
+    cannot be re-signed without the key. Each ``try_charge`` (or ``try_charge_many``: all slots
+    of one release) is committed (``synchronous=FULL``) before it returns, i.e. before MemView
+    samples the view (C5).
+
+    Writers are serialised by an exclusive ``flock`` on the side file ``<path>.lock`` taken
+    before ``BEGIN IMMEDIATE``: a waiting process blocks in the kernel and wakes as soon as the
+    holder commits, instead of sleeping in SQLite's busy handler (``timeout`` remains only as
+    the fallback against writers that do not take the side lock). Checked charges are
+    group-committed (:mod:`dpmv_lib.core.group_commit`): the lock holder commits the posted releases
+    of all waiting processes with its own in one transaction and one fsync, each decided
+    exactly as a separate ``try_charge_many``; a release is acknowledged only from an answer row
+    committed in that same transaction."""
+
+    _db_errors = (sqlite3.Error,)
+
+    def __init__(self, path: str | Path, user_id: str, caps: Mapping[str, Number],
+                 policy_fingerprint: str, *, key: bytes | None = None, timeout: float = 60.0,
+                 synchronous: str = "FULL") -> None:
+        if synchronous not in ("FULL", "EXTRA", "NORMAL"):
+            raise BudgetError(f"synchronous must be FULL, EXTRA or NORMAL, got {synchronous!r}")
+        if not isinstance(path, (str, Path)):
+            raise BudgetError(f"path must be a file path, got {type(path).__name__}")
+        super().__init__(str(path), user_id, caps, policy_fingerprint, key)
+        self._timeout = float(timeout)
+        self._synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._lockfd = -1
+        self._locked = False
+        self._preheld = False  # group commit: the writer lock is already held by this transaction
+        self._gc: Any = None
+        self._pid = -1
+        self._start()
+
+    # ---- connection ------------------------------------------------------------------------
+    def _open(self) -> None:
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
+                                   check_same_thread=False, cached_statements=64)
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if mode.lower() not in ("wal", "memory"):
+                raise BudgetError(f"could not put ledger {self.path} into WAL mode (got {mode!r})")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise BudgetError(f"cannot open ledger database {self.path}: {exc}") from None
+        fd = -1
+        if self.path != ":memory:" and not self.path.startswith("file:"):
+            try:
+                fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+            except OSError as exc:
+                conn.close()
+                raise BudgetError(f"cannot open the writer lock file {self.path}.lock: {exc}") from None
+        self._conn, self._lockfd, self._pid = conn, fd, os.getpid()
+        if fd >= 0 and self._gc is None:
+            self._gc = group_commit.GroupCommit(self.path, self.user_id, self._key)
+
+    def _begin(self, write: bool) -> None:
+        conn = self._db()
+        if write and self._lockfd >= 0:
+            if not self._preheld:
+                fcntl.flock(self._lockfd, fcntl.LOCK_EX)  # blocks in the kernel; woken at the holder's unlock
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                fcntl.flock(self._lockfd, fcntl.LOCK_UN)
+                raise
+            self._locked = True
+        else:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def _unlock(self) -> None:
+        if getattr(self, "_locked", False):
+            self._locked = False
+            fcntl.flock(self._lockfd, fcntl.LOCK_UN)
+
+    def _commit(self) -> None:
+        try:
+            self._conn.execute("COMMIT")  # type: ignore[union-attr]
+        finally:
+            self._unlock()
+
+    def _rollback(self) -> None:
+        try:
+            self._conn.execute("ROLLBACK")  # type: ignore[union-attr]
+        finally:
+            self._unlock()
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(sql, params)  # type: ignore[union-attr]
+
+    def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        return self._conn.executemany(sql, rows)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                if self._conn is not None:
+                    self._conn.close()
+                if self._lockfd >= 0:
+                    os.close(self._lockfd)
+                if self._gc is not None:
+                    self._gc.close()
+            self._conn, self._lockfd = None, -1
+
+    def _ensure_schema(self, db: "_Tx") -> None:
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+        self._check_tables(db, names, _SCHEMA)
+        if self._gc is not None and "dpmv_gc" not in names:
+            db.execute(group_commit.ANSWER_TABLE)
+
+    def _charge(self, items: Sequence[tuple[frozenset[str], Fraction]], checked: bool
+                ) -> tuple[tuple[bool, ...], dict[str, Fraction]]:
+        if checked and self._gc is not None:  # group commit (dpmv_lib.core.group_commit)
+            return group_commit.charge(self, items)
+        return super()._charge(items, checked)
+
+    def integrity_check(self) -> str:
+        """SQLite's PRAGMA integrity_check ("ok" when the file is sound)."""
+        with self._lock:
+            return "; ".join(r[0] for r in self._db().execute("PRAGMA integrity_check").fetchall())
+
+    @staticmethod
+    def users(path: str | Path) -> list[str]:
+        """The user ids that have a ledger in the file."""
+        conn = sqlite3.connect(str(path))
+        try:
+            return [r[0] for r in conn.execute("SELECT user_id FROM ledger_user ORDER BY user_id")]
+        except sqlite3.Error as exc:
+            raise BudgetError(f"{path} is not a dpmv ledger database: {exc}") from None
+        finally:
+            conn.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteLedger({self.path!r}, user={self.user_id!r}, keyed={self.keyed})"
+
+
+# ---- per-user ledger stores ----------------------------------------------------------------------
+class LedgerStore(Protocol):
+    """Hands out one ledger per user for a policy (the per-user deployment unit)."""
+
+    def ledger(self, user_id: str, policy: Policy) -> Ledger: ...
+
+
+class InMemoryLedgerStore:
+    """Per-user InMemoryLedgers (tests, experiments); the policy fingerprint is checked per user."""
+
+    def __init__(self) -> None:
+        self._ledgers: dict[str, tuple[str, InMemoryLedger]] = {}
+        self._lock = threading.Lock()
+
+    def ledger(self, user_id: str, policy: Policy) -> InMemoryLedger:
+        if not isinstance(user_id, str) or not user_id:
+            raise BudgetError(f"user_id must be a non-empty string, got {user_id!r}")
+        fp = policy.fingerprint()
+        with self._lock:
+            if user_id not in self._ledgers:
+                self._ledgers[user_id] = (fp, InMemoryLedger.for_policy(policy))
+            old_fp, led = self._ledgers[user_id]
+            if old_fp != fp:
+                raise BudgetError(f"ledger of user {user_id!r} was created for policy {old_fp} but is "
+                                  f"requested with policy {fp}")
+            return led
+
+    def users(self) -> list[str]:
+        return sorted(self._ledgers)
+
+
+class SqliteLedgerStore:
+    """Per-user SqliteLedgers in one database file (rows keyed by user id)."""
+
+    def __init__(self, path: str | Path, **kwargs: Any) -> None:
+        self.path = Path(path)
+        self._kwargs = kwargs
+
+    def ledger(self, user_id: str, policy: Policy) -> SqliteLedger:
+        return SqliteLedger.for_policy(self.path, user_id, policy, **self._kwargs)
+
+    def users(self) -> list[str]:
+        return SqliteLedger.users(self.path) if self.path.exists() else []
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.users())

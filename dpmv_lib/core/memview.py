@@ -1,0 +1,376 @@
+"""MemView: the trusted DP-MemView interface (paper Figure 2, Appendix A).
+
+Per turn: route the public query to ordered active slots (C4); per slot read the policy's
+positions, charge every attribute whose group the read touches (C2), check every ledger
+prospectively (C5), and either sample a public view with an eps-DP selector (C1, C3; the
+exponential mechanism of Eq. (7) by default, or permute-and-flip, :mod:`dpmv_lib.core.selection`)
+or return the slot's fixed generic view at zero cost. Only public things leave: the view per
+slot, which attributes were charged and at what eps, and the public ledger state (C3, C6).
+
+Theorem 1: under C1-C6 the whole adaptive augmented transcript is pure B_a-DP for each a.
+
+C3, generalised: the view is sampled by an eps-DP selector for utilities of sensitivity Du on the
+shared vocabulary - Eq. (7) (``selector="em"``, default) or permute-and-flip (``selector="pf"``,
+McKenna & Sheldon 2020: eps-DP with the same sensitivity, expected utility never below Eq. (7)'s).
+Theorem 1's proof uses only this per-release eps-DP property, so it holds for either selector.
+
+C3, exactly: Eq. (7) (and likewise permute-and-flip) is eps-DP only if |u_M(v) - u_M'(v)| <= Du holds for the numbers the sampler
+really uses. Utilities are therefore kept as exact rationals from the scorer to the sampler (the
+lexicon scorer returns ``Fraction``s; a float is read through its exact binary value), Du is the
+policy's exact bound, and the exact sampler decides with rationals only; the float path rounds
+only the shifted exponents eps*(u - u_max)/(2 Du). So the bound is met exactly, not up to
+rounding (in floats 0.4*0 + 0.4*1 + 0.2*1 = 0.6000000000000001 > 3/5 = Du).
+
+C5, fail-closed scoring: the prospective check charges the slot before the scorer runs, from the
+public plan only. If the scorer then fails for any view of the slot (raises, returns a non-number,
+NaN/inf, or a value outside [0, 1]), every utility of the slot is replaced by the constant 1/2:
+the slot releases a uniformly random view of V_g, with exactly the public fields of any admitted
+release (the selector's mechanism tag, the planned charge and eps; permute-and-flip accepts
+the first view it visits, also uniform). Nothing is raised and the ledger moves as planned, so whether the call errors or the ledger moves cannot depend on memory; the failure is
+recorded only in the operator-side list ``MemView.scorer_failures`` (never in a Release).
+Privacy: 1/2 lies within 1/2 <= Du of every valid utility in [0, 1], so the sanitised scorer
+keeps sensitivity Du and the release stays eps-DP for every policy with Du >= 1/2 (all shipped
+policies: 3/5 or 1; for Du < 1/2 the bound is eps/(2 Du)). Releasing the fixed generic view
+instead would not be DP: probability 1 on the failing store against as little as
+e^(-eps/(2 Du))/|V_g| on its neighbour.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from ._exact import to_fraction
+from .errors import BudgetError, ParameterError, PolicyError, QueryError, StoreError
+from .ledger import BudgetRule, InMemoryLedger, Ledger, OnlineBudget
+from .mechanism import RandomSource, SeededRandomSource, SystemRandomSource
+from .selection import Selector, get_selector
+from .policy import Policy, Query, View
+from .scorer import LexiconScorer, Scorer
+from .store import MemoryStore
+
+
+@dataclass(frozen=True)
+class SlotRelease:
+    """What one slot-level operation releases (all public).
+
+    ``mechanism`` is "em" (sampled by Eq. 7), "pf" (permute-and-flip), "generic" (fixed generic view: empty read,
+    unplanned charge or failed cap check) or, in ablations only, "argmax"."""
+
+    slot: str
+    view: str
+    read_set: tuple[int, ...]
+    affected: frozenset[str]
+    charged: frozenset[str]
+    epsilon: Fraction
+    mechanism: str
+    fallback: bool = False
+    extras: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Release:
+    """One turn of the augmented transcript, minus the response: q_t, v_t and public ledger state."""
+
+    query: Query
+    slots: tuple[SlotRelease, ...]
+    ledger: tuple[tuple[str, Fraction], ...]
+
+    @property
+    def views(self) -> dict[str, str]:
+        return {s.slot: s.view for s in self.slots}
+
+    @property
+    def spent(self) -> dict[str, Fraction]:
+        return dict(self.ledger)
+
+    def guidance(self, policy: Policy) -> list[str]:
+        """The view texts the response model receives (post-processing input, C6)."""
+        return [policy.view(s.view).text for s in self.slots]
+
+    def public_dict(self) -> dict[str, Any]:
+        return {"query": {"text": self.query.text, "intent": self.query.intent},
+                "slots": [{"slot": s.slot, "view": s.view, "read_set": list(s.read_set),
+                           "affected": sorted(s.affected), "charged": sorted(s.charged),
+                           "epsilon": str(s.epsilon), "mechanism": s.mechanism,
+                           "fallback": s.fallback, **dict(s.extras)} for s in self.slots],
+                "ledger": {a: str(v) for a, v in self.ledger}}
+
+
+def _check_history(history: Any) -> tuple["Release", ...]:
+    """The released history h must be a sequence of Release objects (typed error otherwise)."""
+    if isinstance(history, (str, bytes)) or not hasattr(history, "__iter__"):
+        raise QueryError(f"history must be a sequence of Release objects, got {type(history).__name__}")
+    h = tuple(history)
+    for r in h:
+        if not isinstance(r, Release):
+            raise QueryError(f"history must contain only Release objects, got {type(r).__name__}")
+    return h
+
+
+@dataclass(frozen=True)
+class SlotPlan:
+    """The public part of a slot-level operation: identical under adjacent stores given h (C4)."""
+
+    slot: str
+    read_set: tuple[int, ...]
+    affected: frozenset[str]
+    charged: frozenset[str]
+    epsilon: Fraction | None
+
+
+#: C5 fail-closed: the utility of every view of a slot whose scorer failed (uniform release).
+FAILSAFE_UTILITY = Fraction(1, 2)
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ScorerFailure:
+    """Operator-side record of one fail-closed slot (private: never part of a Release)."""
+
+    slot: str
+    view: str
+    reason: str
+
+
+@dataclass
+class _Prepared:
+    plan: SlotPlan
+    admitted: bool
+    views: tuple[View, ...] = ()
+    utilities: tuple[Fraction, ...] = ()  # exact rationals in [0, 1] (C3)
+
+
+def _checked_utility(value: Any) -> Fraction | None:
+    """A scorer value as an exact rational in [0, 1] (floats through their exact binary value);
+    None if it is not a finite number in [0, 1] (C5 fail-closed)."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, Fraction):
+        u = value
+    elif isinstance(value, (int, np.integer)):
+        u = Fraction(int(value))
+    elif isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            return None
+        u = Fraction(float(value))
+    else:
+        return None
+    return u if 0 <= u <= 1 else None
+
+
+class MemView:
+    """The DP-MemView interface over one user's store.
+
+    >>> mv = MemView(policy, store, budget=OnlineBudget(K=3), seed=0)
+    >>> rel = mv.release(Query("Any ideas for an affordable dinner?", "affordable_dinner"))
+    >>> rel.views, rel.spent
+
+    ``exact=True`` (default) samples with the exact rational sampler; ``seed=None`` draws from
+    the OS (deployment), an int makes runs reproducible (experiments). ``selector`` is the C3
+    eps-DP selector: "em" (Eq. 7, default), "pf" (permute-and-flip) or a
+    :class:`~dpmv_lib.core.selection.Selector`. ``ledger`` may be any
+    :class:`~dpmv_lib.core.ledger.Ledger` backend (e.g. a durable one); its caps must equal the policy's.
+    A failing scorer never raises out of ``release()`` (C5 fail-closed, module docstring); its
+    failures are listed, operator-side only, in ``scorer_failures``.
+    """
+
+    label: ClassVar[str] = "DP-MemView"
+    violates: ClassVar[str | None] = None  # contract condition a variant breaks (None = compliant)
+
+    def __init__(self, policy: Policy, store: MemoryStore, *, budget: BudgetRule | None = None,
+                 ledger: Ledger | None = None, scorer: Scorer | None = None, exact: bool = True,
+                 seed: int | None = None, random_source: RandomSource | None = None,
+                 selector: str | Selector = "em") -> None:
+        if not isinstance(policy, Policy):
+            raise PolicyError(f"MemView needs a Policy, got {type(policy).__name__}")
+        if not isinstance(store, MemoryStore):
+            raise StoreError(f"MemView needs a MemoryStore, got {type(store).__name__}")
+        if budget is not None and not callable(getattr(budget, "epsilon", None)):
+            raise BudgetError(f"budget must be a budget rule with an epsilon() method, got {budget!r}")
+        if ledger is not None and not all(hasattr(ledger, m) for m in ("caps", "spent", "try_charge")):
+            raise BudgetError(f"ledger must implement the Ledger protocol (caps, spent, try_charge), "
+                              f"got {type(ledger).__name__}")
+        if scorer is not None and not (callable(scorer) and hasattr(scorer, "sensitivity")):
+            raise BudgetError(f"scorer must be callable with a 'sensitivity' bound, got {scorer!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                                 or seed < 0):
+            raise ParameterError(f"seed must be None (OS randomness) or an integer >= 0, got {seed!r}")
+        self.selector = get_selector(selector)
+        store.check_layout(policy)
+        self.policy = policy
+        self._store = store
+        self.budget = budget if budget is not None else OnlineBudget(3)
+        self.ledger = ledger if ledger is not None else InMemoryLedger.for_policy(policy)
+        try:
+            caps = {a: Fraction(b) for a, b in self.ledger.caps.items()}
+        except (AttributeError, TypeError, ValueError):
+            raise BudgetError(f"ledger caps must be a mapping attribute -> exact cap, got "
+                              f"{getattr(self.ledger, 'caps', None)!r}") from None
+        if caps != policy.caps:
+            raise BudgetError(f"ledger caps {caps} do not match the policy caps {policy.caps}")
+        self._scorer = scorer if scorer is not None else LexiconScorer()
+        sens = to_fraction(self._scorer.sensitivity, "scorer sensitivity", positive=True, error=BudgetError)
+        if sens > policy.sensitivity:
+            raise BudgetError(f"scorer sensitivity {self._scorer.sensitivity} exceeds the policy's "
+                              f"fixed bound {policy.sensitivity}")
+        self.exact = exact
+        self.scorer_failures: list[ScorerFailure] = []  # operator-side log (C5 fail-closed)
+        self._rng = np.random.default_rng(seed)
+        if random_source is not None:
+            self._source = random_source
+        else:
+            self._source = SeededRandomSource(seed) if seed is not None else SystemRandomSource()
+
+    # ---- public API --------------------------------------------------------------------------
+    def release(self, query: Query, history: Sequence[Release] = ()) -> Release:
+        """Release the view tuple for one turn given the public released history."""
+        if not isinstance(query, Query):
+            raise QueryError(f"release() needs a Query, got {type(query).__name__}")
+        history = _check_history(history)
+        # every slot's public plan is validated before anything is charged
+        plans = [self.plan(query, slot, history) for slot in self._route(query, history)]
+        batch = self._admit_batch(plans)
+        if batch is None:
+            out = [self._sample(self._prepare(query, p.slot, history, p)) for p in plans]
+            return self._make_release(query, out)
+        admitted, spent = batch
+        out = [self._sample(self._prepare(query, p.slot, history, p, ok)) for p, ok in zip(plans, admitted)]
+        return Release(query, tuple(out), tuple(sorted(spent.items())))
+
+    def plan(self, query: Query, slot: str, history: Sequence[Release] = ()) -> SlotPlan:
+        """Read set R, affected Gamma*(R), charge set Gamma and eps for one slot (C2, C4)."""
+        if not isinstance(query, Query):
+            raise QueryError(f"plan() needs a Query, got {type(query).__name__}")
+        if not isinstance(slot, str):
+            raise QueryError(f"plan() needs a slot name, got {type(slot).__name__}")
+        read = self.policy.read(query, slot, _check_history(history))
+        affected = self.policy.charge_set(read)
+        charged = self._charge_set(affected)
+        eps = self.budget.epsilon(charged, self.policy.caps) if read else None
+        return SlotPlan(slot, read, affected, charged, eps)
+
+    def fork(self) -> "MemView":
+        """A copy with an independent copy of the ledger (for exact enumeration and checkers)."""
+        other = copy.copy(self)
+        if not isinstance(self.ledger, InMemoryLedger):
+            raise BudgetError("fork() needs an in-memory ledger")
+        other.ledger = self.ledger.copy()
+        other.scorer_failures = list(self.scorer_failures)
+        return other
+
+    # ---- the slot-level operation ------------------------------------------------------------
+    def _prepare(self, query: Query, slot: str, history: tuple[Release, ...],
+                 plan: SlotPlan | None = None, admitted: bool | None = None) -> _Prepared:
+        plan = plan if plan is not None else self.plan(query, slot, history)
+        if plan.epsilon is None:
+            return _Prepared(plan, False)
+        if admitted is None:
+            admitted = self._admit(plan.charged, plan.epsilon)  # C5: commit before anything is sampled
+        if not admitted:
+            return _Prepared(plan, False)
+        views = self._vocabulary(slot)
+        contents = self._store.read(plan.read_set)
+        return _Prepared(plan, True, views, self._utilities(query, slot, views, contents))
+
+    def _utilities(self, query: Query, slot: str, views: tuple[View, ...],
+                   contents: Sequence[str]) -> tuple[Fraction, ...]:
+        """Exact utilities of the slot's views (C3); fail-closed on any scorer failure (C5, see
+        the module docstring): the slot's utilities become the constant 1/2, nothing is raised."""
+        out = []
+        for v in views:
+            try:
+                value = self._scorer(query, v, contents)
+            except Exception as exc:  # a failure may depend on memory: never let it out
+                return self._failed(slot, v, f"raised {type(exc).__name__}", len(views))
+            u = _checked_utility(value)
+            if u is None:
+                return self._failed(slot, v, f"returned a non-finite or out-of-range value of type "
+                                             f"{type(value).__name__}", len(views))
+            out.append(u)
+        return tuple(out)
+
+    def _failed(self, slot: str, view: View, reason: str, n: int) -> tuple[Fraction, ...]:
+        self.scorer_failures.append(ScorerFailure(slot, view.id, reason))
+        _log.warning("scorer failed on slot %r (view %r: %s); slot released uniformly over V_g",
+                     slot, view.id, reason)
+        return (FAILSAFE_UTILITY,) * n
+
+    def _generic(self, prep: _Prepared) -> SlotRelease:
+        p = prep.plan
+        return SlotRelease(p.slot, self.policy.slot(p.slot).generic.id, p.read_set, p.affected,
+                           frozenset(), Fraction(0), "generic", fallback=bool(p.read_set))
+
+    def _released(self, prep: _Prepared, view_id: str, mechanism: str, extras=()) -> SlotRelease:
+        p = prep.plan
+        return SlotRelease(p.slot, view_id, p.read_set, p.affected, p.charged, p.epsilon,
+                           mechanism, False, tuple(extras))
+
+    def _sample(self, prep: _Prepared) -> SlotRelease:
+        if not prep.admitted:
+            return self._generic(prep)
+        i = self._draw(prep.utilities, prep.plan.epsilon)
+        return self._released(prep, prep.views[i].id, self.selector.name, self._extras(prep))
+
+    def _outcomes(self, prep: _Prepared) -> list[tuple[SlotRelease, float]]:
+        """Every possible SlotRelease of this operation with its exact probability (for checks)."""
+        if not prep.admitted:
+            return [(self._generic(prep), 1.0)]
+        probs = self.selector.probabilities(prep.utilities, prep.plan.epsilon, self.policy.sensitivity)
+        return [(self._released(prep, v.id, self.selector.name, self._extras(prep)), float(p))
+                for v, p in zip(prep.views, probs)]
+
+    def _draw(self, utilities: Sequence[Fraction], epsilon: Fraction) -> int:
+        if self.exact:
+            return self.selector.sample_exact(list(utilities), epsilon, self.policy.sensitivity, self._source)
+        return self.selector.sample(list(utilities), epsilon, self.policy.sensitivity, self._rng)
+
+    def _make_release(self, query: Query, slots: list[SlotRelease]) -> Release:
+        return Release(query, tuple(slots), tuple(sorted(self.ledger.spent().items())))
+
+    # ---- hooks the contract-violating variants override (see variants.py) ---------------------
+    def _route(self, query: Query, history: tuple[Release, ...]) -> tuple[str, ...]:
+        """C4: the ordered active slots G_t from the public query and released history only."""
+        return self.policy.route(query, history)
+
+    def _vocabulary(self, slot: str) -> tuple[View, ...]:
+        """C1: the fixed public vocabulary V_g, shared by all stores."""
+        return self.policy.slot(slot).views
+
+    def _charge_set(self, affected: frozenset[str]) -> frozenset[str]:
+        """C2: charge every affected attribute, Gamma = Gamma*(R)."""
+        return affected
+
+    def _admit(self, charged: frozenset[str], epsilon: Fraction) -> bool:
+        """C5: prospective cap check and ledger update (atomic in the ledger backend), made from
+        the public plan before the scorer runs; a later scorer failure fails closed (see above)."""
+        if not charged:
+            return True
+        return self.ledger.try_charge(charged, epsilon)
+
+    def _admit_batch(self, plans: Sequence[SlotPlan]
+                     ) -> tuple[list[bool], Mapping[str, Fraction]] | None:
+        """C5 for every charged slot of one release in ONE ledger transaction, before anything
+        is sampled, when the ledger offers ``try_charge_many`` (the durable backends): the same
+        decisions, in slot order, as one ``_admit`` per slot, plus L_a right after the commit.
+        None (per-slot ``_admit``) for other ledgers and for variants that override ``_admit``."""
+        many = getattr(self.ledger, "try_charge_many", None)
+        if many is None or type(self)._admit is not MemView._admit:
+            return None
+        idx = [i for i, p in enumerate(plans) if p.epsilon is not None and p.charged]
+        if not idx:
+            return None
+        decisions, spent = many([(plans[i].charged, plans[i].epsilon) for i in idx])
+        admitted = [True] * len(plans)
+        for i, ok in zip(idx, decisions):
+            admitted[i] = ok
+        return admitted, spent
+
+    def _extras(self, prep: _Prepared) -> tuple[tuple[str, Any], ...]:
+        """C3/C6: nothing but the view leaves the interface."""
+        return ()

@@ -1,0 +1,277 @@
+"""The strict policy format: size limits, bounded file reading, JSON depth, names, caps.
+
+Every hostile input gets :class:`~dpmv_lib.core.errors.PolicyError` (or the error class passed in)
+naming the file or field and the problem. Limits are module constants, overridable per call
+through :class:`PolicyLimits` (``Policy.load(path, limits=PolicyLimits(max_positions=10**6))``).
+Validation is linear in the size of the input (sets and dicts, no pairwise scans).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import reprlib
+from dataclasses import dataclass, fields
+from fractions import Fraction
+from numbers import Rational
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .errors import ParameterError, PolicyError
+
+MAX_POLICY_BYTES = 16 * 2**20
+"""Largest policy file :meth:`Policy.load` reads (16 MiB; the shipped policies are ~30 KB)."""
+MAX_POSITIONS = 100_000
+"""Most memory positions a policy may declare."""
+MAX_SLOTS = 1_000
+"""Most slots a policy may declare."""
+MAX_VIEWS = 10_000
+"""Most views over all slots together."""
+MAX_ATTRIBUTES = 1_000
+"""Most protected attributes."""
+MAX_INTENTS = 10_000
+"""Most intents in ``routes`` (and most entries in ``reads``)."""
+MAX_NESTING_DEPTH = 32
+"""Deepest JSON nesting :meth:`Policy.load` parses (the format itself needs 6 levels)."""
+MAX_RATIONAL = 10**6
+"""Largest cap B_a or sensitivity bound (anything larger is no privacy guarantee at all)."""
+MAX_DENOMINATOR = 10**18
+"""Largest denominator of a cap or sensitivity in lowest terms (18 decimal places)."""
+MAX_POSITION_ID = 2**63 - 1
+"""Position ids are integers in [-2**63, 2**63 - 1] (fit a signed 64-bit column)."""
+
+
+@dataclass(frozen=True)
+class PolicyLimits:
+    """Explicit size limits for :meth:`Policy.load` / :meth:`Policy.from_dict` (defaults: the
+    module constants). Exceeding one raises :class:`PolicyError` naming the limit; raise a limit
+    deliberately, e.g. ``PolicyLimits(max_bytes=64 * 2**20, max_positions=10**6)``."""
+
+    max_bytes: int = MAX_POLICY_BYTES
+    max_positions: int = MAX_POSITIONS
+    max_slots: int = MAX_SLOTS
+    max_views: int = MAX_VIEWS
+    max_attributes: int = MAX_ATTRIBUTES
+    max_intents: int = MAX_INTENTS
+    max_depth: int = MAX_NESTING_DEPTH
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ParameterError(f"PolicyLimits.{f.name} must be an integer >= 1, got {v!r}")
+
+
+def _limits(limits: Any) -> PolicyLimits:
+    if limits is None:
+        return PolicyLimits()
+    if not isinstance(limits, PolicyLimits):
+        raise ParameterError(f"limits must be a PolicyLimits, got {type(limits).__name__}")
+    return limits
+
+
+def _limit(n: int, most: int, what: str, name: str) -> None:
+    if n > most:
+        raise PolicyError(f"policy has {n} {what}, over the limit {name}={most} (see PolicyLimits)")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlevel = 3
+
+
+def short_repr(x: Any) -> str:
+    """A short, recursion-safe repr for error messages (hostile values can be huge or deep)."""
+    if isinstance(x, int) and x.bit_length() > 256:
+        return f"<{type(x).__name__} of {x.bit_length()} bits>"
+    try:
+        return _REPR.repr(x)
+    except Exception:  # a hostile __repr__, or an int over Python's digit limit inside a container
+        return f"<{type(x).__name__}>"
+
+
+_r = short_repr
+
+
+def _read_bounded(path: Path, max_bytes: int, what: str, error: type[Exception]) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` bytes, or ``error`` naming the file."""
+    if "\x00" in str(path):
+        raise error(f"{what} path {_r(str(path))} is invalid: it contains a NUL byte")
+    try:
+        if not path.exists():
+            raise error(f"{what} not found: {path}")
+        if path.is_dir():
+            raise error(f"{what} {path} is a directory, not a file")
+        if not path.is_file():
+            raise error(f"{what} {path} is not a regular file")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise error(f"{what} {path} is {size} bytes, over the limit max_bytes={max_bytes}")
+        with path.open("rb") as fh:
+            raw = fh.read(max_bytes + 1)
+    except error:
+        raise
+    except OSError as exc:
+        raise error(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
+    except ValueError as exc:  # e.g. a NUL byte in the path
+        raise error(f"{what} path {_r(str(path))} is invalid: {exc}") from None
+    if len(raw) > max_bytes:
+        raise error(f"{what} {path} is over the limit max_bytes={max_bytes}")
+    return raw
+
+
+def json_depth(raw: bytes) -> int:
+    """Deepest bracket nesting of JSON text, brackets inside strings skipped, without parsing it
+    (linear time, vectorised). Exact for valid JSON; for invalid JSON some number (the parser
+    rejects that text anyway)."""
+    import numpy as np
+    a = np.frombuffer(raw, dtype=np.uint8)
+    quotes = np.flatnonzero(a == 34)
+    if quotes.size and b"\\" in raw:  # a quote after an odd run of backslashes is escaped
+        bs = np.flatnonzero(a == 92)
+        brk = np.diff(bs) != 1
+        starts, ends = bs[np.r_[True, brk]], bs[np.r_[brk, True]]
+        escaped = ends[(ends - starts) % 2 == 0] + 1
+        quotes = quotes[~np.isin(quotes, escaped)]
+    brackets = np.flatnonzero((a == 91) | (a == 123) | (a == 93) | (a == 125))
+    brackets = brackets[np.searchsorted(quotes, brackets) % 2 == 0]  # an even number of quotes before
+    if not brackets.size:
+        return 0
+    opens = (a[brackets] == 91) | (a[brackets] == 123)
+    return int(np.cumsum(np.where(opens, 1, -1)).max())
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"the non-standard JSON constant {name} is not allowed")
+
+
+def _parse_json_bytes(raw: bytes, path: Path, max_depth: int, what: str, error: type[Exception]) -> Any:
+    """UTF-8 JSON text -> data, every failure as ``error`` naming the file and the problem."""
+    if not raw.strip():
+        raise error(f"{what} {path} is empty")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {path} is not UTF-8 text (bad byte at offset {exc.start})") from None
+    depth = json_depth(raw)
+    if depth > max_depth:
+        raise error(f"{what} {path} nests JSON {depth} levels deep, over the limit max_depth={max_depth}")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise error(f"{what} {path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise error(f"{what} {path} nests JSON too deeply to parse") from None
+    except ValueError as exc:  # NaN/Infinity, integers over Python's digit limit
+        raise error(f"{what} {path} is not valid JSON: {_r(str(exc))}") from None
+
+
+_POLICY_REQUIRED = frozenset({"name", "slots", "positions", "attributes", "routes"})
+_POLICY_KEYS = _POLICY_REQUIRED | {"reads", "sensitivity", "description", "version"}
+_SLOT_KEYS = frozenset({"name", "views"})
+_VIEW_KEYS = frozenset({"id", "text", "cues", "intents", "generic"})
+_POSITION_KEYS = frozenset({"id", "slot", "label"})
+_ATTRIBUTE_KEYS = frozenset({"name", "group", "cap", "description"})
+_READ_KEYS = frozenset({"intent", "slot", "positions"})
+
+
+def _keys(d: Mapping[str, Any], what: str, allowed: frozenset[str], required: frozenset[str]) -> None:
+    if not required <= d.keys():
+        raise PolicyError(f"{what} is missing the required key {sorted(required - d.keys())[0]!r}")
+    if not d.keys() <= allowed:
+        unknown = sorted(str(k)[:40] for k in d.keys() - allowed)
+        raise PolicyError(f"{what} has unknown keys {unknown[:10]}; allowed: {sorted(allowed)}")
+
+
+def _list(x: Any, what: str) -> list:
+    if not isinstance(x, list):
+        raise PolicyError(f"policy {what!r} must be a list, got {type(x).__name__}")
+    return x
+
+
+def _name(x: Any, what: str) -> str:
+    """A name or id: a non-empty string that is not only whitespace."""
+    if not isinstance(x, str):
+        raise PolicyError(f"{what} must be a string, got {type(x).__name__} {_r(x)}")
+    if not x.strip():
+        raise PolicyError(f"{what} must be a non-empty name, got {x!r}")
+    return x
+
+
+def _text(x: Any, what: str) -> str:
+    if not isinstance(x, str):
+        raise PolicyError(f"{what} must be a string, got {type(x).__name__} {_r(x)}")
+    return x
+
+
+def _int_tuple(x: Any, what: str) -> tuple[int, ...]:
+    """A list of distinct integer position ids."""
+    if not isinstance(x, list) or not all(type(i) is int for i in x):
+        raise PolicyError(f"{what} must be a list of integers, got {_r(x)}")
+    out = tuple(x)
+    if len(set(out)) != len(out):
+        raise PolicyError(f"{what} repeats positions {sorted(_duplicates(out))[:20]}")
+    return out
+
+
+def _str_tuple(x: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(x, list) or not all(isinstance(i, str) and i.strip() for i in x):
+        raise PolicyError(f"{what} must be a list of non-empty strings, got {_r(x)}")
+    return tuple(x)
+
+
+_DECIMAL = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?\s*")
+_RATIO = re.compile(r"\s*[+-]?\d+\s*/\s*[+-]?\d+\s*")
+
+
+def parse_rational(x: Any, what: str, *, error: type[Exception] = PolicyError) -> Fraction:
+    """A cap B_a or sensitivity bound as an exact, finite, positive rational.
+
+    Accepts an int, a ``Fraction``, a decimal string ("0.6", "1e-3"), a ratio string ("2/3"),
+    or a finite float read through its shortest decimal repr (0.1 -> 1/10, as in the JSON
+    text). Rejects bool, NaN, inf, values <= 0 or > ``MAX_RATIONAL``, denominators over
+    ``MAX_DENOMINATOR`` and any other string (at most 100 characters, exponents checked
+    before any big-number arithmetic)."""
+    if isinstance(x, bool):
+        raise error(f"{what} must be a number, got bool {x!r}")
+    if isinstance(x, float):
+        if not math.isfinite(x):
+            raise error(f"{what} must be finite, got {x!r}")
+        out = Fraction(repr(x))
+    elif isinstance(x, Rational):
+        out = Fraction(x.numerator, x.denominator)
+    elif isinstance(x, str):
+        m = _DECIMAL.fullmatch(x) if len(x) <= 100 else None
+        if m is None and len(x) <= 100 and _RATIO.fullmatch(x):
+            num, den = (int(t) for t in x.split("/"))
+            if den == 0:
+                raise error(f"{what} is not a valid number: {x!r} (zero denominator)")
+            out = Fraction(num, den)
+        elif m is None:
+            raise error(f"{what} is not a valid number: {_r(x)} (want an integer, a decimal like "
+                        f"'0.6' or a ratio like '2/3')")
+        elif m.group(1) is not None and abs(int(m.group(1))) > 40:
+            raise error(f"{what} is out of range: {x!r} (want 0 < value <= {MAX_RATIONAL})")
+        else:
+            out = Fraction(x.strip())
+    else:
+        raise error(f"{what} must be an int, float, Fraction or numeric string, got {type(x).__name__}")
+    if out <= 0:
+        raise error(f"{what} must be > 0, got {_r(x)}")
+    if out > MAX_RATIONAL:
+        raise error(f"{what} is out of range: {_r(x)} (want 0 < value <= {MAX_RATIONAL})")
+    if out.denominator > MAX_DENOMINATOR:
+        raise error(f"{what} is too fine: {_r(x)} has denominator {out.denominator} > {MAX_DENOMINATOR}")
+    return out
+
+
+def _duplicates(items: Iterable[Any]) -> list[Any]:
+    """The items that occur more than once (linear time)."""
+    seen: set[Any] = set()
+    dup: set[Any] = set()
+    for x in items:
+        if x in seen:
+            dup.add(x)
+        else:
+            seen.add(x)
+    return sorted(dup, key=repr)

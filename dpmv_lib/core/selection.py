@@ -1,0 +1,141 @@
+"""Pure eps-DP selectors for C3: the exponential mechanism (Eq. 7) and permute-and-flip.
+
+One constructor per mechanism, its privacy argument next to it (OpenDP style). Both take the
+same exact inputs (utilities in [0, 1] as rationals, eps, the fixed sensitivity bound Du) and
+read them through :func:`~dpmv_lib.core.mechanism.exact_exponents`: x_v = eps (u_v - u*) / (2 Du) <= 0,
+u* = max_w u_w. MemView uses either; ledger, cap check (C5) and generic fallback are unchanged.
+
+Permute-and-flip (McKenna & Sheldon 2020, Alg. 1): visit the views in a uniformly random order
+and accept view r with probability q_r = exp(x_r); output the first accepted one (the maximiser
+has q = 1, so the walk always stops). Its exact output distribution: r is output iff it is
+accepted and every view visited before it is rejected. The set S of views before r is, for a
+uniform order, of size k with probability 1/n for each k and uniform among the k-subsets, so
+
+    Pr[r] = q_r * sum_{k=0}^{n-1} k! (n-1-k)! / n! * e_k({1 - q_j : j != r})       (PF)
+
+with e_k the elementary symmetric polynomial. All terms are >= 0 (stable in floats);
+equivalently Pr[r] = q_r * int_0^1 prod_{j != r} (1 - t q_j) dt (arrival times, used in tests).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from math import comb
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ._exact import Number
+from .errors import ParameterError
+from .mechanism import (RandomSource, _to_float_exponent, bernoulli_exp_neg, em_probabilities, exact_exponents,
+                        sample_em, sample_em_exact)
+
+
+# ---- permute-and-flip -------------------------------------------------------------------------------
+def _elementary_symmetric(xs: Sequence[Any], one: Any) -> list[Any]:
+    """e_0..e_m of xs (any field: Fraction, float, mpmath), by the product recurrence."""
+    e = [one] + [one * 0] * len(xs)
+    for x in xs:
+        for k in range(len(e) - 1, 0, -1):
+            e[k] = e[k] + x * e[k - 1]
+    return e
+
+
+def pf_from_acceptance(q: Sequence[Any]) -> list[Any]:
+    """Pr[r] of permute-and-flip for arbitrary acceptance probabilities q_r in [0, 1], by (PF).
+
+    Exact for Fractions (then the result sums to 1 - Pr[all rejected], i.e. exactly 1 when some
+    q_r = 1); works for floats or mpmath numbers too. O(n^3), n = |V_g| is small."""
+    n = len(q)
+    if n == 0:
+        raise ParameterError("permute-and-flip needs at least one view")
+    exact = all(isinstance(x, (Fraction, int)) for x in q)
+    one = Fraction(1) if exact else q[0] * 0 + 1
+    for x in q:
+        if not (0 <= x <= 1):
+            raise ParameterError(f"acceptance probabilities must lie in [0, 1], got {x}")
+    weights = [(Fraction(1, n * comb(n - 1, k)) if exact else one / (n * comb(n - 1, k))) for k in range(n)]
+    out = []
+    for r in range(n):
+        e = _elementary_symmetric([one - q[j] for j in range(n) if j != r], one)
+        out.append(q[r] * sum((w * ek for w, ek in zip(weights, e)), one * 0))
+    return out
+
+
+def pf_probabilities(utilities: Sequence[Number], epsilon: Number, sensitivity: Number) -> np.ndarray:
+    """Pr[v] of permute-and-flip as floats: exact rational exponents x_v <= 0, one rounding
+    each, q_v = exp(x_v) (the maximiser's q is exactly 1), then (PF) with non-negative terms."""
+    q = [math.exp(_to_float_exponent(x)) for x in exact_exponents(utilities, epsilon, sensitivity)]
+    return np.array(pf_from_acceptance(q), dtype=float)
+
+
+def sample_pf(utilities: Sequence[Number], epsilon: Number, sensitivity: Number, rng: np.random.Generator) -> int:
+    """One permute-and-flip draw with a seeded numpy Generator (float acceptance test)."""
+    xs = [_to_float_exponent(x) for x in exact_exponents(utilities, epsilon, sensitivity)]
+    for r in rng.permutation(len(xs)):
+        if rng.random() < math.exp(xs[r]):  # q = 1 for the maximiser: always accepted
+            return int(r)
+    raise AssertionError("unreachable: the maximiser is always accepted")  # pragma: no cover
+
+
+def sample_pf_exact(utilities: Sequence[Number], epsilon: Number, sensitivity: Number, rnd: RandomSource) -> int:
+    """One permute-and-flip draw with no float in the decision: a uniform order by lazy
+    Fisher-Yates (``randbelow``) and an exact Bernoulli(exp(-x)) per visited view
+    (:func:`~dpmv_lib.core.mechanism.bernoulli_exp_neg`, rational x = eps (u* - u_r) / (2 Du))."""
+    xs = [-x for x in exact_exponents(utilities, epsilon, sensitivity)]
+    order = list(range(len(xs)))
+    for i in range(len(order)):
+        j = i + rnd.randbelow(len(order) - i)
+        order[i], order[j] = order[j], order[i]
+        if bernoulli_exp_neg(xs[order[i]], rnd):
+            return order[i]
+    raise AssertionError("unreachable: the maximiser (x = 0) is always accepted")  # pragma: no cover
+
+
+# ---- the selector abstraction -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Selector:
+    """A pure eps-DP selection over a public vocabulary given utilities of sensitivity Du (C3).
+
+    ``name`` is the public mechanism tag of an admitted release (SlotRelease.mechanism);
+    ``probabilities`` gives the exact view distribution as floats (for the exact oracle, the
+    contract checker and analyses); ``sample`` draws with a numpy Generator, ``sample_exact``
+    with a :class:`~dpmv_lib.core.mechanism.RandomSource` and rational arithmetic only."""
+
+    name: str
+    label: str
+    probabilities: Callable[[Sequence[Number], Number, Number], np.ndarray]
+    sample: Callable[[Sequence[Number], Number, Number, np.random.Generator], int]
+    sample_exact: Callable[[Sequence[Number], Number, Number, RandomSource], int]
+    privacy: str
+
+
+def exponential_mechanism() -> Selector:
+    """Eq. (7). Privacy (McSherry & Talwar 2007): with |u_M(v) - u_M'(v)| <= Du on a shared
+    vocabulary, numerator and normaliser each move by at most exp(eps/2): eps-DP per release."""
+    return Selector("em", "Eq. (7)", em_probabilities, sample_em, sample_em_exact,
+                    "eps-DP: numerator and normaliser of Eq. (7) each change by <= exp(eps/2)")
+
+
+def permute_and_flip() -> Selector:
+    """Permute-and-flip (McKenna & Sheldon 2020). Privacy (their Thm. 1): with
+    |u_M(v) - u_M'(v)| <= Du on a shared vocabulary, acceptance probabilities
+    exp(eps (u_v - u*) / (2 Du)) give an eps-DP selection - the same eps and sensitivity as
+    Eq. (7) - and its expected utility is never lower than Eq. (7)'s (their Thm. 2)."""
+    return Selector("pf", "permute-and-flip", pf_probabilities, sample_pf, sample_pf_exact,
+                    "eps-DP (McKenna & Sheldon 2020, Thm. 1), same sensitivity as Eq. (7)")
+
+
+SELECTORS: dict[str, Callable[[], Selector]] = {"em": exponential_mechanism, "pf": permute_and_flip}
+#: mechanism tags of admitted releases made by an eps-DP selector (they carry eps in accounting)
+DP_SELECTOR_TAGS: frozenset[str] = frozenset(SELECTORS)
+
+
+def get_selector(selector: "str | Selector") -> Selector:
+    """A Selector from its tag ("em" | "pf") or as given."""
+    if isinstance(selector, Selector):
+        return selector
+    if isinstance(selector, str) and selector in SELECTORS:
+        return SELECTORS[selector]()
+    raise ParameterError(f"unknown selector {selector!r}; use one of {sorted(SELECTORS)} or a Selector")

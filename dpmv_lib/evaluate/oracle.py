@@ -1,0 +1,533 @@
+"""Exact optimal auditor of the augmented transcript (beyond the paper).
+
+For one pair M ~_a M' and a fixed query trajectory, the public ledger path (read sets, charge
+sets, eps, cap decisions) does not depend on which views were sampled (C4/C5: charges are
+committed before sampling and the router reads only public history), so given that path the
+slot-level EM draws are independent across slots and turns. The log-likelihood ratio of a whole
+augmented transcript omega,
+
+    L(omega) = log P[omega | M] / P[omega | M'] = sum_{t,g} log p_{t,g}(v_{t,g}) / p'_{t,g}(v_{t,g}),
+
+is therefore a sum of independent per-slot terms whose distributions under M and under M' are
+known exactly from the ``view_probs`` column of the transcript table. Convolving them gives the
+exact distribution of L under both stores, hence (Neyman-Pearson) the best ROC of ANY auditor of
+the augmented transcript: its AUC (ties counted one half, i.e. randomised at the threshold), its
+TPR at 5% FPR (randomised at the threshold to hit the FPR exactly) and the maximum realised
+privacy loss max |L| over transcripts of positive probability (+inf on a support mismatch).
+Responses are post-processing of (queries, views) with randomness keyed by (pair, turn, seed),
+identical under M and M', so these ceilings also bound any auditor of the responses (C6).
+
+Atoms are merged only when their L values fall in the same grid cell of width ``grid``
+(default 1e-9, i.e. float-noise ties); if a distribution would exceed ``max_atoms`` atoms the grid
+is coarsened to span/max_atoms. Each merged atom keeps the exact range [lo, hi] of the L values
+it holds, which gives rigorous error bounds: the reported AUC is a lower bound of the exact one
+with ``auc_err`` = 1/4 sum_b (e^hi_b - e^lo_b) P'(b)^2 >= exact - reported, and likewise for TPR.
+The maximum loss is exact (it is the sum over turns of the per-turn extremes, tracked in lo/hi).
+
+Deterministic memory-text methods release no views: for them the augmented transcript is
+(queries, conditioning), which is either identical under M and M' (AUC 0.5) or differs
+(AUC 1, loss +inf); the same rule applied to the response texts gives the response-level ceiling.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..core.errors import ParameterError
+
+DEFAULT_GRID = 1e-9
+DEFAULT_MAX_ATOMS = 200_000
+OUTER_BUDGET = 1 << 22  # largest outer product formed in one convolution
+
+
+@dataclass(frozen=True)
+class LLRDistribution:
+    """Atoms of L = log P_M / P_M' with their probabilities under M (``p_m``) and M' (``p_mp``).
+
+    ``llr`` is sorted ascending and may hold -inf (P_M = 0) and +inf (P_M' = 0); ``lo``/``hi``
+    are the exact extremes of the L values merged into each atom (equal when nothing merged)."""
+
+    llr: np.ndarray
+    p_m: np.ndarray
+    p_mp: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    grid: float = DEFAULT_GRID
+
+    # ---- construction -----------------------------------------------------------------------
+    @classmethod
+    def point(cls) -> "LLRDistribution":
+        """The distribution of an uninformative observation (L = 0 with probability 1)."""
+        one, zero = np.ones(1), np.zeros(1)
+        return cls(zero, one, one.copy(), zero.copy(), zero.copy())
+
+    @classmethod
+    def separable(cls) -> "LLRDistribution":
+        """A deterministic observation that differs under M and M' (L = +inf under M, -inf under M')."""
+        return cls(np.array([-np.inf, np.inf]), np.array([0.0, 1.0]), np.array([1.0, 0.0]),
+                   np.array([-np.inf, np.inf]), np.array([-np.inf, np.inf]))
+
+    @classmethod
+    def from_probs(cls, p: Mapping[str, float], q: Mapping[str, float], *, tol: float = 1e-6
+                   ) -> "LLRDistribution":
+        """One categorical release with probabilities ``p`` under M and ``q`` under M'."""
+        keys = sorted(set(p) | set(q))
+        pm = np.array([float(p.get(k, 0.0)) for k in keys])
+        pq = np.array([float(q.get(k, 0.0)) for k in keys])
+        for name, arr in (("P_M", pm), ("P_M'", pq)):
+            if np.any(~np.isfinite(arr)) or np.any(arr < 0):
+                raise ParameterError(f"{name} view probabilities must be finite and >= 0: {dict(zip(keys, arr))}")
+            if abs(arr.sum() - 1.0) > tol:
+                raise ParameterError(f"{name} view probabilities sum to {arr.sum()}, not 1: {dict(zip(keys, arr))}")
+        pm, pq = pm / pm.sum(), pq / pq.sum()
+        keep = (pm > 0) | (pq > 0)
+        pm, pq = pm[keep], pq[keep]
+        with np.errstate(divide="ignore"):
+            llr = np.log(pm) - np.log(pq)
+        return _merge(llr, pm, pq, llr.copy(), llr.copy(), DEFAULT_GRID, DEFAULT_MAX_ATOMS)
+
+    # ---- algebra ----------------------------------------------------------------------------
+    def convolve(self, other: "LLRDistribution", *, grid: float = DEFAULT_GRID,
+                 max_atoms: int = DEFAULT_MAX_ATOMS) -> "LLRDistribution":
+        """The distribution of L1 + L2 for independent releases (the LLR of the joint release).
+
+        If the outer product would exceed ``OUTER_BUDGET`` atoms the operands are first coarsened
+        (merged on a wider grid); the [lo, hi] ranges keep the error bounds rigorous."""
+        a, b = self, other
+        if a.n_atoms * b.n_atoms > OUTER_BUDGET:
+            small, large = sorted((a, b), key=lambda d: d.n_atoms)
+            cap_small = min(small.n_atoms, int(math.isqrt(OUTER_BUDGET)))
+            small = small.coarsen(cap_small)
+            large = large.coarsen(max(1, OUTER_BUDGET // small.n_atoms))
+            a, b = small, large
+        return a._outer(b, grid=grid, max_atoms=max_atoms)
+
+    def coarsen(self, n: int) -> "LLRDistribution":
+        """Merge atoms on a grid so that at most about ``n`` remain (no-op if already smaller)."""
+        if self.n_atoms <= n:
+            return self
+        return _merge(self.llr, self.p_m, self.p_mp, self.lo, self.hi, self.grid, max(1, n - 2))
+
+    def _outer(self, other: "LLRDistribution", *, grid: float, max_atoms: int) -> "LLRDistribution":
+        pm = np.multiply.outer(self.p_m, other.p_m).ravel()
+        pq = np.multiply.outer(self.p_mp, other.p_mp).ravel()
+        with np.errstate(invalid="ignore"):
+            llr = np.add.outer(self.llr, other.llr).ravel()
+            lo = np.add.outer(self.lo, other.lo).ravel()
+            hi = np.add.outer(self.hi, other.hi).ravel()
+        keep = (pm > 0) | (pq > 0)
+        pm, pq, llr, lo, hi = pm[keep], pq[keep], llr[keep], lo[keep], hi[keep]
+        # an atom of zero M-mass has L = -inf, of zero M'-mass L = +inf (never inf - inf)
+        for arr in (llr, lo, hi):
+            arr[pm == 0] = -np.inf
+            arr[pq == 0] = np.inf
+        return _merge(llr, pm, pq, lo, hi, max(grid, self.grid, other.grid), max_atoms)
+
+    def power(self, n: int, **kw) -> "LLRDistribution":
+        """n independent copies (e.g. one transcript per EM seed)."""
+        if n < 1:
+            raise ParameterError(f"power needs n >= 1, got {n}")
+        out = self
+        for _ in range(n - 1):
+            out = out.convolve(self, **kw)
+        return out
+
+    # ---- the optimal auditor ----------------------------------------------------------------
+    def auc(self) -> float:
+        """AUC of the likelihood-ratio test (the best AUC of any, possibly randomised, auditor)."""
+        below = np.concatenate([[0.0], np.cumsum(self.p_mp)[:-1]])
+        return float(np.sum(self.p_m * (below + 0.5 * self.p_mp)))
+
+    def _resolution(self) -> float:
+        """D: every outcome's exact L lies within D of its atom's representative value."""
+        fin = np.isfinite(self.llr)
+        if not fin.any():
+            return 0.0
+        return float(max(np.max(self.hi[fin] - self.llr[fin]), np.max(self.llr[fin] - self.lo[fin]), 0.0))
+
+    def auc_error(self) -> float:
+        """Upper bound on (exact optimal AUC - :meth:`auc`) caused by merging atoms.
+
+        :meth:`auc` is the AUC of a real test (ranking outcomes by their atom), hence a lower
+        bound. Outcomes whose atoms lie more than 2D apart are ordered as by their exact L; a
+        misordered pair (x positive, y negative) costs at most P'(x) P'(y) (e^{L_x} - e^{L_y})."""
+        d = self._resolution()
+        if d == 0.0:
+            return 0.0
+        fin = np.isfinite(self.llr)
+        rep, pq = self.llr[fin], self.p_mp[fin]
+        cq = np.concatenate([[0.0], np.cumsum(pq)])
+        lo_i = np.searchsorted(rep, rep - 2 * d, side="left")
+        hi_i = np.searchsorted(rep, rep + 2 * d, side="right")
+        window = cq[hi_i] - cq[lo_i]
+        return float(np.sum(pq * window * np.exp(rep) * (math.exp(3 * d) - math.exp(-3 * d))))
+
+    def tpr_at(self, fpr: float = 0.05) -> tuple[float, float]:
+        """(TPR, error bound) of the Neyman-Pearson test at exactly ``fpr`` (randomised at the
+        threshold). The TPR is achieved by a real test (a lower bound of the optimum); the bound
+        covers outcomes misordered by merging within 2D of the threshold."""
+        if not 0 <= fpr <= 1:
+            raise ParameterError(f"fpr must lie in [0, 1], got {fpr}")
+        pm, pq = self.p_m[::-1], self.p_mp[::-1]  # descending L
+        cq, cm = np.cumsum(pq), np.cumsum(pm)
+        k = int(np.searchsorted(cq, fpr - 1e-15, side="left"))
+        if k >= len(pq):
+            return float(cm[-1]), 0.0
+        before_q = cq[k - 1] if k > 0 else 0.0
+        before_m = cm[k - 1] if k > 0 else 0.0
+        delta = fpr - before_q
+        gamma = 0.0 if pq[k] <= 0 else min(1.0, max(0.0, delta / pq[k]))
+        tpr = before_m + gamma * pm[k]
+        d = self._resolution()
+        rep = self.llr[::-1][k]
+        err = 0.0
+        if d > 0 and np.isfinite(rep):
+            err = float(math.exp(rep) * (math.exp(3 * d) - math.exp(-3 * d)) * fpr)
+        return float(min(tpr, 1.0)), err
+
+    def roc(self) -> tuple[np.ndarray, np.ndarray]:
+        """(FPR, TPR) vertices of the optimal ROC curve."""
+        pm, pq = self.p_m[::-1], self.p_mp[::-1]
+        return np.concatenate([[0.0], np.cumsum(pq)]), np.concatenate([[0.0], np.cumsum(pm)])
+
+    def max_loss(self) -> float:
+        """max |L| over outcomes of positive probability under M or M' (exact; +inf on support mismatch)."""
+        if len(self.llr) == 0:
+            return 0.0
+        return float(max(np.max(np.abs(self.lo)), np.max(np.abs(self.hi))))
+
+    @property
+    def n_atoms(self) -> int:
+        return int(len(self.llr))
+
+
+def _merge(llr, pm, pq, lo, hi, grid: float, max_atoms: int) -> LLRDistribution:
+    """Sort atoms by L and merge those in the same grid cell (coarsening the grid if needed)."""
+    if grid <= 0:
+        raise ParameterError(f"grid must be > 0, got {grid}")
+    llr, pm, pq, lo, hi = (np.asarray(a, dtype=float) for a in (llr, pm, pq, lo, hi))
+    if len(llr) == 0:
+        raise ParameterError("empty LLR distribution")
+    fin = np.isfinite(llr)
+    if fin.any():
+        span = float(np.max(llr[fin]) - np.min(llr[fin]))
+        if span / grid > max_atoms:
+            grid = span / max_atoms
+    big = np.int64(2 ** 62)
+    key = np.where(fin, np.floor(np.where(fin, llr, 0.0) / grid), 0).astype(np.int64)
+    key = np.where(llr == np.inf, big, np.where(llr == -np.inf, -big, key))
+    uniq, inv = np.unique(key, return_inverse=True)
+    n = len(uniq)
+    if n == len(key):  # nothing to merge: just sort
+        order = np.argsort(key, kind="stable")
+        return LLRDistribution(llr[order], pm[order], pq[order], lo[order], hi[order], grid)
+    s_pm = np.bincount(inv, weights=pm, minlength=n)
+    s_pq = np.bincount(inv, weights=pq, minlength=n)
+    s_lo = np.full(n, np.inf)
+    np.minimum.at(s_lo, inv, lo)
+    s_hi = np.full(n, -np.inf)
+    np.maximum.at(s_hi, inv, hi)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rep = np.log(s_pm) - np.log(s_pq)
+    # representative value of a merged cell: its own likelihood ratio, clipped into [lo, hi]
+    rep = np.where(np.isfinite(rep), np.clip(rep, s_lo, s_hi), rep)
+    rep[uniq == big], rep[uniq == -big] = np.inf, -np.inf
+    return LLRDistribution(rep, s_pm, s_pq, s_lo, s_hi, grid)
+
+
+def mixture(dists: Sequence[LLRDistribution], weights: Sequence[float] | None = None) -> LLRDistribution:
+    """The pooled distribution over pairs (each pair equally likely unless ``weights``): the LLR of
+    (pair identity, transcript), so its AUC bounds an auditor evaluated over all those pairs."""
+    if not dists:
+        raise ParameterError("mixture of no distributions")
+    w = np.full(len(dists), 1.0 / len(dists)) if weights is None else np.asarray(weights, float) / np.sum(weights)
+    cat = lambda f: np.concatenate([f(d) for d in dists])  # noqa: E731
+    pm = np.concatenate([d.p_m * wi for d, wi in zip(dists, w)])
+    pq = np.concatenate([d.p_mp * wi for d, wi in zip(dists, w)])
+    return _merge(cat(lambda d: d.llr), pm, pq, cat(lambda d: d.lo), cat(lambda d: d.hi),
+                  max(d.grid for d in dists), DEFAULT_MAX_ATOMS * 4)
+
+
+def trajectory_distribution(turns: Iterable[tuple[Mapping, Mapping]], *, grid: float = DEFAULT_GRID,
+                            max_atoms: int = DEFAULT_MAX_ATOMS) -> LLRDistribution:
+    """Convolution over turns and slots of per-slot releases; each turn is (probs_M, probs_M'), each
+    a mapping slot -> {view: prob} (the ``view_probs`` column). The two sides must activate the
+    same slots (C4); a mismatch is a public difference and makes the transcripts separable."""
+    out = LLRDistribution.point()
+    for pm_t, pq_t in turns:
+        if set(pm_t) != set(pq_t):
+            return LLRDistribution.separable()
+        for slot in sorted(pm_t):
+            d = LLRDistribution.from_probs(pm_t[slot], pq_t[slot])
+            if d.n_atoms == 1 and d.llr[0] == 0:
+                continue
+            out = out.convolve(d, grid=grid, max_atoms=max_atoms)
+    return out
+
+
+def brute_force(turns: Sequence[tuple[Mapping, Mapping]], fpr: float = 0.05) -> dict[str, float]:
+    """Reference: enumerate every view sequence of a short trajectory (tests only)."""
+    import itertools
+
+    per = []
+    for pm_t, pq_t in turns:
+        for slot in sorted(pm_t):
+            keys = sorted(set(pm_t[slot]) | set(pq_t[slot]))
+            per.append([(pm_t[slot].get(k, 0.0), pq_t[slot].get(k, 0.0)) for k in keys])
+    outcomes = []
+    for combo in itertools.product(*per):
+        a = math.prod(c[0] for c in combo)
+        b = math.prod(c[1] for c in combo)
+        if a > 0 or b > 0:
+            outcomes.append((a, b))
+    logs = [(math.inf if b == 0 else -math.inf if a == 0 else math.log(a) - math.log(b)) for a, b in outcomes]
+    auc = 0.0
+    for (a, _), lx in zip(outcomes, logs):
+        for (_, b), ly in zip(outcomes, logs):
+            tie = lx == ly or (math.isfinite(lx) and math.isfinite(ly) and abs(lx - ly) <= 1e-12)
+            auc += a * b * (0.5 if tie else 1.0 if lx > ly else 0.0)
+    lr = dict(zip(outcomes, logs)).__getitem__
+    # Neyman-Pearson at fpr by greedy fill in LR order
+    acc_q = acc_m = 0.0
+    for o in sorted(outcomes, key=lr, reverse=True):
+        if acc_q + o[1] <= fpr:
+            acc_q += o[1]
+            acc_m += o[0]
+        else:
+            acc_m += o[0] * (fpr - acc_q) / o[1]
+            break
+    loss = max(math.inf if (a == 0 or b == 0) else abs(math.log(a / b)) for a, b in outcomes)
+    return {"auc": auc, "tpr": acc_m, "max_loss": loss, "n_outcomes": len(outcomes)}
+
+
+# ---- transcript tables --------------------------------------------------------------------------
+NEEDED = ("track", "response_model", "method", "pair_id", "attribute", "split", "side", "seed", "turn",
+          "conditioning", "views", "released", "view_probs", "response")
+
+
+def _strip_views(obj):
+    if isinstance(obj, dict):
+        return {k: _strip_views(v) for k, v in obj.items() if k not in ("view", "views", "query")}
+    if isinstance(obj, list):
+        return [_strip_views(v) for v in obj]
+    return obj
+
+
+class _Parser:
+    """Memoised JSON parsing of the transcript table's JSON columns (many cells repeat)."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, str] = {}
+        self.probs: dict[str, dict] = {}
+        self.views: dict[str, frozenset] = {}
+        self.dists: dict[tuple[str, str], LLRDistribution] = {}
+
+    def path(self, released: str) -> str:
+        """The public release of one turn minus the sampled views (the ledger path given h)."""
+        hit = self.paths.get(released)
+        if hit is None:
+            try:
+                obj = json.loads(released) if released else {}
+            except (TypeError, ValueError) as exc:
+                raise ParameterError(f"the 'released' column holds invalid JSON: {released[:80]!r}") from exc
+            hit = self.paths[released] = json.dumps(_strip_views(obj), sort_keys=True)
+        return hit
+
+    def prob(self, s: str) -> dict:
+        hit = self.probs.get(s)
+        if hit is None:
+            try:
+                obj = json.loads(s) if s else {}
+            except (TypeError, ValueError) as exc:
+                raise ParameterError(f"the 'view_probs' column holds invalid JSON: {s[:80]!r}") from exc
+            if not isinstance(obj, dict) or not all(isinstance(v, dict) for v in obj.values()):
+                raise ParameterError(f"view_probs must be a JSON object slot -> {{view: prob}}, got {s[:80]!r}")
+            hit = self.probs[s] = obj
+        return hit
+
+    def view_set(self, s: str) -> frozenset:
+        hit = self.views.get(s)
+        if hit is None:
+            try:
+                obj = json.loads(s) if s else []
+            except (TypeError, ValueError):
+                raise ParameterError(f"the 'views' column holds invalid JSON: {s[:80]!r}") from None
+            hit = self.views[s] = frozenset(obj.values() if isinstance(obj, dict) else obj)
+        return hit
+
+    def turn_dist(self, pm_s: str, pq_s: str) -> LLRDistribution:
+        """The LLR distribution of one turn (all its slots), memoised by the two JSON strings."""
+        k = (pm_s, pq_s)
+        hit = self.dists.get(k)
+        if hit is None:
+            pm, pq = self.prob(pm_s), self.prob(pq_s)
+            hit = self.dists[k] = trajectory_distribution([(pm, pq)])
+        return hit
+
+
+def pair_oracle(rows: Mapping[str, Sequence], horizon: int, parser: _Parser | None = None, *,
+                grid: float = DEFAULT_GRID, max_atoms: int = DEFAULT_MAX_ATOMS) -> dict:
+    """Exact ceilings for one (track, method, pair). ``rows``: column -> values for both sides,
+    every seed, turns < horizon (any order). Returns {"kind", "public_path_equal", "dists":
+    {seed: LLRDistribution}} with one single-transcript distribution per EM seed."""
+    parser = parser or _Parser()
+    n = len(rows["turn"])
+    order = sorted(range(n), key=lambda i: (rows["seed"][i], rows["side"][i] != "M", rows["turn"][i]))
+    col = {c: [rows[c][i] for i in order] for c in ("seed", "side", "turn", "conditioning", "views",
+                                                       "released", "view_probs", "pair_id")}
+    pid = col["pair_id"][0] if n else "?"
+    views = any((p or "").strip() not in ("", "{}") for p in col["view_probs"])
+    out: dict = {"kind": "views" if views else "memory_text", "public_path_equal": True, "dists": {}}
+    i = 0
+    while i < n:
+        seed = col["seed"][i]
+        j = i
+        while j < n and col["seed"][j] == seed:
+            j += 1
+        m = [k for k in range(i, j) if col["side"][k] == "M"]
+        mp = [k for k in range(i, j) if col["side"][k] != "M"]
+        if [col["turn"][k] for k in m] != list(range(horizon)) or [col["turn"][k] for k in mp] != list(range(horizon)):
+            raise ParameterError(f"pair {pid!r} seed {seed}: turns 0..{horizon - 1} must be present once per "
+                                 f"side (got {len(m)} M rows and {len(mp)} M' rows)")
+        i = j
+        if not views:
+            same = all(col["conditioning"][a] == col["conditioning"][b] and
+                       (col["released"][a] or "") == (col["released"][b] or "") for a, b in zip(m, mp))
+            out["dists"][int(seed)] = LLRDistribution.point() if same else LLRDistribution.separable()
+            continue
+        if any(parser.path(col["released"][a] or "") != parser.path(col["released"][b] or "") for a, b in zip(m, mp)):
+            out["public_path_equal"] = False
+            out["dists"][int(seed)] = LLRDistribution.separable()
+            continue
+        d = LLRDistribution.point()
+        for a, b in zip(m, mp):
+            for k, which in ((a, 0), (b, 1)):  # consistency: released views have positive probability
+                probs = parser.prob(col["view_probs"][k] or "")
+                support = {v for slot in probs.values() for v, p in slot.items() if p > 0}
+                bad = parser.view_set(col["views"][k] or "") - support
+                if bad:
+                    raise ParameterError(f"pair {pid!r} side {col['side'][k]} turn {col['turn'][k]}: released "
+                                         f"views {sorted(bad)} have zero probability in view_probs")
+            td = parser.turn_dist(col["view_probs"][a] or "", col["view_probs"][b] or "")
+            if not (td.n_atoms == 1 and td.llr[0] == 0):
+                d = d.convolve(td, grid=grid, max_atoms=max_atoms)
+        out["dists"][int(seed)] = d
+    return out
+
+
+def _groups(df: pd.DataFrame, keys: Sequence[str]) -> Iterable[tuple[tuple, np.ndarray]]:
+    codes = df.groupby(list(keys), sort=True).indices
+    return codes.items()
+
+
+def oracle_per_pair(transcripts: pd.DataFrame, horizon: int = 16, *, fpr: float = 0.05,
+                    grid: float = DEFAULT_GRID, max_atoms: int = DEFAULT_MAX_ATOMS,
+                    keep_dists: bool = False) -> pd.DataFrame:
+    """One row per (track, response_model, method, pair, seed) with the exact single-transcript
+    ceilings (AUC, TPR@fpr), the maximum realised privacy loss and the merge error bounds; for
+    memory-text methods also the response-level ceiling (identical responses: 0.5, else 1).
+    The views and conditioning do not depend on the response model, so each (track, method,
+    pair) is computed once (from the first response model's rows) and shared."""
+    missing = set(NEEDED) - set(transcripts.columns)
+    if missing:
+        raise ParameterError(f"transcript table lacks columns {sorted(missing)}")
+    df = transcripts[transcripts["turn"] < horizon].reset_index(drop=True)
+    if df.empty:
+        raise ParameterError("no transcript rows below the horizon")
+    cols = {c: df[c].tolist() for c in NEEDED}
+    parser = _Parser()
+    models = sorted(df["response_model"].unique())
+    first = df["response_model"] == models[0]
+    base: dict[tuple, dict] = {}
+    for (track, method, pair_id), idx in _groups(df[first], ["track", "method", "pair_id"]):
+        idx = np.flatnonzero(first.to_numpy())[idx]
+        base[(track, method, pair_id)] = pair_oracle({c: [cols[c][i] for i in idx] for c in cols}, horizon, parser,
+                                                      grid=grid, max_atoms=max_atoms)
+    recs = []
+    for (track, model, method, pair_id), idx in _groups(df, ["track", "response_model", "method", "pair_id"]):
+        res = base.get((track, method, pair_id))
+        if res is None:
+            raise ParameterError(f"{track}/{method}/{pair_id}: missing for response model {models[0]!r}")
+        resp = _response_dists(cols, idx) if res["kind"] == "memory_text" else {}
+        i0 = idx[0]
+        for seed, d in res["dists"].items():
+            tpr, tpr_err = d.tpr_at(fpr)
+            rec = {"track": track, "response_model": model, "method": method, "pair_id": pair_id,
+                   "attribute": cols["attribute"][i0], "split": cols["split"][i0], "seed": seed,
+                   "kind": res["kind"], "public_path_equal": res["public_path_equal"],
+                   "oracle_auc": d.auc(), "oracle_auc_err": d.auc_error(), "oracle_tpr": tpr,
+                   "oracle_tpr_err": tpr_err, "max_loss": d.max_loss(), "n_atoms": d.n_atoms, "grid": d.grid,
+                   "response_auc": resp[seed].auc() if seed in resp else np.nan}
+            if keep_dists:
+                rec["dist"] = d
+                rec["resp_dist"] = resp.get(seed)
+            recs.append(rec)
+    return pd.DataFrame.from_records(recs)
+
+
+def _response_dists(cols: Mapping[str, list], idx: np.ndarray) -> dict[int, LLRDistribution]:
+    """Per seed: L = 0 if the responses are identical under M and M' at every turn, else +-inf
+    (the response-level ceiling of a deterministic method with a deterministic responder)."""
+    by: dict[tuple, dict[int, str]] = {}
+    for i in idx:
+        by.setdefault((cols["seed"][i], cols["side"][i]), {})[cols["turn"][i]] = cols["response"][i]
+    out = {}
+    for seed in {k[0] for k in by}:
+        same = by.get((seed, "M")) == by.get((seed, "M'"))
+        out[int(seed)] = LLRDistribution.point() if same else LLRDistribution.separable()
+    return out
+
+
+def oracle_summary(per_pair: pd.DataFrame, *, fpr: float = 0.05, caps: Mapping[str, float] | float = 2.0,
+                   source_track: str = "pairedmem", eval_split: str | None = "test") -> pd.DataFrame:
+    """Per (track, response_model, method): pooled ceilings over the auditor's evaluation pairs
+    (``eval_split`` of ``source_track``, every pair of other tracks), macro over attributes, for one
+    transcript per pair (``ceiling_auc``/``ceiling_tpr``) and for all EM seeds of a pair observed
+    together (``*_seeds``: the ceiling of the seed-averaged auditor); the mean per-pair ceiling;
+    and over EVERY pair the maximum realised loss and whether it is <= B_a (``caps``).
+    ``per_pair`` must come from ``oracle_per_pair(..., keep_dists=True)``."""
+    if "dist" not in per_pair.columns:
+        raise ParameterError("oracle_summary needs oracle_per_pair(..., keep_dists=True)")
+    cap_of = (lambda a: float(caps[a])) if isinstance(caps, Mapping) else (lambda a: float(caps))
+    recs = []
+    for (track, model, method), g in per_pair.groupby(["track", "response_model", "method"], sort=True):
+        ev = g if (track != source_track or eval_split is None) else g[g["split"] == eval_split]
+        if ev.empty:
+            ev = g
+        single_auc, single_tpr, multi_auc, multi_tpr, errs, resp = [], [], [], [], [], []
+        for _, ga in ev.groupby("attribute"):
+            single = mixture(list(ga["dist"]))          # every (pair, seed) equally likely
+            single_auc.append(single.auc())
+            single_tpr.append(single.tpr_at(fpr)[0])
+            multi = []                                  # all seeds of a pair together
+            for _, gp in ga.groupby("pair_id"):
+                d = gp["dist"].iloc[0]
+                for other in gp["dist"].iloc[1:]:
+                    d = d.convolve(other)
+                multi.append(d)
+            mm = mixture(multi)
+            multi_auc.append(mm.auc())
+            multi_tpr.append(mm.tpr_at(fpr)[0])
+            errs.append(max(single.auc_error(), mm.auc_error()))
+            if ga["resp_dist"].notna().all():
+                resp.append(mixture(list(ga["resp_dist"])).auc())
+        pair_loss = g.groupby(["pair_id", "attribute"])["max_loss"].max().reset_index()
+        over = [r.max_loss > cap_of(r.attribute) + 1e-9 for r in pair_loss.itertuples()]
+        recs.append({
+            "track": track, "response_model": model, "method": method, "kind": g["kind"].iloc[0],
+            "n_eval_pairs": int(ev["pair_id"].nunique()), "n_pairs": int(g["pair_id"].nunique()),
+            "n_seeds": int(g["seed"].nunique()),
+            "ceiling_auc": float(np.mean(single_auc)), "ceiling_tpr": float(np.mean(single_tpr)),
+            "ceiling_auc_seeds": float(np.mean(multi_auc)), "ceiling_tpr_seeds": float(np.mean(multi_tpr)),
+            "mean_pair_auc": float(ev["oracle_auc"].mean()), "auc_err": float(max(errs)),
+            "max_loss": float(g["max_loss"].max()), "max_loss_le_cap_all_pairs": not any(over),
+            "pairs_over_cap": int(sum(over)),
+            "public_path_equal_all": bool(g["public_path_equal"].all()),
+            "response_ceiling_auc": float(np.mean(resp)) if resp else np.nan,
+        })
+    return pd.DataFrame.from_records(recs)

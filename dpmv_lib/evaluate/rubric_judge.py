@@ -1,0 +1,301 @@
+"""The offline rubric judge (paper C.5, default backend): semantic similarity with a frozen encoder
+between a response's sentences and each behaviour description, mapped to 0-4 by fixed,
+encoder-family thresholds (:data:`THRESHOLDS`, calibrated on general-purpose sentences), plus
+documented rules for the holistic scores (:class:`RubricJudge`).
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .encoders import Encoder
+from ..core.errors import ParameterError
+from .rubric import DIMENSIONS, Judgement, Rubric
+
+
+# ---- offline rubric judge ---------------------------------------------------------------------------
+# Similarity -> 0-4 grade: the number of thresholds the cosine similarity reaches. Fixed per encoder
+# family from general-purpose calibration sentences (CALIBRATION below, not from benchmark data).
+# Measured cosines (restating / same-domain other / unrelated): MiniLM 0.59-0.82 / 0.23-0.49 /
+# 0.09-0.12; hashing 0.16-0.27 / -0.05-0.07 / 0.00-0.05. So a restatement grades 3-4 (hashing 2-4),
+# a same-domain sentence about something else 0-2 (hashing 0), an unrelated sentence 0.
+THRESHOLDS: Mapping[str, tuple[float, float, float, float]] = {
+    "st": (0.30, 0.40, 0.50, 0.60),       # sentence-transformers (MiniLM, mpnet)
+    "hashing": (0.08, 0.14, 0.20, 0.26),  # lexical hashing encoder (smoke profile)
+}
+ON_TOPIC = {"st": 0.30, "hashing": 0.08}  # a sentence "addresses" a query or behaviour at grade >= 1
+# Specificity margin m = cos(s, description) - max cos(s, contrast): measured on CALIBRATION_CONTRAST
+# (restating / generic same-slot / unrelated): MiniLM 0.17-0.36 / -0.39--0.11 / -0.19--0.05;
+# hashing -0.02-0.18 / -0.21-0.00 / -0.07-0.00.
+MARGINS: Mapping[str, tuple[float, float, float, float]] = {
+    "st": (0.00, 0.05, 0.10, 0.15),
+    "hashing": (0.00, 0.03, 0.06, 0.09),
+}
+
+# (behaviour description, restating sentence, same-domain other sentence, unrelated sentence)
+CALIBRATION = (
+    ("Suggests meals that keep blood sugar steady, such as high-fibre, low-sugar options.",
+     "Pick high-fibre dishes with little added sugar so your blood sugar stays steady.",
+     "Try a quick pasta dinner with a side salad.",
+     "Your phone bill can be lowered by switching plans."),
+    ("Recommends paying down the most expensive balance first and avoiding new borrowing.",
+     "Put extra money toward the highest-interest balance first and don't take on new loans.",
+     "Set aside a little each month for savings.",
+     "A short walk after lunch helps you feel fresh."),
+    ("Proposes low-cost activities that fit a tight budget.",
+     "Choose free or cheap activities so the weekend fits your tight budget.",
+     "Visit a museum on Saturday afternoon.",
+     "Drink water before your morning run."),
+)
+
+# (description, contrast descriptions, restating sentence, generic same-slot sentence, unrelated sentence)
+CALIBRATION_CONTRAST = (
+    ("Suggests meals that keep blood sugar steady",
+     ("Suggests a quick and easy dinner", "Suggests meals that are safe during pregnancy", "Suggests very low-cost meals"),
+     "Choose high-fibre dishes with little added sugar so your blood sugar stays steady.",
+     "Try a balanced, simple meal you enjoy.", "Your phone bill can be lowered by switching plans."),
+    ("Recommends paying down the most expensive balance first",
+     ("Recommends a monthly budget with categories", "Recommends building an emergency fund",
+      "Recommends planning for a period without income"),
+     "Put any extra money toward the highest-interest balance before anything else.",
+     "Keep track of what you spend each month.", "A short walk after lunch helps you feel fresh."),
+    ("Proposes gentle exercise that is safe while expecting a baby",
+     ("Proposes a running plan to build endurance", "Proposes a short home workout",
+      "Proposes exercise that helps steady blood sugar"),
+     "Stick to low-impact activity such as prenatal yoga or swimming, and avoid lying flat on your back.",
+     "Do a quick twenty-minute workout at home.", "Book the museum tickets online to save time."),
+    ("Suggests ways to bridge the income gap while looking for a new job",
+     ("Suggests how to prepare for a job interview", "Suggests how to ask for a raise", "Suggests ways to pay down debt"),
+     "Look into unemployment benefits and short-term gig work to cover bills until your next role starts.",
+     "Update your CV and practise common interview questions.", "Water your plants twice a week in summer."),
+)
+
+IMPERATIVE = frozenset("""try pick choose plan keep add swap aim set start make use avoid cook prepare
+prefer pace leave recommend suggest emphasise emphasize protect stay bridge apply reserve give tell
+prep batch buy check write track review list schedule book ask call walk stretch go take limit cut
+skip reduce eat drink bring consider focus put save budget compare split cap switch build rest sleep
+include opt stick look note follow talk reach lean pair portion""".split())
+ADVICE_CUES = re.compile(r"\b(you (?:could|can|should|might)|i'?d (?:suggest|recommend)?|i suggest|i recommend|"
+                         r"my suggestion|a good approach|consider|try|aim (?:for|to)|make sure|it helps to)\b", re.I)
+CONCRETE = re.compile(r"(\d|\$|%|\b(?:one|two|three|four|five|ten|twenty|thirty|half|minutes?|hours?|days?|"
+                      r"weeks?|months?|morning|evening|tonight|tomorrow|monday|tuesday|wednesday|thursday|"
+                      r"friday|saturday|sunday|cups?|grams?|servings?|portions?|dollars?|budget of)\b)", re.I)
+NEGATION = re.compile(r"\b(?:don'?t|do not|never|avoid|skip(?:ping)?|ignore|stop|leave out|leave no|rush|"
+                      r"exclude|give up|no need to|not)\b", re.I)
+CLAIM = re.compile(r"\b(?:since you(?:'ve| have)? (?:mentioned|said|told)|given your|as you (?:mentioned|said)|"
+                   r"your note about|you (?:noted|told me)|because you(?:'re| are| have| noted)|with your)\b", re.I)
+NEGATED_DESC = re.compile(NEGATION.pattern[:-3] + r"|against|instead|without|avoids|limits|no)\b", re.I)
+TERMINAL = re.compile(r"[.!?)\"'\u201d]\Z")
+ARTIFACT = re.compile(r"\[[^\[\]]{1,60}\]|\bwithheld\b|\{[^{}]{0,40}\}|<[^<>]{1,40}>", re.I)
+_SENT = re.compile(r"(?<=[.!?])\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a response (split after . ! ? followed by whitespace); empty text -> []."""
+    return [s.strip() for s in _SENT.split(text.strip()) if s.strip()]
+
+
+def grade(sim: float, thresholds: Sequence[float]) -> int:
+    """0-4: how many of the four thresholds the similarity reaches."""
+    return int(sum(sim >= t for t in thresholds))
+
+
+def _family(encoder: Encoder) -> str:
+    return "hashing" if str(getattr(encoder, "id", "")).startswith("hashing") else "st"
+
+
+class RubricJudge:
+    """Offline rubric judge (default, v3). Per turn t with response sentences S_t, query q_t and
+    the turn's rubric items, with cos = cosine similarity of frozen-encoder embeddings,
+    grade(.) = number of :data:`THRESHOLDS` reached (0-4) and soft(.) = :func:`soft_grade` (the
+    same scale, piecewise linear, so weak answers are ranked by how close they come):
+
+    * item score(i) = grade(max_{s in S_t} cos(s, description_i)); for a target-specific item with a
+      contrast set C_i (other behaviours of its slot), the best-matching sentence s* must also be
+      specific: score = min(that grade, margin grade of cos(s*, d_i) - max_{c in C_i} cos(s*, c)
+      by :data:`MARGINS`), so generic same-slot advice does not count as target personalisation.
+      An "apply" item whose best sentence (cos >= :data:`ON_TOPIC`) *leads with a negation*
+      (:func:`leads_with_negation`: "Avoid X", "The key point: do not X") while its description
+      does not is *contradicted*: score 0. Item scores (tRec, Unsup) are these integer grades;
+    * relevance = soft(max_s r_s) / 2 + mean_s soft(r_s) / 2 with r_s = max(cos(s, q_t), cos(s, d_i)
+      over "apply" items): half the best match, half the focus of the whole answer;
+    * correctness = 4 - soft score of the best-matching "unsupported" item (asserting what the
+      user's information does not support) - 2 for an unsupported personal claim (a sentence with
+      a claim cue such as "since you mentioned", "given your" that matches an unsupported item at
+      cos >= ON_TOPIC) - (1 + number) of unresolved placeholders or template artefacts (``[...]``,
+      ``{...}``, ``<...>``, "withheld"; so 2 for one, at most 4) - advice against the request
+      (2 if an "apply" item is contradicted, or 4 x the share of on-topic sentences that lead with
+      a negation when that share is >= 1/2); clipped to 0-4. The judge cannot check facts: "wrong"
+      here means advice reversed against what the query and rubric ask for;
+    * actionability = 2 if at least one sentence is advice (starts with an imperative verb, also
+      after a frame such as "The key point:" or "Since you mentioned X,", or has an advice cue
+      such as "try", "you could", "I'd suggest"), +1 if at least two are, +1 if the response has a
+      concrete detail (a number, quantity, time or day), -2 if it stops mid-sentence
+      (:func:`is_truncated`; the unfinished sentence is not counted) and -2 if it holds a
+      placeholder (sentences with one are not counted); 0-4;
+    * personalisation = mean soft score of the turn's "apply" items (same specificity cap; 0 for a
+      contradicted item; turns without one are skipped).
+
+    Checked on a labelled degradation set (:mod:`dpmv_lib.experiments.judge_degradation`). Transcript scores
+    are means over its turns; an empty response scores 0 everywhere."""
+
+    def __init__(self, encoder: Encoder, thresholds: Sequence[float] | None = None,
+                 on_topic: float | None = None, margins: Sequence[float] | None = None) -> None:
+        fam = _family(encoder)
+        self.encoder = encoder
+        self.thresholds = tuple(thresholds) if thresholds is not None else THRESHOLDS[fam]
+        self.margins = tuple(margins) if margins is not None else MARGINS[fam]
+        for name, th in (("thresholds", self.thresholds), ("margins", self.margins)):
+            if len(th) != 4 or list(th) != sorted(th):
+                raise ParameterError(f"{name} must be 4 increasing values, got {th}")
+        self.on_topic = on_topic if on_topic is not None else ON_TOPIC[fam]
+        self.id = (f"rubric-v3[{encoder.id};{','.join(map(str, self.thresholds))};"
+                   f"{','.join(map(str, self.margins))}]")
+        self._turn_cache: dict[tuple, tuple] = {}
+
+    # -- API ------------------------------------------------------------------------------------
+    def judge(self, rubric: Rubric, responses: Sequence[str]) -> Judgement:
+        return self.judge_many([(rubric, responses)])[0]
+
+    def judge_many(self, jobs: Sequence[tuple[Rubric, Sequence[str]]], *, progress: bool = False) -> list[Judgement]:
+        jobs = [(r, tuple(resp)) for r, resp in jobs]
+        for r, resp in jobs:
+            if len(resp) != len(r.queries):
+                raise ParameterError(f"rubric {r.rubric_id} covers {len(r.queries)} turns, got {len(resp)} responses")
+        # 1. every distinct text is embedded once
+        texts: dict[str, int] = {}
+
+        def idx(t: str) -> int:
+            j = texts.get(t)
+            if j is None:
+                j = texts[t] = len(texts)
+            return j
+
+        turn_jobs: dict[tuple, None] = {}
+        for r, resp in jobs:
+            for t, (q, a) in enumerate(zip(r.queries, resp)):
+                items = tuple((i.item_id, i.description, i.role, i.contrast) for i in r.items_at(t))
+                k = (q, a, items)
+                if k in self._turn_cache or k in turn_jobs:
+                    continue
+                turn_jobs[k] = None
+                idx(q)
+                for s in split_sentences(a):
+                    idx(s)
+                for _, d, _, cs in items:
+                    idx(d)
+                    for c in cs:
+                        idx(c)
+        if texts:
+            emb = self.encoder.encode(list(texts))
+            # 2. per distinct (query, response, items) turn
+            it: Iterable = turn_jobs
+            if progress:
+                from tqdm.auto import tqdm
+                it = tqdm(turn_jobs, desc="judge turns", unit="turn")
+            for k in it:
+                self._turn_cache[k] = self._score_turn(k, emb, texts)
+        out = []
+        for r, resp in jobs:
+            per_turn = [self._turn_cache[(q, a, tuple((i.item_id, i.description, i.role, i.contrast)
+                                                      for i in r.items_at(t)))]
+                        for t, (q, a) in enumerate(zip(r.queries, resp))]
+            scores = {}
+            for j, d in enumerate(DIMENSIONS):
+                vals = [pt[0][j] for pt in per_turn if not math.isnan(pt[0][j])]
+                scores[d] = float(np.mean(vals)) if vals else 0.0
+            items = {}
+            for t, pt in enumerate(per_turn):
+                for item_id, sc in pt[1]:
+                    items[f"{t}:{item_id}"] = float(sc)
+            out.append(Judgement(scores, items))
+        return out
+
+    # -- one turn -------------------------------------------------------------------------------
+    def _score_turn(self, k: tuple, emb: np.ndarray, texts: Mapping[str, int]) -> tuple:
+        q, a, items = k
+        sents = split_sentences(a)
+        if not sents:
+            return ((0.0, 0.0, 0.0, 0.0 if any(it[2] == "apply" for it in items) else math.nan),
+                    tuple((it[0], 0) for it in items))
+        S = emb[[texts[s] for s in sents]]
+        qv = emb[texts[q]]
+        sim_q = S @ qv
+        neg = [leads_with_negation(x) for x in sents]
+        item_scores, soft_scores = [], []
+        topical = sim_q.copy()
+        contradicted = False
+        for item_id, desc, role, contrast in items:
+            sims = S @ emb[texts[desc]]
+            best = int(np.argmax(sims))
+            sim = float(sims[best])
+            sc, soft = grade(sim, self.thresholds), soft_grade(sim, self.thresholds)
+            if contrast:
+                margin = float(sims[best] - max(float(S[best] @ emb[texts[c]]) for c in contrast))
+                sc, soft = min(sc, grade(margin, self.margins)), min(soft, soft_grade(margin, self.margins))
+            if role == "apply":
+                topical = np.maximum(topical, sims)
+                # the best-matching sentence negates the behaviour ("avoid X" for "Recommends X")
+                if sim >= self.on_topic and neg[best] and not NEGATED_DESC.search(desc):
+                    contradicted, sc, soft = True, 0, 0.0
+            item_scores.append((item_id, sc, role))
+            soft_scores.append((soft, role))
+        # relevance: half the best match to the query (or an apply item), half the mean over sentences
+        per_sent = np.array([soft_grade(float(x), self.thresholds) for x in topical])
+        relevance = 0.5 * float(per_sent.max()) + 0.5 * float(per_sent.mean())
+        artifact = bool(ARTIFACT.search(a))
+        truncated = is_truncated(a)
+        unsup = [x for x, r in soft_scores if r == "unsupported"]
+        # advice against the request: the share of on-topic sentences that negate (1-4 points)
+        on = [i for i in range(len(sents)) if topical[i] >= self.on_topic]
+        against = sum(neg[i] for i in on) / len(on) if on else 0.0
+        penalty = max(2.0 if contradicted else 0.0, 4.0 * against if against >= 0.5 else 0.0)
+        # a personal claim ("Since you mentioned X, ...") on a behaviour the user's information does not support
+        claim = any(CLAIM.search(sents[i]) and max(float(S[i] @ emb[texts[d]]) for _, d, r, _ in items
+                                                  if r == "unsupported") >= self.on_topic
+                    for i in range(len(sents))) if unsup else False
+        n_art = len(ARTIFACT.findall(a))
+        correctness = (4.0 - (max(unsup) if unsup else 0.0) - (2.0 if claim else 0.0)
+                       - (min(4.0, 1.0 + n_art) if n_art else 0.0) - penalty)
+        usable = sents[:-1] if truncated else sents       # an unfinished last sentence is no usable step
+        n_adv = sum(1 for x in usable if _is_advice(x) and not ARTIFACT.search(x))
+        actionability = ((2 if n_adv >= 1 else 0) + (1 if n_adv >= 2 else 0) + (1 if CONCRETE.search(a) else 0)
+                         - (2 if truncated else 0) - (2 if artifact else 0))
+        apply_scores = [x for x, r in soft_scores if r == "apply"]
+        personalisation = float(np.mean(apply_scores)) if apply_scores else math.nan
+        hol = (float(min(4, max(0, relevance))), float(min(4, max(0, correctness))),
+               float(min(4, max(0, actionability))), personalisation)
+        return hol, tuple((i, s) for i, s, _ in item_scores)
+
+
+def soft_grade(sim: float, thresholds: Sequence[float]) -> float:
+    """Continuous 0-4 grade: piecewise linear through (0, 0) and (threshold_k, k), flat at 4 above
+    the last threshold; equals :func:`grade` at the thresholds (ties between weak answers break by
+    how close they come)."""
+    return float(np.interp(sim, (0.0,) + tuple(thresholds), (0.0, 1.0, 2.0, 3.0, 4.0)))
+
+
+def leads_with_negation(sentence: str) -> bool:
+    """The sentence's advice starts with a negation ("Avoid X.", "The key point: do not X",
+    "Since you mentioned Y, stop X"): checked at the start and after the first ':' or ','."""
+    parts = [sentence] + re.split(r"[:,]\s+", sentence, maxsplit=1)[1:]
+    return any(NEGATION.match(p.strip()) for p in parts)
+
+
+def is_truncated(text: str) -> bool:
+    """The response stops mid-sentence: its last character is not closing punctuation."""
+    t = text.rstrip()
+    return bool(t) and not TERMINAL.search(t)
+
+
+def _is_advice(sentence: str) -> bool:
+    """Advice: starts with an imperative verb (also after a frame such as "The key point:" or
+    "Since you mentioned X,"), or has an advice cue ("try", "you could", "I'd suggest")."""
+    for part in (sentence, *[x for x in re.split(r"[:;,]\s+", sentence)[1:]]):
+        words = re.findall(r"[a-z']+", part.lower())
+        if words and words[0] in IMPERATIVE:
+            return True
+    return bool(ADVICE_CUES.search(sentence))

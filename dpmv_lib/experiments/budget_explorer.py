@@ -1,0 +1,486 @@
+"""The budget-exploration widget of notebook 05, fast enough to feel instant (issue 13).
+
+:func:`dpmv_lib.experiments.sensitivity_widget.make_widget` redraws a fresh pyplot figure into an Output area on every
+change (clear + show: ~1.3 s, 2-3 intermediate images, the area collapses in between). Here:
+
+* :func:`precompute` turns the exact grid (:func:`dpmv_lib.experiments.sensitivity.compute_grid`) once into
+  per-setting arrays over T and per-mode (T, B_a, K) heat cubes, so a redraw does no pandas work;
+* :class:`ExplorerFigure` builds ONE matplotlib figure (Agg canvas, no pyplot) with every artist
+  created up front and updates them in place (``set_data``, ``set_text``) - fixed axes limits and
+  colour scale, so nothing moves between frames; a frame blits the setting's artists over a
+  background cached per mode (axes, ticks, legends' frames, the mode's settings in grey);
+* :class:`PaperFigure` is the paper's view: the learned-auditor AUC (our Table 3 run), the paper's
+  Table 3 point and the exact ceilings of the selected setting, and their per-attribute breakdown
+  (:func:`paper_view_table`, :func:`attribute_ceilings`);
+* :func:`make_explorer` pushes one PNG per change into a fixed-size ``ipywidgets.Image`` (one
+  frame, no layout jump); sliders send their value on release (``continuous_update=False``, the
+  drag debounce), unchanged settings are not redrawn, and frames are kept in a small LRU cache.
+
+The summary line of a setting is shown once (the HTML label), not repeated in the figure.
+"""
+from __future__ import annotations
+
+import io
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..core.errors import ParameterError
+from .sensitivity import MODES, check_grid, mode_parts, setting_label
+
+CURVE_METRICS: tuple[str, ...] = ("ceiling_auc", "target_rate_M", "target_rate_Mp", "max_loss", "bound_max")
+VIEWS: tuple[str, ...] = ("exact grid", "paper's view")
+#: the mode of the grid that corresponds to each Table 3 selector (learned auditor: online rule only)
+SELECTOR_MODE: dict[str, str] = {"em": "on", "pf": "on, P&F"}
+
+
+# ---- precomputation ------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class ExplorerData:
+    """The grid as arrays: ``curves[(mode, B_a, K)][metric]`` over ``Ts`` and ``heat[mode]`` of shape
+    (len(Ts), len(b_as), len(ks)) holding the ceiling AUC (NaN where a cell is absent)."""
+
+    modes: tuple[str, ...]
+    b_as: tuple[float, ...]
+    ks: tuple[int, ...]
+    Ts: np.ndarray
+    curves: Mapping[tuple[str, float, int], Mapping[str, np.ndarray]]
+    heat: Mapping[str, np.ndarray]
+
+    def key(self, mode: str, b_a: Any, k: Any, T: Any) -> tuple[str, float, int, int]:
+        """The validated (mode, B_a, K, T); unknown values raise naming the valid ones."""
+        if mode not in self.modes:
+            raise ParameterError(f"mode {mode!r} not in the grid; valid: {list(self.modes)}")
+        b = next((x for x in self.b_as if math.isclose(float(b_a), x)), None)
+        if b is None:
+            raise ParameterError(f"B_a = {b_a!r} not in the grid; valid: {list(self.b_as)}")
+        if int(k) not in self.ks:
+            raise ParameterError(f"K = {k!r} not in the grid; valid: {list(self.ks)}")
+        if (mode, b, int(k)) not in self.curves:
+            raise ParameterError(f"the grid has no cells for mode={mode}, B_a={b:g}, K={int(k)}")
+        lo, hi = int(self.Ts[0]), int(self.Ts[-1])
+        if not lo <= int(T) <= hi:
+            raise ParameterError(f"T = {T!r} outside the grid's horizons {lo}..{hi}")
+        return mode, b, int(k), int(T)
+
+    def point(self, mode: str, b_a: Any, k: Any, T: Any) -> dict[str, float]:
+        """The grid's metrics at (mode, B_a, K, T)."""
+        mode, b, k, T = self.key(mode, b_a, k, T)
+        i = int(np.searchsorted(self.Ts, T))
+        return {m: float(v[i]) for m, v in self.curves[(mode, b, k)].items()}
+
+
+def precompute(grid: pd.DataFrame) -> ExplorerData:
+    """Everything a redraw needs, computed once from the grid (one pass, no per-frame pandas)."""
+    check_grid(grid)
+    missing = set(CURVE_METRICS) - set(grid.columns)
+    if missing:
+        raise ParameterError(f"the grid lacks columns {sorted(missing)}")
+    Ts = np.array(sorted(int(t) for t in grid["T"].unique()))
+    if not np.array_equal(Ts, np.arange(Ts[0], Ts[-1] + 1)):
+        raise ParameterError(f"the grid's horizons are not contiguous: {Ts.tolist()}")
+    modes = tuple(m for m in MODES if m in set(grid["mode"]))
+    b_as = tuple(sorted(float(b) for b in grid["b_a"].unique()))
+    ks = tuple(sorted(int(k) for k in grid["k"].unique()))
+    curves: dict[tuple[str, float, int], dict[str, np.ndarray]] = {}
+    heat = {m: np.full((len(Ts), len(b_as), len(ks)), np.nan) for m in modes}
+    for (mode, b, k), g in grid.groupby(["mode", "b_a", "k"], sort=True):
+        g = g.sort_values("T")
+        if len(g) != len(Ts):
+            raise ParameterError(f"mode={mode}, B_a={b:g}, K={k}: {len(g)} horizons, expected {len(Ts)}")
+        key = (str(mode), float(b), int(k))
+        curves[key] = {m: g[m].to_numpy(float) for m in CURVE_METRICS}
+        heat[key[0]][:, b_as.index(key[1]), ks.index(key[2])] = curves[key]["ceiling_auc"]
+    return ExplorerData(modes, b_as, ks, Ts, curves, heat)
+
+
+def setting_text(data: ExplorerData, mode: str, b_a: Any, k: Any, T: Any) -> str:
+    """The one-line summary of a setting (shown once, in the widget's label)."""
+    mode, b, k, T = data.key(mode, b_a, k, T)
+    p = data.point(mode, b, k, T)
+    eps = "B_a/C_a (planned)" if mode_parts(mode)[0] == "pre" else f"{b / k:.3f}"
+    return (f"mode={mode}  B_a={b:g}  K={k}  eps={eps}  T={T}: exact AUC ceiling {p['ceiling_auc']:.3f}, "
+            f"max loss {p['max_loss']:.3f} (B_a={b:g}), target-view rate M {p['target_rate_M']:.3f} / "
+            f"M' {p['target_rate_Mp']:.3f}, bound {p['bound_max']:.2f}")
+
+
+# ---- the exact-grid figure, updated in place ---------------------------------------------------------
+def _agg_figure(size: tuple[float, float], dpi: int):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.canvas.print_png(buf)
+    return buf.getvalue()
+
+
+def _span(vals: Sequence[np.ndarray], lo: float | None = None, pad: float = 0.05) -> tuple[float, float]:
+    v = np.concatenate([np.asarray(x, float).ravel() for x in vals]) if vals else np.array([0.0, 1.0])
+    v = v[np.isfinite(v)]
+    a = float(v.min()) if len(v) else 0.0
+    b = float(v.max()) if len(v) else 1.0
+    a = a if lo is None else min(lo, a)
+    d = (b - a) or 1.0
+    return a - pad * d, b + pad * d
+
+
+class ExplorerFigure:
+    """One 2 x 2 figure for the exact grid: ceiling AUC vs T (grey: the mode's other settings),
+    target-linked view rates vs T, realised loss and reconstructed bound vs T against B_a
+    (Theorem 1), and the ceiling over (B_a, K) at T. :meth:`update` changes artists in place;
+    :meth:`png` renders one frame (``draws`` counts them)."""
+
+    def __init__(self, data: ExplorerData, *, size: tuple[float, float] = (11, 7), dpi: int = 72):
+        from matplotlib import colormaps
+        from matplotlib.patches import Rectangle
+
+        self.data = data
+        self.draws = 0
+        fig = self.fig = _agg_figure(size, dpi)
+        ax = self.ax = fig.subplots(2, 2)
+        Ts = data.Ts
+        n_lines = max(sum(1 for key in data.curves if key[0] == m) for m in data.modes)
+        self.grey = [ax[0, 0].plot(Ts, np.full(len(Ts), np.nan), color="grey", lw=0.6, alpha=0.5)[0]
+                     for _ in range(n_lines)]
+        nan = np.full(len(Ts), np.nan)
+        self.auc = ax[0, 0].plot(Ts, nan, color="#1f77b4", lw=2, label="selected setting")[0]
+        self.rate_m = ax[0, 1].plot(Ts, nan, color="#2ca02c", label="M (supported)")[0]
+        self.rate_mp = ax[0, 1].plot(Ts, nan, color="#9467bd", label="M' (unsupported)")[0]
+        self.loss = ax[1, 0].plot(Ts, nan, color="#d62728", label="max realised loss")[0]
+        self.bound = ax[1, 0].plot(Ts, nan, color="#ff7f0e", label="reconstructed bound (max)")[0]
+        self.cap = ax[1, 0].axhline(np.nan, color="k", ls="--", lw=1, label="cap B_a")
+        self.vlines = [a.axvline(Ts[0], color="k", ls=":") for a in (ax[0, 0], ax[0, 1], ax[1, 0])]
+        ax[0, 0].axhline(0.5, color="grey", lw=0.8)
+        allc = list(data.curves.values())
+        xl = (Ts[0] - 0.5, Ts[-1] + 0.5)
+        ax[0, 0].set(xlim=xl, ylim=_span([c["ceiling_auc"] for c in allc], lo=0.5), xlabel="horizon T", ylabel="AUC",
+                     title="exact optimal-auditor AUC (grey: the mode's settings)")
+        ax[0, 1].set(xlim=xl, ylim=_span([c[m] for c in allc for m in ("target_rate_M", "target_rate_Mp")], lo=0.0),
+                     xlabel="horizon T", ylabel="expected share of turns", title="target-linked view release rate")
+        ax[1, 0].set(xlim=xl, ylim=_span([c[m] for c in allc for m in ("max_loss", "bound_max")] + [np.array(data.b_as)],
+                                         lo=0.0),
+                     xlabel="horizon T", ylabel="privacy loss", title="Theorem 1: loss <= bound <= B_a")
+        for a in (ax[0, 0], ax[0, 1], ax[1, 0]):
+            a.legend(fontsize=8, loc="upper left")
+        cube = np.stack(list(data.heat.values()))
+        lo, hi = float(np.nanmin(cube)), float(np.nanmax(cube))
+        nb, nk = len(data.b_as), len(data.ks)
+        self.im = ax[1, 1].imshow(np.full((nb, nk), np.nan), aspect="auto", origin="lower",
+                                  cmap=colormaps["viridis"].with_extremes(bad="white"),  # opaque: covers the background
+                                  vmin=lo, vmax=hi if hi > lo else lo + 1e-9)
+        ax[1, 1].set_xticks(range(nk), [str(x) for x in data.ks])
+        ax[1, 1].set_yticks(range(nb), [f"{x:g}" for x in data.b_as])
+        self.cells = [[ax[1, 1].text(j, i, "", ha="center", va="center", fontsize=8, color="w") for j in range(nk)]
+                      for i in range(nb)]
+        self.sel = ax[1, 1].add_patch(Rectangle((-0.5, -0.5), 1, 1, fill=False, ec="red", lw=2))
+        fig.colorbar(self.im, ax=ax[1, 1], fraction=0.046)
+        ax[1, 1].set(xlabel="K", ylabel="B_a")
+        self.heat_title = ax[1, 1].set_title(" ")
+        fig.tight_layout()  # once: the layout never changes between frames
+        # blitting: what changes with the setting is drawn over a cached background per mode
+        self.dynamic = sorted([self.im, *(t for row in self.cells for t in row), self.sel, self.auc, self.rate_m,
+                               self.rate_mp, self.loss, self.bound, self.cap, *self.vlines, self.heat_title,
+                               *(a.get_legend() for a in (ax[0, 0], ax[0, 1], ax[1, 0]))],  # legends stay on top
+                              key=lambda a: a.get_zorder())
+        for a in self.dynamic:
+            a.set_animated(True)
+        self._backgrounds: dict[str, Any] = {}
+        self._mode: str | None = None
+
+    def update(self, mode: str, b_a: Any, k: Any, T: Any) -> None:
+        """Point every artist at the setting (in place; no new artists, no layout pass)."""
+        d = self.data
+        mode, b, k, T = d.key(mode, b_a, k, T)
+        c = d.curves[(mode, b, k)]
+        self._mode = mode
+        self.auc.set_ydata(c["ceiling_auc"])
+        self.rate_m.set_ydata(c["target_rate_M"])
+        self.rate_mp.set_ydata(c["target_rate_Mp"])
+        self.loss.set_ydata(c["max_loss"])
+        self.bound.set_ydata(c["bound_max"])
+        self.cap.set_ydata([b, b])
+        for v in self.vlines:
+            v.set_xdata([T, T])
+        h = d.heat[mode][int(np.searchsorted(d.Ts, T))]
+        self.im.set_data(h)
+        for i, row in enumerate(self.cells):
+            for j, t in enumerate(row):
+                t.set_text("" if math.isnan(h[i, j]) else f"{h[i, j]:.3f}")
+        self.sel.set_xy((d.ks.index(k) - 0.5, d.b_as.index(b) - 0.5))
+        self.heat_title.set_text(f"AUC ceiling at T={T} ({mode})")
+
+    def _background(self, mode: str) -> Any:
+        """The figure without the setting's artists, with every setting of ``mode`` in grey (drawn
+        once per mode and cached)."""
+        if mode not in self._backgrounds:
+            curves = [v["ceiling_auc"] for key, v in self.data.curves.items() if key[0] == mode]
+            for i, line in enumerate(self.grey):
+                line.set_visible(i < len(curves))
+                if i < len(curves):
+                    line.set_ydata(curves[i])
+            self.fig.canvas.draw()
+            self._backgrounds[mode] = self.fig.canvas.copy_from_bbox(self.fig.bbox)
+        return self._backgrounds[mode]
+
+    def warm(self) -> None:
+        """Draw every mode's background now (at widget creation), not at the mode's first visit."""
+        for m in self.data.modes:
+            self._background(m)
+
+    def png(self) -> bytes:
+        """Render the current state to PNG bytes (one frame): restore the mode's background, draw
+        the setting's artists over it, encode."""
+        if self._mode is None:
+            raise ParameterError("ExplorerFigure.png() before update(): no setting to draw")
+        from PIL import Image
+
+        canvas = self.fig.canvas
+        canvas.restore_region(self._background(self._mode))
+        for a in self.dynamic:
+            a.axes.draw_artist(a)
+        w, h = canvas.get_width_height()
+        buf = io.BytesIO()
+        Image.frombuffer("RGBA", (w, h), canvas.buffer_rgba(), "raw", "RGBA", 0, 1).save(buf, "PNG", compress_level=1)
+        self.draws += 1
+        return buf.getvalue()
+
+
+# ---- the paper's view -----------------------------------------------------------------------------------
+MACRO = "macro (all attributes)"
+
+
+def paper_view_table(t3: pd.DataFrame, audit_summary: pd.DataFrame, *, horizon: int,
+                     attr_ceilings: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Long table of the paper's view: per Table 3 setting (selector, B_a, K) and attribute (plus the
+    macro row): our learned-auditor AUC (seed-averaged embedding auditor; CI on the macro row), the
+    paper's Table 3 AUC (macro, selector em only) and the exact ceilings (macro from the grid via
+    ``t3``; per attribute from ``attr_ceilings`` of :func:`attribute_ceilings`, else NaN)."""
+    need = {"selector", "b_a", "k", "auc", "auc_lo", "auc_hi", "ceiling_auc", "ceiling_auc_seeds"}
+    if missing := need - set(t3.columns):
+        raise ParameterError(f"Table 3 lacks columns {sorted(missing)} (build it with grid=...)")
+    aud = audit_summary[audit_summary["horizon"] == horizon] if "horizon" in audit_summary.columns else audit_summary
+    aud = aud.drop_duplicates("method").set_index("method")
+    attrs = sorted(c[4:-1] for c in aud.columns if c.startswith("auc[") and c.endswith("]"))
+    ceil = None
+    if attr_ceilings is not None:
+        ceil = attr_ceilings.set_index(["selector", "b_a", "k", "attribute"])
+    rows = []
+    for r in t3.drop_duplicates(["selector", "b_a", "k"]).itertuples(index=False):
+        base = {"selector": r.selector, "b_a": float(r.b_a), "k": int(r.k), "mode": SELECTOR_MODE[r.selector]}
+        rows.append({**base, "attribute": MACRO, "learned_auc": r.auc, "auc_lo": r.auc_lo, "auc_hi": r.auc_hi,
+                     "paper_auc": getattr(r, "paper_auc", math.nan) if r.selector == "em" else math.nan,
+                     "ceiling_auc": r.ceiling_auc, "ceiling_auc_seeds": r.ceiling_auc_seeds})
+        method = setting_label(r.b_a, r.k, r.selector)
+        for a in attrs:
+            learned = float(aud.at[method, f"auc[{a}]"]) if method in aud.index else math.nan
+            key = (r.selector, float(r.b_a), int(r.k), a)
+            c1 = float(ceil.at[key, "ceiling_auc"]) if ceil is not None and key in ceil.index else math.nan
+            cs = float(ceil.at[key, "ceiling_auc_seeds"]) if ceil is not None and key in ceil.index else math.nan
+            rows.append({**base, "attribute": a, "learned_auc": learned, "auc_lo": math.nan, "auc_hi": math.nan,
+                         "paper_auc": math.nan, "ceiling_auc": c1, "ceiling_auc_seeds": cs})
+    return pd.DataFrame(rows)
+
+
+def attribute_ceilings(bench: Any, pairs: Sequence[Any], t3: pd.DataFrame, *, horizon: int,
+                       view_links: Mapping[str, Sequence[str]], n_seeds: int = 1, max_atoms: int = 4096
+                       ) -> pd.DataFrame:
+    """Per Table 3 setting and attribute: the exact optimal-auditor AUC pooled over ``pairs`` of that
+    attribute at ``horizon`` for one transcript (``ceiling_auc``) and for ``n_seeds`` transcripts
+    observed together (``ceiling_auc_seeds``) - the per-attribute terms whose mean is the grid's
+    macro ceiling (:func:`dpmv_lib.experiments.sensitivity.compute_grid`, same code path)."""
+    from ..evaluate.oracle import mixture
+    from .rq2_support import MemoScorer
+    from ..core.scorer import LexiconScorer
+    from .sensitivity import pair_grid_rows
+
+    if not pairs:
+        raise ParameterError("attribute_ceilings needs at least one pair")
+    scorer = MemoScorer(LexiconScorer())
+    rows = []
+    for r in t3.drop_duplicates(["selector", "b_a", "k"]).itertuples(index=False):
+        by_attr: dict[str, list] = {}
+        for pair in pairs:
+            _, d = pair_grid_rows(bench.policy(pair), pair, SELECTOR_MODE[r.selector], float(r.b_a), int(r.k),
+                                  horizon=horizon, plan_horizon=horizon, view_links=view_links, scorer=scorer,
+                                  max_atoms=max_atoms)
+            by_attr.setdefault(pair.attribute, []).append(d[horizon])
+        for a, ds in sorted(by_attr.items()):
+            one = mixture(ds).auc()
+            seeds = mixture([x.power(n_seeds, max_atoms=max_atoms) for x in ds]).auc() if n_seeds > 1 else one
+            rows.append({"selector": r.selector, "b_a": float(r.b_a), "k": int(r.k), "attribute": a,
+                         "ceiling_auc": float(one), "ceiling_auc_seeds": float(seeds), "n_pairs": len(ds)})
+    return pd.DataFrame(rows)
+
+
+class PaperFigure:
+    """The paper's view of one setting (left: learned AUC with CI, the paper's Table 3 AUC and the
+    exact ceilings, macro over attributes; right: the same per attribute). Settings outside Table 3
+    (or without a learned auditor: preallocated modes) show a note instead. Updated in place."""
+
+    BARS = (("learned_auc", "learned auditor (ours)", "#d62728"), ("paper_auc", "paper Table 3", "#7f7f7f"),
+            ("ceiling_auc_seeds", "exact ceiling (all seeds)", "#1f77b4"),
+            ("ceiling_auc", "exact ceiling (1 transcript)", "#aec7e8"))
+
+    def __init__(self, table: pd.DataFrame, *, horizon: int, size: tuple[float, float] = (11, 7), dpi: int = 72):
+        self.table, self.horizon, self.draws = table, int(horizon), 0
+        self.attrs = [a for a in dict.fromkeys(table["attribute"]) if a != MACRO]
+        fig = self.fig = _agg_figure(size, dpi)
+        self.ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2]})
+        w = 0.8 / len(self.BARS)
+        self.bars: dict[str, list] = {}
+        self.values: dict[str, list] = {}  # the value above each bar ("n/a" where there is none)
+        for side, labels in ((0, [MACRO]), (1, self.attrs)):
+            ax = self.ax[side]
+            x = np.arange(len(labels))
+            for i, (col, name, color) in enumerate(self.BARS):
+                self.bars[f"{side}:{col}"] = list(ax.bar(x + (i - 1.5) * w, np.zeros(len(labels)), w, color=color,
+                                                         label=name))
+                self.values[f"{side}:{col}"] = [ax.text(xx + (i - 1.5) * w, 0.0, "", ha="center", va="bottom",
+                                                        fontsize=6, rotation=90) for xx in x]
+            ax.set_xticks(x, [lab.replace(" (all attributes)", "\n(all attributes)") for lab in labels],
+                          rotation=0 if side == 0 else 30, ha="center" if side == 0 else "right", fontsize=8)
+            ax.axhline(0.5, color="k", lw=0.8)
+            vals = table[[c for c, _, _ in self.BARS] + ["auc_hi"]].to_numpy(float)
+            ax.set_ylim(0.0, max(1.0, float(np.nanmax(vals)) if np.isfinite(vals).any() else 1.0) + 0.05)
+            ax.set_ylabel("AUC")
+        self.err = self.ax[0].errorbar([-1.5 * w], [0.5], yerr=[[0], [0]], fmt="none", ecolor="k", capsize=4)
+        self.ax[0].legend(fontsize=8, loc="upper left")
+        self.title = fig.text(0.01, 0.985, " ", ha="left", va="top", fontsize=10)
+        self.ax[1].set_title(f"per attribute at T={self.horizon} (the paper reports macro AUC only)", fontsize=9)
+        self.note = fig.text(0.5, 0.5, "", ha="center", va="center", fontsize=11,
+                             bbox={"fc": "lightyellow", "ec": "grey"})
+        fig.tight_layout(rect=(0, 0, 1, 0.95))
+
+    def rows(self, mode: str, b_a: Any, k: Any) -> pd.DataFrame:
+        t = self.table
+        return t[(t["mode"] == mode) & np.isclose(t["b_a"], float(b_a)) & (t["k"] == int(k))]
+
+    def update(self, mode: str, b_a: Any, k: Any, T: Any = None) -> None:
+        """Show the setting (T is fixed at Table 3's horizon; the learned auditor exists only there)."""
+        sub = self.rows(mode, b_a, k).set_index("attribute")
+        have = len(sub) > 0
+        for side, labels in ((0, [MACRO]), (1, self.attrs)):
+            for col, _, _ in self.BARS:
+                for bar, txt, a in zip(self.bars[f"{side}:{col}"], self.values[f"{side}:{col}"], labels):
+                    v = float(sub.at[a, col]) if have and a in sub.index else math.nan
+                    bar.set_height(0.0 if math.isnan(v) else v)
+                    txt.set_y(0.01 if math.isnan(v) else v + 0.01)
+                    txt.set_text(("n/a" if math.isnan(v) else f"{v:.3f}") if have else "")
+        if have and np.isfinite(sub.at[MACRO, "auc_lo"]):
+            auc, lo, hi = (float(sub.at[MACRO, c]) for c in ("learned_auc", "auc_lo", "auc_hi"))
+            seg = self.err.lines[2][0]
+            x = seg.get_segments()[0][0][0]
+            seg.set_segments([[[x, lo], [x, hi]]])
+            for cap, y in zip(self.err.lines[1], (lo, hi)):
+                cap.set_data([x], [y])
+            self.values["0:learned_auc"][0].set_y(hi + 0.01)  # the value above the CI, not across it
+        for art in (*self.err.lines[1], *self.err.lines[2]):
+            art.set_visible(bool(have))
+        if have:
+            r = sub.loc[MACRO]
+            paper = "" if math.isnan(r["paper_auc"]) else f", paper {r['paper_auc']:.3f}"
+            self.title.set_text(f"{mode} B_a={float(b_a):g} K={int(k)}, T={self.horizon}: learned AUC "
+                                f"{r['learned_auc']:.3f}{paper}, ceiling {r['ceiling_auc_seeds']:.3f}")
+            self.note.set_text("")
+            self.note.set_visible(False)
+        else:
+            self.title.set_text(f"{mode} B_a={float(b_a):g} K={int(k)}")
+            settings = sorted({(f"{b:g}", int(kk)) for b, kk in zip(self.table["b_a"], self.table["k"])})
+            self.note.set_text("no learned auditor for this setting: Table 3 trains it for the online rule at "
+                               f"T={self.horizon} on\n(B_a, K) in " + ", ".join(f"({b}, {kk})" for b, kk in settings)
+                               + f" and modes {sorted(set(self.table['mode']))}")
+            self.note.set_visible(True)
+
+    def png(self) -> bytes:
+        self.draws += 1
+        return _png(self.fig)
+
+
+# ---- the widget ---------------------------------------------------------------------------------------
+class FrameCache:
+    """PNG frames by key, least recently used dropped beyond ``size``."""
+
+    def __init__(self, size: int = 128):
+        self.size, self._d = int(size), OrderedDict()
+
+    def get(self, key: Any, render) -> bytes:
+        if key in self._d:
+            self._d.move_to_end(key)
+            return self._d[key]
+        png = self._d[key] = render()
+        if len(self._d) > self.size:
+            self._d.popitem(last=False)
+        return png
+
+
+def make_explorer(grid: pd.DataFrame, *, paper: pd.DataFrame | None = None, paper_horizon: int = 16,
+                  mode: str = "on", b_a: Any = 2, k: Any = 3, T: int = 16, dpi: int = 72,
+                  size: tuple[float, float] = (11, 7)):
+    """ipywidgets controls (B_a, K, T sliders; mode and view toggles) over one fixed-size PNG image.
+    Each change renders at most one frame (none when the setting is unchanged) from precomputed
+    arrays. ``paper`` (:func:`paper_view_table`) enables the paper's view. Returns the box with
+    ``update`` (the callback), ``image``, ``label``, ``controls`` and ``figures`` attributes."""
+    import ipywidgets as W
+
+    data = precompute(grid)
+    data.key(mode, b_a, k, T)  # validate the defaults
+    figs: dict[str, Any] = {VIEWS[0]: ExplorerFigure(data, size=size, dpi=dpi)}
+    figs[VIEWS[0]].warm()
+    if paper is not None:
+        figs[VIEWS[1]] = PaperFigure(paper, horizon=paper_horizon, size=size, dpi=dpi)
+    w_px, h_px = int(size[0] * dpi), int(size[1] * dpi)
+    s_b = W.SelectionSlider(options=[(f"{b:g}", b) for b in data.b_as], value=data.key(mode, b_a, k, T)[1],
+                            description="B_a", continuous_update=False)
+    s_k = W.SelectionSlider(options=list(data.ks), value=int(k), description="K", continuous_update=False)
+    s_t = W.IntSlider(min=int(data.Ts[0]), max=int(data.Ts[-1]), value=int(T), description="horizon T",
+                      continuous_update=False)
+    s_m = W.ToggleButtons(options=list(data.modes), value=mode, description="mode")
+    s_v = W.ToggleButtons(options=list(figs), value=VIEWS[0], description="view")
+    label = W.HTML(layout=W.Layout(height="4.5em", width=f"{int(size[0] * dpi)}px", overflow="hidden"))
+    image = W.Image(format="png", layout=W.Layout(width=f"{w_px}px", height=f"{h_px}px", object_fit="contain"))
+    cache = FrameCache()
+    shown: dict[str, Any] = {"key": None}
+
+    def update(*_):
+        view = s_v.value
+        key = (view, s_m.value, s_b.value, int(s_k.value), int(s_t.value))
+        if view != VIEWS[0]:  # the paper's view does not depend on T
+            key = key[:4] + (paper_horizon,)
+        text = setting_text(data, s_m.value, s_b.value, s_k.value, s_t.value)
+        if view != VIEWS[0]:
+            text += f" | paper's view (Table 3: T={paper_horizon})"
+        html = f'<span style="font-family: monospace; white-space: normal; line-height: 1.4">{text}</span>'
+        if label.value != html:
+            label.value = html
+        if key == shown["key"]:
+            return key
+        fig = figs[view]
+
+        def render():
+            fig.update(s_m.value, s_b.value, s_k.value, s_t.value)
+            return fig.png()
+
+        image.value = cache.get(key, render)
+        shown["key"] = key
+        return key
+
+    for w, css in ((s_b, "b_a"), (s_k, "k"), (s_t, "T"), (s_m, "mode"), (s_v, "view")):
+        w.observe(update, names="value")
+        w.add_class(f"dpmv-{css}")  # stable hooks for the browser test and benchmark
+    rows = [W.HBox([s_b, s_k]), W.HBox([s_t, s_m])] + ([s_v] if paper is not None else [])
+    box = W.VBox([*rows, label, image])
+    box.add_class("dpmv-explorer")
+    box.update, box.image, box.label, box.figures = update, image, label, figs  # type: ignore[attr-defined]
+    box.controls = {"b_a": s_b, "k": s_k, "T": s_t, "mode": s_m, "view": s_v}  # type: ignore[attr-defined]
+    update()
+    return box

@@ -1,0 +1,54 @@
+"""Named parameter sets (papermill profiles). Every notebook's parameters cell has ``profile``;
+notebooks call :func:`get_profile` and read what they need from it."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from ..core.errors import ParameterError
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    pairs: int | None            # PairedMem pairs evaluated (None = all 320)
+    transfer_pairs: int | None   # transfer pairs evaluated (None = all 67)
+    responder: str               # "surrogate" | "smollm2" | "hf:<path>" | "llamacpp[:<gguf>][@f16]" | "openai:<base_url>|<model>"
+    encoder: str                 # auditor + rubric-judge encoder: "hashing" | "minilm[@fp32|@bf16]" | "st:<path>[@...]"
+                                 # (no suffix: bf16 on CPUs with avx512_bf16/amx_bf16, else fp32; the
+                                 # auditor embeds each whole response, exactly C.5)
+    judge: str                   # "rubric" | "llm:<spec>"
+    em_seeds: tuple[int, ...] = (0, 1, 2)
+    response_models: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile("smoke", "tests and CI: every notebook end to end in seconds",
+                     pairs=16, transfer_pairs=8, responder="surrogate", encoder="hashing",
+                     judge="rubric", em_seeds=(0, 1)),
+    "default": Profile("default", "the main job on a laptop CPU, all tables",
+                       pairs=None, transfer_pairs=None, responder="surrogate", encoder="minilm",
+                       judge="rubric"),
+    "llm": Profile("llm", "real offline generation with SmolLM2-135M-Instruct, no network",
+                   pairs=40, transfer_pairs=20, responder="llamacpp:smollm2@f16", encoder="minilm",
+                   judge="rubric"),
+    "paper": Profile("paper", "the paper's setting on GPUs: HF model paths or OpenAI-compatible servers",
+                     pairs=None, transfer_pairs=None, responder="openai", encoder="st:sentence-transformers/all-mpnet-base-v2",
+                     judge="llm", response_models=("Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct", "gemma-2-9b-it")),
+}
+
+
+def get_profile(name: str, **overrides: Any) -> Profile:
+    """The named profile, with optional field overrides. Unknown names list the valid ones."""
+    if name not in PROFILES:
+        raise ParameterError(f"unknown profile {name!r}; valid profiles: {', '.join(PROFILES)}")
+    prof = PROFILES[name]
+    bad = set(overrides) - set(prof.to_dict())
+    if bad:
+        raise ParameterError(f"unknown profile fields {sorted(bad)}; valid: {sorted(prof.to_dict())}")
+    return replace(prof, **overrides) if overrides else prof

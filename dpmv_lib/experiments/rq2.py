@@ -1,0 +1,360 @@
+"""RQ2: interface safeguards (paper "RQ2: Interface Safeguards", Table 4, Appendix B.5).
+
+What notebook 04 computes, as functions of the transcript table (docs/architecture.md)
+or of the benchmark pairs; this module holds the accounting and Table 4, its siblings the rest:
+
+* **Accounting** (Table 4 "DP bound"): the public releases of every transcript are turned back
+  into :class:`~dpmv_lib.core.memview.Release` objects and passed to
+  :func:`dpmv_lib.core.accounting.reconstructed_bound` (the target attribute's cost including charges
+  omitted from its ledger; inf for a deterministic release) next to
+  :func:`~dpmv_lib.core.accounting.reported_ledger` (what the interface's own ledger says).
+* **Table 4 assembly** with the paper's numbers and deltas, and the RQ2 claims evaluated from
+  the table (:func:`rq2_claims`).
+* **Score channel** (C3/C6, :mod:`~dpmv_lib.experiments.rq2_score`): a calibrated logistic-regression auditor on the released top
+  internal score sequence (``ScoreChannel`` extras), same split protocol as the embedding
+  auditor of :mod:`dpmv_lib.evaluate.audit`, plus the exact pair-level fact that the score sequence
+  differs between M and M'.
+* **C1 support failure** (:mod:`~dpmv_lib.experiments.rq2_support`): :class:`~dpmv_lib.core.variants.StoreDependentVocabulary` run in lockstep
+  on M and M' under the same public prefix; the exact view supports (``_outcomes``) show which
+  views have positive probability under one store and zero under the other.
+* **Leakage vs horizon** (:mod:`~dpmv_lib.experiments.rq2_horizon`): the exact optimal auditor of :mod:`dpmv_lib.evaluate.oracle`
+  (:class:`~dpmv_lib.evaluate.oracle.LLRDistribution`) convolved turn by turn, recording every prefix
+  T = 1..32 in one pass; max realised privacy loss <= B_a (Theorem 1) for DP-MemView, not for
+  the ablations.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .plots import save_figure
+from ..core.accounting import reconstructed_bound, reported_ledger
+from ..core.errors import ParameterError
+from ..core.memview import Release, SlotRelease
+from ..core.policy import Query
+from .common import _delta, _fmt, markdown_table
+
+
+TABLE4_METHODS: tuple[str, ...] = ("DP-MemView (on)", "IncompleteCharge", "CappedArgmax", "NoCap")
+HORIZON_METHODS: tuple[str, ...] = ("DP-MemView (on)", "DP-MemView (pre)", "IncompleteCharge",
+                                    "CappedArgmax", "NoCap")
+SCORE_CHANNEL = "ScoreChannel"
+TABLE4_METRICS: tuple[str, ...] = ("dp_bound", "auc", "trec", "u", "unsup")
+HORIZON_MAX_ATOMS = 4096  # atoms kept per prefix distribution (error bounds stay rigorous)
+
+
+# ---- small helpers ------------------------------------------------------------------------------
+def violated_condition(method: str) -> str:
+    """The contract condition a compared interface breaks ("" if compliant), read from the code
+    (:attr:`MemView.violates` of the variant behind the interface), never typed in."""
+    from ..generate.interfaces import make_interface
+
+    return make_interface(method).violates or ""
+
+
+def fraction_or_inf(x: Fraction | float) -> float:
+    """A bound as a float (inf stays inf)."""
+    return math.inf if (isinstance(x, float) and math.isinf(x)) else float(x)
+
+
+def _require(df: pd.DataFrame, cols: Iterable[str], what: str = "transcript table") -> None:
+    missing = sorted(set(cols) - set(df.columns))
+    if missing:
+        raise ParameterError(f"{what} lacks columns {missing}")
+
+
+def _one_model(transcripts: pd.DataFrame) -> pd.DataFrame:
+    """Releases do not depend on the response model: keep the rows of the first one."""
+    if "response_model" in transcripts.columns and transcripts["response_model"].nunique() > 1:
+        return transcripts[transcripts["response_model"] == transcripts["response_model"].iloc[0]]
+    return transcripts
+
+
+def with_paper(ours: pd.DataFrame, paper: pd.DataFrame | None, on: str | Sequence[str],
+               metrics: Sequence[str]) -> pd.DataFrame:
+    """``ours`` with ``paper_<m>`` and ``delta_<m>`` = ours - paper for every metric ``m`` that
+    both tables have (rows matched on ``on``; rows the paper lacks get NaN). inf - inf is NaN and
+    inf vs a finite paper value is inf."""
+    out = ours.copy()
+    if paper is None:
+        return out
+    on = [on] if isinstance(on, str) else list(on)
+    _require(paper, on, "paper table")
+    have = [m for m in dict.fromkeys(metrics) if m in paper.columns and m in out.columns]
+    ref = paper[on + have].rename(columns={m: f"paper_{m}" for m in have})
+    out = out.merge(ref, on=on, how="left")
+    for m in have:
+        a = pd.to_numeric(out[m], errors="coerce").astype(float)
+        b = pd.to_numeric(out[f"paper_{m}"], errors="coerce").astype(float)
+        with np.errstate(invalid="ignore"):
+            out[f"delta_{m}"] = a - b
+    return out
+
+
+# ---- accounting from the public releases (Table 4 "DP bound") ---------------------------------
+def release_from_json(released: str | Mapping[str, Any], query: Query) -> Release:
+    """Rebuild the public :class:`Release` of one turn from the transcript table's ``released``
+    column (``Release.public_dict()`` without the query)."""
+    obj = json.loads(released) if isinstance(released, str) else released
+    if not isinstance(obj, Mapping) or "slots" not in obj:
+        raise ParameterError(f"'released' must be a JSON object with 'slots' (a MemView release), got "
+                             f"{str(released)[:80]!r}")
+    slots = []
+    for s in obj["slots"]:
+        try:
+            slots.append(SlotRelease(
+                slot=s["slot"], view=s["view"], read_set=tuple(s.get("read_set", ())),
+                affected=frozenset(s.get("affected", ())), charged=frozenset(s.get("charged", ())),
+                epsilon=Fraction(str(s.get("epsilon", "0"))), mechanism=s["mechanism"],
+                fallback=bool(s.get("fallback", False)),
+                extras=tuple((k, v) for k, v in s.items() if k not in _SLOT_FIELDS)))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ParameterError(f"malformed slot release {s!r}: {exc}") from None
+    ledger = tuple(sorted((a, Fraction(str(v))) for a, v in obj.get("ledger", {}).items()))
+    return Release(query, tuple(slots), ledger)
+
+
+_SLOT_FIELDS = frozenset({"slot", "view", "read_set", "affected", "charged", "epsilon", "mechanism", "fallback"})
+
+
+def transcript_releases(rows: pd.DataFrame) -> tuple[Release, ...]:
+    """The releases of ONE transcript (one method, pair, side, seed), in turn order."""
+    _require(rows, {"turn", "query", "intent", "released"})
+    rows = rows.sort_values("turn")
+    qtype = rows["qtype"] if "qtype" in rows.columns else [""] * len(rows)
+    return tuple(release_from_json(r, Query(q, i, qt)) for r, q, i, qt in
+                 zip(rows["released"], rows["query"], rows["intent"], qtype))
+
+
+def accounting_per_pair(transcripts: pd.DataFrame, horizons: Sequence[int] = (16,), *,
+                        sides: Sequence[str] = ("M", "M'"),
+                        methods: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per (method, pair, side, seed, horizon T) of a view-releasing method:
+
+    * ``recon_bound``: :func:`~dpmv_lib.core.accounting.reconstructed_bound` of the pair's target
+      attribute over the first T releases (inf if a deterministic release touched I_a);
+    * ``ledger``: the target's own ledger after T turns (:func:`~dpmv_lib.core.accounting.reported_ledger`);
+    * ``omitted``: admitted private selections that touched I_a but did not charge a (C2);
+    * ``admitted_target``: admitted selections that touched I_a."""
+    _require(transcripts, {"method", "pair_id", "attribute", "side", "seed", "turn", "query", "intent",
+                           "released"})
+    df = _one_model(transcripts)
+    if methods is not None:
+        df = df[df["method"].isin(methods)]
+    df = df[df["side"].isin(sides)]
+    hs = sorted({int(h) for h in horizons})
+    if not hs or hs[0] < 1:
+        raise ParameterError(f"horizons must be positive ints, got {horizons!r}")
+    df = df[df["turn"] < hs[-1]]
+    qtype = df["qtype"].tolist() if "qtype" in df.columns else [""] * len(df)
+    cols = {c: df[c].tolist() for c in ("method", "pair_id", "attribute", "side", "seed", "turn", "query",
+                                        "intent", "released")}
+    parsed: dict[tuple, Release] = {}
+    contrib: dict[tuple, Fraction | float] = {}
+    want = set(hs)
+    recs = []
+    for (method, pair_id, side, seed), idx in df.groupby(["method", "pair_id", "side", "seed"], sort=True).indices.items():
+        idx = sorted(idx, key=lambda i: cols["turn"][i])
+        if not any('"slots"' in (cols["released"][i] or "") for i in idx):
+            continue  # memory-text method: no public releases to account
+        if len(idx) < hs[-1]:
+            raise ParameterError(f"{method}/{pair_id}/{side}/{seed}: {len(idx)} turns, need {hs[-1]}")
+        rels = []
+        for i in idx:
+            k = (cols["released"][i], cols["query"][i], cols["intent"][i], qtype[i])
+            r = parsed.get(k)
+            if r is None:
+                r = parsed[k] = release_from_json(k[0], Query(k[1], k[2], k[3]))
+            rels.append(r)
+        attr = cols["attribute"][idx[0]]
+        omitted = admitted = 0
+        total: Fraction | float = Fraction(0)
+        for t, rel in enumerate(rels[:hs[-1]], start=1):
+            # reconstructed_bound is a sum over releases (inf once a deterministic release touched
+            # I_a), so the prefix bound is the running sum of each release's own bound
+            ck = (id(rel), attr)
+            step = contrib.get(ck)
+            if step is None:
+                step = contrib[ck] = reconstructed_bound((rel,), attr)
+            total = math.inf if (isinstance(total, float) or isinstance(step, float)) else total + step
+            for s_ in rel.slots:
+                if attr in s_.affected and s_.mechanism != "generic":
+                    admitted += 1
+                    omitted += attr not in s_.charged
+            if t not in want:
+                continue
+            recs.append({"method": method, "pair_id": pair_id, "attribute": attr, "side": side,
+                         "seed": int(seed), "horizon": t, "recon_bound": fraction_or_inf(total),
+                         "recon_bound_exact": "inf" if isinstance(total, float) else str(total),
+                         "ledger": float(reported_ledger((rel,), attr)), "omitted": omitted,
+                         "admitted_target": admitted})
+    return pd.DataFrame.from_records(recs)
+
+
+def accounting_summary(acc: pd.DataFrame, cap: float | Mapping[str, float]) -> pd.DataFrame:
+    """Per (method, horizon): reconstructed target bound (max / mean over pairs, seeds, sides),
+    the ledger's own value (max / mean), the share of transcripts whose bound exceeds B_a, the
+    omitted target charges, and whether the bound is the same on M and M' (a public quantity)."""
+    _require(acc, {"method", "horizon", "pair_id", "side", "seed", "recon_bound", "ledger", "omitted",
+                   "attribute"}, "accounting table")
+    cap_of = (lambda a: float(cap[a])) if isinstance(cap, Mapping) else (lambda a: float(cap))
+    df = acc.assign(_cap=acc["attribute"].map(cap_of))
+    df["_over"] = df["recon_bound"] > df["_cap"] + 1e-12
+    df["_omits"] = df["omitted"] > 0
+    df["_under"] = df["recon_bound"] > df["ledger"] + 1e-12
+    df["_inf"] = np.isinf(df["recon_bound"])
+    keys = ["method", "horizon"]
+    same = (df.groupby(keys + ["pair_id", "seed"], sort=False)["recon_bound"].nunique() <= 1).groupby(level=keys).all()
+    g = df.groupby(keys, sort=False)
+    out = g.agg(n_pairs=("pair_id", "nunique"), dp_bound=("recon_bound", "max"), dp_bound_mean=("recon_bound", "mean"),
+                dp_bound_median=("recon_bound", "median"), ledger_max=("ledger", "max"), ledger_mean=("ledger", "mean"),
+                share_bound_over_cap=("_over", "mean"), omitted_mean=("omitted", "mean"), omitted_max=("omitted", "max"),
+                share_omitting=("_omits", "mean"), ledger_underreports=("_under", "any"), _any_inf=("_inf", "any"))
+    out.loc[out["_any_inf"], "dp_bound_mean"] = math.inf
+    out["bound_same_on_M_and_Mprime"] = same
+    out = out.drop(columns="_any_inf").reset_index()
+    out["horizon"] = out["horizon"].astype(int)
+    out["omitted_max"] = out["omitted_max"].astype(int)
+    return out
+
+
+# ---- Table 4 assembly and claims ---------------------------------------------------------------------
+def table4(accounting: pd.DataFrame, privacy: pd.DataFrame, utility: pd.DataFrame, *,
+           methods: Sequence[str] = TABLE4_METHODS, paper: pd.DataFrame | None = None,
+           horizon: int = 16) -> pd.DataFrame:
+    """Paper Table 4 with our numbers: one row per variant with the violated condition (from the
+    code), the reconstructed target bound (max and mean over pairs), the ledger's own value, the
+    embedding-auditor AUC / TPR, tRec, U, Unsup, and (with ``paper``) the paper's values and deltas.
+
+    ``accounting``: :func:`accounting_summary`; ``privacy``: rows with ``method``, ``auc``
+    (optional ``tpr``, ``horizon``) e.g. :func:`dpmv_lib.evaluate.audit.run_audit`'s summary; ``utility``:
+    rows with ``method``, ``U``, ``tRec``, ``Unsup`` (:func:`dpmv_lib.evaluate.judge.summarise_utility`)."""
+    _require(accounting, {"method", "horizon", "dp_bound", "dp_bound_mean", "ledger_max"}, "accounting summary")
+    _require(privacy, {"method", "auc"}, "privacy summary")
+    _require(utility, {"method", "U", "tRec", "Unsup"}, "utility summary")
+    acc = accounting[accounting["horizon"] == horizon].set_index("method")
+    priv = privacy[privacy["horizon"] == horizon] if "horizon" in privacy.columns else privacy
+    priv = priv.drop_duplicates("method").set_index("method")
+    util = utility.drop_duplicates("method").set_index("method")
+    recs = []
+    for m in methods:
+        for name, tab in (("accounting", acc), ("privacy", priv), ("utility", util)):
+            if m not in tab.index:
+                raise ParameterError(f"{name} results lack method {m!r} (have {sorted(tab.index)})")
+        recs.append({
+            "variant": m, "violated": violated_condition(m),
+            "dp_bound": float(acc.at[m, "dp_bound"]), "dp_bound_mean": float(acc.at[m, "dp_bound_mean"]),
+            "ledger_reported": float(acc.at[m, "ledger_max"]),
+            "auc": float(priv.at[m, "auc"]), "tpr": float(priv.at[m, "tpr"]) if "tpr" in priv.columns else math.nan,
+            "trec": float(util.at[m, "tRec"]), "u": float(util.at[m, "U"]), "unsup": float(util.at[m, "Unsup"]),
+        })
+    out = pd.DataFrame.from_records(recs)
+    if paper is not None:
+        p = paper.copy()
+        if "variant" not in p.columns:
+            raise ParameterError("the paper's Table 4 needs a 'variant' column")
+        p["dp_bound"] = pd.to_numeric(p["dp_bound"].replace({"inf": np.inf}), errors="coerce")
+        out = with_paper(out, p, "variant", TABLE4_METRICS)
+        if "violated" in p.columns:
+            pv = p.set_index("variant")["violated"].fillna("").astype(str)
+            out["paper_violated"] = out["variant"].map(pv).fillna("")
+    return out
+
+
+def format_bound(x: float, cap: float) -> str:
+    """'2.0 <= B_a', '4.0 > B_a' or 'inf' as in the paper's Table 4."""
+    if math.isinf(x):
+        return "inf"
+    return f"{x:.2f} {'<=' if x <= cap + 1e-12 else '>'} B_a"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper's RQ2 text, evaluated on our numbers."""
+
+    claim: str
+    holds: bool
+    evidence: str
+
+
+def rq2_claims(t4: pd.DataFrame, cap: float, *, compliant: str = "DP-MemView (on)",
+               u_tolerance: float = 0.002) -> pd.DataFrame:
+    """The RQ2 claims of the paper computed from our Table 4 (not typed in):
+    the compliant bound is <= B_a and every ablation's exceeds it; AUC and tRec rise above the
+    compliant interface for every ablation; U changes by at most ``u_tolerance``; IncompleteCharge's
+    ledger under-reports its reconstructed charge; CappedArgmax has the lowest Unsup and the
+    highest AUC."""
+    _require(t4, {"variant", "dp_bound", "auc", "trec", "u", "unsup", "ledger_reported"}, "Table 4")
+    t = t4.set_index("variant")
+    if compliant not in t.index:
+        raise ParameterError(f"Table 4 lacks the compliant row {compliant!r}")
+    base = t.loc[compliant]
+    abl = t.drop(index=compliant)
+    claims = []
+    fmt = lambda s: ", ".join(f"{k} {v:.3f}" for k, v in s.items())  # noqa: E731
+    claims.append(Claim("DP-MemView's reconstructed bound stays <= B_a", bool(base["dp_bound"] <= cap + 1e-12),
+                        f"{base['dp_bound']:.3f} vs B_a = {cap:g}"))
+    claims.append(Claim("every ablation's reconstructed bound exceeds B_a", bool((abl["dp_bound"] > cap + 1e-12).all()),
+                        fmt(abl["dp_bound"])))
+    claims.append(Claim("AUC rises above DP-MemView for every ablation", bool((abl["auc"] > base["auc"]).all()),
+                        f"DP-MemView {base['auc']:.3f}; " + fmt(abl["auc"])))
+    claims.append(Claim("tRec rises above DP-MemView for every ablation", bool((abl["trec"] > base["trec"]).all()),
+                        f"DP-MemView {base['trec']:.3f}; " + fmt(abl["trec"])))
+    du = (abl["u"] - base["u"]).abs()
+    claims.append(Claim(f"U changes by at most {u_tolerance}", bool(du.max() <= u_tolerance + 1e-12),
+                        f"max |dU| = {du.max():.4f}"))
+    if "IncompleteCharge" in t.index:
+        r = t.loc["IncompleteCharge"]
+        claims.append(Claim("IncompleteCharge's ledger under-reports the reconstructed charge",
+                            bool(r["ledger_reported"] < r["dp_bound"] - 1e-12),
+                            f"ledger {r['ledger_reported']:.3f} vs reconstructed {r['dp_bound']:.3f}"))
+    if "CappedArgmax" in t.index:
+        r = t.loc["CappedArgmax"]
+        claims.append(Claim("CappedArgmax has the lowest Unsup and the highest AUC",
+                            bool(r["unsup"] <= t["unsup"].min() + 1e-12 and r["auc"] >= t["auc"].max() - 1e-12),
+                            f"Unsup {r['unsup']:.3f} (min {t['unsup'].min():.3f}), AUC {r['auc']:.3f} "
+                            f"(max {t['auc'].max():.3f})"))
+    return pd.DataFrame([c.__dict__ for c in claims])
+
+
+def plot_table4(t4: pd.DataFrame, path: str | Path | None = None):
+    """Bar chart of Table 4: ours vs the paper for AUC, tRec, U, Unsup."""
+    import matplotlib.pyplot as plt
+
+    metrics = [m for m in ("auc", "trec", "u", "unsup") if m in t4.columns]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.6))
+    x = np.arange(len(t4))
+    for ax, m in zip(np.atleast_1d(axes), metrics):
+        ax.bar(x - 0.2, t4[m], 0.4, label="reproduced")
+        if f"paper_{m}" in t4.columns:
+            ax.bar(x + 0.2, t4[f"paper_{m}"], 0.4, label="paper", alpha=0.6)
+        ax.set_xticks(x, t4["variant"], rotation=30, ha="right", fontsize=8)
+        ax.set_title(m)
+    np.atleast_1d(axes)[0].legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=130)
+
+
+def table4_markdown(t4: pd.DataFrame, cap: float, header: str = "") -> str:
+    """Table 4 in the paper's layout, ours beside the paper with the difference."""
+    rows = []
+    for r in t4.to_dict("records"):
+        row = {"Variant": r["variant"], "Violated": r["violated"] or "-",
+               "DP bound (ours: max / mean)": f"{format_bound(r['dp_bound'], cap)} / {_fmt(r['dp_bound_mean'], 2)}",
+               "ledger reports": _fmt(r["ledger_reported"], 2)}
+        if "paper_dp_bound" in r:
+            row["DP bound (paper)"] = format_bound(r["paper_dp_bound"], cap)
+        for m, lab in (("auc", "AUC"), ("trec", "tRec"), ("u", "U"), ("unsup", "Unsup")):
+            row[f"{lab} ours"] = _fmt(r[m])
+            if f"paper_{m}" in r:
+                row[f"{lab} paper"] = _fmt(r[f"paper_{m}"])
+                row[f"{lab} \u0394"] = _delta(r[f"delta_{m}"])
+        rows.append(row)
+    return (header + "\n\n" if header else "") + markdown_table(pd.DataFrame(rows))

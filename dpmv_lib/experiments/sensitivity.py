@@ -1,0 +1,501 @@
+"""Budget sensitivity (paper "Budget sensitivity", Table 3) and the exact grid its widgets read.
+
+Table 3 varies the cap B_a at K = 3 and the granularity K at B_a = 2 for DP-MemView (on) on
+PairedMem at T = 16, with eps_{t,g} = B_a / K (online rule), and reports AUC, tRec, Unsup (+ U).
+
+Beyond the table, :func:`compute_grid` precomputes cheap EXACT quantities on a grid
+B_a x K x mode (on / pre) x horizon T = 1..T_max, from the exact view distributions of the
+interface run on M and M' (no responses needed):
+
+* ``ceiling_auc`` / ``ceiling_tpr``: the optimal auditor of the augmented transcript (pooled over
+  the pairs, macro over attributes; :mod:`dpmv_lib.evaluate.oracle`), an upper bound for any auditor;
+* ``max_loss``: the maximum realised privacy loss over pairs (Theorem 1: <= B_a);
+* ``target_rate_M`` / ``target_rate_Mp``: the expected share of turns whose released view is
+  linked to the pair's target attribute (public gold rules) under M (supported personalisation,
+  a proxy for tRec) and under M' (unsupported, a proxy for Unsup);
+* ``bound_max`` / ``bound_mean``: the reconstructed target bound
+  (:func:`dpmv_lib.core.accounting.reconstructed_bound`) after T turns;
+* ``admit_rate``: the share of target-touching selections that were admitted (not the fallback).
+
+The widgets read only this grid (:func:`grid_lookup` gives one cell):
+:mod:`~dpmv_lib.experiments.budget_explorer` in notebook 05 and the first, slower
+:mod:`~dpmv_lib.experiments.sensitivity_widget`, both testable without a browser. Under papermill
+the notebook draws the same figure statically.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .plots import save_figure
+from ..core._exact import to_fraction
+from ..core.accounting import reconstructed_bound
+from ..core.errors import ParameterError
+from ..generate.interfaces import PF_METHODS
+from ..core.memview import MemView, Release, SlotRelease
+from .rq2 import Claim, with_paper
+from .rq2_support import MemoScorer, SlotStep, lockstep_steps
+from .rq2_horizon import pooled_ceiling, prefix_distributions, steps_to_turns
+
+
+METHOD = "DP-MemView (on)"
+#: budget modes of the grid: the paper's online / preallocated rules with Eq. (7), and the same
+#: rules with the permute-and-flip selector (beyond the paper; same eps, ledger and caps)
+MODES: tuple[str, ...] = ("on", "pre", "on, P&F", "pre, P&F")
+PAPER_MODES: tuple[str, ...] = ("on", "pre")
+
+
+def mode_parts(mode: str) -> tuple[str, str]:
+    """A grid mode as (budget rule "on" | "pre", selector tag "em" | "pf")."""
+    if mode not in MODES:
+        raise ParameterError(f"unknown mode {mode!r}; use {MODES}")
+    base, _, sel = mode.partition(", ")
+    return base, ("pf" if sel == "P&F" else "em")
+TABLE3_METRICS: tuple[str, ...] = ("eps_tg", "auc", "trec", "unsup")  # the paper's Table 3 columns
+GRID_METRICS: dict[str, str] = {
+    "ceiling_auc": "exact optimal-auditor AUC (ceiling)",
+    "ceiling_tpr": "exact optimal-auditor TPR@5%FPR",
+    "max_loss": "max realised privacy loss",
+    "target_rate_M": "target-linked view rate on M",
+    "target_rate_Mp": "target-linked view rate on M'",
+    "bound_max": "reconstructed target bound (max)",
+    "bound_mean": "reconstructed target bound (mean)",
+    "admit_rate": "admitted share of target-touching selections",
+}
+
+
+# ---- Table 3 ---------------------------------------------------------------------------------------
+def _num(x: Any) -> Fraction:
+    return to_fraction(x, "budget parameter", positive=True, error=ParameterError)
+
+
+#: the online interface of each selector (Table 3 rows; "pf" is beyond the paper)
+SELECTOR_METHODS: dict[str, str] = {"em": METHOD, "pf": PF_METHODS[0]}
+
+
+def _selector_method(selector: str) -> str:
+    if selector not in SELECTOR_METHODS:
+        raise ParameterError(f"unknown selector {selector!r}; use {sorted(SELECTOR_METHODS)}")
+    return SELECTOR_METHODS[selector]
+
+
+def setting_label(b_a: Any, k: int, selector: str = "em") -> str:
+    """The method label of one budget setting in the transcript table (distinct per setting)."""
+    return f"{_selector_method(selector)} [B_a={float(_num(b_a)):g}, K={int(k)}]"
+
+
+def table3_settings(b_as: Sequence[Any] = (1, 2, 4, 8), k_fixed: int = 3, ks: Sequence[int] = (2, 3, 4),
+                    b_fixed: Any = 2, selectors: Sequence[str] = ("em",)) -> pd.DataFrame:
+    """The rows of Table 3: cap magnitude (B_a in ``b_as`` at K = ``k_fixed``) and budget
+    granularity (K in ``ks`` at B_a = ``b_fixed``), with eps_{t,g} = B_a / K exactly, once per
+    selector ("em": the paper's rows; "pf": permute-and-flip rows, beyond the paper)."""
+    rows = []
+    for sel in selectors:
+        _selector_method(sel)
+        for sweep, pairs in (("cap_magnitude", [(b, k_fixed) for b in b_as]), ("granularity", [(b_fixed, k) for k in ks])):
+            for b, k in pairs:
+                if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+                    raise ParameterError(f"K must be an integer >= 1, got {k!r}")
+                eps = _num(b) / int(k)
+                rows.append({"sweep": sweep, "b_a": float(_num(b)), "k": int(k), "eps_tg": float(eps),
+                             "eps_exact": str(eps), "method": setting_label(b, k, sel), "selector": sel})
+    return pd.DataFrame(rows)
+
+
+def _selectors_of(settings: pd.DataFrame) -> pd.Series:
+    return settings["selector"] if "selector" in settings.columns else pd.Series("em", index=settings.index)
+
+
+def unique_settings(settings: pd.DataFrame) -> list[tuple[float, int]]:
+    """Distinct (B_a, K) of the settings table (the shared B_a=2, K=3 row is computed once)."""
+    return list(dict.fromkeys((float(b), int(k)) for b, k in zip(settings["b_a"], settings["k"])))
+
+
+def budget_transcripts(bench: Any, responder: Any, settings: pd.DataFrame, *, seeds: Sequence[int], turns: int = 16,
+                       cache_dir: str | Path | None = None, workers: int = 1, progress: bool = False,
+                       log: Callable[[str], None] = print) -> pd.DataFrame:
+    """DP-MemView (on) transcripts (and (on, P&F) for "pf" rows) for every distinct (B_a, K) of
+    ``settings``, cached per setting
+    (:func:`dpmv_lib.experiments.pipeline.cached_transcripts`), with ``method`` relabelled per setting and ``b_a``,
+    ``k`` columns added."""
+    from .pipeline import cached_transcripts
+
+    frames = []
+    sels = _selectors_of(settings)
+    for b, k in unique_settings(settings):
+        here = list(dict.fromkeys(sels[(settings["b_a"] == b) & (settings["k"] == k)]))
+        df = cached_transcripts(bench, responder, [_selector_method(x) for x in here], seeds=seeds, turns=turns,
+                                B_a=b, K=k, plan_horizon=turns, cache_dir=cache_dir, workers=workers,
+                                progress=progress, log=log)
+        for x in here:
+            part = df[df["method"] == _selector_method(x)]
+            frames.append(part.assign(method=setting_label(b, k, x), b_a=float(b), k=int(k)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def table3(settings: pd.DataFrame, privacy: pd.DataFrame, utility: pd.DataFrame, *, horizon: int = 16,
+           paper: pd.DataFrame | None = None, grid: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Table 3 with our numbers: per settings row eps_{t,g}, the embedding-auditor AUC / TPR, tRec,
+    U, Unsup; with ``grid`` the exact ceiling and target-view rates at T = ``horizon`` (mode on);
+    with ``paper`` the paper's values and deltas (matched on sweep, b_a, k)."""
+    for name, df, cols in (("settings", settings, {"sweep", "b_a", "k", "eps_tg", "method"}),
+                           ("privacy", privacy, {"method", "auc"}), ("utility", utility, {"method", "U", "tRec", "Unsup"})):
+        missing = cols - set(df.columns)
+        if missing:
+            raise ParameterError(f"{name} table lacks columns {sorted(missing)}")
+    priv = privacy[privacy["horizon"] == horizon] if "horizon" in privacy.columns else privacy
+    priv = priv.drop_duplicates("method").set_index("method")
+    util = utility.drop_duplicates("method").set_index("method")
+    recs = []
+    settings = settings.assign(selector=_selectors_of(settings))
+    for r in settings.itertuples(index=False):
+        for name, tab in (("privacy", priv), ("utility", util)):
+            if r.method not in tab.index:
+                raise ParameterError(f"{name} results lack setting {r.method!r}")
+        rec = {"sweep": r.sweep, "b_a": r.b_a, "k": r.k, "eps_tg": r.eps_tg, "selector": r.selector,
+               "auc": float(priv.at[r.method, "auc"]),
+               "tpr": float(priv.at[r.method, "tpr"]) if "tpr" in priv.columns else math.nan,
+               "auc_lo": float(priv.at[r.method, "auc_lo"]) if "auc_lo" in priv.columns else math.nan,
+               "auc_hi": float(priv.at[r.method, "auc_hi"]) if "auc_hi" in priv.columns else math.nan,
+               "trec": float(util.at[r.method, "tRec"]), "u": float(util.at[r.method, "U"]),
+               "unsup": float(util.at[r.method, "Unsup"])}
+        if grid is not None:
+            g = grid_lookup(grid, mode="on" if r.selector == "em" else "on, P&F", b_a=r.b_a, k=r.k, T=horizon)
+            rec.update(ceiling_auc=float(g["ceiling_auc"]),
+                       ceiling_auc_seeds=float(g["ceiling_auc_seeds"]) if "ceiling_auc_seeds" in g else math.nan,
+                       target_rate_M=float(g["target_rate_M"]),
+                       target_rate_Mp=float(g["target_rate_Mp"]), max_loss=float(g["max_loss"]))
+        recs.append(rec)
+    out = pd.DataFrame.from_records(recs)
+    if paper is not None:  # the paper has Eq. (7) rows only: P&F rows get no paper values
+        em = with_paper(out[out["selector"] == "em"], paper, ["sweep", "b_a", "k"], TABLE3_METRICS)
+        out = pd.concat([em, out[out["selector"] != "em"]], ignore_index=True)
+    return out
+
+
+def table3_claims(t3: pd.DataFrame, *, little: float = 0.05) -> pd.DataFrame:
+    """The paper's budget-sensitivity claims computed from our Table 3:
+    (1) at K = 3, AUC, tRec and Unsup change little for B_a <= 4 (operationalised: range <= ``little``);
+    (2) at K = 3, B_a = 8 increases distinguishability (AUC above every B_a <= 4);
+    (3) at B_a = 2, increasing K increases tRec and (4) Unsup (strictly along K);
+    (5, beyond the paper) the exact ceiling grows with B_a at K = 3 (where available).
+    Only the Eq. (7) rows enter (the paper's mechanism); permute-and-flip rows are left out."""
+    if "selector" in t3.columns:
+        t3 = t3[t3["selector"] == "em"]
+    cap = t3[t3["sweep"] == "cap_magnitude"].sort_values("b_a")
+    gran = t3[t3["sweep"] == "granularity"].sort_values("k")
+    out = []
+    small = cap[cap["b_a"] <= 4]
+    ranges = {m: float(small[m].max() - small[m].min()) for m in ("auc", "trec", "unsup")}
+    out.append(Claim(f"at K=3, AUC, tRec and Unsup change little for B_a <= 4 (range <= {little})",
+                     bool(len(small) > 1 and all(v <= little + 1e-12 for v in ranges.values())),
+                     ", ".join(f"{m} range {v:.3f}" for m, v in ranges.items())))
+    big = cap[cap["b_a"] == 8]
+    if len(big) and len(small):
+        out.append(Claim("at K=3, B_a=8 increases distinguishability (AUC above every B_a <= 4)",
+                         bool(big["auc"].iloc[0] > small["auc"].max()),
+                         f"AUC at B_a=8 {big['auc'].iloc[0]:.3f} vs max over B_a <= 4 {small['auc'].max():.3f}"))
+    for m, name in (("trec", "tRec"), ("unsup", "Unsup")):
+        vals = gran[m].to_numpy(float)
+        out.append(Claim(f"at B_a=2, increasing K increases {name}", bool(len(vals) > 1 and np.all(np.diff(vals) > 0)),
+                         ", ".join(f"K={k}: {v:.3f}" for k, v in zip(gran["k"], vals))))
+    if "ceiling_auc_seeds" in t3.columns and t3["ceiling_auc_seeds"].notna().all():
+        lo = t3["auc_lo"] if "auc_lo" in t3.columns and t3["auc_lo"].notna().all() else t3["auc"]
+        ok = lo <= t3["ceiling_auc_seeds"] + 1e-9
+        out.append(Claim("beyond the paper: the learned (seed-averaged) AUC's CI lower end stays below its exact "
+                         "ceiling (all seeds observed) in every setting", bool(ok.all()),
+                         ", ".join(f"B_a={r.b_a:g},K={r.k}: {a:.3f} vs {c:.3f}" for r, a, c in
+                                   zip(t3.itertuples(), lo, t3["ceiling_auc_seeds"]))))
+    if "ceiling_auc" in cap.columns:
+        vals = cap["ceiling_auc"].to_numpy(float)
+        out.append(Claim("beyond the paper: at K=3 the exact optimal-auditor ceiling grows with B_a",
+                         bool(len(vals) > 1 and np.all(np.diff(vals) > 0)),
+                         ", ".join(f"B_a={b:g}: {v:.3f}" for b, v in zip(cap["b_a"], vals))))
+    return pd.DataFrame([c.__dict__ for c in out])
+
+
+def plot_table3(t3: pd.DataFrame, path: str | Path | None = None):
+    """Table 3 as two panels (B_a at K=3, K at B_a=2): AUC, tRec, Unsup ours (solid) vs paper (dashed)."""
+    import matplotlib.pyplot as plt
+
+    if "selector" in t3.columns:
+        t3 = t3[t3["selector"] == "em"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    colors = {"auc": "#d62728", "trec": "#2ca02c", "unsup": "#9467bd", "ceiling_auc": "#7f7f7f"}
+    for ax, (sweep, x, xl) in zip(axes, (("cap_magnitude", "b_a", "B_a (K=3)"), ("granularity", "k", "K (B_a=2)"))):
+        g = t3[t3["sweep"] == sweep].sort_values(x)
+        for m in ("auc", "trec", "unsup", "ceiling_auc"):
+            if m not in g.columns:
+                continue
+            ax.plot(g[x], g[m], marker="o", color=colors[m], label=f"{m} (ours)")
+            if f"paper_{m}" in g.columns:
+                ax.plot(g[x], g[f"paper_{m}"], marker="x", ls="--", color=colors[m], alpha=0.7, label=f"{m} (paper)")
+        if x == "b_a":
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(list(g[x]), [f"{v:g}" for v in g[x]])
+        ax.set(xlabel=xl, title=f"Table 3: {sweep.replace('_', ' ')}")
+        ax.axhline(0.5, color="grey", lw=0.6)
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=130)
+
+
+# ---- the exact grid --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GridSpec:
+    """The grid: caps ``b_as`` x granularities ``ks`` x ``modes`` x horizons 1..``horizon``.
+    ``pre`` plans C_a over the first ``plan_horizon`` queries (Table 2's rule, plan = T = 16);
+    K does not enter the preallocated rule, so its rows repeat over K. Modes ``"on, P&F"`` /
+    ``"pre, P&F"`` use the permute-and-flip selector (:mod:`dpmv_lib.core.selection`)."""
+
+    b_as: tuple[float, ...] = (1, 2, 4, 8)
+    ks: tuple[int, ...] = (2, 3, 4)
+    modes: tuple[str, ...] = PAPER_MODES
+    horizon: int = 32
+    plan_horizon: int = 16
+
+    def __post_init__(self) -> None:
+        if not self.b_as or not self.ks or not self.modes:
+            raise ParameterError("the grid needs at least one B_a, one K and one mode")
+        for m in self.modes:
+            if m not in MODES:
+                raise ParameterError(f"unknown mode {m!r}; use {MODES}")
+        for k in self.ks:
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+                raise ParameterError(f"K must be an integer >= 1, got {k!r}")
+        for b in self.b_as:
+            _num(b)
+        if not 1 <= self.horizon <= 32 or not 1 <= self.plan_horizon <= 32:
+            raise ParameterError(f"horizon and plan_horizon must lie in 1..32, got {self.horizon}, {self.plan_horizon}")
+        object.__setattr__(self, "b_as", tuple(float(_num(b)) for b in self.b_as))
+        object.__setattr__(self, "ks", tuple(int(k) for k in self.ks))
+
+    def settings(self) -> list[tuple[str, float, int | None]]:
+        """(mode, B_a, K) to run: every K for ``on``, one run per B_a for ``pre`` (K = None)."""
+        out: list[tuple[str, float, int | None]] = []
+        for mode in self.modes:
+            for b in self.b_as:
+                if mode_parts(mode)[0] == "on":
+                    out.extend((mode, b, k) for k in self.ks)
+                else:
+                    out.append((mode, b, None))
+        return out
+
+
+def target_views(view_links: Mapping[str, Sequence[str]], attribute: str) -> frozenset[str]:
+    """Views whose public gold link names ``attribute`` (target-specific personalisation)."""
+    return frozenset(v for v, attrs in view_links.items() if attribute in attrs)
+
+
+def _steps_to_releases(steps: Sequence[SlotStep], queries: Sequence[Any], horizon: int) -> list[Release]:
+    """Public releases (one representative view per slot; the accounting ignores views) of a run."""
+    by_turn: list[list[SlotRelease]] = [[] for _ in range(horizon)]
+    for s in steps:
+        if s.turn < horizon:
+            mech = s.mechanism if s.admitted else "generic"
+            eps = s.epsilon if (s.admitted and s.epsilon is not None) else Fraction(0)
+            charged = s.charged if s.admitted else frozenset()
+            by_turn[s.turn].append(SlotRelease(s.slot, next(iter(s.probs_m)), s.read_set, s.affected, charged, eps,
+                                               mech, not s.admitted and bool(s.read_set)))
+    return [Release(queries[t], tuple(sl), ()) for t, sl in enumerate(by_turn)]
+
+
+def pair_grid_rows(policy: Any, pair: Any, mode: str, b_a: float, k: int | None, *, horizon: int, plan_horizon: int,
+                   view_links: Mapping[str, Sequence[str]], scorer: Any, max_atoms: int = 4096) -> tuple[list[dict], dict]:
+    """Exact per-horizon quantities of one pair under one setting (see the module docstring).
+    Returns (rows, {T: LLRDistribution}) with one row per T = 1..horizon."""
+    from ..core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
+
+    pol = policy.with_caps(b_a)
+    qs = pair.queries[:horizon]
+    if len(qs) < horizon:
+        raise ParameterError(f"pair {pair.pair_id} has {len(qs)} turns, the grid needs {horizon}")
+    rule, selector = mode_parts(mode)
+    budget = OnlineBudget(int(k)) if rule == "on" else PreallocatedBudget(planned_charges(pol, pair.queries[:plan_horizon]))
+    steps = lockstep_steps(pol, pair.m, pair.m_prime, qs, budget=budget, variant=MemView, scorer=scorer,
+                           variant_kwargs={"selector": selector})
+    turns, equal = steps_to_turns(steps, horizon)
+    dists = prefix_distributions(turns, range(1, horizon + 1), public_equal=equal, max_atoms=max_atoms)
+    tv = target_views(view_links, pair.attribute)
+    rate_m = np.array([sum(p for sl in pm.values() for v, p in sl.items() if v in tv) for pm, _ in turns])
+    rate_mp = np.array([sum(p for sl in pq.values() for v, p in sl.items() if v in tv) for _, pq in turns])
+    touch = np.zeros(horizon)
+    adm = np.zeros(horizon)
+    for s in steps:
+        if pair.attribute in s.affected and s.read_set:
+            touch[s.turn] += 1
+            adm[s.turn] += s.admitted
+    rels = _steps_to_releases(steps, qs, horizon)
+    rows, last = [], None
+    for T in range(1, horizon + 1):
+        d = dists[T]
+        if last is None or d is not last[0]:
+            last = (d, d.auc(), d.max_loss())
+        rb = reconstructed_bound(rels[:T], pair.attribute)
+        rows.append({"mode": mode, "b_a": b_a, "k": k, "T": T, "pair_id": pair.pair_id, "attribute": pair.attribute,
+                     "pair_auc": last[1], "max_loss": last[2],
+                     "target_rate_M": float(rate_m[:T].mean()), "target_rate_Mp": float(rate_mp[:T].mean()),
+                     "bound": float(rb), "touch": float(touch[:T].sum()), "admitted": float(adm[:T].sum())})
+    return rows, dists
+
+
+def compute_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links: Mapping[str, Sequence[str]],
+                 max_atoms: int = 4096, fpr: float = 0.05, n_seeds: int = 1, progress: bool = False) -> pd.DataFrame:
+    """The exact grid (module docstring) over ``pairs``: one row per (mode, B_a, K, T).
+
+    With ``n_seeds`` > 1 also ``ceiling_auc_seeds``: the ceiling when ``n_seeds`` independent
+    transcripts of each pair (the EM seeds) are observed together - the bound of the seed-averaged
+    learned auditor of Table 3. For a fixed query trajectory every seed has the same exact
+    distribution, so it is the ``n_seeds``-fold convolution of one transcript's."""
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
+        raise ParameterError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
+    from ..core.scorer import LexiconScorer
+
+    if not pairs:
+        raise ParameterError("the grid needs at least one pair")
+    scorer = MemoScorer(LexiconScorer())
+    settings = spec.settings()
+    it: Iterable = settings
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(settings, desc="budget grid", unit="setting")
+    out = []
+    for mode, b, k in it:
+        rows, dists = [], {}
+        for pair in pairs:
+            r, d = pair_grid_rows(bench.policy(pair), pair, mode, b, k, horizon=spec.horizon,
+                                  plan_horizon=spec.plan_horizon, view_links=view_links, scorer=scorer,
+                                  max_atoms=max_atoms)
+            rows.extend(r)
+            dists[pair.pair_id] = (pair.attribute, d)
+        per = pd.DataFrame(rows)
+        powered: dict[int, Any] = {}
+        for T, g in per.groupby("T", sort=True):
+            by_attr: dict[str, list] = {}
+            by_attr_seeds: dict[str, list] = {}
+            for pid, (attr, d) in dists.items():
+                by_attr.setdefault(attr, []).append(d[T])
+                if n_seeds > 1:
+                    key = id(d[T])  # an unchanged prefix is the same object: convolve it once
+                    if key not in powered:
+                        powered[key] = (d[T], d[T].power(n_seeds, max_atoms=max_atoms))
+                    by_attr_seeds.setdefault(attr, []).append(powered[key][1])
+            auc, tpr, err = pooled_ceiling(by_attr, fpr)
+            seeds_auc = pooled_ceiling(by_attr_seeds, fpr)[0] if n_seeds > 1 else auc
+            touch = g["touch"].sum()
+            base = {"b_a": b, "T": int(T), "ceiling_auc": auc, "ceiling_tpr": tpr, "auc_err": err,
+                    "ceiling_auc_seeds": seeds_auc, "n_seeds": n_seeds,
+                    "mean_pair_auc": float(g["pair_auc"].mean()), "max_loss": float(g["max_loss"].max()),
+                    "target_rate_M": float(g["target_rate_M"].mean()), "target_rate_Mp": float(g["target_rate_Mp"].mean()),
+                    "bound_max": float(g["bound"].max()), "bound_mean": float(g["bound"].mean()),
+                    "admit_rate": float(g["admitted"].sum() / touch) if touch else math.nan,
+                    "n_pairs": int(g["pair_id"].nunique())}
+            if mode_parts(mode)[0] == "on":
+                out.append({"mode": mode, "k": int(k), "eps": float(Fraction(str(b)) / int(k)), **base})
+            else:
+                out.extend({"mode": mode, "k": kk, "eps": math.nan, **base} for kk in spec.ks)
+    cols = ["mode", "b_a", "k", "T", "eps", *GRID_METRICS, "ceiling_auc_seeds", "ceiling_tpr", "auc_err",
+            "mean_pair_auc", "n_pairs", "n_seeds"]
+    df = pd.DataFrame(out)
+    return df[[c for c in dict.fromkeys(cols) if c in df.columns]].sort_values(["mode", "b_a", "k", "T"]).reset_index(drop=True)
+
+
+def save_grid(grid: pd.DataFrame, path: str | Path) -> Path:
+    """Write the grid as CSV (atomic: tmp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    grid.to_csv(tmp, index=False)
+    tmp.replace(path)
+    return path
+
+
+def load_grid(path: str | Path) -> pd.DataFrame:
+    """Read a grid written by :func:`save_grid` and check its columns."""
+    path = Path(path)
+    if not path.exists():
+        raise ParameterError(f"grid file not found: {path}")
+    df = pd.read_csv(path)
+    check_grid(df)
+    return df
+
+
+def check_grid(grid: pd.DataFrame) -> None:
+    missing = {"mode", "b_a", "k", "T", "ceiling_auc"} - set(grid.columns)
+    if missing:
+        raise ParameterError(f"not a budget grid: missing columns {sorted(missing)}")
+    dup = grid.duplicated(["mode", "b_a", "k", "T"])
+    if dup.any():
+        raise ParameterError(f"the grid repeats {int(dup.sum())} (mode, B_a, K, T) cells")
+
+
+# ---- widget logic (no browser needed) -------------------------------------------------------------------
+def grid_options(grid: pd.DataFrame) -> dict[str, Any]:
+    """What the sliders offer: the grid's B_a and K values, its T range and modes."""
+    check_grid(grid)
+    return {"b_a": sorted(float(b) for b in grid["b_a"].unique()), "k": sorted(int(k) for k in grid["k"].unique()),
+            "T": (int(grid["T"].min()), int(grid["T"].max())), "mode": [m for m in MODES if m in set(grid["mode"])]}
+
+
+def _match(grid: pd.DataFrame, mode: str, b_a: Any, k: Any) -> pd.DataFrame:
+    opts = grid_options(grid)
+    if mode not in opts["mode"]:
+        raise ParameterError(f"mode {mode!r} not in the grid; valid: {opts['mode']}")
+    b = float(b_a)
+    if not any(math.isclose(b, x) for x in opts["b_a"]):
+        raise ParameterError(f"B_a = {b_a!r} not in the grid; valid: {opts['b_a']}")
+    if int(k) not in opts["k"]:
+        raise ParameterError(f"K = {k!r} not in the grid; valid: {opts['k']}")
+    return grid[(grid["mode"] == mode) & np.isclose(grid["b_a"].astype(float), b) & (grid["k"] == int(k))]
+
+
+def grid_lookup(grid: pd.DataFrame, *, mode: str, b_a: Any, k: Any, T: int) -> pd.Series:
+    """The grid row for (mode, B_a, K, T); unknown values raise naming the valid ones."""
+    sub = _match(grid, mode, b_a, k)
+    lo, hi = grid_options(grid)["T"]
+    if not lo <= int(T) <= hi:
+        raise ParameterError(f"T = {T!r} outside the grid's horizons {lo}..{hi}")
+    row = sub[sub["T"] == int(T)]
+    if len(row) != 1:
+        raise ParameterError(f"the grid has {len(row)} rows for mode={mode}, B_a={b_a}, K={k}, T={T}")
+    return row.iloc[0]
+
+
+def grid_key(bench: Any, pairs: Sequence[Any], spec: GridSpec, view_links: Mapping[str, Sequence[str]],
+             max_atoms: int, n_seeds: int = 1) -> str:
+    """Cache key of a grid: data (checksums + pairs), spec, gold links, atom budget and code."""
+    from dataclasses import asdict
+
+    from .pipeline import benchmark_fingerprint, code_fingerprint, frame_hash
+
+    return frame_hash(benchmark_fingerprint(bench), sorted(p.pair_id for p in pairs), asdict(spec),
+                      {k: list(v) for k, v in sorted(view_links.items())}, max_atoms, n_seeds,
+                      code_fingerprint() + code_fingerprint(("sensitivity", "rq2", "oracle", "accounting")))
+
+
+def cached_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links: Mapping[str, Sequence[str]],
+                path: str | Path, max_atoms: int = 4096, n_seeds: int = 1, progress: bool = False,
+                log: Callable[[str], None] = print) -> pd.DataFrame:
+    """:func:`compute_grid`, stored at ``path`` (CSV) with a ``.key`` sidecar; reused when the key
+    (data, pairs, spec, links, code) matches, recomputed otherwise."""
+    path = Path(path)
+    key = grid_key(bench, pairs, spec, view_links, max_atoms, n_seeds)
+    side = path.with_name(path.name + ".key")
+    if path.exists() and side.exists() and side.read_text().strip() == key:
+        try:
+            grid = load_grid(path)
+            log(f"[grid] reused {path}")
+            return grid
+        except (ParameterError, ValueError, OSError) as exc:
+            log(f"[grid] recomputing: unreadable {path} ({exc})")
+    grid = compute_grid(bench, pairs, spec, view_links=view_links, max_atoms=max_atoms, n_seeds=n_seeds,
+                        progress=progress)
+    save_grid(grid, path)
+    side.write_text(key + "\n")
+    return grid

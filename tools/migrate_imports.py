@@ -1,0 +1,371 @@
+"""Rewrite imports from the flat dpmv_lib layout (before issue 15) to the layered subpackages.
+
+    python tools/migrate_imports.py FILE_OR_DIR ...
+
+Inside ``dpmv_lib/`` relative imports are resolved against the file's *old* place (``--old``
+maps a moved file to where it was, default: the file's own place under the flat layout guess)
+and respelled relative to its new place; everywhere else (tests, tools, notebooks, benchmarks,
+docs) dotted names ``dpmv_lib.<old>`` and ``from dpmv_lib import <old module>`` are rewritten.
+Idempotent: names already in the new layout are left alone. Used for the move itself and for
+merging branches that still use the flat names (see docs/architecture.md).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# old module (flat, relative to dpmv_lib) -> new dotted name (relative to dpmv_lib)
+ROOMS: dict[str, tuple[str, ...]] = {
+    "core": ("errors", "_exact", "policy", "policy_format", "store", "scorer", "mechanism", "selection", "ledger",
+             "memview", "variants", "accounting", "exact", "examples", "counterexamples", "instances", "contract",
+             "durable", "durable_pg", "_chain", "group_commit"),
+    "common": ("paths", "machine"),
+    "bench": ("benchmark", "datafiles", "datasets", "lexicon", "phrases", "pairedmem", "transfer",
+              "benchmark_quality", "phrasebank"),
+    "generate": ("interfaces", "filters", "cache", "generation", "responders"),
+    "evaluate": ("encoders", "audit", "oracle", "judge"),
+    "experiments": ("rq2", "sensitivity", "diagnostics", "adversary", "judge_degradation", "tables", "plots",
+                    "profiles", "data_report", "budget_explorer", "styled"),
+}
+MOVES: dict[str, str] = {m: f"{room}.{m}" for room, mods in ROOMS.items() for m in mods}
+MOVES["experiments"] = "experiments.rq1"
+# modules split in issue 15: a name imported from one of them is sent to the module defining it now
+SPLITS: dict[str, tuple[str, ...]] = {
+    "experiments.rq2": ("experiments.common", "experiments.pipeline", "experiments.rq2_score",
+                        "experiments.rq2_support", "experiments.rq2_horizon"),
+    "evaluate.judge": ("evaluate.rubric", "evaluate.rubric_judge", "evaluate.llm_judge"),
+    "core.contract": ("core.contract_report", "core.contract_walk"),
+    "bench.pairedmem": ("bench.pairedmem_specs", "bench.pairedmem_realise", "bench.pairedmem_gold",
+                        "generate.writer"),
+    "bench.transfer": ("bench.transfer_corpora", "bench.transfer_evidence", "bench.transfer_support",
+                       "bench.transfer_quality"),
+    "core.durable": ("core.ledger_records", "core.chain_verify", "core.chain_ledger"),
+    "experiments.sensitivity": ("experiments.sensitivity_widget",),
+}
+RENAMED: dict[tuple[str, str], str] = {("experiments.rq2", "RQ2Config"): "ExperimentConfig"}
+
+
+def new_module(old: str) -> str:
+    """dpmv_lib-relative dotted old module -> new one ('' is the package itself)."""
+    if not old:
+        return old
+    head, _, rest = old.partition(".")
+    if head in ROOMS and rest:      # already the new layout (the flat module experiments had no submodules)
+        return old
+    if head in MOVES:
+        return MOVES[head] + ("." + rest if rest else "")
+    return old
+
+
+def _dotted_sub(text: str) -> str:
+    names = sorted(MOVES, key=len, reverse=True)
+    pat = re.compile(r"\bdpmv_lib\.(" + "|".join(map(re.escape, names)) + r")\b")
+
+    def rep(m: re.Match) -> str:
+        old = m.group(1)
+        # already new-style: dpmv_lib.experiments.rq1 / dpmv_lib.experiments.<module> stays
+        return "dpmv_lib." + MOVES[old]
+    out = []
+    for line in text.split("\n"):
+        out.append(_fix_line(pat.sub(lambda m: rep(m) if not _is_new(line, m) else m.group(0), line)))
+    return "\n".join(out)
+
+
+def _is_new(line: str, m: re.Match) -> bool:
+    """``dpmv_lib.experiments`` is the new package when followed by ``.<its module>`` or when a
+    ``from ... import`` takes its modules (the flat module experiments had no submodules)."""
+    if m.group(1) != "experiments":
+        return False
+    after = line[m.end():]
+    mm = re.match(r"\.(\w+)", after) or re.match(r" import \(?\s*(\w+)", after)
+    return bool(mm) and (ROOT / "dpmv_lib" / "experiments" / f"{mm.group(1)}.py").exists()
+
+
+def _fix_line(line: str) -> str:
+    """``from dpmv_lib import a as A, b`` with moved modules -> one import per room."""
+    m = re.match(r"^(\s*)from dpmv_lib import ([\w ,]+?)(\s*(?:#.*)?)$", line)
+    if not m:
+        return line
+    indent, names, tail = m.groups()
+    parts = [p.strip() for p in names.split(",") if p.strip()]
+    mods = [p for p in parts if p.split(" as ")[0].strip() in MOVES]
+    if not mods:
+        return line
+    if len(mods) != len(parts):
+        raise SystemExit(f"mixed module/attribute import, fix by hand: {line!r}")
+    groups: dict[str, list[str]] = {}
+    for p in parts:
+        name, _, alias = p.partition(" as ")
+        full = MOVES[name.strip()]
+        pkg, _, leaf = full.rpartition(".")
+        groups.setdefault(pkg, []).append(leaf + (f" as {alias.strip()}" if alias else
+                                                  (f" as {name.strip()}" if leaf != name.strip() else "")))
+    return "\n".join(f"{indent}from dpmv_lib.{pkg} import {', '.join(v)}" for pkg, v in groups.items()) + tail
+
+
+def _paths_sub(text: str) -> str:
+    names = sorted(MOVES, key=len, reverse=True)
+    pat = re.compile(r"\bdpmv_lib/(" + "|".join(map(re.escape, names)) + r")(\.py|\.json|/|\b)")
+
+    def rep(m: re.Match) -> str:
+        if m.group(1) in ROOMS and m.group(2) != ".py":   # dpmv_lib/experiments/... is the new package
+            return m.group(0)
+        return "dpmv_lib/" + MOVES[m.group(1)].replace(".", "/") + m.group(2)
+    text = pat.sub(rep, text)
+    return text.replace("dpmv_lib/transfer_review.json", "dpmv_lib/bench/transfer_review.json")
+
+
+def _definers() -> dict[str, dict[str, str]]:
+    """split module -> {name: module defining it now} (top-level definitions only)."""
+    out: dict[str, dict[str, str]] = {}
+    for mod, parts in SPLITS.items():
+        names: dict[str, str] = {}
+        for m in (mod, *parts):
+            f = ROOT / "dpmv_lib" / (m.replace(".", "/") + ".py")
+            if not f.exists():
+                continue
+            tree = ast.parse(f.read_text(encoding="utf-8"))
+            for n in tree.body:
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    found = [n.name]
+                elif isinstance(n, ast.Assign):
+                    found = [x.id for t in n.targets for x in ast.walk(t) if isinstance(x, ast.Name)]
+                elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+                    found = [n.target.id]
+                else:
+                    found = []
+                for x in found:
+                    names.setdefault(x, m)
+        out[mod] = names
+    return out
+
+
+def regroup_split_imports(src: str, file_pkg: list[str] | None) -> str:
+    """``from <split module> import a, b`` -> one import per module that defines the names now.
+    ``file_pkg``: the file's package (dpmv_lib-relative parts) for relative imports, None outside."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return src
+    definers = _definers()
+    lines = src.split("\n")
+    edits = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            if file_pkg is None:
+                continue
+            base = file_pkg[:len(file_pkg) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        elif (node.module or "").startswith("dpmv_lib."):
+            target = node.module[len("dpmv_lib."):]
+        else:
+            continue
+        if target not in SPLITS:
+            continue
+        groups: dict[str, list[str]] = {}
+        for a in node.names:
+            new = RENAMED.get((target, a.name))
+            name = new or a.name
+            alias = a.asname or (a.name if new else None)
+            groups.setdefault(definers[target].get(name, target), []).append(name + (f" as {alias}" if alias else ""))
+        if list(groups) == [target]:
+            continue
+        indent = " " * node.col_offset
+        stmts = [f"{indent}from {_spell(m, file_pkg) if node.level else 'dpmv_lib.' + m} import {', '.join(v)}"
+                 for m, v in groups.items()]
+        edits.append((node.lineno, node.end_lineno, "\n".join(stmts)))
+    for lo, hi, text in sorted(edits, reverse=True):
+        lines[lo - 1:hi] = text.split("\n")
+    return "\n".join(lines)
+
+
+def _split_names_sub(text: str) -> str:
+    """``dpmv_lib.<split module>.<name>`` (docs, mock targets) -> the module defining it now."""
+    definers = _definers()
+    pat = re.compile(r"\bdpmv_lib\.(" + "|".join(map(re.escape, SPLITS)) + r")\.(\w+)\b")
+
+    def rep(m: re.Match) -> str:
+        name = RENAMED.get((m.group(1), m.group(2)), m.group(2))
+        return f"dpmv_lib.{definers[m.group(1)].get(name, m.group(1))}.{name}"
+    return pat.sub(rep, text)
+
+
+def rewrite_text(text: str) -> str:
+    return _split_names_sub(_paths_sub(_dotted_sub(text)))
+
+
+def split_attribute_uses(text: str) -> str:
+    """``rq2.Timer`` where ``rq2`` is bound by ``from dpmv_lib.experiments import rq2`` ->
+    ``common.Timer``, with ``from dpmv_lib.experiments import common`` added after the binding."""
+    definers = _definers()
+    for m in list(re.finditer(r"^([ \t]*)from dpmv_lib\.(\w+) import ([\w ,]+)$", text, re.M)):
+        for part in m.group(3).split(","):
+            name, _, alias = (x.strip() for x in part.strip().partition(" as "))
+            mod = f"{m.group(2)}.{name}"
+            if mod not in SPLITS:
+                continue
+            alias = alias or name
+            used: set[str] = set()
+
+            def rep(mm: re.Match, mod: str = mod, alias: str = alias, used: set = used) -> str:
+                n = RENAMED.get((mod, mm.group(1)), mm.group(1))
+                d = definers[mod].get(n, mod)
+                if d == mod:
+                    return f"{alias}.{n}"
+                used.add(d)
+                return f"{d.rsplit('.', 1)[1]}.{n}"
+            text = re.sub(rf"(?<![\w.]){re.escape(alias)}\.(\w+)", rep, text)
+            add = [f"{m.group(1)}from dpmv_lib.{d.rsplit('.', 1)[0]} import {d.rsplit('.', 1)[1]}"
+                   for d in sorted(used)]
+            add = [x for x in add if x.strip() not in text]
+            line = m.group(0)
+            if not re.search(rf"(?<![\w.]){re.escape(alias)}\.", text):     # every use moved: drop the binding
+                rest = [p for p in m.group(3).split(",") if p.strip() and p.strip() != part.strip()]
+                line_new = f"{m.group(1)}from dpmv_lib.{m.group(2)} import {', '.join(x.strip() for x in rest)}" if rest else None
+            else:
+                line_new = line
+            repl = "\n".join(([line_new] if line_new else []) + add)
+            text = text.replace(line + "\n", repl + "\n" if repl else "", 1) if line + "\n" in text else \
+                text.replace(line, repl, 1)
+    return text
+
+
+def rewrite_notebook(path: Path) -> bool:
+    raw = path.read_text(encoding="utf-8")
+    nb = json.loads(raw)
+    sep = "\n#\x00cell\x00\n"
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    joined = split_attribute_uses(sep.join(regroup_split_imports(rewrite_text("".join(c["source"])), None)
+                                           for c in code))
+    done = dict(zip(map(id, code), joined.split(sep)))
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        new = done.get(id(cell), rewrite_text(src) if cell["cell_type"] != "code" else src)
+        if new != src:
+            lines = new.split("\n")
+            cell["source"] = [ln + "\n" for ln in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+    out = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    if out != raw:
+        path.write_text(out, encoding="utf-8")
+        return True
+    return False
+
+
+# ---- relative imports inside the package --------------------------------------------------------
+def _pkg_of(rel_module: str, is_pkg: bool) -> list[str]:
+    parts = rel_module.split(".") if rel_module else []
+    return parts if is_pkg else parts[:-1]
+
+
+def _spell(target: str, from_pkg: list[str]) -> str:
+    """Relative spelling of dpmv_lib-relative ``target`` from package ``from_pkg``."""
+    t = target.split(".") if target else []
+    k = 0
+    while k < len(from_pkg) and k < len(t) and from_pkg[k] == t[k]:
+        k += 1
+    return "." * (len(from_pkg) - k + 1) + ".".join(t[k:])
+
+
+def rewrite_package_file(path: Path, old_rel: str) -> bool:
+    """``old_rel``: the file's old dotted module relative to dpmv_lib (e.g. 'responders.base')."""
+    src = path.read_text(encoding="utf-8")
+    tree = ast.parse(src)
+    is_pkg = path.name == "__init__.py"
+    new_rel = ".".join(path.relative_to(ROOT / "dpmv_lib").with_suffix("").parts)
+    if is_pkg:
+        new_rel = new_rel.rsplit(".__init__", 1)[0] if new_rel != "__init__" else ""
+    old_pkg = _pkg_of(old_rel, is_pkg)
+    new_pkg = _pkg_of(new_rel, is_pkg)
+    lines = src.split("\n")
+    edits = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.level == 0:
+            continue
+        base = old_pkg[:len(old_pkg) - (node.level - 1)]
+        target = ".".join(base + (node.module.split(".") if node.module else []))
+        indent = " " * node.col_offset
+        if node.module is None or target == "":
+            # from . import a, b  (names may be modules)
+            groups: dict[str, list[str]] = {}
+            for a in node.names:
+                full = f"{target}.{a.name}" if target else a.name
+                if full.split(".")[0] in MOVES or (target == "" and a.name in MOVES):
+                    nm = new_module(full)
+                    pkg, _, leaf = nm.rpartition(".")
+                    alias = a.asname or (a.name if leaf != a.name else None)
+                    groups.setdefault(pkg, []).append(leaf + (f" as {alias}" if alias else ""))
+                else:
+                    groups.setdefault(new_module(target), []).append(a.name + (f" as {a.asname}" if a.asname else ""))
+            stmt = "\n".join(f"{indent}from {_spell(p, new_pkg)} import {', '.join(v)}" for p, v in groups.items())
+            edits.append((node.lineno, node.end_lineno, stmt, None))
+        else:
+            nt = new_module(target)
+            head = f"from {_spell(nt, new_pkg)} import"
+            edits.append((node.lineno, node.end_lineno, head, node.col_offset))
+    for lo, hi, text, col in sorted(edits, reverse=True):
+        if col is None:
+            lines[lo - 1:hi] = text.split("\n")
+        else:
+            line = lines[lo - 1]
+            m = re.match(r"from\s+\.+[\w.]*\s+import", line[col:])
+            lines[lo - 1] = line[:col] + text + line[col + m.end():]
+            shift = len(text) - m.end()     # keep continuation lines aligned under the "("
+            for k in range(lo, hi):
+                lines[k] = " " * shift + lines[k] if shift > 0 else lines[k][min(-shift, len(lines[k]) - len(lines[k].lstrip())):]
+    out = regroup_split_imports(rewrite_text("\n".join(lines)), new_pkg)
+    if out != src:
+        path.write_text(out, encoding="utf-8")
+        return True
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--old", action="append", default=[], metavar="NEW=OLD",
+                    help="old dotted module of a moved package file, e.g. "
+                         "dpmv_lib/generate/responders/base.py=responders.base")
+    args = ap.parse_args(argv)
+    olds = dict(o.split("=", 1) for o in args.old)
+    files: list[Path] = []
+    for p in map(Path, args.paths):
+        files += sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+    changed = 0
+    for f in files:
+        f = f.resolve()
+        if f.suffix not in {".py", ".ipynb", ".md", ".toml", ".txt", ".cfg", ".sh"} and f.name != "Makefile":
+            continue
+        rel = f.relative_to(ROOT).as_posix()
+        if f.suffix == ".ipynb":
+            changed += rewrite_notebook(f)
+        elif rel.startswith("dpmv_lib/") and f.suffix == ".py":
+            if rel in olds:
+                old = olds[rel]
+            else:
+                # a file not listed is taken to be where it was (flat layout)
+                old = ".".join(Path(rel).relative_to("dpmv_lib").with_suffix("").parts)
+                if f.name == "__init__.py":
+                    old = old.rsplit(".__init__", 1)[0] if old != "__init__" else ""
+            changed += rewrite_package_file(f, old)
+        else:
+            src = f.read_text(encoding="utf-8")
+            out = rewrite_text(src)
+            if f.suffix == ".py":
+                out = split_attribute_uses(regroup_split_imports(out, None))
+            if out != src:
+                f.write_text(out, encoding="utf-8")
+                changed += 1
+    print(f"rewrote {changed} file(s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

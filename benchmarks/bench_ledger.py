@@ -365,7 +365,6 @@ def main(argv=None) -> int:
     committed = load_committed(a.committed) if a.committed else None
     if committed is not None:
         out["committed"] = {"source": committed[1], "results": committed[0]}
-    labs = list(trees)
     shown = ({"committed": committed[0]} if committed else {}) | res
     lines = [f"# Durable ledger under load{' (' + a.label + ')' if a.label else ''}", "",
              f"Machine: {describe(mach)}; load average at start {mach.get('loadavg_at_start')}, at end "

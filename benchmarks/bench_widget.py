@@ -37,13 +37,13 @@ from machine_info import describe, loadavg, machine  # noqa: E402
 OUT = ROOT / "benchmarks" / "results"
 
 CELLS = {
-    "before": """from dpmv_lib import sensitivity as S
+    "before": """from dpmv_lib.experiments import sensitivity_widget as S
 box = S.make_widget(grid, mode="on", b_a=2, k=3, T=16)
 (b, k), (t, m) = box.children[0].children, box.children[1].children
 for w, c in ((box, "explorer"), (b, "b_a"), (k, "k"), (t, "T"), (m, "mode")):
     w.add_class("dpmv-" + c)
 display(box)""",
-    "after": """from dpmv_lib import budget_explorer as E
+    "after": """from dpmv_lib.experiments import budget_explorer as E
 box = E.make_explorer(grid, mode="on", b_a=2, k=3, T=16)
 display(box)""",
 }
@@ -138,7 +138,7 @@ def markdown(res: dict) -> str:
         kinds = ", ".join(f"{k} {v:g}" for k, v in r["median_by_input_ms"].items())
         lines.append(f"| {r['impl']} | {r['median_ms']:g} | {r['p90_ms']:g} | {r['max_ms']:g} | {kinds} | "
                      f"{r['frames_mean']:g}, {r['frames_max']} | {r['collapses']} of {r['inputs']} | {len(r['console_severe'])} |")
-    lines += ["", "`before`: `sensitivity.make_widget` (pyplot figure into an Output area: clear + show); "
+    lines += ["", "`before`: `sensitivity_widget.make_widget` (pyplot figure into an Output area: clear + show); "
               "`after`: `budget_explorer.make_explorer` (artists updated in place and blitted over a background "
               "cached per mode, PNG into a fixed-size Image). A collapse is the widget's height falling below 90 % "
               "of its height before the input (the Output area emptied between frames).", ""]

@@ -16,7 +16,7 @@ from dpmv_lib.core.exact import exact_privacy_loss, transcript_distribution
 from dpmv_lib.core.instances import random_case
 from dpmv_lib.core.ledger import OnlineBudget
 from dpmv_lib.core.memview import MemView
-from dpmv_lib.core.store import MemoryStore, differing_positions
+from dpmv_lib.core.store import differing_positions
 from dpmv_lib.core.variants import CappedArgmax, IncompleteCharge, NoCap
 
 

@@ -110,7 +110,7 @@ CASES = {
     "head_edited": ([f"UPDATE ledger_user SET head_seq = 5 WHERE {A}"], ["chain head is #5"]),
     "header_created_edited": ([f"UPDATE ledger_user SET created = '2020-01-01' WHERE {A}"],
                               ["genesis hash does not match its header"]),
-    "record_moved_to_other_user": ([f"UPDATE audit_log SET user_id = 'alice', seq = 7 WHERE user_id = 'bob'",
+    "record_moved_to_other_user": (["UPDATE audit_log SET user_id = 'alice', seq = 7 WHERE user_id = 'bob'",
                                     f"UPDATE ledger_user SET head_seq = 7, head_hash = (SELECT hash FROM "
                                     f"audit_log WHERE {A} AND seq = 7) WHERE {A}"],
                                    ["audit record #7 does not match its hash chain"]),

@@ -8,7 +8,7 @@ import pytest
 
 from dpmv_lib.core.errors import QueryError
 from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget
-from dpmv_lib.core.memview import MemView, Release
+from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Policy, Query
 from dpmv_lib.core.store import MemoryStore
 from dpmv_lib.core.variants import (VARIANTS, CappedArgmax, IncompleteCharge, NoCap, ScoreChannel,

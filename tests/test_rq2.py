@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from fractions import Fraction
 
 import numpy as np
 import pandas as pd

@@ -298,7 +298,6 @@ class LlamaCppResponder(Responder):
 
     def _prefix_tokens(self) -> list[int]:
         """Tokens of the chat-template text before the user content (shared by every prompt)."""
-        s = self._state
         text = self.render(Prompt(_SENTINEL))
         head = text.split(_SENTINEL)[0]
         return self.tokenize(head) if head else []

@@ -12,10 +12,11 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from .net import free_port
 
 
 def find_bin() -> Path | None:
@@ -27,12 +28,6 @@ def find_bin() -> Path | None:
     if w and shutil.which("initdb") and shutil.which("postgres"):
         return Path(w).resolve().parent
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -64,7 +59,7 @@ class PgServer:
             os.chmod(base, 0o700)
             prefix = ("runuser", "-u", "postgres", "--")
         data = base / "data"
-        srv = cls(bindir, data, _free_port(), prefix)
+        srv = cls(bindir, data, free_port(), prefix)
         srv._run(str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "dpmv", "-E", "UTF8",
                  "--no-sync")
         opts = f"-h 127.0.0.1 -p {srv.port} -k {base} -c max_connections=60 -c fsync=on"

@@ -231,3 +231,11 @@ def test_table3_pf_rows_have_no_paper_values_and_stay_out_of_the_claims():
     pd.testing.assert_frame_equal(S.table3_claims(t3), S.table3_claims(only_em))
     with pytest.raises(ParameterError):
         S.table3_settings(selectors=("argmax",))
+
+
+def test_grid_cache_key_names_modules_that_exist():
+    """The grid's cache key hashes these modules' source: a name left behind by a move must fail here."""
+    from dpmv_lib.experiments.pipeline import CODE_MODULES, code_fingerprint
+
+    for mods in (CODE_MODULES, S.GRID_CODE_MODULES):
+        assert len(code_fingerprint(mods)) == 16

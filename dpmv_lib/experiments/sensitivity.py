@@ -467,6 +467,12 @@ def grid_lookup(grid: pd.DataFrame, *, mode: str, b_a: Any, k: Any, T: int) -> p
     return row.iloc[0]
 
 
+# the modules whose source decides a grid (its cache key); dotted names below dpmv_lib
+GRID_CODE_MODULES: tuple[str, ...] = ("experiments.sensitivity", "experiments.rq2", "experiments.rq2_score",
+                                      "experiments.rq2_support", "experiments.rq2_horizon", "evaluate.oracle",
+                                      "core.accounting")
+
+
 def grid_key(bench: Any, pairs: Sequence[Any], spec: GridSpec, view_links: Mapping[str, Sequence[str]],
              max_atoms: int, n_seeds: int = 1) -> str:
     """Cache key of a grid: data (checksums + pairs), spec, gold links, atom budget and code."""
@@ -476,7 +482,7 @@ def grid_key(bench: Any, pairs: Sequence[Any], spec: GridSpec, view_links: Mappi
 
     return frame_hash(benchmark_fingerprint(bench), sorted(p.pair_id for p in pairs), asdict(spec),
                       {k: list(v) for k, v in sorted(view_links.items())}, max_atoms, n_seeds,
-                      code_fingerprint() + code_fingerprint(("sensitivity", "rq2", "oracle", "accounting")))
+                      code_fingerprint() + code_fingerprint(GRID_CODE_MODULES))
 
 
 def cached_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links: Mapping[str, Sequence[str]],

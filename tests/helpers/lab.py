@@ -257,6 +257,10 @@ class Browser:
         def done():
             st = d.execute_script(JS_STATE)
             ps = st["prompts"]
+            if st["status"] == "idle":  # Run All stops at the first error: report it now, not at the timeout
+                errors = [(c["prompt"], e) for c in self.cells() for e in c["errors"]]
+                if errors:
+                    raise RuntimeError(f"a cell failed during Run All Cells, at {errors[0][0]}\n{errors[0][1][-2000:]}")
             return st["status"] == "idle" and ps and all(p.startswith("[") and p[1:-2].strip().isdigit() for p in ps)
 
         time.sleep(1.0)

@@ -34,8 +34,10 @@ PROFILES: dict[str, Profile] = {
     "default": Profile("default", "the main job on a laptop CPU, all tables",
                        pairs=None, transfer_pairs=None, responder="surrogate", encoder="minilm",
                        judge="rubric"),
-    "llm": Profile("llm", "real offline generation with SmolLM2-135M-Instruct, no network",
-                   pairs=40, transfer_pairs=20, responder="llamacpp:smollm2@f16", encoder="minilm",
+    # Full scale (issue 12 section 4): all pairs, T = 16, EM seeds {0, 1, 2}; OpenVINO f32 is the
+    # batch-invariant engine measured fastest without AMX (benchmarks/results/generation.md).
+    "llm": Profile("llm", "real offline generation with SmolLM2-135M-Instruct (OpenVINO f32), all pairs, no network",
+                   pairs=None, transfer_pairs=None, responder="openvino:smollm2@f32", encoder="minilm",
                    judge="rubric"),
     "paper": Profile("paper", "the paper's setting on GPUs: HF model paths or OpenAI-compatible servers",
                      pairs=None, transfer_pairs=None, responder="openai", encoder="st:sentence-transformers/all-mpnet-base-v2",

@@ -39,6 +39,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from .core.errors import DPMVError, ParameterError
 from .common.machine import cpu_info
 from .common.paths import project_root
+from .common.progress import ENV as PROGRESS_ENV
 from .experiments.profiles import PROFILES, get_profile
 
 NOTEBOOK_ORDER = ("01_data_construction", "02_mechanism", "03_rq1_privacy_utility",
@@ -359,6 +360,8 @@ def run_notebooks(profile: str = "default", *, only: Sequence[str] | None = None
     todo = [e for e in entries if e["run"] == "this"]
     by_name = {nb.name: nb for nb in selected}
     with _kernel_environment():
+        # long steps (generation) append done/total, rate and ETA here: `tail -f` it
+        os.environ.setdefault(PROGRESS_ENV, str(rd_abs / "progress.log"))
         manifest["kernel_environment"] = {k: os.environ[k] for k in KERNEL_ENV_DEFAULTS}
         for i, entry in enumerate(todo, 1):
             nb = by_name[entry["name"]]

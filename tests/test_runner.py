@@ -25,7 +25,8 @@ RECORD_CELL = ("import json, os, pathlib\n"
                "pathlib.Path(results_dir).mkdir(parents=True, exist_ok=True)\n"
                "pathlib.Path(results_dir, NAME + '.json').write_text(json.dumps(\n"
                "    {'profile': profile, 'seed': seed, 'results_dir': results_dir, 'x': x,\n"
-               "     'label': label, 'INTERACTIVE': INTERACTIVE, 'cwd': os.getcwd()}))")
+               "     'label': label, 'INTERACTIVE': INTERACTIVE, 'cwd': os.getcwd(),\n"
+               "     'progress_log': os.environ.get('DPMV_PROGRESS_LOG')}))")
 
 
 def write_notebook(path: Path, *, fail: bool = False, params: str = PARAMS_CELL) -> Path:
@@ -168,7 +169,9 @@ def test_run_injects_parameters_and_writes_manifest(nbdir, tmp_path):
     assert rc == 0
     seen = json.loads((rd / "01_alpha.json").read_text())
     assert seen == {"profile": "smoke", "seed": 7, "results_dir": str(rd), "x": 5,
-                    "label": "hello world", "INTERACTIVE": False, "cwd": str(project_root())}
+                    "label": "hello world", "INTERACTIVE": False, "cwd": str(project_root()),
+                    "progress_log": str(rd / "progress.log")}   # the kernels' progress log (ETA lines)
+    assert "DPMV_PROGRESS_LOG" not in os.environ or os.environ["DPMV_PROGRESS_LOG"] != str(rd / "progress.log")
     for name in ("01_alpha", "02_beta"):
         executed = nbformat.read(str(rd / "notebooks" / f"{name}.ipynb"), as_version=4)
         assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)

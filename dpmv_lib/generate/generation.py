@@ -40,6 +40,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..bench.benchmark import Benchmark, Pair
+from ..common.progress import ProgressLog
 from .cache import GenerationCache, content_address
 from ..core.errors import GenerationError, ParameterError
 from .interfaces import RQ1_METHODS, SIDES, Interface, make_interface, to_json
@@ -217,6 +218,7 @@ def _generate(prompts: Sequence[Prompt], responder: Responder, cache: Any, batch
             bs = 2048
         else:
             bs = getattr(responder, "batch_size", None) or 64
+        plog = ProgressLog(f"generate ({responder.name})", len(todo)) if todo else None
         with tqdm(total=len(todo), desc=f"generate ({responder.name})", unit="resp", disable=not progress) as bar:
             for s in range(0, len(todo), bs):
                 chunk = todo[s:s + bs]
@@ -232,6 +234,10 @@ def _generate(prompts: Sequence[Prompt], responder: Responder, cache: Any, batch
                     store.put_many([(addresses[j], texts[j]) for j in chunk])
                 stats.generated += len(chunk)
                 bar.update(len(chunk))
+                if plog is not None:
+                    plog.update(len(chunk))
+        if plog is not None:
+            plog.close()
     finally:
         if store is not None and not isinstance(cache, GenerationCache):
             store.close()

@@ -83,3 +83,10 @@ def test_notebook_runs_in_smoke_profile(path: Path, tmp_path: Path):
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
+    # Tables 2-4: this run's column (surrogate) beside the paper, read back from the tables it wrote
+    inst = {"03_rq1_privacy_utility": "table2", "04_rq2_safeguards": "table4",
+            "05_budget_sensitivity": "table3"}.get(path.stem)
+    if inst:
+        import pandas as pd
+        side = pd.read_csv(rd / "tables" / f"{inst}_instruments.csv")
+        assert {"surrogate", "paper"} <= set(side.columns) and side["surrogate"].notna().all()

@@ -55,7 +55,7 @@ install-llamacpp: $(LLAMA_STAMP)
 export-openvino: $(STAMP)
 	@bash tools/export_openvino.sh $(PY) smollm2 >/dev/null
 
-reproduce: $(STAMP) $(if $(filter llm,$(PROFILE)),export-openvino)
+reproduce: $(STAMP) $(if $(filter llm%,$(PROFILE)),export-openvino)
 	$(PY) -m dpmv_lib.run --profile $(PROFILE) $(RUN_ARGS)
 
 # pytest exit code 5 means "no tests collected": not a failure for this project. The first run

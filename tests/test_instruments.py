@@ -40,6 +40,8 @@ def test_table2_one_column_per_run_and_the_paper(tmp_path):
     make_run(root / "smoke", "smoke", "surrogate", table2=t2(0.0, 0.0))                 # left out
     runs = I.find_runs(root)
     assert [r.label for r in runs] == ["surrogate", "openvino:smollm2@f32"]
+    # the llm run as the current one: still the surrogate column first (profile order)
+    assert [r.label for r in I.find_runs(root, current=root / "llm")] == ["surrogate", "openvino:smollm2@f32"]
     tab = I.side_by_side(I.TABLE2, runs)
     assert list(tab.columns) == ["track", "method", "metric", "surrogate", "openvino:smollm2@f32", "paper"]
     assert set(tab["metric"]) == {"AUC"}                     # only the table's metrics

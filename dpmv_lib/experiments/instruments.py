@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 import pandas as pd
 
 from ..core.errors import ParameterError
+from .profiles import PROFILES
 from .tables import fmt
 
 
@@ -71,8 +72,8 @@ def read_run(results_dir: str | Path) -> Run:
 
 def find_runs(results_root: str | Path, current: str | Path | None = None) -> list[Run]:
     """The runs under ``results_root`` (itself and its direct subdirectories, the layout of
-    ``dpmv_lib.run``), ``current`` first; one run per response model (the first found wins), the
-    smoke profile left out unless it is ``current``."""
+    ``dpmv_lib.run``); one run per response model (``current`` wins, then the results root), the
+    smoke profiles left out unless one is ``current``; in the order of the profiles (default first)."""
     root = Path(results_root)
     dirs = ([Path(current)] if current is not None else []) + [root] + sorted(p for p in root.glob("*") if p.is_dir())
     runs: list[Run] = []
@@ -83,11 +84,12 @@ def find_runs(results_root: str | Path, current: str | Path | None = None) -> li
             continue
         seen.add(key)
         run = read_run(d)
-        if run.profile == "smoke" and (current is None or key != Path(current).resolve()):
+        if run.profile.endswith("smoke") and (current is None or key != Path(current).resolve()):
             continue
         if all(r.label != run.label for r in runs):
             runs.append(run)
-    return runs
+    order = list(PROFILES)        # columns in profile order: surrogate (default), then SmolLM2 (llm), ...
+    return sorted(runs, key=lambda r: order.index(r.profile) if r.profile in order else len(order))
 
 
 def _values(spec: TableSpec, path: Path) -> pd.DataFrame:

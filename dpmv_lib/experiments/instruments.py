@@ -143,7 +143,8 @@ def _shown(path: Path) -> str:
 def provenance(runs: Sequence[Run]) -> pd.DataFrame:
     """Which run each column comes from (tables relative to the project root when inside it)."""
     return pd.DataFrame([{"column": r.label, "profile": r.profile, "tables": _shown(r.tables),
-                          "commit": (r.commit or "")[:10], "clean": r.dirty is False, "finished": r.finished}
+                          "commit": (r.commit or "")[:10], "clean": r.dirty is False,
+                          "finished": r.finished or "(running: this run)"}
                          for r in runs])
 
 

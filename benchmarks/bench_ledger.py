@@ -24,9 +24,11 @@ the starting commit), interleaved with this one setting by setting so that both 
 machine conditions; PostgreSQL settings are skipped for a tree without
 ``dpmv_lib/core/durable_pg.py``. ``--committed JSON`` (default: the committed
 benchmarks/results/ledger_rerun.json, the run before group commit) adds that earlier run's
-numbers as the first, "committed" columns (another time, maybe another load). For SQLite
-settings the table also gives releases per commit (transactions counted in the file: one
-timestamp per write transaction), i.e. how many releases group commit put into one fsync.
+numbers as the first, "committed" columns (another time, maybe another load). For the durable
+settings the table also gives releases per commit: the charge requests (one per release) over
+the write transactions that committed them, both counted by the worker processes
+(``commit_stats()`` of the ledger; for an older tree without it the worker counts its charge
+calls and write COMMITs), i.e. how many releases group commit put into one transaction and fsync.
 Writes benchmarks/results/ledger[_LABEL].json and .md.
 
 Quiet-machine run (both trees interleaved: ~1.5 min on 2 cores; 4 min when every fsync takes ~4 ms)::
@@ -54,17 +56,26 @@ FLOOR_CHUNK = 50  # 1-process SQLite setting: this many floor transactions befor
 
 
 # ---- worker (a separate process per participant) ----------------------------------------------
+_TREE: list[Path] = []  # the checkout this worker measures
+
+
 def _core(name: str):
-    """dpmv_lib.core.<name>, or dpmv_lib.<name> in a checkout from before the layered layout (issue 15)."""
+    """dpmv_lib.core.<name> of the measured tree, or dpmv_lib.<name> in a checkout from before the
+    layered layout (issue 15). The layout is read from the tree itself, and the module must come
+    from it: an editable install of another checkout (e.g. /work/main) would otherwise serve
+    ``dpmv_lib.core`` to an old tree that has no such package."""
     import importlib
-    try:
-        return importlib.import_module(f"dpmv_lib.core.{name}")
-    except ModuleNotFoundError:
-        return importlib.import_module(f"dpmv_lib.{name}")
+    tree = _TREE[0]
+    mod = importlib.import_module(f"dpmv_lib.core.{name}" if (tree / "dpmv_lib" / "core").is_dir()
+                                  else f"dpmv_lib.{name}")
+    if not Path(mod.__file__).resolve().is_relative_to(tree):
+        raise RuntimeError(f"{mod.__name__} was imported from {mod.__file__}, not from the measured tree {tree}")
+    return mod
 
 
 def worker(spec: dict) -> None:
     sys.path.insert(0, spec["tree"])
+    _TREE.append(Path(spec["tree"]).resolve())
     running_example = _core("examples").running_example
     OnlineBudget = _core("ledger").OnlineBudget
     MemView = _core("memview").MemView
@@ -81,9 +92,16 @@ def worker(spec: dict) -> None:
             return _core("durable").SqliteLedger.for_policy(spec["db"], user, policy)
         return _core("durable_pg").PostgresLedger.for_policy(spec["db"], user, policy)
 
+    counted: list[list[int]] = []  # [requests, commits, batched] of every ledger opened
+
+    def close(led) -> None:
+        if led is not None:
+            counted.append(commit_counts(led))
+            led.close()
+
     rotate = spec.get("rotate", 0)
     user = f"alice{spec['idx']}-0" if rotate else f"alice{spec['idx']}" if spec.get("own_user") else "alice"
-    led = open_ledger(user)
+    led = counting(open_ledger(user))
     mv = MemView(policy, store, budget=OnlineBudget(k), ledger=led, seed=spec["idx"])
     os.write(1, b"READY\n")
     sys.stdin.readline()
@@ -99,19 +117,55 @@ def worker(spec: dict) -> None:
             floor_lat += [floor.one() for _ in range(FLOOR_CHUNK)]
             floor_s += time.monotonic() - f0
         if rotate and i and i % rotate == 0:
-            if led is not None:
-                led.close()
-            led = open_ledger(f"alice{spec['idx']}-{i // rotate}")
+            close(led)
+            led = counting(open_ledger(f"alice{spec['idx']}-{i // rotate}"))
             mv = MemView(policy, store, budget=OnlineBudget(k), ledger=led, seed=i)
         s = time.perf_counter_ns()
         rel = mv.release(q)
         lat.append(time.perf_counter_ns() - s)
         admitted += sum(1 for sl in rel.slots if sl.mechanism == "em")
     t1 = time.monotonic()
-    if led is not None:
-        led.close()
+    close(led)
     os.write(1, (json.dumps({"t0": t0, "t1": t1 - floor_s, "lat": lat, "sampled": admitted,
-                             "floor_lat": floor_lat}) + "\n").encode())
+                             "floor_lat": floor_lat, "counted": [sum(c) for c in zip(*counted)] or None})
+                 + "\n").encode())
+
+
+def counting(led):
+    """The ledger, set up so that ``commit_counts`` can tell its requests and write commits: a
+    tree with ``commit_stats()`` counts itself; for an older tree (the baseline) this process
+    counts its charge calls and the COMMITs of its write transactions (instance wrappers; every
+    such tree commits each charge call in one write transaction of its own)."""
+    if led is None or hasattr(led, "commit_stats"):
+        return led
+    n = led._bench_counts = [0, 0, 0]
+    charge, begin, commit = led._charge, led._begin, led._commit
+    writing = [False]
+
+    def _charge(*a, **k):
+        out = charge(*a, **k)
+        n[0] += 1
+        return out
+
+    def _begin(write):
+        writing[0] = write
+        return begin(write)
+
+    def _commit():
+        commit()
+        n[1] += writing[0]
+
+    led._charge, led._begin, led._commit = _charge, _begin, _commit
+    return led
+
+
+def commit_counts(led) -> list[int]:
+    """[charge requests acknowledged, write transactions committed, other processes' requests
+    those carried] of one ledger object in this process."""
+    if hasattr(led, "commit_stats"):
+        st = led.commit_stats()
+        return [st.requests, st.commits, st.batched]
+    return list(led._bench_counts)
 
 
 def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int = 3, rotate: int = 0,
@@ -139,25 +193,14 @@ def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int
     lat = sorted(x for r in res for x in r["lat"])
     wall = max(r["t1"] for r in res) - min(r["t0"] for r in res)
     out = summarize(lat, wall, procs, sum(r["sampled"] for r in res))
-    if backend == "sqlite":
-        out["releases_per_commit"] = releases_per_commit(db, len(lat))
+    counted = [r["counted"] for r in res if r.get("counted")]
+    if counted:  # releases per real write transaction (one fsync each), counted by the processes
+        req, com, bat = (sum(c[i] for c in counted) for i in range(3))
+        out.update(charge_requests=req, write_commits=com, batched=bat,
+                   releases_per_commit=round(req / com, 2) if com else None)
     if floor:
         out["floor"] = summarize([x for r in res for x in r["floor_lat"]], None, 1)
     return out
-
-
-def releases_per_commit(db: str, releases: int) -> float | None:
-    """Releases per write transaction: a transaction stamps all its audit records with one
-    timestamp, so the transactions are the distinct (user, timestamp) pairs of the log."""
-    try:
-        conn = sqlite3.connect(db)
-        try:
-            (n,) = conn.execute("SELECT COUNT(*) FROM (SELECT DISTINCT user_id, ts FROM audit_log)").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None
-    return round(releases / n, 2) if n else None
 
 
 def summarize(lat_ns: list[int], wall: float | None, procs: int, sampled: int | None = None) -> dict:

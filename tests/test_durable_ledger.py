@@ -301,9 +301,31 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
     conn.close()
     assert req == 1 and json.loads(answer) == {"ok": [1], "spent": {"debt": "1/3", "diabetes": "1/3"}}
     assert sorted(os.listdir(qdir)) == [f"{me}-otherkey"]  # taken, dead and garbage removed; other key kept
+    st = led.commit_stats()  # one request of ours, one commit, carrying one request of another
+    assert (st.requests, st.commits, st.batched) == (1, 1, 1)
     post(f"{me}-feedbeef", 1, led._gc.key_id, [[["debt"], "1/3"]])  # answered already: not again
     assert led.try_charge(frozenset({"diabetes"}), third)
     assert led.spent() == {"debt": third, "diabetes": 2 * third}
     os.unlink(os.path.join(qdir, f"{me}-otherkey"))
     led.close()
     assert not os.path.exists(qdir)  # the queue directory goes with the last ledger
+
+
+def test_commit_stats_one_process_one_transaction_per_release(example, db):
+    """A lone process commits every release in its own write transaction: exactly one
+    transaction per release (releases/commit = 1.0), counted by the ledger, not inferred."""
+    policy, m, _, _ = example
+    led = SqliteLedger.for_policy(db, "alice", policy)
+    assert led.commit_stats().per_commit is None
+    mv = MemView(policy, m, budget=OnlineBudget(3), ledger=led, seed=3)
+    for _ in range(25):
+        mv.release(DINNER)
+    led.spent()  # reads are not write transactions
+    st = led.commit_stats()
+    assert (st.requests, st.commits, st.batched) == (25, 25, 0) and st.per_commit == 1.0
+    led.charge_unchecked(frozenset({"debt"}), Fraction(0))
+    assert led.commit_stats().commits == 26
+    with pytest.raises(BudgetError):
+        led.try_charge_many([(frozenset({"debt"}), Fraction(-1))])  # rejected: nothing counted
+    assert led.commit_stats().requests == 26
+    led.close()

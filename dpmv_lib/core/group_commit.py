@@ -323,6 +323,7 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
             if ans is not None:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 gc.withdraw()
+                ledger._n_requests += 1
                 return ans
         # leader: the lock is held; the transaction below releases it at COMMIT/ROLLBACK
         ledger._preheld = True
@@ -342,4 +343,7 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
             if req:
                 gc.withdraw()
         ledger._committed(new, left)
+        ledger._n_requests += 1
+        ledger._n_commits += 1
+        ledger._n_batched += len(others)
         return oks[-1], dict(new.totals)

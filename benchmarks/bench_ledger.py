@@ -111,6 +111,7 @@ def worker(spec: dict) -> None:
     floor_lat: list[int] = []
     floor_s = 0.0
     t0 = time.monotonic()
+    c0 = time.process_time()
     for i in range(n):
         if floor is not None and i % FLOOR_CHUNK == 0:  # the floor's SQL, interleaved in chunks
             f0 = time.monotonic()
@@ -125,9 +126,10 @@ def worker(spec: dict) -> None:
         lat.append(time.perf_counter_ns() - s)
         admitted += sum(1 for sl in rel.slots if sl.mechanism == "em")
     t1 = time.monotonic()
+    cpu = time.process_time() - c0 - floor_s  # (the floor's chunks: counted as all CPU, an upper bound)
     close(led)
     os.write(1, (json.dumps({"t0": t0, "t1": t1 - floor_s, "lat": lat, "sampled": admitted,
-                             "floor_lat": floor_lat, "counted": [sum(c) for c in zip(*counted)] or None})
+                             "floor_lat": floor_lat, "cpu_s": cpu, "counted": [sum(c) for c in zip(*counted)] or None})
                  + "\n").encode())
 
 
@@ -193,6 +195,7 @@ def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int
     lat = sorted(x for r in res for x in r["lat"])
     wall = max(r["t1"] for r in res) - min(r["t0"] for r in res)
     out = summarize(lat, wall, procs, sum(r["sampled"] for r in res))
+    out["cpu_us_per_release"] = round(max(0.0, sum(r["cpu_s"] for r in res)) / len(lat) * 1e6, 1)
     counted = [r["counted"] for r in res if r.get("counted")]
     if counted:  # releases per real write transaction (one fsync each), counted by the processes
         req, com, bat = (sum(c[i] for c in counted) for i in range(3))

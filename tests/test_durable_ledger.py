@@ -329,3 +329,19 @@ def test_commit_stats_one_process_one_transaction_per_release(example, db):
         led.try_charge_many([(frozenset({"debt"}), Fraction(-1))])  # rejected: nothing counted
     assert led.commit_stats().requests == 26
     led.close()
+
+
+def test_audit_timestamp_format_unchanged():
+    """_now() (formatted once per second) writes what datetime.isoformat wrote before: UTC,
+    microseconds, "+00:00", and the current time."""
+    import re
+    from datetime import datetime, timezone
+    from dpmv_lib.core.ledger_records import _now
+    for _ in range(3):
+        before = datetime.now(timezone.utc)
+        ts = _now()
+        after = datetime.now(timezone.utc)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", ts), ts
+        parsed = datetime.fromisoformat(ts)
+        assert before.replace(microsecond=0) <= parsed <= after, (before, ts, after)
+        assert parsed.isoformat(timespec="microseconds") == ts

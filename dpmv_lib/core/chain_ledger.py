@@ -182,7 +182,7 @@ class _ChainLedger(_ChainVerify):
         charges admitted before it) and gets its own audit record; all are committed together.
         Returns the decisions and L_a right after the commit. Arguments are all validated first:
         a bad one raises and nothing is charged."""
-        if isinstance(charges, (str, bytes)) or not isinstance(charges, Iterable):
+        if type(charges) is not list and (isinstance(charges, (str, bytes)) or not isinstance(charges, Iterable)):
             raise BudgetError(f"charges must be a list of (attributes, epsilon) pairs, got {charges!r}")
         items = []
         caps = self._caps

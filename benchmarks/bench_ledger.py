@@ -13,7 +13,11 @@ each, split over the processes):
   read head, totals and the verified tail; insert both audit records; update head; COMMIT) with
   precomputed values, run directly through sqlite3 with synchronous=FULL (no Python logic), on
   its own file by the 1-process ledger worker itself, 50 transactions before every 50 releases
-  (both see the same fsync conditions; the ratio is taken per run);
+  (both see the same fsync conditions; the ratio is taken per run); with them 50 floor
+  transactions each after ``GAP_US`` of busy CPU (on this VM an fsync issued right after the
+  previous one is faster than one issued after a pause: the ledger's COMMIT always follows
+  Python work) and 50 in-memory MemView releases each followed by a floor transaction (what
+  MemView costs with a durable ledger that adds nothing but its SQL);
 * 4 processes with K=64 and every slot sampling (each process moves to a fresh user of the same
   file every 32 releases, before the caps bind, so every charge is admitted);
 * PostgresLedger, 1 process, 4 processes on one user and 4 processes with a user each, against a throw-away server on loopback
@@ -53,6 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
 QUERY = ("Any ideas for an affordable dinner?", "affordable_dinner")
 FLOOR_CHUNK = 50  # 1-process SQLite setting: this many floor transactions before every 50 releases
+GAP_US = 150      # ... then as many after a busy wait of this long each (fsync latency vs. idle gap)
 
 
 # ---- worker (a separate process per participant) ----------------------------------------------
@@ -109,6 +114,9 @@ def worker(spec: dict) -> None:
     admitted = 0
     floor = RawFloor(spec["floor"]) if spec.get("floor") else None
     floor_lat: list[int] = []
+    gap_lat: list[int] = []   # the floor's transaction after a busy gap of GAP_US (no I/O)
+    mv_lat: list[int] = []    # an in-memory release followed by the floor's transaction
+    mem_mv = MemView(policy, store, budget=OnlineBudget(k), seed=spec["idx"]) if floor is not None else None
     floor_s = 0.0
     t0 = time.monotonic()
     c0 = time.process_time()
@@ -116,6 +124,16 @@ def worker(spec: dict) -> None:
         if floor is not None and i % FLOOR_CHUNK == 0:  # the floor's SQL, interleaved in chunks
             f0 = time.monotonic()
             floor_lat += [floor.one() for _ in range(FLOOR_CHUNK)]
+            for _ in range(FLOOR_CHUNK):
+                end = time.perf_counter_ns() + GAP_US * 1000
+                while time.perf_counter_ns() < end:
+                    pass
+                gap_lat.append(floor.one())
+            for _ in range(FLOOR_CHUNK):
+                s = time.perf_counter_ns()
+                mem_mv.release(q)
+                floor.one()
+                mv_lat.append(time.perf_counter_ns() - s)
             floor_s += time.monotonic() - f0
         if rotate and i and i % rotate == 0:
             close(led)
@@ -129,7 +147,8 @@ def worker(spec: dict) -> None:
     cpu = time.process_time() - c0 - floor_s  # (the floor's chunks: counted as all CPU, an upper bound)
     close(led)
     os.write(1, (json.dumps({"t0": t0, "t1": t1 - floor_s, "lat": lat, "sampled": admitted,
-                             "floor_lat": floor_lat, "cpu_s": cpu, "counted": [sum(c) for c in zip(*counted)] or None})
+                             "floor_lat": floor_lat, "gap_lat": gap_lat, "mv_lat": mv_lat,
+                             "cpu_s": cpu, "counted": [sum(c) for c in zip(*counted)] or None})
                  + "\n").encode())
 
 
@@ -203,6 +222,8 @@ def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int
                    releases_per_commit=round(req / com, 2) if com else None)
     if floor:
         out["floor"] = summarize([x for r in res for x in r["floor_lat"]], None, 1)
+        out["floor_gap"] = summarize([x for r in res for x in r["gap_lat"]], None, 1)
+        out["floor_mv"] = summarize([x for r in res for x in r["mv_lat"]], None, 1)
     return out
 
 
@@ -272,6 +293,8 @@ class RawFloor:
 ROWS = [("mem1", "in-memory ledger, 1 process"),
         ("sqlite1", "SQLite ledger (synchronous=FULL), 1 process"),
         ("raw", "the same SQL run directly through sqlite3 (floor)"),
+        ("raw_gap", f"the floor's transaction after {GAP_US} us of busy CPU (no I/O)"),
+        ("raw_mv", "an in-memory release, then the floor's transaction"),
         ("sqlite2", "SQLite ledger, 2 processes on one file"),
         ("sqlite4", "SQLite ledger, 4 processes on one file"),
         ("sqlite4_k64", "SQLite, 4 processes, every slot sampling (K=64)"),
@@ -320,6 +343,11 @@ def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dic
             res[lab]["raw"] = dict(picked["floor"], median_runs_us=[x["floor"]["median_us"] for x in runs[lab]])
             res[lab]["sqlite1_over_raw_runs"] = [round(x["median_us"] / x["floor"]["median_us"], 2)
                                                  for x in runs[lab]]
+            res[lab]["raw_mv"] = dict(picked["floor_mv"], median_runs_us=[x["floor_mv"]["median_us"] for x in runs[lab]])
+            res[lab]["sqlite1_over_raw_mv_runs"] = [round(x["median_us"] / x["floor_mv"]["median_us"], 2)
+                                                    for x in runs[lab]]
+            res[lab]["raw_gap"] = dict(picked["floor_gap"],
+                                       median_runs_us=[x["floor_gap"]["median_us"] for x in runs[lab]])
     for key, p, kw in (("sqlite2", 2, {}), ("sqlite4", 4, {}), ("sqlite4_k64", 4, {"k": 64, "rotate": 32})):
         for lab, tree in trees.items():
             if want(key):
@@ -442,6 +470,10 @@ def main(argv=None) -> int:
             lines.append(f"* {lab}: SQLite ledger median / raw floor median = {ratio}x (medians of the "
                          f"{len(r['sqlite1'].get('median_runs_us', [0]))} interleaved runs: ledger "
                          f"{r['sqlite1'].get('median_runs_us')} us, floor {r['raw'].get('median_runs_us')} us).")
+        if r.get("sqlite1_over_raw_mv_runs"):
+            lines.append(f"* {lab}: SQLite ledger median / (in-memory release + floor transaction) median = "
+                         f"{statistics.median(r['sqlite1_over_raw_mv_runs'])}x (per run "
+                         f"{r['sqlite1_over_raw_mv_runs']}): what the durable ledger adds to MemView beyond its SQL.")
         if r.get("sqlite1") and r.get("sqlite4"):
             lines.append(f"* {lab}: SQLite 4 processes / 1 process throughput = "
                          f"{r['sqlite4']['releases_per_s'] / r['sqlite1']['releases_per_s']:.2f}.")

@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import pytest
 
+from dpmv_lib.core import group_commit
 from dpmv_lib.core.ledger_records import AuditRecord, replay, replay_ledger
 from dpmv_lib.core.durable import InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore
 from dpmv_lib.core.chain_ledger import export_state, import_state
@@ -265,7 +266,8 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
     """The writer-lock holder commits a posted request of another requester (same user, same
     key) with its own charge in one transaction and stores its answer there; an answered request
     posted again is not charged twice; garbage, requests of dead processes and requests under
-    another key id are never charged (dpmv_lib.core.group_commit)."""
+    another key id, torn reads (digest mismatch) and withdrawn requests are never charged
+    (dpmv_lib.core.group_commit)."""
     import os
     import subprocess
     import sys
@@ -281,9 +283,8 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
                           text=True, check=True).stdout.strip()
 
     def post(name, req, key, items):
-        body = f"{req} {time.time()!r} {key}\n{json.dumps(items)}"
-        with open(os.path.join(qdir, name), "w") as f:
-            f.write(body)
+        with open(os.path.join(qdir, name), "wb") as f:
+            f.write(group_commit.request_body(req, time.time(), key, json.dumps(items)))
 
     third = Fraction(1, 3)
     post(f"{me}-feedbeef", 1, led._gc.key_id, [[["debt"], "1/3"]])
@@ -291,6 +292,9 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
     post(f"{me}-otherkey", 1, "0" * 32, [[["debt"], "1/3"]])
     with open(os.path.join(qdir, f"{me}-garbage"), "w") as f:
         f.write("not a request")
+    torn = group_commit.request_body(1, time.time(), led._gc.key_id, json.dumps([[["debt"], "1/3"]]))
+    with open(os.path.join(qdir, f"{me}-torn"), "wb") as f:  # read while rewritten: digest mismatch
+        f.write(torn.replace(b'"1/3"', b'"2/3"'))
     assert led.try_charge(frozenset({"diabetes"}), third)
     assert led.spent() == {"debt": third, "diabetes": third}  # the posted request, then our own
     log = led.log
@@ -300,13 +304,21 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
     (req, answer), = conn.execute("SELECT req, answer FROM dpmv_gc WHERE owner = ?", (f"{me}-feedbeef",))
     conn.close()
     assert req == 1 and json.loads(answer) == {"ok": [1], "spent": {"debt": "1/3", "diabetes": "1/3"}}
-    assert sorted(os.listdir(qdir)) == [f"{me}-otherkey"]  # taken, dead and garbage removed; other key kept
+    # the dead owner's file is removed; the others stay (the taken one until its owner
+    # withdraws it; garbage, torn and other-key requests are never charged)
+    assert sorted(os.listdir(qdir)) == sorted(f"{me}-{n}" for n in ("feedbeef", "garbage", "otherkey", "torn"))
     st = led.commit_stats()  # one request of ours, one commit, carrying one request of another
     assert (st.requests, st.commits, st.batched) == (1, 1, 1)
     post(f"{me}-feedbeef", 1, led._gc.key_id, [[["debt"], "1/3"]])  # answered already: not again
     assert led.try_charge(frozenset({"diabetes"}), third)
     assert led.spent() == {"debt": third, "diabetes": 2 * third}
-    os.unlink(os.path.join(qdir, f"{me}-otherkey"))
+    with open(os.path.join(qdir, f"{me}-feedbeef"), "r+b") as f:  # withdrawn by its owner
+        f.write(b"0\n")
+    post(f"{me}-otherkey", 2, "0" * 32, [[["debt"], "1/3"]])
+    assert led.try_charge(frozenset({"diabetes"}), third)  # withdrawn, other key: not charged
+    assert led.spent() == {"debt": third, "diabetes": 3 * third}
+    for n in ("feedbeef", "garbage", "otherkey", "torn"):
+        os.unlink(os.path.join(qdir, f"{me}-{n}"))
     led.close()
     assert not os.path.exists(qdir)  # the queue directory goes with the last ledger
 

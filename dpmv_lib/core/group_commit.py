@@ -416,18 +416,22 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
                 fcntl.flock(fd, fcntl.LOCK_EX)
         if req:  # posted: wait for the leader's answer
             try:
-                # shared: every waiter wakes at the leader's unlock and reads its answer at once
+                # shared: every waiter wakes at the leader's unlock; it lets go at once (a new
+                # leader's exclusive lock must not wait for the other waiters to be scheduled)
+                # and reads its answer: the batch that took its request has committed by now
                 fcntl.flock(fd, fcntl.LOCK_SH)
+                fcntl.flock(fd, fcntl.LOCK_UN)
                 ans = gc.answer(ledger._conn, req)
-                if ans is None:  # not in the last batch: lead (the conversion may wait for others)
+                if ans is None:  # not in the last batch: lead (or find it answered meanwhile)
                     fcntl.flock(fd, fcntl.LOCK_EX)
                     ans = gc.answer(ledger._conn, req)
+                    if ans is not None:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
             except BaseException:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 gc.withdraw()
                 raise
             if ans is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
                 gc.withdraw()
                 ledger._n_requests += 1
                 return ans

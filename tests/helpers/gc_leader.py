@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:  # the first posted request creates the queue directory
-                if len([n for n in os.listdir(self.dir) if not n.endswith(".tmp")]) >= n_wait:
+                if len([n for n in os.listdir(self.dir) if not n.startswith(".")]) >= n_wait:
                     break
             except FileNotFoundError:
                 pass

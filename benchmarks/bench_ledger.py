@@ -35,7 +35,7 @@ the write transactions that committed them, both counted by the worker processes
 calls and write COMMITs), i.e. how many releases group commit put into one transaction and fsync.
 Writes benchmarks/results/ledger[_LABEL].json and .md.
 
-Quiet-machine run (both trees interleaved: ~1.5 min on 2 cores; 4 min when every fsync takes ~4 ms)::
+Quiet-machine run (both trees interleaved: ~1 min on 2 cores, 50 s measured; 4 min when every fsync takes ~4 ms)::
 
     git archive 3c2e0d5 | (mkdir -p /tmp/ledger_before && tar -x -C /tmp/ledger_before)
     PYTHONPATH=. .venv/bin/python benchmarks/bench_ledger.py --baseline /tmp/ledger_before

@@ -6,11 +6,13 @@ process holds the writer lock (``flock`` on ``<db>.lock``) commits the pending r
 processes waiting for it in ONE transaction (leader election by the lock; no extra daemon):
 
 1. A process that gets the lock at once (``LOCK_NB``) is the leader.
-2. Otherwise it *posts* its request - the charges of one release, exact rational text - into
-   its request file ``<queue>/<user hash>/<owner>`` (created once per requester and rewritten
-   in place; a digest over the request lets readers skip a torn read; ``<queue>`` see
-   :func:`queue_root`) and waits for a SHARED lock in the kernel: at the leader's unlock all
-   waiters wake together.
+2. Otherwise, when another process charges the same user (its request file is in the queue),
+   it *posts* its request - the charges of one release, exact rational text - into its own
+   request file ``<queue>/<user hash>/<owner>`` (created at the requester's first charge and
+   rewritten in place; a digest over the request lets readers skip a torn read; ``<queue>``
+   see :func:`queue_root`) and waits for a SHARED lock in the kernel: at the leader's unlock
+   all waiters wake together (and let go at once). With nobody to batch with it waits for the
+   exclusive lock and leads.
 3. The leader, inside its write transaction and after verifying the chain (``_sync``), reads
    the posted requests of its user (same HMAC key id), decides them one after the other and
    then its own, each exactly as a separate ``try_charge_many`` (the prospective check
@@ -128,6 +130,7 @@ class GroupCommit:
         self._batches = 0
         self._fd = -1          # this owner's request file (open while it lives)
         self._posted = False   # this owner's file holds a request not yet withdrawn
+        self._registered = False  # register() ran for this owner
         self._items_text: dict[tuple[Any, ...], str] = {}
         self._items_of: dict[str, list[tuple[frozenset[str], Fraction]]] = {}
         self._answers: dict[str, tuple[tuple[bool, ...], dict[str, Fraction]]] = {}
@@ -142,6 +145,7 @@ class GroupCommit:
         if pid != self._pid:  # a forked child is a different requester (the parent's files stay its own)
             self._pid, self._owner = pid, f"{pid}-{secrets.token_hex(8)}"
             self._fd, self._posted, self._fds, self._fds_pid, self._mark = -1, False, {}, pid, None
+            self._registered = False
         return self._owner
 
     def close(self) -> None:
@@ -201,6 +205,15 @@ class GroupCommit:
         except OSError:
             return -1
 
+    def register(self) -> None:
+        """Create this requester's (empty) request file, so that other processes charging the
+        same user see that posting can pay off (see ``charge``)."""
+        me = self.owner
+        if not self._registered:
+            self._registered = True
+            self._fd = self._create(os.path.join(self.dir, me))
+            self._mark = None
+
     def withdraw(self) -> None:
         """Mark this owner's request as withdrawn (after its answer, or when giving up)."""
         if self._posted and self._fd >= 0 and self._pid == os.getpid():
@@ -239,8 +252,6 @@ class GroupCommit:
         listed (creating or removing a file changes its mtime and, on tmpfs, its size; request
         files are rewritten in place, which does not); a file this misses within one clock tick
         only costs batching: its owner commits its request itself."""
-        if not os.access(self.dir, os.F_OK):  # (no exception object: the lone-process case)
-            return []
         me = self.owner
         try:
             st = os.stat(self.dir)
@@ -408,11 +419,15 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
         ledger._db()  # (re)open after fork before touching the lock
         fd = ledger._lockfd
         req = 0
+        if not gc._registered:
+            gc.register()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            req = gc.post(items)
-            if not req:  # no usable queue: wait for the lock and lead
+            # post only when another process charges this user (its request file is in the
+            # queue): a lock held for other users of the file would never collect the request
+            req = gc.post(items) if gc.posted() else 0
+            if not req:  # nobody to batch with, or no usable queue: wait for the lock and lead
                 fcntl.flock(fd, fcntl.LOCK_EX)
         if req:  # posted: wait for the leader's answer
             try:

@@ -13,7 +13,11 @@ each, split over the processes):
   read head, totals and the verified tail; insert both audit records; update head; COMMIT) with
   precomputed values, run directly through sqlite3 with synchronous=FULL (no Python logic), on
   its own file by the 1-process ledger worker itself, 50 transactions before every 50 releases
-  (both see the same fsync conditions; the ratio is taken per run);
+  (both see the same fsync conditions; the ratio is taken per run); with them 50 floor
+  transactions each after ``GAP_US`` of busy CPU (on this VM an fsync issued right after the
+  previous one is faster than one issued after a pause: the ledger's COMMIT always follows
+  Python work) and 50 in-memory MemView releases each followed by a floor transaction (what
+  MemView costs with a durable ledger that adds nothing but its SQL);
 * 4 processes with K=64 and every slot sampling (each process moves to a fresh user of the same
   file every 32 releases, before the caps bind, so every charge is admitted);
 * PostgresLedger, 1 process, 4 processes on one user and 4 processes with a user each, against a throw-away server on loopback
@@ -24,12 +28,14 @@ the starting commit), interleaved with this one setting by setting so that both 
 machine conditions; PostgreSQL settings are skipped for a tree without
 ``dpmv_lib/core/durable_pg.py``. ``--committed JSON`` (default: the committed
 benchmarks/results/ledger_rerun.json, the run before group commit) adds that earlier run's
-numbers as the first, "committed" columns (another time, maybe another load). For SQLite
-settings the table also gives releases per commit (transactions counted in the file: one
-timestamp per write transaction), i.e. how many releases group commit put into one fsync.
+numbers as the first, "committed" columns (another time, maybe another load). For the durable
+settings the table also gives releases per commit: the charge requests (one per release) over
+the write transactions that committed them, both counted by the worker processes
+(``commit_stats()`` of the ledger; for an older tree without it the worker counts its charge
+calls and write COMMITs), i.e. how many releases group commit put into one transaction and fsync.
 Writes benchmarks/results/ledger[_LABEL].json and .md.
 
-Quiet-machine run (both trees interleaved: ~1.5 min on 2 cores; 4 min when every fsync takes ~4 ms)::
+Quiet-machine run (both trees interleaved: ~1 min on 2 cores, 50 s measured; 4 min when every fsync takes ~4 ms)::
 
     git archive 3c2e0d5 | (mkdir -p /tmp/ledger_before && tar -x -C /tmp/ledger_before)
     PYTHONPATH=. .venv/bin/python benchmarks/bench_ledger.py --baseline /tmp/ledger_before
@@ -51,20 +57,30 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
 QUERY = ("Any ideas for an affordable dinner?", "affordable_dinner")
 FLOOR_CHUNK = 50  # 1-process SQLite setting: this many floor transactions before every 50 releases
+GAP_US = 150      # ... then as many after a busy wait of this long each (fsync latency vs. idle gap)
 
 
 # ---- worker (a separate process per participant) ----------------------------------------------
+_TREE: list[Path] = []  # the checkout this worker measures
+
+
 def _core(name: str):
-    """dpmv_lib.core.<name>, or dpmv_lib.<name> in a checkout from before the layered layout (issue 15)."""
+    """dpmv_lib.core.<name> of the measured tree, or dpmv_lib.<name> in a checkout from before the
+    layered layout (issue 15). The layout is read from the tree itself, and the module must come
+    from it: an editable install of another checkout (e.g. /work/main) would otherwise serve
+    ``dpmv_lib.core`` to an old tree that has no such package."""
     import importlib
-    try:
-        return importlib.import_module(f"dpmv_lib.core.{name}")
-    except ModuleNotFoundError:
-        return importlib.import_module(f"dpmv_lib.{name}")
+    tree = _TREE[0]
+    mod = importlib.import_module(f"dpmv_lib.core.{name}" if (tree / "dpmv_lib" / "core").is_dir()
+                                  else f"dpmv_lib.{name}")
+    if not Path(mod.__file__).resolve().is_relative_to(tree):
+        raise RuntimeError(f"{mod.__name__} was imported from {mod.__file__}, not from the measured tree {tree}")
+    return mod
 
 
 def worker(spec: dict) -> None:
     sys.path.insert(0, spec["tree"])
+    _TREE.append(Path(spec["tree"]).resolve())
     running_example = _core("examples").running_example
     OnlineBudget = _core("ledger").OnlineBudget
     MemView = _core("memview").MemView
@@ -81,9 +97,16 @@ def worker(spec: dict) -> None:
             return _core("durable").SqliteLedger.for_policy(spec["db"], user, policy)
         return _core("durable_pg").PostgresLedger.for_policy(spec["db"], user, policy)
 
+    counted: list[list[int]] = []  # [requests, commits, batched] of every ledger opened
+
+    def close(led) -> None:
+        if led is not None:
+            counted.append(commit_counts(led))
+            led.close()
+
     rotate = spec.get("rotate", 0)
     user = f"alice{spec['idx']}-0" if rotate else f"alice{spec['idx']}" if spec.get("own_user") else "alice"
-    led = open_ledger(user)
+    led = counting(open_ledger(user))
     mv = MemView(policy, store, budget=OnlineBudget(k), ledger=led, seed=spec["idx"])
     os.write(1, b"READY\n")
     sys.stdin.readline()
@@ -91,27 +114,80 @@ def worker(spec: dict) -> None:
     admitted = 0
     floor = RawFloor(spec["floor"]) if spec.get("floor") else None
     floor_lat: list[int] = []
-    floor_s = 0.0
+    gap_lat: list[int] = []   # the floor's transaction after a busy gap of GAP_US (no I/O)
+    mv_lat: list[int] = []    # an in-memory release followed by the floor's transaction
+    mem_mv = MemView(policy, store, budget=OnlineBudget(k), seed=spec["idx"]) if floor is not None else None
+    floor_s = floor_cpu = 0.0
     t0 = time.monotonic()
+    c0 = time.process_time()
     for i in range(n):
         if floor is not None and i % FLOOR_CHUNK == 0:  # the floor's SQL, interleaved in chunks
-            f0 = time.monotonic()
+            f0, fc0 = time.monotonic(), time.process_time()
             floor_lat += [floor.one() for _ in range(FLOOR_CHUNK)]
+            for _ in range(FLOOR_CHUNK):
+                end = time.perf_counter_ns() + GAP_US * 1000
+                while time.perf_counter_ns() < end:
+                    pass
+                gap_lat.append(floor.one())
+            for _ in range(FLOOR_CHUNK):
+                s = time.perf_counter_ns()
+                mem_mv.release(q)
+                floor.one()
+                mv_lat.append(time.perf_counter_ns() - s)
             floor_s += time.monotonic() - f0
+            floor_cpu += time.process_time() - fc0
         if rotate and i and i % rotate == 0:
-            if led is not None:
-                led.close()
-            led = open_ledger(f"alice{spec['idx']}-{i // rotate}")
+            close(led)
+            led = counting(open_ledger(f"alice{spec['idx']}-{i // rotate}"))
             mv = MemView(policy, store, budget=OnlineBudget(k), ledger=led, seed=i)
         s = time.perf_counter_ns()
         rel = mv.release(q)
         lat.append(time.perf_counter_ns() - s)
         admitted += sum(1 for sl in rel.slots if sl.mechanism == "em")
     t1 = time.monotonic()
-    if led is not None:
-        led.close()
+    cpu = time.process_time() - c0 - floor_cpu
+    close(led)
     os.write(1, (json.dumps({"t0": t0, "t1": t1 - floor_s, "lat": lat, "sampled": admitted,
-                             "floor_lat": floor_lat}) + "\n").encode())
+                             "floor_lat": floor_lat, "gap_lat": gap_lat, "mv_lat": mv_lat,
+                             "cpu_s": cpu, "counted": [sum(c) for c in zip(*counted)] or None})
+                 + "\n").encode())
+
+
+def counting(led):
+    """The ledger, set up so that ``commit_counts`` can tell its requests and write commits: a
+    tree with ``commit_stats()`` counts itself; for an older tree (the baseline) this process
+    counts its charge calls and the COMMITs of its write transactions (instance wrappers; every
+    such tree commits each charge call in one write transaction of its own)."""
+    if led is None or hasattr(led, "commit_stats"):
+        return led
+    n = led._bench_counts = [0, 0, 0]
+    charge, begin, commit = led._charge, led._begin, led._commit
+    writing = [False]
+
+    def _charge(*a, **k):
+        out = charge(*a, **k)
+        n[0] += 1
+        return out
+
+    def _begin(write):
+        writing[0] = write
+        return begin(write)
+
+    def _commit():
+        commit()
+        n[1] += writing[0]
+
+    led._charge, led._begin, led._commit = _charge, _begin, _commit
+    return led
+
+
+def commit_counts(led) -> list[int]:
+    """[charge requests acknowledged, write transactions committed, other processes' requests
+    those carried] of one ledger object in this process."""
+    if hasattr(led, "commit_stats"):
+        st = led.commit_stats()
+        return [st.requests, st.commits, st.batched]
+    return list(led._bench_counts)
 
 
 def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int = 3, rotate: int = 0,
@@ -139,25 +215,17 @@ def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int
     lat = sorted(x for r in res for x in r["lat"])
     wall = max(r["t1"] for r in res) - min(r["t0"] for r in res)
     out = summarize(lat, wall, procs, sum(r["sampled"] for r in res))
-    if backend == "sqlite":
-        out["releases_per_commit"] = releases_per_commit(db, len(lat))
+    out["cpu_us_per_release"] = round(max(0.0, sum(r["cpu_s"] for r in res)) / len(lat) * 1e6, 1)
+    counted = [r["counted"] for r in res if r.get("counted")]
+    if counted:  # releases per real write transaction (one fsync each), counted by the processes
+        req, com, bat = (sum(c[i] for c in counted) for i in range(3))
+        out.update(charge_requests=req, write_commits=com, batched=bat,
+                   releases_per_commit=round(req / com, 2) if com else None)
     if floor:
         out["floor"] = summarize([x for r in res for x in r["floor_lat"]], None, 1)
+        out["floor_gap"] = summarize([x for r in res for x in r["gap_lat"]], None, 1)
+        out["floor_mv"] = summarize([x for r in res for x in r["mv_lat"]], None, 1)
     return out
-
-
-def releases_per_commit(db: str, releases: int) -> float | None:
-    """Releases per write transaction: a transaction stamps all its audit records with one
-    timestamp, so the transactions are the distinct (user, timestamp) pairs of the log."""
-    try:
-        conn = sqlite3.connect(db)
-        try:
-            (n,) = conn.execute("SELECT COUNT(*) FROM (SELECT DISTINCT user_id, ts FROM audit_log)").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None
-    return round(releases / n, 2) if n else None
 
 
 def summarize(lat_ns: list[int], wall: float | None, procs: int, sampled: int | None = None) -> dict:
@@ -226,6 +294,8 @@ class RawFloor:
 ROWS = [("mem1", "in-memory ledger, 1 process"),
         ("sqlite1", "SQLite ledger (synchronous=FULL), 1 process"),
         ("raw", "the same SQL run directly through sqlite3 (floor)"),
+        ("raw_gap", f"the floor's transaction after {GAP_US} us of busy CPU (no I/O)"),
+        ("raw_mv", "an in-memory release, then the floor's transaction"),
         ("sqlite2", "SQLite ledger, 2 processes on one file"),
         ("sqlite4", "SQLite ledger, 4 processes on one file"),
         ("sqlite4_k64", "SQLite, 4 processes, every slot sampling (K=64)"),
@@ -274,6 +344,11 @@ def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dic
             res[lab]["raw"] = dict(picked["floor"], median_runs_us=[x["floor"]["median_us"] for x in runs[lab]])
             res[lab]["sqlite1_over_raw_runs"] = [round(x["median_us"] / x["floor"]["median_us"], 2)
                                                  for x in runs[lab]]
+            res[lab]["raw_mv"] = dict(picked["floor_mv"], median_runs_us=[x["floor_mv"]["median_us"] for x in runs[lab]])
+            res[lab]["sqlite1_over_raw_mv_runs"] = [round(x["median_us"] / x["floor_mv"]["median_us"], 2)
+                                                    for x in runs[lab]]
+            res[lab]["raw_gap"] = dict(picked["floor_gap"],
+                                       median_runs_us=[x["floor_gap"]["median_us"] for x in runs[lab]])
     for key, p, kw in (("sqlite2", 2, {}), ("sqlite4", 4, {}), ("sqlite4_k64", 4, {"k": 64, "rotate": 32})):
         for lab, tree in trees.items():
             if want(key):
@@ -396,6 +471,10 @@ def main(argv=None) -> int:
             lines.append(f"* {lab}: SQLite ledger median / raw floor median = {ratio}x (medians of the "
                          f"{len(r['sqlite1'].get('median_runs_us', [0]))} interleaved runs: ledger "
                          f"{r['sqlite1'].get('median_runs_us')} us, floor {r['raw'].get('median_runs_us')} us).")
+        if r.get("sqlite1_over_raw_mv_runs"):
+            lines.append(f"* {lab}: SQLite ledger median / (in-memory release + floor transaction) median = "
+                         f"{statistics.median(r['sqlite1_over_raw_mv_runs'])}x (per run "
+                         f"{r['sqlite1_over_raw_mv_runs']}): what the durable ledger adds to MemView beyond its SQL.")
         if r.get("sqlite1") and r.get("sqlite4"):
             lines.append(f"* {lab}: SQLite 4 processes / 1 process throughput = "
                          f"{r['sqlite4']['releases_per_s'] / r['sqlite1']['releases_per_s']:.2f}.")

@@ -171,8 +171,22 @@ def test_concurrent_processes_share_one_ledger(ledger_db, n_procs, releases, cap
     # the processes really overlapped in time
     spans = sorted((r[0]["t"], r[-1]["t"]) for r in reports)
     assert any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1))
+    # releases per real write transaction, as counted by the ledgers (not inferred from the log)
+    stats = [_stats(o) for o, _ in outs]
+    requests, commits, batched = (sum(s[i] for s in stats) for i in range(3))
+    assert requests == n_procs * releases == commits + batched  # every release exactly once
     if not isinstance(db, str):  # SQLite: group commit put several releases in one transaction
         assert max(_batch_sizes(log)) > 2, "no transaction held the releases of two processes"
+        assert commits < requests and batched > 0, (requests, commits, batched)
+    else:  # PostgreSQL does not group-commit: one transaction per release
+        assert commits == requests and batched == 0
+
+
+def _stats(raw: bytes) -> list[int]:
+    """The child's last line: STATS [requests, commits, batched] (its ledger's commit_stats())."""
+    line = raw.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    assert line.startswith(b"STATS "), line
+    return json.loads(line[6:])
 
 
 def _batch_sizes(log) -> list[int]:

@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import pytest
 
+from dpmv_lib.core import group_commit
 from dpmv_lib.core.ledger_records import AuditRecord, replay, replay_ledger
 from dpmv_lib.core.durable import InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore
 from dpmv_lib.core.chain_ledger import export_state, import_state
@@ -265,7 +266,8 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
     """The writer-lock holder commits a posted request of another requester (same user, same
     key) with its own charge in one transaction and stores its answer there; an answered request
     posted again is not charged twice; garbage, requests of dead processes and requests under
-    another key id are never charged (dpmv_lib.core.group_commit)."""
+    another key id, torn reads (digest mismatch) and withdrawn requests are never charged
+    (dpmv_lib.core.group_commit)."""
     import os
     import subprocess
     import sys
@@ -281,9 +283,8 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
                           text=True, check=True).stdout.strip()
 
     def post(name, req, key, items):
-        body = f"{req} {time.time()!r} {key}\n{json.dumps(items)}"
-        with open(os.path.join(qdir, name), "w") as f:
-            f.write(body)
+        with open(os.path.join(qdir, name), "wb") as f:
+            f.write(group_commit.request_body(req, time.time(), key, json.dumps(items)))
 
     third = Fraction(1, 3)
     post(f"{me}-feedbeef", 1, led._gc.key_id, [[["debt"], "1/3"]])
@@ -291,6 +292,9 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
     post(f"{me}-otherkey", 1, "0" * 32, [[["debt"], "1/3"]])
     with open(os.path.join(qdir, f"{me}-garbage"), "w") as f:
         f.write("not a request")
+    torn = group_commit.request_body(1, time.time(), led._gc.key_id, json.dumps([[["debt"], "1/3"]]))
+    with open(os.path.join(qdir, f"{me}-torn"), "wb") as f:  # read while rewritten: digest mismatch
+        f.write(torn.replace(b'"1/3"', b'"2/3"'))
     assert led.try_charge(frozenset({"diabetes"}), third)
     assert led.spent() == {"debt": third, "diabetes": third}  # the posted request, then our own
     log = led.log
@@ -300,10 +304,57 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
     (req, answer), = conn.execute("SELECT req, answer FROM dpmv_gc WHERE owner = ?", (f"{me}-feedbeef",))
     conn.close()
     assert req == 1 and json.loads(answer) == {"ok": [1], "spent": {"debt": "1/3", "diabetes": "1/3"}}
-    assert sorted(os.listdir(qdir)) == [f"{me}-otherkey"]  # taken, dead and garbage removed; other key kept
+    # the dead owner's file is removed; the others stay (the taken one until its owner
+    # withdraws it; garbage, torn and other-key requests are never charged)
+    assert sorted(os.listdir(qdir)) == sorted([f"{me}-{n}" for n in ("feedbeef", "garbage", "otherkey", "torn")]
+                                              + [led._gc.owner])  # (+ the ledger's own, empty)
+    st = led.commit_stats()  # one request of ours, one commit, carrying one request of another
+    assert (st.requests, st.commits, st.batched) == (1, 1, 1)
     post(f"{me}-feedbeef", 1, led._gc.key_id, [[["debt"], "1/3"]])  # answered already: not again
     assert led.try_charge(frozenset({"diabetes"}), third)
     assert led.spent() == {"debt": third, "diabetes": 2 * third}
-    os.unlink(os.path.join(qdir, f"{me}-otherkey"))
+    with open(os.path.join(qdir, f"{me}-feedbeef"), "r+b") as f:  # withdrawn by its owner
+        f.write(b"0\n")
+    post(f"{me}-otherkey", 2, "0" * 32, [[["debt"], "1/3"]])
+    assert led.try_charge(frozenset({"diabetes"}), third)  # withdrawn, other key: not charged
+    assert led.spent() == {"debt": third, "diabetes": 3 * third}
+    for n in ("feedbeef", "garbage", "otherkey", "torn"):
+        os.unlink(os.path.join(qdir, f"{me}-{n}"))
     led.close()
     assert not os.path.exists(qdir)  # the queue directory goes with the last ledger
+
+
+def test_commit_stats_one_process_one_transaction_per_release(example, db):
+    """A lone process commits every release in its own write transaction: exactly one
+    transaction per release (releases/commit = 1.0), counted by the ledger, not inferred."""
+    policy, m, _, _ = example
+    led = SqliteLedger.for_policy(db, "alice", policy)
+    assert led.commit_stats().per_commit is None
+    mv = MemView(policy, m, budget=OnlineBudget(3), ledger=led, seed=3)
+    for _ in range(25):
+        mv.release(DINNER)
+    led.spent()  # reads are not write transactions
+    st = led.commit_stats()
+    assert (st.requests, st.commits, st.batched) == (25, 25, 0) and st.per_commit == 1.0
+    led.charge_unchecked(frozenset({"debt"}), Fraction(0))
+    assert led.commit_stats().commits == 26
+    with pytest.raises(BudgetError):
+        led.try_charge_many([(frozenset({"debt"}), Fraction(-1))])  # rejected: nothing counted
+    assert led.commit_stats().requests == 26
+    led.close()
+
+
+def test_audit_timestamp_format_unchanged():
+    """_now() (formatted once per second) writes what datetime.isoformat wrote before: UTC,
+    microseconds, "+00:00", and the current time."""
+    import re
+    from datetime import datetime, timezone
+    from dpmv_lib.core.ledger_records import _now
+    for _ in range(3):
+        before = datetime.now(timezone.utc)
+        ts = _now()
+        after = datetime.now(timezone.utc)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", ts), ts
+        parsed = datetime.fromisoformat(ts)
+        assert before.replace(microsecond=0) <= parsed <= after, (before, ts, after)
+        assert parsed.isoformat(timespec="microseconds") == ts

@@ -413,3 +413,38 @@ def test_consistent_rollback_of_user_rows_needs_anchor(tmp_path, policy):
         assert led.spent() == {"debt": 0, "diabetes": 0}  # accepted by the chain alone
         with pytest.raises(LedgerIntegrityError, match="anchored head #6"):
             led.verify(anchor)
+
+
+@pytest.mark.parametrize("key", [None, KEY, OTHER_KEY], ids=["sha256", "hmac", "hmac-other"])
+def test_record_hash_fast_path_is_the_documented_mac(key):
+    """record_hash joins the JSON by hand on the hot path: it must equal the MAC over the
+    encoder's text, h_i = MAC(domain || json(["record", user, i, h_{i-1}, columns...])),
+    for any stored text (quotes, backslashes, control and non-ASCII characters, big ints) and
+    fall back to the encoder for other types (bool, float, None: the verifier refuses those
+    columns, but a hash must never be computed differently)."""
+    import hashlib
+    import hmac
+    import random
+
+    def reference(user, seq, prev, cols):
+        msg = _chain._DOMAIN + json.dumps(["record", user, seq, prev, *cols], separators=(",", ":"),
+                                          ensure_ascii=True).encode("ascii")
+        if key is None:
+            return hashlib.sha256(msg).hexdigest()
+        return hmac.new(key, msg, hashlib.sha256).hexdigest()
+
+    rnd = random.Random(7)
+    alphabet = ['"', "\\", "\n", "\x00", "\x1f", "\u00e9", "\u2028", "\U0001f600", "/", " ", "a", "{", "]"]
+    texts = ["", '{"debt":"2/3"}', '["a\\"b"]'] + ["".join(rnd.choice(alphabet) for _ in range(rnd.randrange(12)))
+                                                  for _ in range(60)]
+    for i, t in enumerate(texts):
+        cols = (t, texts[-i], "2/3", i % 2, 1 - i % 2, t[::-1], "[]", '{"x":"0"}')
+        for user, seq, prev in (("alice", i + 1, "ab" * 32), (t or "u", 10**30 + i, t)):
+            assert _chain.record_hash(key, user, seq, prev, cols) == reference(user, seq, prev, cols)
+    for odd in (True, 1.5, None, Fraction(1, 3)):
+        cols = ("ts", "[]", "0", odd, 1, "{}", "[]", "{}")
+        if isinstance(odd, Fraction):
+            with pytest.raises(TypeError):
+                _chain.record_hash(key, "alice", 1, "x", cols)
+        else:
+            assert _chain.record_hash(key, "alice", 1, "x", cols) == reference("alice", 1, "x", cols)

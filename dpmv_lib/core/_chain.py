@@ -81,8 +81,44 @@ def genesis_hash(key: bytes | None, user_id: str, fingerprint: str, created: str
 
 
 def record_hash(key: bytes | None, user_id: str, seq: int, prev: str, columns: tuple[Any, ...]) -> str:
-    """h_seq from h_{seq-1} and the record's stored columns (RECORD_COLUMNS order)."""
-    return _mac(key, ["record", user_id, seq, prev, *columns])
+    """h_seq from h_{seq-1} and the record's stored columns (RECORD_COLUMNS order).
+
+    Hot path (every charge and every verified record): when every value is an exact ``str``
+    or ``int`` the JSON text is joined by hand from the encoder's own pieces (C string
+    escaping, ``int.__repr__``), byte-identical to ``_ENCODE`` (tests/test_durable_tamper.py
+    checks this); anything else goes through the encoder."""
+    parts = ['["record",', _esc(user_id) if type(user_id) is str else _ENCODE(user_id), ",",
+             _int_repr(seq) if type(seq) is int else _ENCODE(seq), ",",
+             _esc(prev) if type(prev) is str else _ENCODE(prev)]
+    for c in columns:
+        t = type(c)
+        if t is str:
+            parts += (",", _esc(c))
+        elif t is int:
+            parts += (",", _int_repr(c))
+        else:
+            return _mac(key, ["record", user_id, seq, prev, *columns])
+    parts.append("]")
+    msg = _DOMAIN + "".join(parts).encode("ascii")
+    if key is None:
+        return hashlib.sha256(msg).hexdigest()
+    h = _hmac_base(key).copy()
+    h.update(msg)
+    return h.hexdigest()
+
+
+_esc = json.encoder.encode_basestring_ascii  # what _ENCODE uses for str (ensure_ascii=True)
+_int_repr = int.__repr__                     # ... and for int
+
+
+def _hmac_base(key: bytes, _cache: dict[bytes, Any] = {}) -> Any:  # noqa: B006 (a cache)
+    """HMAC-SHA256 keyed with ``key``, before any message (copied per record: no re-keying)."""
+    h = _cache.get(key)
+    if h is None:
+        if len(_cache) > 16:
+            _cache.clear()
+        h = _cache[key] = hmac.new(key, digestmod=hashlib.sha256)
+    return h
 
 
 def totals_text(spent: Mapping[str, Fraction]) -> str:

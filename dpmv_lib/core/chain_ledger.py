@@ -23,6 +23,27 @@ from .ledger_records import (AuditRecord, STATE_FORMAT, STATE_VERSION, _as_recor
 from .chain_verify import _ChainVerify, _LOG_COLUMNS, _PLAIN_NAME, _Tx, _Verified
 
 
+@dataclass(frozen=True)
+class CommitStats:
+    """How this ledger object (in this process) got its charges committed (C5 is per release).
+
+    ``requests``: charge requests acknowledged (one per ``try_charge``/``try_charge_many``,
+    i.e. one per release from MemView); ``commits``: write transactions that this object
+    committed with charges in them (as a group-commit leader: the whole batch counts once);
+    ``batched``: requests of OTHER processes that those commits carried. Summed over all
+    processes of one ledger file, ``requests == commits + batched`` and
+    ``requests / commits`` is the number of releases per real transaction (one fsync each)."""
+
+    requests: int
+    commits: int
+    batched: int
+
+    @property
+    def per_commit(self) -> float | None:
+        """Releases acknowledged per write transaction of this object (None before any commit)."""
+        return self.requests / self.commits if self.commits else None
+
+
 class _ChainLedger(_ChainVerify):
     """Backend-independent core of a durable, hash-chained ledger (C5 across crashes and processes).
 
@@ -63,6 +84,7 @@ class _ChainLedger(_ChainVerify):
         # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
         self._plain = all(_PLAIN_NAME.fullmatch(a) for a in self._caps)
         self._sorted_caps = sorted(self._caps)
+        self._n_requests = self._n_commits = self._n_batched = 0  # commit_stats()
 
     def _start(self) -> None:
         self._open()
@@ -160,7 +182,7 @@ class _ChainLedger(_ChainVerify):
         charges admitted before it) and gets its own audit record; all are committed together.
         Returns the decisions and L_a right after the commit. Arguments are all validated first:
         a bad one raises and nothing is charged."""
-        if isinstance(charges, (str, bytes)) or not isinstance(charges, Iterable):
+        if type(charges) is not list and (isinstance(charges, (str, bytes)) or not isinstance(charges, Iterable)):
             raise BudgetError(f"charges must be a list of (attributes, epsilon) pairs, got {charges!r}")
         items = []
         caps = self._caps
@@ -171,6 +193,10 @@ class _ChainLedger(_ChainVerify):
         if not items:
             return (), self.spent()
         return self._charge(items, checked=True)
+
+    def commit_stats(self) -> CommitStats:
+        """Counts of the charge requests and write transactions of this object (see CommitStats)."""
+        return CommitStats(self._n_requests, self._n_commits, self._n_batched)
 
     def charge_unchecked(self, attributes: frozenset[str], epsilon: Fraction) -> None:
         """Charge without the prospective check. Only the NoCap ablation (violates C5) uses this."""
@@ -232,10 +258,13 @@ class _ChainLedger(_ChainVerify):
 
     def _charge(self, items: Sequence[tuple[frozenset[str], Fraction]], checked: bool
                 ) -> tuple[tuple[bool, ...], dict[str, Fraction]]:
-        with self._tx() as db:
-            self._sync(db)
-            (oks,), new, left = self._decide_write(db, [items], checked)
-        self._committed(new, left)
+        with self._lock:  # (re-entrant: _tx takes it too) adopt the head before another thread charges
+            with self._tx() as db:
+                self._sync(db)
+                (oks,), new, left = self._decide_write(db, [items], checked)
+            self._committed(new, left)
+            self._n_requests += 1
+            self._n_commits += 1
         return oks, dict(new.totals)
 
     def _decide_write(self, db: "_Tx", batches: Sequence[Sequence[tuple[frozenset[str], Fraction]]],

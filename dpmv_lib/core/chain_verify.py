@@ -333,6 +333,8 @@ class _ChainVerify:
 
     def _row_hash(self, row: Sequence[Any], prev: str) -> str:
         seq, cols = row[0], tuple(row[1:-1])
+        if tuple(map(type, cols)) == _chain.COLUMN_TYPES:  # the usual case, checked at once
+            return _chain.record_hash(self._key, self.user_id, seq, prev, cols)
         for name, typ, val in zip(_chain.RECORD_COLUMNS, _chain.COLUMN_TYPES, cols):
             if type(val) is not typ:
                 raise self._refuse(f"column {name} of audit record #{seq} is {type(val).__name__}, "

@@ -6,10 +6,13 @@ process holds the writer lock (``flock`` on ``<db>.lock``) commits the pending r
 processes waiting for it in ONE transaction (leader election by the lock; no extra daemon):
 
 1. A process that gets the lock at once (``LOCK_NB``) is the leader.
-2. Otherwise it *posts* its request - the charges of one release, exact rational text - as the
-   file ``<queue>/<user hash>/<owner>`` (written to a temporary name, then renamed: readers see
-   a whole request or none; ``<queue>`` see :func:`queue_root`) and waits for a SHARED lock in
-   the kernel: at the leader's unlock all waiters wake together.
+2. Otherwise, when another process charges the same user (its request file is in the queue),
+   it *posts* its request - the charges of one release, exact rational text - into its own
+   request file ``<queue>/<user hash>/<owner>`` (created at the requester's first charge and
+   rewritten in place; a digest over the request lets readers skip a torn read; ``<queue>``
+   see :func:`queue_root`) and waits for a SHARED lock in the kernel: at the leader's unlock
+   all waiters wake together (and let go at once). With nobody to batch with it waits for the
+   exclusive lock and leads.
 3. The leader, inside its write transaction and after verifying the chain (``_sync``), reads
    the posted requests of its user (same HMAC key id), decides them one after the other and
    then its own, each exactly as a separate ``try_charge_many`` (the prospective check
@@ -34,13 +37,17 @@ Why this keeps the guarantees:
 * Exactly once: the answer row records the owner's request number, and a leader skips a posted
   request whose number is already answered, so a request is charged at most once (also after a
   power loss that resurrects a request file: the file is not synced, the answer row is).
+  After its answer the owner marks its request file withdrawn; a leader that reads it before
+  that finds its number answered.
 * Exact accounting: every request is decided by the same code as a direct charge, in one
   total order (the chain order), on the leader's verified state; caps and policy are those
   stored with the user (every process checked them on open).
 * Privacy: a request that was posted but never acknowledged (its process died or was
   interrupted while waiting) may still be charged by a leader: the ledger can only count
-  MORE than was released, never less (C5 is conservative). Requests of dead processes (pid
-  gone) and requests older than ``STALE_S`` are deleted unread.
+  MORE than was released, never less (C5 is conservative). Request files of dead processes
+  (pid gone) and requests older than ``STALE_S`` are deleted uncharged; a request that does
+  not parse or whose digest does not match is never charged (its owner, if alive, commits its
+  release itself).
 * Integrity: the leader verifies the user's chain before deciding, as for its own charge; a
   request names its user and a key id (HMAC of a fixed label, or "none"), and only a leader
   with the same key commits it. The answer table is a delivery channel, not part of the audit
@@ -102,7 +109,16 @@ def _private_dir(d: str) -> bool:
 
 
 class GroupCommit:
-    """The group-commit side of one SqliteLedger (one per ledger object and process)."""
+    """The group-commit side of one SqliteLedger (one per ledger object and process).
+
+    Each requester keeps ONE request file ``<dir>/<owner>`` for its lifetime and rewrites it in
+    place (one ``pwrite``, no directory operation per release: creating, renaming and unlinking
+    files in one shared directory made 4 processes on 2 cores spend more CPU in the kernel
+    than on their releases). A request is ``"<req> <time> <key id> <length> <digest>\\n<charges>"``;
+    the digest (SHA-256 of everything else) lets a leader skip a request it read while it was
+    being rewritten (a torn read is never charged: its owner then commits it itself). After
+    its answer the owner overwrites the head with ``"0\\n"`` (withdrawn). The leader keeps the
+    directory listing (re-listed only when the directory changes) and a descriptor per file."""
 
     def __init__(self, path: str, user_id: str, key: bytes | None) -> None:
         self.dir = os.path.join(queue_root(path), hashlib.sha256(user_id.encode()).hexdigest()[:24])
@@ -112,21 +128,36 @@ class GroupCommit:
         self._pid = -1
         self._req = 0
         self._batches = 0
+        self._fd = -1          # this owner's request file (open while it lives)
+        self._posted = False   # this owner's file holds a request not yet withdrawn
+        self._registered = False  # register() ran for this owner
         self._items_text: dict[tuple[Any, ...], str] = {}
         self._items_of: dict[str, list[tuple[frozenset[str], Fraction]]] = {}
         self._answers: dict[str, tuple[tuple[bool, ...], dict[str, Fraction]]] = {}
-        self._empty_mark: tuple[int, int, int] | None = None
+        self._mark: tuple[int, int, int] | None = None   # the directory when last listed
+        self._names: list[str] = []                      # ... and the other owners' files in it
+        self._fds: dict[str, int] = {}                   # leader: open descriptors of those files
+        self._fds_pid = -1
 
     @property
     def owner(self) -> str:
         pid = os.getpid()
-        if pid != self._pid:  # a forked child is a different requester
+        if pid != self._pid:  # a forked child is a different requester (the parent's files stay its own)
             self._pid, self._owner = pid, f"{pid}-{secrets.token_hex(8)}"
+            self._fd, self._posted, self._fds, self._fds_pid, self._mark = -1, False, {}, pid, None
+            self._registered = False
         return self._owner
 
     def close(self) -> None:
-        """Remove this owner's request and the queue directories once empty."""
-        self.withdraw()
+        """Remove this owner's request file and the queue directories once empty."""
+        me = self.owner
+        for fd in self._fds.values():
+            _close(fd)
+        self._fds, self._mark, self._names = {}, None, []
+        if self._fd >= 0:
+            _close(self._fd)
+            self._fd = -1
+            _unlink(os.path.join(self.dir, me))
         for d in (self.dir, os.path.dirname(self.dir)):
             try:
                 os.rmdir(d)
@@ -135,8 +166,9 @@ class GroupCommit:
 
     # ---- requester side --------------------------------------------------------------------
     def post(self, items: Charges) -> int:
-        """Write this owner's next request (atomically: temporary file, then rename) and return
-        its number; 0 when the queue directory cannot be used (then this process leads)."""
+        """Write this owner's next request into its request file (one ``pwrite``) and return its
+        number; 0 when the queue directory cannot be used (then this process leads)."""
+        me = self.owner
         self._req += 1
         key = tuple(items)
         text = self._items_text.get(key)
@@ -145,13 +177,19 @@ class GroupCommit:
             if len(self._items_text) > 256:
                 self._items_text.clear()
             self._items_text[key] = text
-        # line 1: request number, time, key id; line 2: the charges (the user is the directory)
-        body = f"{self._req} {time.time()!r} {self.key_id}\n{text}"
-        final = os.path.join(self.dir, self.owner)
-        tmp = final + ".tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+        body = request_body(self._req, time.time(), self.key_id, text)
+        if self._fd < 0:
+            self._fd = self._create(os.path.join(self.dir, me))
+            if self._fd < 0:
+                return 0
+        os.pwrite(self._fd, body, 0)
+        self._posted = True
+        return self._req
+
+    def _create(self, path: str) -> int:
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(tmp, flags, 0o600)
+            return os.open(path, flags, 0o600)
         except FileNotFoundError:  # the first request, or a close() removed the empty directory
             try:
                 for d in (os.path.dirname(self.dir), self.dir):  # (makedirs: parents get 0o777)
@@ -160,23 +198,30 @@ class GroupCommit:
                     except FileExistsError:
                         pass
                     if not _private_dir(d):
-                        return 0
-                fd = os.open(tmp, flags, 0o600)
+                        return -1
+                return os.open(path, flags, 0o600)
             except OSError:
-                return 0
-        try:
-            os.write(fd, body.encode())
-        finally:
-            os.close(fd)
-        os.replace(tmp, final)
-        return self._req
+                return -1
+        except OSError:
+            return -1
+
+    def register(self) -> None:
+        """Create this requester's (empty) request file, so that other processes charging the
+        same user see that posting can pay off (see ``charge``)."""
+        me = self.owner
+        if not self._registered:
+            self._registered = True
+            self._fd = self._create(os.path.join(self.dir, me))
+            self._mark = None
 
     def withdraw(self) -> None:
-        """Remove this owner's request file (after its answer, or when giving up)."""
-        try:
-            os.unlink(os.path.join(self.dir, self.owner))
-        except FileNotFoundError:
-            pass
+        """Mark this owner's request as withdrawn (after its answer, or when giving up)."""
+        if self._posted and self._fd >= 0 and self._pid == os.getpid():
+            try:
+                os.pwrite(self._fd, b"0\n", 0)
+            except OSError:
+                pass
+        self._posted = False
 
     def answer(self, conn: Any, req: int) -> tuple[tuple[bool, ...], dict[str, Fraction]] | None:
         """This owner's committed answer to request ``req``, or None (call holding the lock)."""
@@ -198,44 +243,70 @@ class GroupCommit:
         return got[0], dict(got[1])
 
     # ---- leader side -------------------------------------------------------------------------
-    def _posted(self, me: str) -> list[str]:
-        return [n for n in os.listdir(self.dir) if n != me and not n.startswith(".") and not n.endswith(".tmp")]
-
     def posted(self) -> list[str]:
-        """The names of the posted requests (the leader does not wait for more: a commit delay
-        measured on the shared 2-core machine only lowered throughput, see benchmarks/README).
+        """The names of the other owners' request files (the leader does not wait for more: a
+        commit delay measured on the shared 2-core machine only lowered throughput, see
+        benchmarks/README).
 
         One ``stat`` instead of a listing while the directory is unchanged since it was last
-        listed empty (every post and removal changes its mtime, and its size on tmpfs); a post
-        this misses within one clock tick only costs batching: its owner commits it itself."""
+        listed (creating or removing a file changes its mtime and, on tmpfs, its size; request
+        files are rewritten in place, which does not); a file this misses within one clock tick
+        only costs batching: its owner commits its request itself."""
+        me = self.owner
         try:
             st = os.stat(self.dir)
             mark = (st.st_ino, st.st_mtime_ns, st.st_size)
-            if mark == self._empty_mark:
-                return []
-            names = self._posted(self.owner)
+            if mark == self._mark:
+                return self._names
+            names = [n for n in os.listdir(self.dir) if n != me and not n.startswith(".")
+                     and not n.endswith(".tmp")]
         except FileNotFoundError:  # the queue directory was removed: nobody is waiting
             return []
-        self._empty_mark = None if names else mark
-        return names
+        for gone in set(self._fds) - set(names):
+            _close(self._fds.pop(gone))
+        for n in names:  # files of dead owners (killed, or exited without close) are removed
+            if not _alive(_pid_of(n)):
+                _unlink(os.path.join(self.dir, n))
+        self._mark, self._names = None, [n for n in names if os.path.exists(os.path.join(self.dir, n))]
+        if self._mark is None:  # (re-stat after the removals: they changed the directory)
+            try:
+                st = os.stat(self.dir)
+                self._mark = (st.st_ino, st.st_mtime_ns, st.st_size)
+            except FileNotFoundError:
+                return []
+        return self._names
+
+    def _read(self, name: str) -> bytes | None:
+        fd = self._fds.get(name)
+        if fd is None:
+            try:
+                fd = self._fds[name] = os.open(os.path.join(self.dir, name), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except OSError:
+                self._mark = None  # gone: list again next time
+                return None
+        try:
+            return os.pread(fd, 65536, 0)
+        except OSError:
+            return None
 
     def collect(self, db: Any, caps: dict[str, Fraction]) -> list[tuple[str, int, list]]:
         """The posted, unanswered requests of this user and key (inside the leader's transaction)."""
         names = self.posted()
-        me = self.owner
+        if not names:
+            return []
         now = time.time()
         found = []
         for name in names:
-            if name == me:
-                continue
-            path = os.path.join(self.dir, name)
+            raw = self._read(name)
+            if not raw or raw.startswith(b"0\n"):
+                continue  # withdrawn (answered) or never written
             try:
-                with open(path, "rb") as f:
-                    head, text = f.read().decode().split("\n", 1)
-                req_s, t_s, kid = head.split(" ")
-                req, t = int(req_s), float(t_s)
-                if now - t > STALE_S or not _alive(int(name.split("-", 1)[0])):
-                    _unlink(path)
+                parsed = parse_request(raw)
+                if parsed is None:
+                    continue  # read while its owner rewrote it: its owner commits it itself
+                req, t, kid, text = parsed
+                if now - t > STALE_S or not _alive(_pid_of(name)):
+                    self._drop(name)
                     continue
                 if kid != self.key_id:
                     continue  # another key: its owner commits it itself
@@ -245,11 +316,8 @@ class GroupCommit:
                     if len(self._items_of) > 256:
                         self._items_of.clear()
                     self._items_of[text] = items
-            except FileNotFoundError:
-                continue
-            except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError, BudgetError):
-                _unlink(path)  # unreadable or invalid: its owner (if any) commits it itself
-                continue
+            except (ValueError, KeyError, TypeError, ZeroDivisionError, BudgetError, RecursionError):
+                continue  # invalid: never charged (its owner, if any, commits its release itself)
             if items:
                 found.append((name, req, items))
         if not found:
@@ -257,12 +325,17 @@ class GroupCommit:
         marks = ",".join("?" * len(found))
         done = dict(db.execute(f"SELECT owner, req FROM dpmv_gc WHERE owner IN ({marks})",
                                [n for n, _, _ in found]).fetchall())
-        for name, _, _ in found:
-            # taken (or answered before): its owner waits on the lock and reads its answer row, or
-            # - if this transaction never commits - commits its release itself; so the next
-            # leader counts only requests that really wait
-            _unlink(os.path.join(self.dir, name))
+        # taken (or answered before): its owner waits on the lock, reads its answer row and
+        # withdraws the request, or - if this transaction never commits - commits it itself; a
+        # leader that reads it again before the withdrawal finds it answered here
         return [f for f in found if done.get(f[0], 0) < f[1]]
+
+    def _drop(self, name: str) -> None:
+        fd = self._fds.pop(name, None)
+        if fd is not None:
+            _close(fd)
+        _unlink(os.path.join(self.dir, name))
+        self._mark = None
 
     def answers(self, db: Any, answered: list[tuple[str, int, tuple[bool, ...]]],
                 spent: dict[str, Fraction]) -> None:
@@ -278,7 +351,51 @@ class GroupCommit:
             db.execute("DELETE FROM dpmv_gc WHERE t < ?", (now - PRUNE_S,))
 
 
+def request_body(req: int, t: float, kid: str, text: str) -> bytes:
+    """A request file's content: head line (request number, time, key id, length and digest of
+    the charges text) and the charges (JSON: [[attributes, "eps"], ...])."""
+    head = f"{req} {t!r} {kid} {len(text.encode())}"
+    digest = hashlib.sha256(f"{head}\n{text}".encode()).hexdigest()[:32]
+    return f"{head} {digest}\n{text}".encode()
+
+
+def parse_request(raw: bytes) -> tuple[int, float, str, str] | None:
+    """(request number, time, key id, charges text) of a request file's content; None when the
+    digest does not match (read while being rewritten: a longer old request may also trail
+    the new one, hence the length); ValueError when malformed."""
+    head_b, _, rest = raw.partition(b"\n")
+    head = head_b.decode("ascii")
+    req_s, t_s, kid, n_s, digest = head.split(" ")
+    n = int(n_s)
+    if n < 0 or n > len(rest):
+        return None
+    text = rest[:n].decode()
+    base = head[:-len(digest) - 1]
+    if hashlib.sha256(f"{base}\n{text}".encode()).hexdigest()[:32] != digest:
+        return None
+    req = int(req_s)
+    if req < 1:
+        raise ValueError(f"request number {req}")
+    return req, float(t_s), kid, text
+
+
+def _pid_of(name: str) -> int:
+    try:
+        return int(name.split("-", 1)[0])
+    except ValueError:
+        return -1
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
 def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -302,27 +419,36 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
         ledger._db()  # (re)open after fork before touching the lock
         fd = ledger._lockfd
         req = 0
+        if not gc._registered:
+            gc.register()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            req = gc.post(items)
-            if not req:  # no usable queue: wait for the lock and lead
+            # post only when another process charges this user (its request file is in the
+            # queue): a lock held for other users of the file would never collect the request
+            req = gc.post(items) if gc.posted() else 0
+            if not req:  # nobody to batch with, or no usable queue: wait for the lock and lead
                 fcntl.flock(fd, fcntl.LOCK_EX)
         if req:  # posted: wait for the leader's answer
             try:
-                # shared: every waiter wakes at the leader's unlock and reads its answer at once
+                # shared: every waiter wakes at the leader's unlock; it lets go at once (a new
+                # leader's exclusive lock must not wait for the other waiters to be scheduled)
+                # and reads its answer: the batch that took its request has committed by now
                 fcntl.flock(fd, fcntl.LOCK_SH)
+                fcntl.flock(fd, fcntl.LOCK_UN)
                 ans = gc.answer(ledger._conn, req)
-                if ans is None:  # not in the last batch: lead (the conversion may wait for others)
+                if ans is None:  # not in the last batch: lead (or find it answered meanwhile)
                     fcntl.flock(fd, fcntl.LOCK_EX)
                     ans = gc.answer(ledger._conn, req)
+                    if ans is not None:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
             except BaseException:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 gc.withdraw()
                 raise
             if ans is not None:
-                fcntl.flock(fd, fcntl.LOCK_UN)
                 gc.withdraw()
+                ledger._n_requests += 1
                 return ans
         # leader: the lock is held; the transaction below releases it at COMMIT/ROLLBACK
         ledger._preheld = True
@@ -342,4 +468,7 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
             if req:
                 gc.withdraw()
         ledger._committed(new, left)
+        ledger._n_requests += 1
+        ledger._n_commits += 1
+        ledger._n_batched += len(others)
         return oks[-1], dict(new.totals)

@@ -48,7 +48,7 @@ def check_charge_args(caps: Mapping[str, Fraction], attributes: object, epsilon:
                       ) -> tuple[frozenset[str], Fraction]:
     """Validate a prospective charge before anything changes (typed errors, no side effects);
     shared by every ledger backend."""
-    if (type(attributes) is frozenset and type(epsilon) is Fraction and epsilon >= 0
+    if (type(attributes) is frozenset and type(epsilon) is Fraction and epsilon.numerator >= 0
             and attributes.issubset(caps) and all(type(a) is str for a in attributes)):
         return attributes, epsilon      # already exact and valid (MemView's plan): no re-parsing
     if isinstance(attributes, (str, bytes)) or not isinstance(attributes, IterableABC):
@@ -162,7 +162,7 @@ class OnlineBudget:
 
     def epsilon(self, charge_set: frozenset[str], caps: Mapping[str, Fraction]) -> Fraction:
         attrs = charge_set or frozenset(caps)
-        return min(Fraction(caps[a]) for a in attrs) / self.K
+        return min(c if type(c) is Fraction else Fraction(c) for c in map(caps.__getitem__, attrs)) / self.K
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping as _MappingABC
 from dataclasses import dataclass
+import time
 from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Sequence
@@ -165,5 +166,17 @@ def _fmt(d: Mapping[str, Fraction]) -> str:
     return "{" + ", ".join(f"{a}: {v}" for a, v in sorted(d.items())) + "}"
 
 
+_SECOND: tuple[int, str] = (-1, "")  # (a UTC second, its "YYYY-MM-DDTHH:MM:SS")
+
+
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    """The current UTC time as ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``
+    writes it ("2026-01-01T12:00:00.123456+00:00"); the date and time of day are formatted once
+    per second (every charge stamps its audit record)."""
+    global _SECOND
+    ns = time.time_ns()
+    sec, us = ns // 1_000_000_000, ns // 1000 % 1_000_000
+    cached = _SECOND
+    if cached[0] != sec:
+        cached = _SECOND = (sec, datetime.fromtimestamp(sec, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{cached[1]}.{us:06d}+00:00"

@@ -25,6 +25,15 @@ from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Query
 
 
+def _posted(path: str) -> bool:
+    """The request file holds a whole posted request (files exist from a requester's first charge)."""
+    try:
+        with open(path, "rb") as f:
+            return group_commit.parse_request(f.read()) is not None
+    except (OSError, ValueError):
+        return False
+
+
 def main(argv: list[str]) -> int:
     db, user, cap, k, n_wait = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
     policy, m, _, _ = running_example()
@@ -40,7 +49,8 @@ def main(argv: list[str]) -> int:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:  # the first posted request creates the queue directory
-                if len([n for n in os.listdir(self.dir) if not n.endswith(".tmp")]) >= n_wait:
+                if sum(_posted(os.path.join(self.dir, n)) for n in os.listdir(self.dir)
+                       if n != self.owner and not n.startswith(".")) >= n_wait:
                     break
             except FileNotFoundError:
                 pass

@@ -7,6 +7,8 @@ postgresql://) for the running-example policy (all caps = CAP, OnlineBudget(K)),
 prints "READY" (with ``wait``: then waits for a line on stdin), then releases affordable-dinner views through MemView in a loop. Only AFTER
 ``release`` returns does it write one line (a single atomic os.write) with the charges that
 release made: {"i": n, "t": time, "charges": [[[attributes...], "eps"], ...], "views": {...}}.
+With MAX_RELEASES, a last line "STATS [requests, commits, batched]" gives the ledger's
+``commit_stats()``.
 """
 from __future__ import annotations
 
@@ -46,6 +48,8 @@ def main(argv: list[str]) -> int:
         line = json.dumps({"i": i, "t": time.time(), "charges": charges, "views": rel.views}) + "\n"
         os.write(1, line.encode())  # < PIPE_BUF: atomic; written only after release() returned
         i += 1
+    st = ledger.commit_stats()  # a last line the reports skip: not JSON-first
+    os.write(1, f"STATS {json.dumps([st.requests, st.commits, st.batched])}\n".encode())
     ledger.close()
     return 0
 

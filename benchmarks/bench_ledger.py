@@ -443,8 +443,8 @@ def main(argv=None) -> int:
     shown = ({"committed": committed[0]} if committed else {}) | res
     lines = [f"# Durable ledger under load{' (' + a.label + ')' if a.label else ''}", "",
              f"Machine: {describe(mach)}; load average at start {mach.get('loadavg_at_start')}, at end "
-             f"{out['loadavg_at_end']} (shared machine, 6 jobs on 2 cores: fsync latency drifts between "
-             f"~0.1 and ~4 ms). {a.releases} releases per setting, README policy (running example, "
+             f"{out['loadavg_at_end']} (the averages lag: they include load from before the run; on this VM "
+             f"fsync latency drifts between ~0.1 and ~4 ms with load). {a.releases} releases per setting, README policy (running example, "
              f"OnlineBudget(K=3), query affordable_dinner: 2 charged slots) unless noted"
              + (f"; trees measured interleaved, setting by setting: {', '.join(f'{k} = {v}' for k, v in trees.items())}"
                 if len(trees) > 1 else "") + f". Total {out['total_s']} s.", "",

@@ -264,17 +264,18 @@ class GroupCommit:
             return []
         for gone in set(self._fds) - set(names):
             _close(self._fds.pop(gone))
+        alive = []
         for n in names:  # files of dead owners (killed, or exited without close) are removed
-            if not _alive(_pid_of(n)):
+            if _alive(_pid_of(n)):
+                alive.append(n)
+            else:
                 _unlink(os.path.join(self.dir, n))
-        self._mark, self._names = None, [n for n in names if os.path.exists(os.path.join(self.dir, n))]
-        if self._mark is None:  # (re-stat after the removals: they changed the directory)
-            try:
-                st = os.stat(self.dir)
-                self._mark = (st.st_ino, st.st_mtime_ns, st.st_size)
-            except FileNotFoundError:
-                return []
-        return self._names
+        try:  # the mark after the removals (they changed the directory)
+            st = os.stat(self.dir)
+        except FileNotFoundError:
+            return []
+        self._mark, self._names = (st.st_ino, st.st_mtime_ns, st.st_size), alive
+        return alive
 
     def _read(self, name: str) -> bytes | None:
         fd = self._fds.get(name)
@@ -419,8 +420,7 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
         ledger._db()  # (re)open after fork before touching the lock
         fd = ledger._lockfd
         req = 0
-        if not gc._registered:
-            gc.register()
+        gc.register()  # (once per process: a forked child registers its own file)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

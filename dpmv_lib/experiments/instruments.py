@@ -13,9 +13,10 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
+from ..common.paths import project_root, resolve
 from ..core.errors import ParameterError
 from .profiles import PROFILES
-from .tables import fmt
+from .tables import fmt, write_table
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,6 @@ def side_by_side(spec: TableSpec, runs: Sequence[Run]) -> pd.DataFrame:
 
 
 def _shown(path: Path) -> str:
-    from ..common.paths import project_root
     try:
         return str(path.resolve().relative_to(project_root().resolve()))
     except ValueError:
@@ -177,9 +177,6 @@ def write_side_by_side(name: str, results_dir: str | Path, results_root: str | P
     """Table ``name`` ("table2" | "table3" | "table4") of the run in ``results_dir`` beside every
     other run under ``results_root`` (default: the project's ``results/``), written to
     ``results_dir/tables/<name>_instruments.{csv,md}``."""
-    from ..common.paths import project_root, resolve
-    from .tables import write_table
-
     if name not in TABLES:
         raise ParameterError(f"unknown table {name!r}; valid: {', '.join(TABLES)}")
     spec = TABLES[name]

@@ -9,10 +9,13 @@ throughput = all releases / (last finish - first start). Settings (>= ``--releas
 each, split over the processes):
 
 * in-memory ledger, 1 process;  SQLite ledger (synchronous=FULL), 1, 2 and 4 processes on one file;
-* the raw sqlite3 floor: the SQL statements of one release (one ``BEGIN IMMEDIATE`` transaction:
-  read head, totals and the verified tail; insert both audit records; update head; COMMIT) with
-  precomputed values, run directly through sqlite3 with synchronous=FULL (no Python logic), on
-  its own file by the 1-process ledger worker itself, 50 transactions before every 50 releases
+* the raw sqlite3 floor: the SQL statements of one steady-state release (one ``BEGIN IMMEDIATE``
+  transaction: ``PRAGMA data_version`` (no other connection wrote, so the ledger skips its
+  verification reads); insert both audit records; update head; COMMIT) with precomputed values,
+  run directly through sqlite3 with synchronous=FULL (no Python logic), on its own file by the
+  1-process ledger worker itself, 50 transactions before every 50 releases; also the same with
+  the three verification reads (head, totals, log tail) instead of the pragma: the SQL of a
+  release after another connection wrote, and of every release before the data_version check
   (both see the same fsync conditions; the ratio is taken per run); with them 50 floor
   transactions each after ``GAP_US`` of busy CPU (on this VM an fsync issued right after the
   previous one is faster than one issued after a pause: the ledger's COMMIT always follows
@@ -113,7 +116,9 @@ def worker(spec: dict) -> None:
     lat = []
     admitted = 0
     floor = RawFloor(spec["floor"]) if spec.get("floor") else None
+    floor_reads = RawFloor(spec["floor"] + "-reads.db", reads=True) if floor is not None else None
     floor_lat: list[int] = []
+    reads_lat: list[int] = []  # the floor with the three verification reads instead of the pragma
     gap_lat: list[int] = []   # the floor's transaction after a busy gap of GAP_US (no I/O)
     mv_lat: list[int] = []    # an in-memory release followed by the floor's transaction
     mem_mv = MemView(policy, store, budget=OnlineBudget(k), seed=spec["idx"]) if floor is not None else None
@@ -124,6 +129,7 @@ def worker(spec: dict) -> None:
         if floor is not None and i % FLOOR_CHUNK == 0:  # the floor's SQL, interleaved in chunks
             f0, fc0 = time.monotonic(), time.process_time()
             floor_lat += [floor.one() for _ in range(FLOOR_CHUNK)]
+            reads_lat += [floor_reads.one() for _ in range(FLOOR_CHUNK)]
             for _ in range(FLOOR_CHUNK):
                 end = time.perf_counter_ns() + GAP_US * 1000
                 while time.perf_counter_ns() < end:
@@ -148,7 +154,7 @@ def worker(spec: dict) -> None:
     cpu = time.process_time() - c0 - floor_cpu
     close(led)
     os.write(1, (json.dumps({"t0": t0, "t1": t1 - floor_s, "lat": lat, "sampled": admitted,
-                             "floor_lat": floor_lat, "gap_lat": gap_lat, "mv_lat": mv_lat,
+                             "floor_lat": floor_lat, "reads_lat": reads_lat, "gap_lat": gap_lat, "mv_lat": mv_lat,
                              "cpu_s": cpu, "counted": [sum(c) for c in zip(*counted)] or None})
                  + "\n").encode())
 
@@ -223,6 +229,7 @@ def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int
                    releases_per_commit=round(req / com, 2) if com else None)
     if floor:
         out["floor"] = summarize([x for r in res for x in r["floor_lat"]], None, 1)
+        out["floor_reads"] = summarize([x for r in res for x in r.get("reads_lat", [])], None, 1)
         out["floor_gap"] = summarize([x for r in res for x in r["gap_lat"]], None, 1)
         out["floor_mv"] = summarize([x for r in res for x in r["mv_lat"]], None, 1)
     return out
@@ -254,10 +261,12 @@ COLS = "seq, ts, attributes, epsilon, admitted, checked, remaining, blocked, tot
 
 class RawFloor:
     """One release's SQL (two blocked charges, as in the K=3 steady state) through sqlite3:
-    ``BEGIN IMMEDIATE``; read head, totals and the verified tail; insert both audit records;
-    update the head; COMMIT (synchronous=FULL), with precomputed values (no Python logic)."""
+    ``BEGIN IMMEDIATE``; ``PRAGMA data_version`` (``reads``: read head, totals and the verified
+    tail instead); insert both audit records; update the head; COMMIT (synchronous=FULL), with
+    precomputed values (no Python logic)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, reads: bool = False) -> None:
+        self.reads = reads
         conn = self.conn = sqlite3.connect(path, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
@@ -276,14 +285,16 @@ class RawFloor:
         conn, seq = self.conn, self.seq
         s = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute("SELECT head_seq, head_hash, genesis FROM ledger_user WHERE user_id = ?", ("alice",)).fetchone()
-        conn.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?", ("alice",)).fetchall()
-        conn.execute(f"SELECT {COLS} FROM audit_log WHERE user_id = ? AND seq >= ? ORDER BY seq",
-                     ("alice", seq)).fetchall()
-        for _c in range(2):
-            seq += 1
-            conn.execute(f"INSERT INTO audit_log (user_id, {COLS}) VALUES ('alice', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         (seq, *self.rec))
+        if self.reads:
+            conn.execute("SELECT head_seq, head_hash, genesis FROM ledger_user WHERE user_id = ?", ("alice",)).fetchone()
+            conn.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?", ("alice",)).fetchall()
+            conn.execute(f"SELECT {COLS} FROM audit_log WHERE user_id = ? AND seq >= ? ORDER BY seq",
+                         ("alice", seq)).fetchall()
+        else:
+            conn.execute("PRAGMA data_version").fetchone()
+        conn.executemany(f"INSERT INTO audit_log (user_id, {COLS}) VALUES ('alice', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         [(seq + 1, *self.rec), (seq + 2, *self.rec)])
+        seq += 2
         conn.execute("UPDATE ledger_user SET head_seq = ?, head_hash = ? WHERE user_id = ?", (seq, self.h, "alice"))
         conn.execute("COMMIT")
         self.seq = seq
@@ -294,6 +305,7 @@ class RawFloor:
 ROWS = [("mem1", "in-memory ledger, 1 process"),
         ("sqlite1", "SQLite ledger (synchronous=FULL), 1 process"),
         ("raw", "the same SQL run directly through sqlite3 (floor)"),
+        ("raw_reads", "the floor with the three verification reads instead of the pragma"),
         ("raw_gap", f"the floor's transaction after {GAP_US} us of busy CPU (no I/O)"),
         ("raw_mv", "an in-memory release, then the floor's transaction"),
         ("sqlite2", "SQLite ledger, 2 processes on one file"),
@@ -326,8 +338,6 @@ def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dic
     for lab, tree in trees.items():
         if want("mem1"):
             res[lab]["mem1"] = run_setting(tree, "mem", "", 1, n)
-    # the 1-process SQLite ledger and its raw floor: interleaved repeats (fsync latency drifts on a
-    # shared machine); each tree's ratio uses the floor runs made right after its own runs
     # the 1-process SQLite ledger and its raw floor: the worker runs the floor's SQL on its own file
     # in chunks between its releases (fsync latency drifts on a shared machine; so both see the
     # same conditions); each run gives one ledger/floor ratio of medians
@@ -344,6 +354,10 @@ def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dic
             res[lab]["raw"] = dict(picked["floor"], median_runs_us=[x["floor"]["median_us"] for x in runs[lab]])
             res[lab]["sqlite1_over_raw_runs"] = [round(x["median_us"] / x["floor"]["median_us"], 2)
                                                  for x in runs[lab]]
+            res[lab]["raw_reads"] = dict(picked["floor_reads"],
+                                         median_runs_us=[x["floor_reads"]["median_us"] for x in runs[lab]])
+            res[lab]["sqlite1_over_raw_reads_runs"] = [round(x["median_us"] / x["floor_reads"]["median_us"], 2)
+                                                       for x in runs[lab]]
             res[lab]["raw_mv"] = dict(picked["floor_mv"], median_runs_us=[x["floor_mv"]["median_us"] for x in runs[lab]])
             res[lab]["sqlite1_over_raw_mv_runs"] = [round(x["median_us"] / x["floor_mv"]["median_us"], 2)
                                                     for x in runs[lab]]
@@ -471,6 +485,10 @@ def main(argv=None) -> int:
             lines.append(f"* {lab}: SQLite ledger median / raw floor median = {ratio}x (medians of the "
                          f"{len(r['sqlite1'].get('median_runs_us', [0]))} interleaved runs: ledger "
                          f"{r['sqlite1'].get('median_runs_us')} us, floor {r['raw'].get('median_runs_us')} us).")
+        if r.get("sqlite1_over_raw_reads_runs"):
+            lines.append(f"* {lab}: SQLite ledger median / floor-with-reads median = "
+                         f"{statistics.median(r['sqlite1_over_raw_reads_runs'])}x (per run "
+                         f"{r['sqlite1_over_raw_reads_runs']}).")
         if r.get("sqlite1_over_raw_mv_runs"):
             lines.append(f"* {lab}: SQLite ledger median / (in-memory release + floor transaction) median = "
                          f"{statistics.median(r['sqlite1_over_raw_mv_runs'])}x (per run "

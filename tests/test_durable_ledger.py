@@ -358,3 +358,38 @@ def test_audit_timestamp_format_unchanged():
         parsed = datetime.fromisoformat(ts)
         assert before.replace(microsecond=0) <= parsed <= after, (before, ts, after)
         assert parsed.isoformat(timespec="microseconds") == ts
+
+
+def test_verification_skipped_only_while_no_other_connection_committed(example, db):
+    """The per-charge verification (head, totals, log tail) runs again whenever another connection
+    committed to the file (PRAGMA data_version changed), and only then."""
+    policy, _, _, _ = example
+    led = SqliteLedger.for_policy(db, "alice", policy)
+    seen: list[str] = []
+    led._db().set_trace_callback(seen.append)
+
+    def verification_reads() -> int:
+        return sum(1 for s in seen if s.startswith("SELECT") and "audit_log" in s)
+
+    assert led.try_charge(frozenset({"debt"}), Fraction(1, 3))
+    assert verification_reads() == 1  # the new user's first charge verifies
+    seen.clear()
+    assert led.try_charge(frozenset({"debt"}), Fraction(1, 3))
+    assert led.spent()["debt"] == Fraction(2, 3)
+    assert verification_reads() == 0  # nobody else wrote since
+    other = SqliteLedger.for_policy(db, "alice", policy)  # another connection: verifies, charges
+    assert other.try_charge(frozenset({"debt"}), Fraction(1))
+    other.close()
+    seen.clear()
+    assert not led.try_charge(frozenset({"debt"}), Fraction(1, 2))  # sees the other's charge: 5/3 + 1/2 > 2
+    assert verification_reads() == 1 and led.spent()["debt"] == Fraction(5, 3)
+    seen.clear()
+    assert led.try_charge(frozenset({"debt"}), Fraction(1, 3))
+    assert verification_reads() == 0 and led.spent()["debt"] == Fraction(2)
+    # an edit by another connection after this one's last commit is refused before the next charge
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE ledger_entry SET spent = '0' WHERE attribute = 'debt'")
+    conn.commit(), conn.close()
+    with pytest.raises(DPMVError, match="stored spent budgets do not equal"):
+        led.try_charge(frozenset({"debt"}), Fraction(1, 3))
+    led.close()

@@ -159,3 +159,26 @@ def test_score_channel_and_store_vocabulary(running, dinner):
     assert "food.low_sugar" in [v.id for v in sdv_m._vocabulary("food")]
     assert "food.low_sugar" not in [v.id for v in sdv_md._vocabulary("food")]
     assert [v.id for v in MemView(policy, m_d)._vocabulary("food")] == list(policy.slot("food").view_ids)
+
+
+def test_epsilon_follows_the_current_budget_rule_and_policy(running, dinner):
+    """eps is computed once per charge set for OnlineBudget, but a replaced rule or policy is used
+    at once, and any other rule is asked on every plan."""
+    policy, m, _, _ = running
+    mv = MemView(policy, m, budget=OnlineBudget(3), seed=0)
+    assert mv.plan(dinner, "food").epsilon == Fraction(2, 3)
+    mv.budget = OnlineBudget(4)
+    assert mv.plan(dinner, "food").epsilon == Fraction(1, 2)
+    mv.policy = policy.with_caps("1")
+    assert mv.plan(dinner, "food").epsilon == Fraction(1, 4)
+
+    class Counting:
+        calls = 0
+
+        def epsilon(self, charge_set, caps):
+            Counting.calls += 1
+            return Fraction(1, 10)
+
+    mv.budget = Counting()
+    assert [mv.plan(dinner, "food").epsilon for _ in range(3)] == [Fraction(1, 10)] * 3
+    assert Counting.calls == 3

@@ -59,7 +59,9 @@ class SqliteLedger(_ChainLedger):
     totals in each record, the chain head and that the stored spent budgets equal the replay.
     Before every charge (inside its ``BEGIN IMMEDIATE`` transaction) and every read of
     ``spent()`` it re-verifies the last verified record, verifies every record appended since
-    (by other processes) and checks the head and stored totals against the tail. Any mismatch
+    (by other processes) and checks the head and stored totals against the tail, unless no other
+    connection has committed to the file since this one last verified or committed (``PRAGMA
+    data_version`` unchanged: the file holds exactly this connection's verified chain). Any mismatch
     raises :class:`~dpmv_lib.core.errors.LedgerIntegrityError` naming the ledger and the mismatch,
     and nothing is written. With ``key`` (>= 16 bytes) the chain is HMAC-SHA256 keyed, so edits
     cannot be re-signed without the key. Each ``try_charge`` (or ``try_charge_many``: all slots
@@ -93,6 +95,7 @@ class SqliteLedger(_ChainLedger):
         self._preheld = False  # group commit: the writer lock is already held by this transaction
         self._gc: Any = None
         self._pid = -1
+        self._fresh: tuple[int, Any] | None = None  # (data_version, the head verified at it)
         self._start()
 
     # ---- connection ------------------------------------------------------------------------
@@ -115,6 +118,7 @@ class SqliteLedger(_ChainLedger):
                 conn.close()
                 raise BudgetError(f"cannot open the writer lock file {self.path}.lock: {exc}") from None
         self._conn, self._lockfd, self._pid = conn, fd, os.getpid()
+        self._fresh = None  # data_version is per connection
         if fd >= 0 and self._gc is None:
             self._gc = group_commit.GroupCommit(self.path, self.user_id, self._key)
 
@@ -171,6 +175,33 @@ class SqliteLedger(_ChainLedger):
         self._check_tables(db, names, _SCHEMA)
         if self._gc is not None and "dpmv_gc" not in names:
             db.execute(group_commit.ANSWER_TABLE)
+
+    def _sync(self, db: "_Tx", collect: list[Any] | None = None) -> None:
+        """The verification before a charge or read (see ``_ChainVerify._sync``), skipped when no
+        other connection has committed to the file since this one last verified or committed:
+        ``PRAGMA data_version`` is unchanged exactly then (SQLite: it changes when another
+        connection commits), so the file holds this connection's verified chain and nothing
+        else. Any edit by another connection or process changes it, so it is still found before
+        the next charge; an edit of the file's bytes behind SQLite's back is not (nor was it
+        before: SQLite serves its cached pages while the WAL index is unchanged); the next open
+        verifies the whole file."""
+        if collect is not None:
+            super()._sync(db, collect)
+            return
+        dv = db.execute("PRAGMA data_version").fetchone()[0]
+        fresh = self._fresh
+        if fresh is not None and fresh[0] == dv and fresh[1] is self._v:
+            return
+        self._fresh = None
+        super()._sync(db)
+        self._fresh = (dv, self._v)
+
+    def _committed(self, new: Any, left: dict[str, Fraction]) -> None:
+        fresh, before = self._fresh, self._v
+        super()._committed(new, left)
+        # this connection's own COMMIT leaves data_version as it was: when the transaction
+        # started from the fresh state, the file now holds exactly the new verified head
+        self._fresh = (fresh[0], self._v) if fresh is not None and fresh[1] is before else None
 
     def _charge(self, items: Sequence[tuple[frozenset[str], Fraction]], checked: bool
                 ) -> tuple[tuple[bool, ...], dict[str, Fraction]]:

@@ -164,6 +164,13 @@ def _checked_utility(value: Any) -> Fraction | None:
     return u if 0 <= u <= 1 else None
 
 
+_PURE_RULES = (OnlineBudget,)  # frozen, its eps a function of (Gamma, caps) only (PreallocatedBudget's
+                               # planned counts are a dict a caller could still change)
+_MISSING = object()
+_NO_ATTRIBUTES: frozenset[str] = frozenset()
+_ZERO = Fraction(0)
+
+
 class MemView:
     """The DP-MemView interface over one user's store.
 
@@ -220,6 +227,7 @@ class MemView:
             raise BudgetError(f"scorer sensitivity {self._scorer.sensitivity} exceeds the policy's "
                               f"fixed bound {policy.sensitivity}")
         self.exact = exact
+        self._eps_memo: tuple[Any, Any, dict[frozenset[str], Fraction | None]] = (None, None, {})
         self.scorer_failures: list[ScorerFailure] = []  # operator-side log (C5 fail-closed)
         self._rng = np.random.default_rng(seed)
         if random_source is not None:
@@ -252,8 +260,23 @@ class MemView:
         read = self.policy.read(query, slot, _check_history(history))
         affected = self.policy.charge_set(read)
         charged = self._charge_set(affected)
-        eps = self.budget.epsilon(charged, self.policy.caps) if read else None
+        eps = self._epsilon(charged) if read else None
         return SlotPlan(slot, read, affected, charged, eps)
+
+    def _epsilon(self, charged: frozenset[str]) -> Fraction | None:
+        """eps_{t,g} of the budget rule (C4: a public function of Gamma and the caps), computed
+        once per charge set for OnlineBudget (frozen: B_a / K); any other rule is asked every
+        time."""
+        policy, budget = self.policy, self.budget
+        if type(budget) not in _PURE_RULES:
+            return budget.epsilon(charged, policy.caps)
+        memo = self._eps_memo
+        if memo[0] is not policy or memo[1] is not budget:
+            memo = self._eps_memo = (policy, budget, {})
+        eps = memo[2].get(charged, _MISSING)
+        if eps is _MISSING:
+            eps = memo[2][charged] = budget.epsilon(charged, policy.caps)
+        return eps
 
     def fork(self) -> "MemView":
         """A copy with an independent copy of the ledger (for exact enumeration and checkers)."""
@@ -304,7 +327,7 @@ class MemView:
     def _generic(self, prep: _Prepared) -> SlotRelease:
         p = prep.plan
         return SlotRelease(p.slot, self.policy.slot(p.slot).generic.id, p.read_set, p.affected,
-                           frozenset(), Fraction(0), "generic", fallback=bool(p.read_set))
+                           _NO_ATTRIBUTES, _ZERO, "generic", fallback=bool(p.read_set))
 
     def _released(self, prep: _Prepared, view_id: str, mechanism: str, extras=()) -> SlotRelease:
         p = prep.plan

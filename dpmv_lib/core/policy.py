@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
@@ -57,7 +58,7 @@ class Slot:
     name: str
     views: tuple[View, ...]
 
-    @property
+    @cached_property
     def generic(self) -> View:
         return next(v for v in self.views if v.generic)
 
@@ -142,14 +143,22 @@ class Policy:
     def __post_init__(self) -> None:
         _validate(self)
 
-    # ---- lookups -------------------------------------------------------------------------
-    @property
+    # ---- lookups (the policy is immutable: derived lookups are computed once) ------------
+    @cached_property
     def slot_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.slots)
 
-    @property
+    @cached_property
     def attribute_names(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.attributes)
+
+    @cached_property
+    def _slot_by_name(self) -> dict[str, Slot]:
+        return {s.name: s for s in self.slots}
+
+    @cached_property
+    def _positions_by_slot(self) -> dict[str, tuple[int, ...]]:
+        return {s.name: tuple(p.id for p in self.positions if p.slot == s.name) for s in self.slots}
 
     @property
     def position_ids(self) -> tuple[int, ...]:
@@ -165,9 +174,9 @@ class Policy:
         return {a.name: a.cap for a in self.attributes}
 
     def slot(self, name: str) -> Slot:
-        for s in self.slots:
-            if s.name == name:
-                return s
+        s = self._slot_by_name.get(name) if isinstance(name, str) else None
+        if s is not None:
+            return s
         raise PolicyError(f"unknown slot {name!r}; the policy has {list(self.slot_names)}")
 
     def attribute(self, name: str) -> Attribute:
@@ -185,8 +194,8 @@ class Policy:
         raise PolicyError(f"unknown view {view_id!r}")
 
     def positions_of(self, slot: str) -> tuple[int, ...]:
-        self.slot(slot)
-        return tuple(p.id for p in self.positions if p.slot == slot)
+        self.slot(slot)  # unknown slot -> PolicyError
+        return self._positions_by_slot[slot]
 
     # ---- the policy maps of the paper ----------------------------------------------------
     def charge_set(self, read_set: Iterable[int]) -> frozenset[str]:
@@ -206,7 +215,7 @@ class Policy:
 
     def read(self, query: Query, slot: str, history: Sequence[Any] = ()) -> tuple[int, ...]:
         """R_{t,g}: positions read for one active slot; must lie in that slot (C4)."""
-        own = set(self.positions_of(slot))  # unknown slot -> PolicyError before the reader runs
+        own = self.positions_of(slot)  # unknown slot -> PolicyError before the reader runs
         read = tuple(self.reader.read(query, slot, history))
         bad = [i for i in read if i not in own]
         if bad:

@@ -365,7 +365,7 @@ def run_notebooks(profile: str = "default", *, only: Sequence[str] | None = None
         manifest["kernel_environment"] = {k: os.environ[k] for k in KERNEL_ENV_DEFAULTS}
         for i, entry in enumerate(todo, 1):
             nb = by_name[entry["name"]]
-            params = {**base, **{k: v for k, v in {**BATCH_DEFAULTS, **overrides}.items()
+            params = {**base, **{k: v for k, v in {**BATCH_DEFAULTS, **prof.notebook_defaults, **overrides}.items()
                                  if k in nb.parameters}}
             missing = [k for k in RESERVED if k not in nb.parameters]
             if missing:

@@ -227,3 +227,23 @@ def test_failing_notebook_stops_the_run(tmp_path, capsys):
     status = {e["name"]: e["status"] for e in m["notebooks"]}
     assert status == {"01_bad": "failed", "02_never": "not run"}
     assert "RuntimeError: deliberate failure" in m["notebooks"][0]["error"]
+
+
+def test_profile_notebook_defaults_apply_where_declared_and_overrides_win(nbdir, tmp_path, monkeypatch):
+    from dataclasses import replace
+    monkeypatch.setitem(PROFILES, "smoke", replace(PROFILES["smoke"], notebook_defaults={"x": 9, "T_max": 3}))
+    rd = tmp_path / "res"
+    assert runner.main(["--profile", "smoke", "--notebooks-dir", str(nbdir), "--results-dir", str(rd)]) == 0
+    assert json.loads((rd / "01_alpha.json").read_text())["x"] == 9
+    m = json.loads((rd / "manifest.json").read_text())
+    assert all(e["parameters"]["x"] == 9 and "T_max" not in e["parameters"] for e in m["notebooks"])
+    assert runner.main(["--profile", "smoke", "--notebooks-dir", str(nbdir), "--results-dir", str(rd),
+                        "-p", "x", "5"]) == 0
+    assert json.loads((rd / "01_alpha.json").read_text())["x"] == 5
+
+
+def test_llm_profiles_stop_the_horizon_at_T_16_in_the_notebooks_that_have_it():
+    for name in ("llm", "llm-smoke"):
+        assert PROFILES[name].notebook_defaults == {"T_max": 16}
+    declaring = [nb.name for nb in runner.discover_notebooks(None) if "T_max" in nb.parameters]
+    assert declaring == ["04_rq2_safeguards", "05_budget_sensitivity"]

@@ -22,6 +22,9 @@ class Profile:
     em_seeds: tuple[int, ...] = (0, 1, 2)
     response_models: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    # notebook parameters the runner sets under this profile, in every notebook whose parameters
+    # cell declares them (a -p override on the command line wins)
+    notebook_defaults: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -36,12 +39,14 @@ PROFILES: dict[str, Profile] = {
                        judge="rubric"),
     # Full scale (issue 12 section 4): all pairs, T = 16, EM seeds {0, 1, 2}; OpenVINO f32 is the
     # batch-invariant engine measured fastest without AMX (benchmarks/results/generation.md).
+    # Horizons stop at T = 16 (T_max): notebook 04's curves to T = 32 would need 44,071 distinct
+    # prompts instead of 24,389 (counted 2026-12-03), hours more on 2 cores, beyond the paper's T.
     "llm": Profile("llm", "real offline generation with SmolLM2-135M-Instruct (OpenVINO f32), all pairs, no network",
                    pairs=None, transfer_pairs=None, responder="openvino:smollm2@f32", encoder="minilm",
-                   judge="rubric"),
+                   judge="rubric", notebook_defaults={"T_max": 16}),
     "llm-smoke": Profile("llm-smoke", "the llm profile's code path end to end on 16 + 4 pairs, one EM seed",
                          pairs=16, transfer_pairs=4, responder="openvino:smollm2@f32", encoder="minilm",
-                         judge="rubric", em_seeds=(0,)),
+                         judge="rubric", em_seeds=(0,), notebook_defaults={"T_max": 16}),
     "paper": Profile("paper", "the paper's setting on GPUs: HF model paths or OpenAI-compatible servers",
                      pairs=None, transfer_pairs=None, responder="openai", encoder="st:sentence-transformers/all-mpnet-base-v2",
                      judge="llm", response_models=("Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct", "gemma-2-9b-it")),

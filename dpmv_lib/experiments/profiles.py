@@ -39,8 +39,8 @@ PROFILES: dict[str, Profile] = {
                        judge="rubric"),
     # Full scale (issue 12 section 4): all pairs, T = 16, EM seeds {0, 1, 2}; OpenVINO f32 is the
     # batch-invariant engine measured fastest without AMX (benchmarks/results/generation.md).
-    # Horizons stop at T = 16 (T_max): notebook 04's curves to T = 32 would need 44,071 distinct
-    # prompts instead of 24,389 (counted 2026-12-03), hours more on 2 cores, beyond the paper's T.
+    # Horizons stop at T = 16 (T_max), the issue's T: notebook 04's curves to T = 32 would about
+    # double its distinct prompts (every turn adds new queries), hours more on 2 cores.
     "llm": Profile("llm", "real offline generation with SmolLM2-135M-Instruct (OpenVINO f32), all pairs, no network",
                    pairs=None, transfer_pairs=None, responder="openvino:smollm2@f32", encoder="minilm",
                    judge="rubric", notebook_defaults={"T_max": 16}),

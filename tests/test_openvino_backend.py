@@ -53,7 +53,7 @@ def ir() -> Path:
 
 
 def _ov(max_new_tokens=16, **kw) -> OpenVINOResponder:
-    return OpenVINOResponder("smollm2", DecodingConfig(max_new_tokens=max_new_tokens), threads=2, **kw)
+    return OpenVINOResponder("smollm2", DecodingConfig(max_new_tokens=max_new_tokens), **{"threads": 2, **kw})
 
 
 def test_specs_select_every_engine_and_precision():
@@ -119,6 +119,15 @@ def test_f32_greedy_texts_do_not_depend_on_the_batch(ir):
     r = _ov(max_new_tokens=4, batch_size=8)
     r.respond(PROMPTS)
     assert 0 < r.generated_tokens <= 4 * len(PROMPTS)
+
+
+def test_f32_greedy_texts_do_not_depend_on_the_thread_count(ir, tmp_path, monkeypatch):
+    """A long run keeps the thread count it loaded with (cores not busy then): the cached texts must
+    not depend on it. The count is written to the progress log."""
+    monkeypatch.setenv("DPMV_PROGRESS_LOG", str(tmp_path / "progress.log"))
+    one = _ov(batch_size=8, threads=1)
+    assert one.respond(PROMPTS) == _ov(batch_size=8).respond(PROMPTS)
+    assert "generate (smollm2): OpenVINO f32 on 1 of " in (tmp_path / "progress.log").read_text()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("openvino") is None or "BF16" not in openvino_capabilities(),

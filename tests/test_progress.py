@@ -1,7 +1,7 @@
 """The progress log of long runs (dpmv_lib.common.progress) and its use by generation."""
 from __future__ import annotations
 
-from dpmv_lib.common.progress import ENV, ProgressLog
+from dpmv_lib.common.progress import ENV, ProgressLog, note
 from dpmv_lib.generate.generation import generate_responses
 from dpmv_lib.generate.responders.base import Prompt
 
@@ -64,3 +64,15 @@ def test_generation_writes_progress_to_the_env_path(tmp_path, monkeypatch):
     # everything cached: no generation step, no new lines
     generate_responses(prompts, Echo(), cache=tmp_path / "c.sqlite", progress=False)
     assert log.read_text().splitlines() == lines
+
+
+def test_note_appends_one_line_only_with_a_log(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    note("generate (x)", "on 1 of 2 cores")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv(ENV, str(tmp_path / "r" / "progress.log"))
+    note("generate (x)", "on 1 of 2 cores")
+    note("generate (x)", "again")
+    lines = (tmp_path / "r" / "progress.log").read_text().splitlines()
+    assert [ln.split(" ", 1)[1] for ln in lines] == ["generate (x): on 1 of 2 cores", "generate (x): again"]

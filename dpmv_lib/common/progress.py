@@ -32,9 +32,7 @@ class ProgressLog:
             self._write(f"start, {self.total} to do")
 
     def _write(self, text: str) -> None:
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        with open(self.path, "a", encoding="utf-8") as fh:  # type: ignore[arg-type]
-            fh.write(f"{stamp} {self.desc}: {text}\n")
+        _append(self.path, self.desc, text)  # type: ignore[arg-type]
 
     def line(self) -> str:
         """``done/total (pct), rate/s, elapsed, ETA``: the rate is the mean since the start."""
@@ -54,3 +52,18 @@ class ProgressLog:
         if self.path is not None:
             self._write("done " + self.line())
             self.path = None
+
+
+def note(desc: str, text: str, *, path: str | Path | None = None) -> None:
+    """One line ``<time> <desc>: <text>`` in the progress log (nothing without one), e.g. how many
+    cores a long generation run got."""
+    target = path if path is not None else os.environ.get(ENV)
+    if target:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        _append(Path(target), desc, text)
+
+
+def _append(path: Path, desc: str, text: str) -> None:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(f"{stamp} {desc}: {text}\n")

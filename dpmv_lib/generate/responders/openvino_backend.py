@@ -17,14 +17,19 @@ the reference.
 from __future__ import annotations
 
 import importlib.util
+import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any, Sequence
 
+from ...common import progress
 from ...core.errors import GenerationError
 from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
 from .openvino_export import EXPORT_HINT, ir_dir, missing_files, model_source
 from .transformers_backend import cpu_threads, length_batches
+
+_log = logging.getLogger(__name__)
 
 PRECISIONS = ("f32", "bf16")
 _PIPES: dict[tuple, Any] = {}
@@ -100,7 +105,15 @@ class OpenVINOResponder(Responder):
         if self.precision == "bf16" and "BF16" not in openvino_capabilities():
             raise GenerationError("precision 'bf16' needs a CPU that OpenVINO reports BF16-capable (AVX512-BF16 "
                                   f"or AMX); this one offers {openvino_capabilities()}")
-        self._pipe, self._lock = _pipeline(str(self.ir), self.precision, cpu_threads(self.threads), self.config)
+        threads = cpu_threads(self.threads)
+        self._pipe, self._lock = _pipeline(str(self.ir), self.precision, threads, self.config)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        msg = f"OpenVINO {self.precision} on {threads} of {cores} cores"
+        if not self.threads and threads < cores:  # the others were busy when the pipeline was built
+            msg += (": the other cores were busy with other processes when it loaded, and the thread "
+                    "count stays fixed for this process (restart it on free cores, or pass threads=)")
+            _log.warning("%s", msg)
+        progress.note(f"generate ({self.name})", msg)
         return self._pipe
 
     def render(self, prompt: Prompt) -> str:

@@ -229,7 +229,7 @@ def run_setting(tree: str, backend: str, db: str, procs: int, total: int, k: int
                    releases_per_commit=round(req / com, 2) if com else None)
     if floor:
         out["floor"] = summarize([x for r in res for x in r["floor_lat"]], None, 1)
-        out["floor_reads"] = summarize([x for r in res for x in r.get("reads_lat", [])], None, 1)
+        out["floor_reads"] = summarize([x for r in res for x in r["reads_lat"]], None, 1)
         out["floor_gap"] = summarize([x for r in res for x in r["gap_lat"]], None, 1)
         out["floor_mv"] = summarize([x for r in res for x in r["mv_lat"]], None, 1)
     return out

@@ -107,7 +107,7 @@ class OpenVINOResponder(Responder):
                                   f"or AMX); this one offers {openvino_capabilities()}")
         threads = cpu_threads(self.threads)
         self._pipe, self._lock = _pipeline(str(self.ir), self.precision, threads, self.config)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cores = os.cpu_count() or 1  # what cpu_threads() chooses from
         msg = f"OpenVINO {self.precision} on {threads} of {cores} cores"
         if not self.threads and threads < cores:  # the others were busy when the pipeline was built
             msg += (": the other cores were busy with other processes when it loaded, and the thread "

@@ -1,6 +1,6 @@
 """How far the durable ledger's 1-process ratio to the raw floor moves, and why (issue 16).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_ledger_blocks.py [--releases 4000]
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_ledger_blocks.py [--releases 4000] [--repeat 4]
 
 One process, the README release (``OnlineBudget(K=3)``, steady state: two blocked charges), three
 things measured in alternating blocks: the SQLite ledger's release (synchronous=FULL), the raw
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import bench_ledger as B  # noqa: E402  (RawFloor, machine description)
+import bench_ledger as B  # noqa: E402  (RawFloor, QUERY)
 from machine_info import describe, loadavg, machine  # noqa: E402
 from dpmv_lib.core.durable import SqliteLedger  # noqa: E402
 from dpmv_lib.core.examples import running_example  # noqa: E402
@@ -87,7 +87,7 @@ def wal_frames(conn, call, n: int = 200) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--releases", type=int, default=4000, help="per subject and block size")
-    ap.add_argument("--repeat", type=int, default=3, help="runs of both block sizes (fresh files each)")
+    ap.add_argument("--repeat", type=int, default=4, help="runs of both block sizes (fresh files each)")
     a = ap.parse_args(argv)
     if a.releases < 500:
         ap.error("--releases must be >= 500")

@@ -393,3 +393,73 @@ def test_verification_skipped_only_while_no_other_connection_committed(example, 
     with pytest.raises(DPMVError, match="stored spent budgets do not equal"):
         led.try_charge(frozenset({"debt"}), Fraction(1, 3))
     led.close()
+
+
+def test_waiting_requester_verifies_under_a_read_snapshot_off_the_lock(example, db):
+    """A requester that posted and waits for the lock holder verifies what other processes
+    appended under a read snapshot, without the writer lock (group_commit.charge): a sound chain
+    is then not re-verified in its own write transaction when nobody committed since; an edited
+    record makes it raise while another process still holds the lock, its request withdrawn."""
+    import fcntl
+    import os
+    import threading
+
+    from dpmv_lib.core.errors import LedgerIntegrityError
+
+    policy = example[0]
+    third = Fraction(1, 3)
+
+    def wait_while_locked(led):
+        """Charge from a thread while this test holds the writer lock and another requester is
+        registered (so the charge posts and waits); returns (thread, outcome, SQL trace)."""
+        seen: list[tuple[bool, str]] = []
+        held = [True]
+        led._db().set_trace_callback(lambda s: seen.append((held[0], s)))
+        out: dict = {}
+
+        def run():
+            try:
+                out["ok"] = led.try_charge(frozenset({"diabetes"}), third)
+            except BaseException as exc:  # noqa: BLE001  (reported to the test)
+                out["error"] = exc
+        t = threading.Thread(target=run)
+        t.start()
+        return t, out, seen, held
+
+    led = SqliteLedger.for_policy(db, "alice", policy)
+    other = SqliteLedger.for_policy(db, "alice", policy)  # another requester of the same user
+    assert other.try_charge(frozenset({"debt"}), third)   # appended by "another process"
+    other._gc.register()
+    lock = os.open(str(db) + ".lock", os.O_RDWR)
+    fcntl.flock(lock, fcntl.LOCK_EX)                       # the lock holder (a leader at work)
+    t, out, seen, held = wait_while_locked(led)
+    deadline = 100
+    while deadline and not any(s.startswith("SELECT") and "audit_log" in s for _, s in seen):
+        t.join(0.05)
+        deadline -= 1
+    assert deadline, "the waiting requester did not verify while the lock was held"
+    assert t.is_alive()                                    # ... and it still waits for the lock
+    held[0] = False
+    fcntl.flock(lock, fcntl.LOCK_UN)                       # nobody took its request: it leads
+    t.join(10)
+    assert out == {"ok": True} and led.spent() == {"debt": third, "diabetes": third}
+    write_tx = [s for h, s in seen if not h]
+    assert write_tx and not any(s.startswith("SELECT") and "audit_log" in s for s in write_tx), write_tx
+
+    # an edited record of another process is refused by the waiting requester itself
+    assert other.try_charge(frozenset({"debt"}), third)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE audit_log SET epsilon = '1/9' WHERE seq = (SELECT MAX(seq) FROM audit_log)")
+    conn.commit()
+    conn.close()
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    t, out, seen, held = wait_while_locked(led)
+    t.join(10)
+    assert not t.is_alive(), "the requester waited instead of refusing the edited chain"
+    assert isinstance(out.get("error"), LedgerIntegrityError), out
+    with open(os.path.join(led._gc.dir, led._gc.owner), "rb") as f:
+        assert f.read(2) == b"0\n"                         # its request is withdrawn
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    os.close(lock)
+    other.close()
+    led.close()

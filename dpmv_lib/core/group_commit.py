@@ -10,9 +10,11 @@ processes waiting for it in ONE transaction (leader election by the lock; no ext
    it *posts* its request - the charges of one release, exact rational text - into its own
    request file ``<queue>/<user hash>/<owner>`` (created at the requester's first charge and
    rewritten in place; a digest over the request lets readers skip a torn read; ``<queue>``
-   see :func:`queue_root`) and waits for a SHARED lock in the kernel: at the leader's unlock
-   all waiters wake together (and let go at once). With nobody to batch with it waits for the
-   exclusive lock and leads.
+   see :func:`queue_root`), verifies what the others appended under a read snapshot (WAL: the
+   writer is not blocked; exactly the checks of ``spent()``, so that should it lead, its write
+   transaction re-verifies only what was committed after the snapshot) and waits for a SHARED
+   lock in the kernel: at the leader's unlock all waiters wake together (and let go at once).
+   With nobody to batch with it waits for the exclusive lock and leads.
 3. The leader, inside its write transaction and after verifying the chain (``_sync``), reads
    the posted requests of its user (same HMAC key id), decides them one after the other and
    then its own, each exactly as a separate ``try_charge_many`` (the prospective check
@@ -431,6 +433,11 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
                 fcntl.flock(fd, fcntl.LOCK_EX)
         if req:  # posted: wait for the leader's answer
             try:
+                # while the leader works: verify what other processes appended, under a read
+                # snapshot (WAL readers do not block the writer), so that this process's next
+                # write transaction - should it lead - re-verifies only what was committed after
+                # the snapshot (the same _sync as spent(): nothing is trusted, it moves off the lock)
+                ledger._verify_snapshot()
                 # shared: every waiter wakes at the leader's unlock; it lets go at once (a new
                 # leader's exclusive lock must not wait for the other waiters to be scheduled)
                 # and reads its answer: the batch that took its request has committed by now

@@ -327,17 +327,11 @@ def fmt_us(x: float | None) -> str:
     return f"{x:.0f} us" if x < 1000 else f"{x / 1000:.2f} ms"
 
 
-def _pick(rs: list[dict]) -> dict:
-    """Of repeated runs, the one with the median median (all medians kept)."""
-    rs_sorted = sorted(rs, key=lambda x: x["median_us"])
+def _pick(rs: list[dict], by: str = "median_us") -> dict:
+    """Of repeated runs, the one with the median ``by`` (every run's median and throughput kept)."""
+    rs_sorted = sorted(rs, key=lambda x: x[by])
     return dict(rs_sorted[len(rs) // 2], median_runs_us=[x["median_us"] for x in rs],
                 rate_runs=[round(x["releases_per_s"]) for x in rs])
-
-
-def _pick_rate(rs: list[dict]) -> dict:
-    """Of repeated runs, the one with the median throughput (all throughputs kept)."""
-    rs_sorted = sorted(rs, key=lambda x: x["releases_per_s"])
-    return dict(rs_sorted[len(rs) // 2], rate_runs=[round(x["releases_per_s"]) for x in rs])
 
 
 def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dict, dict]:
@@ -385,7 +379,7 @@ def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dic
                     got[lab].append(run_setting(tree, "sqlite", f"{tmp}/{lab}_{key}_{r}.db", p, n, **kw))
         for lab in trees:
             if got[lab]:
-                res[lab][key] = _pick_rate(got[lab])
+                res[lab][key] = _pick(got[lab], by="releases_per_s")
     pg_trees = {lab: t for lab, t in trees.items()
                 if any((Path(t) / "dpmv_lib" / sub / "durable_pg.py").exists() for sub in ("core", ""))}
     for lab in trees:

@@ -22,13 +22,11 @@ class ProgressLog:
 
     def __init__(self, desc: str, total: int, *, path: str | Path | None = None, every: float = 30.0,
                  clock=time.monotonic) -> None:
-        target = path if path is not None else os.environ.get(ENV)
-        self.path = Path(target) if target else None
+        self.path = _log_path(path)
         self.desc, self.total, self.every, self.clock = desc, int(total), float(every), clock
         self.done = 0
         self.t0 = self.last = clock()
         if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._write(f"start, {self.total} to do")
 
     def _write(self, text: str) -> None:
@@ -57,10 +55,19 @@ class ProgressLog:
 def note(desc: str, text: str, *, path: str | Path | None = None) -> None:
     """One line ``<time> <desc>: <text>`` in the progress log (nothing without one), e.g. how many
     cores a long generation run got."""
+    target = _log_path(path)
+    if target is not None:
+        _append(target, desc, text)
+
+
+def _log_path(path: str | Path | None) -> Path | None:
+    """``path``, else ``$DPMV_PROGRESS_LOG``, with its directory created; None without either."""
     target = path if path is not None else os.environ.get(ENV)
-    if target:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        _append(Path(target), desc, text)
+    if not target:
+        return None
+    out = Path(target)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def _append(path: Path, desc: str, text: str) -> None:

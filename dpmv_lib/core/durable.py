@@ -196,13 +196,6 @@ class SqliteLedger(_ChainLedger):
         super()._sync(db)
         self._fresh = (dv, self._v)
 
-    def _verify_snapshot(self) -> None:
-        """Verify what other connections appended, under a read snapshot and without the writer
-        lock (as ``spent()`` does); a waiting requester calls it (``group_commit.charge``) so
-        that its next write transaction re-verifies only what was committed after it."""
-        with self._tx(write=False) as db:
-            self._sync(db)
-
     def _committed(self, new: Any, left: dict[str, Fraction]) -> None:
         fresh, before = self._fresh, self._v
         super()._committed(new, left)

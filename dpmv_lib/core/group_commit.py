@@ -436,8 +436,9 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
                 # while the leader works: verify what other processes appended, under a read
                 # snapshot (WAL readers do not block the writer), so that this process's next
                 # write transaction - should it lead - re-verifies only what was committed after
-                # the snapshot (the same _sync as spent(): nothing is trusted, it moves off the lock)
-                ledger._verify_snapshot()
+                # the snapshot (spent() runs exactly these checks: nothing is trusted, they move
+                # off the lock)
+                ledger.spent()
                 # shared: every waiter wakes at the leader's unlock; it lets go at once (a new
                 # leader's exclusive lock must not wait for the other waiters to be scheduled)
                 # and reads its answer: the batch that took its request has committed by now

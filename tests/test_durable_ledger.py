@@ -463,3 +463,147 @@ def test_waiting_requester_verifies_under_a_read_snapshot_off_the_lock(example, 
     os.close(lock)
     other.close()
     led.close()
+
+
+def _forked(fn) -> int:
+    """Run ``fn()`` in a forked child; its exit status (0: returned, 1: raised)."""
+    import os
+    import traceback
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        code = 1
+        try:
+            fn()
+            code = 0
+        except BaseException:  # noqa: BLE001  (reported through the status)
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_processes_opening_a_new_file_together_all_succeed(example, tmp_path):
+    """Four processes that open the same new ledger file at the same moment all succeed (the
+    switch to WAL runs under the writer lock; before, about 1 try in 7 had an open fail at once
+    with "database is locked", without SQLite's busy handler)."""
+    import os
+    import time
+
+    policy = example[0]
+    for trial in range(30):
+        path = tmp_path / f"new{trial}.db"
+        go_r, go_w = os.pipe()
+
+        def open_it():
+            os.close(go_w)
+            os.read(go_r, 1)
+            SqliteLedger.for_policy(path, "alice", policy).close()
+        pids = []
+        for _ in range(4):
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover (the child)
+                code = 1
+                try:
+                    open_it()
+                    code = 0
+                finally:
+                    os._exit(code)
+            pids.append(pid)
+        os.close(go_r)
+        time.sleep(0.02)
+        os.write(go_w, b"go!!")  # all four start together
+        os.close(go_w)
+        codes = [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids]
+        assert codes == [0, 0, 0, 0], f"try {trial}: exit codes {codes}"
+        led = SqliteLedger.for_policy(path, "alice", policy)
+        assert led.spent() == {"debt": 0, "diabetes": 0} and led.integrity_check() == "ok"
+        led.close()
+
+
+def test_forked_child_reopens_and_charges_through_the_inherited_ledger(example, db):
+    """A ledger object used in a forked child reopens its connection and lock there (the pid is
+    refreshed by an at-fork hook, not asked of the kernel per charge) and charges the same file;
+    the parent's connection goes on working and sees the child's charge."""
+    import os
+
+    from dpmv_lib.core import _proc
+
+    policy = example[0]
+    third = Fraction(1, 3)
+    led = SqliteLedger.for_policy(db, "alice", policy)
+    assert led.try_charge(frozenset({"debt"}), third)
+    parent_conn, parent_owner = led._conn, led._gc.owner
+
+    def child():
+        assert _proc.pid() == os.getpid() != led._pid
+        assert led.try_charge(frozenset({"diabetes"}), third)
+        assert led._conn is not parent_conn and led._pid == os.getpid()
+        assert led._gc.owner != parent_owner
+        assert led.spent() == {"debt": third, "diabetes": third}
+    assert _forked(child) == 0
+    assert _proc.pid() == os.getpid() and led._conn is parent_conn
+    assert led.try_charge(frozenset({"debt"}), third)
+    assert led.spent() == {"debt": 2 * third, "diabetes": third}
+    assert [r.attributes for r in led.log] == [("debt",), ("diabetes",), ("debt",)]
+    led.close()
+
+
+def test_queue_listing_follows_the_shared_token_without_a_stat(example, db, monkeypatch):
+    """posted() makes no system call while the queue token in the shared map is unchanged, and
+    sees another requester's new file, and its removal, through the token."""
+    import os
+
+    policy = example[0]
+    a = SqliteLedger.for_policy(db, "alice", policy)
+    b = SqliteLedger.for_policy(db, "alice", policy)  # another requester of the same user
+    a._gc.register()
+    assert a._gc.posted() == []
+
+    def no_stat(*args, **kwargs):
+        raise AssertionError("stat while the queue token is unchanged")
+    monkeypatch.setattr(group_commit.os, "stat", no_stat)
+    assert a._gc.posted() == []            # token unchanged: the cached listing
+    monkeypatch.undo()
+    b._gc.register()                        # a new file in the queue: a new token
+    assert a._gc.posted() == [b._gc.owner]
+    monkeypatch.setattr(group_commit.os, "stat", no_stat)
+    assert a._gc.posted() == [b._gc.owner]
+    monkeypatch.undo()
+    b.close()                               # its file is removed: a new token
+    assert a._gc.posted() == []
+    assert os.path.getsize(str(db) + ".lock") == 8 + 8 * group_commit.HINT_SLOTS
+    a.close()
+
+
+def test_commit_hint_verifies_off_the_lock_only_after_another_commit(example, db):
+    """catch_up() verifies (spent(): every check, nothing trusted) exactly when another requester
+    committed since this one last verified or committed; a commit that writes no hint (another
+    program) is still refused by the next write transaction's own verification."""
+    from dpmv_lib.core.errors import LedgerIntegrityError
+
+    policy = example[0]
+    third = Fraction(1, 3)
+    a = SqliteLedger.for_policy(db, "alice", policy)
+    b = SqliteLedger.for_policy(db, "alice", policy)
+    calls = []
+    real = b.spent
+    b.spent = lambda: calls.append(1) or real()  # type: ignore[method-assign]
+    b._gc.catch_up(b)
+    assert len(calls) == 0                  # b's open committed last (its user row): up to date
+    assert a.try_charge(frozenset({"debt"}), third)
+    b._gc.catch_up(b)
+    assert len(calls) == 1                  # another requester committed: verify now
+    b._gc.catch_up(b)
+    assert len(calls) == 1                  # nobody committed since
+    assert b.try_charge(frozenset({"debt"}), third)
+    b._gc.catch_up(b)
+    assert len(calls) == 1                  # its own commit: nothing to verify
+    conn = sqlite3.connect(db)              # an edit that writes no hint ...
+    conn.execute("UPDATE ledger_entry SET spent = '0' WHERE attribute = 'debt'")
+    conn.commit(), conn.close()
+    b._gc.catch_up(b)
+    assert len(calls) == 1                  # ... is not seen off the lock ...
+    with pytest.raises(LedgerIntegrityError, match="stored spent budgets do not equal"):
+        b.try_charge(frozenset({"debt"}), third)  # ... but by the write transaction
+    a.close()
+    b.close()

@@ -6,7 +6,6 @@ chains and writes every charge in one transaction, with the verification of
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Mapping as _MappingABC
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping, Sequence
 
 from ._exact import Number, to_fraction
-from . import _chain
+from . import _chain, _proc
 from .errors import BudgetError
 from .ledger import ChargeRecord, InMemoryLedger, Ledger, check_charge_args
 from .policy import Policy
@@ -109,7 +108,7 @@ class _ChainLedger(_ChainVerify):
         across fork())."""
         if self._conn is None:
             raise BudgetError(f"ledger {self.path} for user {self.user_id!r} is closed")
-        if self._pid != os.getpid():
+        if self._pid != _proc.pid():
             self._open()
         return self._conn
 

@@ -17,10 +17,10 @@ Needs ``psycopg`` 3 (``pip install "dpmv[postgres]"``). The same tables as the S
 from __future__ import annotations
 
 import hashlib
-import os
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ._exact import Number
+from . import _proc
 from .chain_verify import _SCHEMA, _Tx
 from .chain_ledger import _ChainLedger
 from .errors import BudgetError
@@ -87,7 +87,7 @@ class PostgresLedger(_ChainLedger):
             conn = self._pg.connect(self._dsn, autocommit=True, connect_timeout=self._connect_timeout)
         except self._pg.Error as exc:
             raise BudgetError(f"cannot connect to ledger database {self.path}: {exc}") from None
-        self._conn, self._pid = conn, os.getpid()
+        self._conn, self._pid = conn, _proc.pid()
 
     def _q(self, sql: str) -> str:
         out = self._sql.get(sql)
@@ -124,7 +124,7 @@ class PostgresLedger(_ChainLedger):
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
+            if self._conn is not None and self._pid == _proc.pid():
                 self._conn.close()
             self._conn = None
 

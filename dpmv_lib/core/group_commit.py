@@ -10,11 +10,15 @@ processes waiting for it in ONE transaction (leader election by the lock; no ext
    it *posts* its request - the charges of one release, exact rational text - into its own
    request file ``<queue>/<user hash>/<owner>`` (created at the requester's first charge and
    rewritten in place; a digest over the request lets readers skip a torn read; ``<queue>``
-   see :func:`queue_root`), verifies what the others appended under a read snapshot (WAL: the
-   writer is not blocked; exactly the checks of ``spent()``, so that should it lead, its write
-   transaction re-verifies only what was committed after the snapshot) and waits for a SHARED
-   lock in the kernel: at the leader's unlock all waiters wake together (and let go at once).
-   With nobody to batch with it waits for the exclusive lock and leads.
+   see :func:`queue_root`) and waits for a SHARED lock in the kernel: at the leader's unlock
+   all waiters wake together (and let go at once). With nobody to batch with it waits for the
+   exclusive lock and leads. Before it tries the lock, and again while it waits, it verifies
+   what other processes committed since it last verified or committed, under a read snapshot
+   (WAL: the writer is not blocked; exactly the checks of ``spent()``), so that should it lead,
+   its write transaction re-verifies only what was committed after the snapshot. Whether
+   anybody committed is read from a commit hint in memory shared by all processes (the
+   ledger's lock file, mapped: :meth:`GroupCommit.catch_up`); the hint only saves work: the
+   write transaction's own check (``PRAGMA data_version``) still sees every commit.
 3. The leader, inside its write transaction and after verifying the chain (``_sync``), reads
    the posted requests of its user (same HMAC key id), decides them one after the other and
    then its own, each exactly as a separate ``try_charge_many`` (the prospective check
@@ -61,6 +65,7 @@ import fcntl
 import hashlib
 import hmac
 import json
+import mmap
 import os
 import secrets
 import stat
@@ -68,10 +73,12 @@ import time
 from fractions import Fraction
 from typing import Any, Sequence
 
+from . import _proc
 from .errors import BudgetError
 from .ledger import check_charge_args
 
 STALE_S = 60.0             # posted requests older than this are dropped unread
+HINT_SLOTS = 64            # commit hints in the shared map (users hash to one of them)
 PRUNE_S = 3600.0           # answer rows of owners idle this long are deleted
 ANSWER_TABLE = ("CREATE TABLE IF NOT EXISTS dpmv_gc (owner TEXT PRIMARY KEY, req INTEGER NOT NULL, "
                 "user_id TEXT NOT NULL, answer TEXT NOT NULL, t REAL NOT NULL)")
@@ -101,6 +108,28 @@ def queue_root(path: str) -> str:
     return path + ".gc"
 
 
+def _shared_map(lock_path: str) -> mmap.mmap | None:
+    """The ledger's lock file, mapped shared by every process (``flock`` on the file does not
+    depend on its content): bytes 0-7 the queue token (``GroupCommit.posted``), then
+    ``HINT_SLOTS`` commit hints of 8 bytes (``GroupCommit.catch_up``). Mapped through a
+    descriptor of its own, closed at once, so that the map never holds the lock's open file
+    description. None when the file cannot be mapped: ``posted()`` then stats the queue
+    directory every time and waiters always verify."""
+    size = 8 + 8 * HINT_SLOTS
+    try:
+        fd = os.open(lock_path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size < size:
+            os.ftruncate(fd, size)  # (racing processes all extend it to this size: same result)
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
 def _private_dir(d: str) -> bool:
     """``d`` is a real directory of this user that nobody else can write."""
     try:
@@ -123,10 +152,17 @@ class GroupCommit:
     directory listing (re-listed only when the directory changes) and a descriptor per file."""
 
     def __init__(self, path: str, user_id: str, key: bytes | None) -> None:
-        self.dir = os.path.join(queue_root(path), hashlib.sha256(user_id.encode()).hexdigest()[:24])
+        digest = hashlib.sha256(user_id.encode()).hexdigest()
+        self.dir = os.path.join(queue_root(path), digest[:24])
+        self._shm = _shared_map(path + ".lock")  # None: no queue token, no commit hints
+        slot = 8 + 8 * (int(digest[:8], 16) % HINT_SLOTS)
+        self._hint = slice(slot, slot + 8)     # this user's commit hint in the map
+        self._caught: bytes | None = None      # the hint when this process last verified or committed
+        self._commits = 0                      # hints written by this owner
         self.key_id = key_id(key)
         self.user_id = user_id
         self._owner = ""
+        self._tag = b""
         self._pid = -1
         self._req = 0
         self._batches = 0
@@ -138,14 +174,16 @@ class GroupCommit:
         self._answers: dict[str, tuple[tuple[bool, ...], dict[str, Fraction]]] = {}
         self._mark: tuple[int, int, int] | None = None   # the directory when last listed
         self._names: list[str] = []                      # ... and the other owners' files in it
+        self._seen = b""                                 # ... and the queue token before that listing
         self._fds: dict[str, int] = {}                   # leader: open descriptors of those files
         self._fds_pid = -1
 
     @property
     def owner(self) -> str:
-        pid = os.getpid()
+        pid = _proc.pid()
         if pid != self._pid:  # a forked child is a different requester (the parent's files stay its own)
             self._pid, self._owner = pid, f"{pid}-{secrets.token_hex(8)}"
+            self._tag = bytes.fromhex(self._owner[-8:])  # (random) commit hints of this owner
             self._fd, self._posted, self._fds, self._fds_pid, self._mark = -1, False, {}, pid, None
             self._registered = False
         return self._owner
@@ -160,11 +198,15 @@ class GroupCommit:
             _close(self._fd)
             self._fd = -1
             _unlink(os.path.join(self.dir, me))
+            self._changed()
         for d in (self.dir, os.path.dirname(self.dir)):
             try:
                 os.rmdir(d)
             except OSError:  # not empty (other users or processes) or gone
                 break
+        if self._shm is not None:
+            self._shm.close()
+            self._shm = None
 
     # ---- requester side --------------------------------------------------------------------
     def post(self, items: Charges) -> int:
@@ -191,7 +233,7 @@ class GroupCommit:
     def _create(self, path: str) -> int:
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         try:
-            return os.open(path, flags, 0o600)
+            fd = os.open(path, flags, 0o600)
         except FileNotFoundError:  # the first request, or a close() removed the empty directory
             try:
                 for d in (os.path.dirname(self.dir), self.dir):  # (makedirs: parents get 0o777)
@@ -201,11 +243,44 @@ class GroupCommit:
                         pass
                     if not _private_dir(d):
                         return -1
-                return os.open(path, flags, 0o600)
+                fd = os.open(path, flags, 0o600)
             except OSError:
                 return -1
         except OSError:
             return -1
+        self._changed()
+        return fd
+
+    def _changed(self) -> None:
+        """Tell every process's ``posted()`` that the queue's files changed: a new random queue
+        token, written after the change."""
+        if self._shm is not None:
+            self._shm[:8] = secrets.token_bytes(8)
+
+    # ---- commit hints: verify off the lock what others committed -------------------------------
+    def committed(self) -> None:
+        """Call after a COMMIT of this user's ledger, before the writer lock is released: a new
+        commit hint (this owner's random tag and a counter) in this user's slot of the shared
+        map. Users whose ids hash to the same slot share it: they verify more often than
+        needed, never less."""
+        if self._shm is not None:
+            self.owner  # noqa: B018 (a forked child gets its own tag)
+            self._commits += 1  # the owner's random tag and a counter: no random bytes per commit
+            h = self._tag + (self._commits & 0xFFFFFFFF).to_bytes(4, "little")
+            self._shm[self._hint] = h
+            self._caught = h
+
+    def catch_up(self, ledger: Any) -> None:
+        """Verify under a read snapshot (``ledger.spent()``: exactly its checks, nothing trusted)
+        what was committed since this process last verified or committed, when the commit hint
+        says that another process committed since; a write transaction that starts from the
+        verified state then skips its own verification (``PRAGMA data_version``) unless a commit
+        came in between. Only a shortcut: a commit by a process that writes no hint is still
+        verified by the next transaction."""
+        h = self._shm[self._hint] if self._shm is not None else None
+        if h is None or h != self._caught:
+            ledger.spent()
+            self._caught = h
 
     def register(self) -> None:
         """Create this requester's (empty) request file, so that other processes charging the
@@ -218,7 +293,7 @@ class GroupCommit:
 
     def withdraw(self) -> None:
         """Mark this owner's request as withdrawn (after its answer, or when giving up)."""
-        if self._posted and self._fd >= 0 and self._pid == os.getpid():
+        if self._posted and self._fd >= 0 and self._pid == _proc.pid():
             try:
                 os.pwrite(self._fd, b"0\n", 0)
             except OSError:
@@ -250,15 +325,24 @@ class GroupCommit:
         commit delay measured on the shared 2-core machine only lowered throughput, see
         benchmarks/README).
 
-        One ``stat`` instead of a listing while the directory is unchanged since it was last
-        listed (creating or removing a file changes its mtime and, on tmpfs, its size; request
-        files are rewritten in place, which does not); a file this misses within one clock tick
-        only costs batching: its owner commits its request itself."""
+        No system call while the queue token is unchanged since the last listing: every process
+        that creates or removes a file or directory of the queue writes a new random token
+        afterwards (``_changed``) into the first 8 bytes of the ledger's lock file, which every
+        process maps shared (``_shared_map``); the token is read before listing, so a change
+        after the read is seen next time. Else one ``stat`` instead of a listing while the
+        directory is unchanged since it was last listed (creating or removing a file changes its
+        mtime and, on tmpfs, its size; request files are rewritten in place, which does not).
+        A file this misses (one created by a process that writes no token, within one clock
+        tick) only costs batching: its owner commits its request itself."""
         me = self.owner
+        tok = self._shm[:8] if self._shm is not None else None
+        if tok is not None and tok == self._seen and self._mark is not None:
+            return self._names
         try:
             st = os.stat(self.dir)
             mark = (st.st_ino, st.st_mtime_ns, st.st_size)
             if mark == self._mark:
+                self._seen = tok or b""
                 return self._names
             names = [n for n in os.listdir(self.dir) if n != me and not n.startswith(".")
                      and not n.endswith(".tmp")]
@@ -272,11 +356,13 @@ class GroupCommit:
                 alive.append(n)
             else:
                 _unlink(os.path.join(self.dir, n))
+                self._changed()
+                tok = self._shm[:8] if self._shm is not None else None
         try:  # the mark after the removals (they changed the directory)
             st = os.stat(self.dir)
         except FileNotFoundError:
             return []
-        self._mark, self._names = (st.st_ino, st.st_mtime_ns, st.st_size), alive
+        self._mark, self._names, self._seen = (st.st_ino, st.st_mtime_ns, st.st_size), alive, tok or b""
         return alive
 
     def _read(self, name: str) -> bytes | None:
@@ -338,6 +424,7 @@ class GroupCommit:
         if fd is not None:
             _close(fd)
         _unlink(os.path.join(self.dir, name))
+        self._changed()
         self._mark = None
 
     def answers(self, db: Any, answered: list[tuple[str, int, tuple[bool, ...]]],
@@ -423,6 +510,11 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
         fd = ledger._lockfd
         req = 0
         gc.register()  # (once per process: a forked child registers its own file)
+        # what others committed since this process last verified: verified now, under a read
+        # snapshot (WAL readers do not block the writer; spent() runs exactly the checks of a
+        # write transaction: nothing is trusted, they move off the lock), not inside the lock
+        # should this process lead
+        gc.catch_up(ledger)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -433,12 +525,8 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
                 fcntl.flock(fd, fcntl.LOCK_EX)
         if req:  # posted: wait for the leader's answer
             try:
-                # while the leader works: verify what other processes appended, under a read
-                # snapshot (WAL readers do not block the writer), so that this process's next
-                # write transaction - should it lead - re-verifies only what was committed after
-                # the snapshot (spent() runs exactly these checks: nothing is trusted, they move
-                # off the lock)
-                ledger.spent()
+                # while the leader works: verify what was committed since the check above
+                gc.catch_up(ledger)
                 # shared: every waiter wakes at the leader's unlock; it lets go at once (a new
                 # leader's exclusive lock must not wait for the other waiters to be scheduled)
                 # and reads its answer: the batch that took its request has committed by now

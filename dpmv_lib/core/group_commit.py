@@ -114,7 +114,7 @@ def _shared_map(lock_path: str) -> mmap.mmap | None:
     ``HINT_SLOTS`` commit hints of 8 bytes (``GroupCommit.catch_up``). Mapped through a
     descriptor of its own, closed at once, so that the map never holds the lock's open file
     description. None when the file cannot be mapped: ``posted()`` then stats the queue
-    directory every time and waiters always verify."""
+    directory every time and ``catch_up()`` always verifies."""
     size = 8 + 8 * HINT_SLOTS
     try:
         fd = os.open(lock_path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
@@ -264,7 +264,7 @@ class GroupCommit:
         map. Users whose ids hash to the same slot share it: they verify more often than
         needed, never less."""
         if self._shm is not None:
-            self.owner  # noqa: B018 (a forked child gets its own tag)
+            _ = self.owner  # (a forked child gets its own tag first)
             self._commits += 1  # the owner's random tag and a counter: no random bytes per commit
             h = self._tag + (self._commits & 0xFFFFFFFF).to_bytes(4, "little")
             self._shm[self._hint] = h

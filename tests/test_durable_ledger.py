@@ -465,8 +465,8 @@ def test_waiting_requester_verifies_under_a_read_snapshot_off_the_lock(example, 
     led.close()
 
 
-def _forked(fn) -> int:
-    """Run ``fn()`` in a forked child; its exit status (0: returned, 1: raised)."""
+def _fork(fn) -> int:
+    """Run ``fn()`` in a forked child (exit status 0: it returned, 1: it raised); the child's pid."""
     import os
     import traceback
     pid = os.fork()
@@ -479,6 +479,11 @@ def _forked(fn) -> int:
             traceback.print_exc()
         finally:
             os._exit(code)
+    return pid
+
+
+def _status(pid: int) -> int:
+    import os
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
@@ -498,22 +503,12 @@ def test_processes_opening_a_new_file_together_all_succeed(example, tmp_path):
             os.close(go_w)
             os.read(go_r, 1)
             SqliteLedger.for_policy(path, "alice", policy).close()
-        pids = []
-        for _ in range(4):
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover (the child)
-                code = 1
-                try:
-                    open_it()
-                    code = 0
-                finally:
-                    os._exit(code)
-            pids.append(pid)
+        pids = [_fork(open_it) for _ in range(4)]
         os.close(go_r)
         time.sleep(0.02)
         os.write(go_w, b"go!!")  # all four start together
         os.close(go_w)
-        codes = [os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids]
+        codes = [_status(p) for p in pids]
         assert codes == [0, 0, 0, 0], f"try {trial}: exit codes {codes}"
         led = SqliteLedger.for_policy(path, "alice", policy)
         assert led.spent() == {"debt": 0, "diabetes": 0} and led.integrity_check() == "ok"
@@ -540,7 +535,7 @@ def test_forked_child_reopens_and_charges_through_the_inherited_ledger(example, 
         assert led._conn is not parent_conn and led._pid == os.getpid()
         assert led._gc.owner != parent_owner
         assert led.spent() == {"debt": third, "diabetes": third}
-    assert _forked(child) == 0
+    assert _status(_fork(child)) == 0
     assert _proc.pid() == os.getpid() and led._conn is parent_conn
     assert led.try_charge(frozenset({"debt"}), third)
     assert led.spent() == {"debt": 2 * third, "diabetes": third}

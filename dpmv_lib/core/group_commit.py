@@ -162,7 +162,6 @@ class GroupCommit:
         self.key_id = key_id(key)
         self.user_id = user_id
         self._owner = ""
-        self._tag = b""
         self._pid = -1
         self._req = 0
         self._batches = 0
@@ -183,7 +182,6 @@ class GroupCommit:
         pid = _proc.pid()
         if pid != self._pid:  # a forked child is a different requester (the parent's files stay its own)
             self._pid, self._owner = pid, f"{pid}-{secrets.token_hex(8)}"
-            self._tag = bytes.fromhex(self._owner[-8:])  # (random) commit hints of this owner
             self._fd, self._posted, self._fds, self._fds_pid, self._mark = -1, False, {}, pid, None
             self._registered = False
         return self._owner
@@ -197,8 +195,7 @@ class GroupCommit:
         if self._fd >= 0:
             _close(self._fd)
             self._fd = -1
-            _unlink(os.path.join(self.dir, me))
-            self._changed()
+            self._remove(me)
         for d in (self.dir, os.path.dirname(self.dir)):
             try:
                 os.rmdir(d)
@@ -257,16 +254,20 @@ class GroupCommit:
         if self._shm is not None:
             self._shm[:8] = secrets.token_bytes(8)
 
+    def _remove(self, name: str) -> None:
+        """Delete a request file of the queue (then a new queue token)."""
+        _unlink(os.path.join(self.dir, name))
+        self._changed()
+
     # ---- commit hints: verify off the lock what others committed -------------------------------
     def committed(self) -> None:
         """Call after a COMMIT of this user's ledger, before the writer lock is released: a new
-        commit hint (this owner's random tag and a counter) in this user's slot of the shared
-        map. Users whose ids hash to the same slot share it: they verify more often than
+        commit hint (4 random bytes of this owner's name and a counter) in this user's slot of
+        the shared map. Users whose ids hash to the same slot share it: they verify more often than
         needed, never less."""
         if self._shm is not None:
-            _ = self.owner  # (a forked child gets its own tag first)
-            self._commits += 1  # the owner's random tag and a counter: no random bytes per commit
-            h = self._tag + (self._commits & 0xFFFFFFFF).to_bytes(4, "little")
+            self._commits += 1  # the owner's random suffix and a counter: no random bytes per commit
+            h = bytes.fromhex(self.owner[-8:]) + (self._commits & 0xFFFFFFFF).to_bytes(4, "little")
             self._shm[self._hint] = h
             self._caught = h
 
@@ -326,8 +327,8 @@ class GroupCommit:
         benchmarks/README).
 
         No system call while the queue token is unchanged since the last listing: every process
-        that creates or removes a file or directory of the queue writes a new random token
-        afterwards (``_changed``) into the first 8 bytes of the ledger's lock file, which every
+        that creates or removes a file of the queue writes a new random token afterwards
+        (``_changed``) into the first 8 bytes of the ledger's lock file, which every
         process maps shared (``_shared_map``); the token is read before listing, so a change
         after the read is seen next time. Else one ``stat`` instead of a listing while the
         directory is unchanged since it was last listed (creating or removing a file changes its
@@ -350,19 +351,15 @@ class GroupCommit:
             return []
         for gone in set(self._fds) - set(names):
             _close(self._fds.pop(gone))
-        alive = []
-        for n in names:  # files of dead owners (killed, or exited without close) are removed
-            if _alive(_pid_of(n)):
-                alive.append(n)
-            else:
-                _unlink(os.path.join(self.dir, n))
-                self._changed()
-                tok = self._shm[:8] if self._shm is not None else None
+        alive = [n for n in names if _alive(_pid_of(n))]
+        for n in set(names) - set(alive):  # files of dead owners (killed, or exited without close)
+            self._remove(n)  # (new token: listed again next time, so nothing created meanwhile is missed)
         try:  # the mark after the removals (they changed the directory)
             st = os.stat(self.dir)
         except FileNotFoundError:
             return []
-        self._mark, self._names, self._seen = (st.st_ino, st.st_mtime_ns, st.st_size), alive, tok or b""
+        self._mark, self._names = (st.st_ino, st.st_mtime_ns, st.st_size), alive
+        self._seen = tok or b""
         return alive
 
     def _read(self, name: str) -> bytes | None:
@@ -423,8 +420,7 @@ class GroupCommit:
         fd = self._fds.pop(name, None)
         if fd is not None:
             _close(fd)
-        _unlink(os.path.join(self.dir, name))
-        self._changed()
+        self._remove(name)
         self._mark = None
 
     def answers(self, db: Any, answered: list[tuple[str, int, tuple[bool, ...]]],

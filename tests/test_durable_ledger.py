@@ -602,3 +602,117 @@ def test_commit_hint_verifies_off_the_lock_only_after_another_commit(example, db
         b.try_charge(frozenset({"debt"}), third)  # ... but by the write transaction
     a.close()
     b.close()
+
+
+def _record_syncs(monkeypatch) -> list[tuple[int, int, int, int]]:
+    """Spy on os.fdatasync: (thread, device, inode, size after the sync) of every call."""
+    import os
+    import threading
+
+    calls: list[tuple[int, int, int, int]] = []
+    real = os.fdatasync
+
+    def spy(fd: int) -> None:
+        real(fd)
+        st = os.fstat(fd)
+        calls.append((threading.get_ident(), st.st_dev, st.st_ino, st.st_size))
+    monkeypatch.setattr(os, "fdatasync", spy)
+    return calls
+
+
+def test_full_ledger_syncs_its_write_ahead_log_before_acknowledging(example, db, monkeypatch):
+    """synchronous=FULL (the default) on Linux: SQLite commits without syncing and the ledger
+    fdatasyncs the -wal file itself after every write transaction, before returning (C5: the
+    charge is on disk before the view exists): the sync is of the WAL and comes after this
+    commit's frames were written to it. Reads do not sync; a chain head handed out does."""
+    import os
+
+    calls = _record_syncs(monkeypatch)
+    led = SqliteLedger.for_policy(db, "alice", example[0])
+    assert led._db().execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL: SQLite does not sync
+    assert len(calls) == 1                                              # the registration's transaction
+    for i, admitted in enumerate((True, True, True, False)):            # the last one blocked: logged
+        assert led.try_charge(frozenset({"debt"}), Fraction(2, 3)) is admitted
+        st = os.stat(str(db) + "-wal")
+        assert len(calls) == 2 + i
+        assert calls[-1][1:] == (st.st_dev, st.st_ino, st.st_size)      # the WAL, with this commit in it
+    led.spent()
+    assert len(led.log) == 4 and len(calls) == 5                        # reads: no sync
+    led.chain_head()
+    assert len(calls) == 6                                              # an anchor: on disk first
+    led.close()
+
+
+def test_waiting_requester_syncs_after_its_answer_before_returning(example, db, monkeypatch):
+    """Group commit with the sync outside the writer lock: a requester answered by another
+    process's batch syncs the write-ahead log itself after reading its answer and before
+    returning (the leader's own sync may still be running)."""
+    import fcntl
+    import os
+    import threading
+
+    calls = _record_syncs(monkeypatch)
+    policy, third = example[0], Fraction(1, 3)
+    leader = SqliteLedger.for_policy(db, "alice", policy)
+    waiter = SqliteLedger.for_policy(db, "alice", policy)
+    leader._gc.register()
+    fcntl.flock(leader._lockfd, fcntl.LOCK_EX)        # the leader holds the writer lock
+    returned: list[tuple[int, bool]] = []
+
+    def run() -> None:
+        ok = waiter.try_charge(frozenset({"debt"}), third)
+        returned.append((len([c for c in calls if c[0] == threading.get_ident()]), ok))
+    t = threading.Thread(target=run)
+    t.start()
+    request = os.path.join(waiter._gc.dir, waiter._gc.owner)
+    for _ in range(200):                             # until the waiter has posted its request
+        with open(request, "rb") as f:
+            if f.read(2) == b"1 ":
+                break
+        t.join(0.05)
+    else:
+        raise AssertionError("the waiter did not post its request")
+    assert leader.try_charge(frozenset({"diabetes"}), third)  # leads: takes the request in its batch
+    t.join(10)
+    assert returned == [(1, True)]                   # one sync by the waiter, before it returned
+    assert waiter.commit_stats() == type(waiter.commit_stats())(1, 0, 0)  # answered, not committed
+    assert leader.commit_stats().batched == 1
+    assert waiter.spent() == {"debt": third, "diabetes": third}
+    waiter.close()
+    leader.close()
+
+
+def test_wal_sync_modes_and_a_failed_sync(example, tmp_path, monkeypatch):
+    """EXTRA leaves syncing to SQLite, NORMAL syncs nothing, and FULL without os.fdatasync
+    (not Linux) has SQLite sync at COMMIT. A failed sync raises a BudgetError naming the WAL;
+    the charge stays committed (counted, never lost) and the ledger goes on from the file."""
+    import errno
+    import os
+
+    policy, third = example[0], Fraction(1, 3)
+    real = os.fdatasync
+    calls = _record_syncs(monkeypatch)
+    for mode, pragma in (("NORMAL", 1), ("EXTRA", 3)):
+        led = SqliteLedger.for_policy(tmp_path / f"{mode}.db", "alice", policy, synchronous=mode)
+        assert led._db().execute("PRAGMA synchronous").fetchone()[0] == pragma
+        assert led.try_charge(frozenset({"debt"}), third)
+        led.close()
+    assert calls == []
+    led = SqliteLedger.for_policy(tmp_path / "eio.db", "alice", policy)
+
+    def broken(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+    monkeypatch.setattr(os, "fdatasync", broken)
+    with pytest.raises(BudgetError, match="cannot sync its write-ahead log") as err:
+        led.try_charge(frozenset({"debt"}), third)
+    assert "eio.db-wal" in str(err.value)
+    monkeypatch.setattr(os, "fdatasync", real)
+    assert led.spent()["debt"] == third                # committed before the sync failed
+    assert led.try_charge(frozenset({"debt"}), third)
+    assert led.spent()["debt"] == 2 * third and len(led.log) == 2
+    led.close()
+    monkeypatch.delattr(os, "fdatasync")
+    led = SqliteLedger.for_policy(tmp_path / "other.db", "alice", policy)
+    assert led._db().execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL: SQLite syncs
+    assert led.try_charge(frozenset({"debt"}), third)
+    led.close()

@@ -65,8 +65,15 @@ class SqliteLedger(_ChainLedger):
     raises :class:`~dpmv_lib.core.errors.LedgerIntegrityError` naming the ledger and the mismatch,
     and nothing is written. With ``key`` (>= 16 bytes) the chain is HMAC-SHA256 keyed, so edits
     cannot be re-signed without the key. Each ``try_charge`` (or ``try_charge_many``: all slots
-    of one release) is committed (``synchronous=FULL``) before it returns, i.e. before MemView
-    samples the view (C5).
+    of one release) is committed and on disk before it returns, i.e. before MemView samples the
+    view (C5). With ``synchronous="FULL"`` (the default) the ledger syncs the write-ahead log
+    itself where the platform has ``fdatasync`` (Linux): SQLite commits without syncing
+    (``PRAGMA synchronous=NORMAL``), the writer lock is released, and then ``fdatasync`` of the
+    ``-wal`` file puts that commit and every earlier one on disk before anything is
+    acknowledged (see ``_wal_sync``), so the next writer's transaction overlaps this fsync.
+    Elsewhere SQLite syncs at COMMIT itself (``PRAGMA synchronous=FULL``). ``"EXTRA"`` always
+    leaves syncing to SQLite; ``"NORMAL"`` does not sync commits at all (survives a process
+    crash, not a power loss).
 
     Writers are serialised by an exclusive ``flock`` on the side file ``<path>.lock`` taken
     before ``BEGIN IMMEDIATE``: a waiting process blocks in the kernel and wakes as soon as the
@@ -89,6 +96,13 @@ class SqliteLedger(_ChainLedger):
         super().__init__(str(path), user_id, caps, policy_fingerprint, key)
         self._timeout = float(timeout)
         self._synchronous = synchronous
+        # FULL by fdatasync of the WAL after the writer lock is released (see _wal_sync); decided
+        # per connection in _open (also False for in-memory and URI databases)
+        self._own_sync = False
+        self._wal = ""
+        self._walfd = -1
+        self._walpid = -1
+        self._writing = False
         self._conn: sqlite3.Connection | None = None
         self._lockfd = -1
         self._locked = False
@@ -119,7 +133,11 @@ class SqliteLedger(_ChainLedger):
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if mode.lower() not in ("wal", "memory"):
                 raise BudgetError(f"could not put ledger {self.path} into WAL mode (got {mode!r})")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            wal = os.path.realpath(self.path) + "-wal" if fd >= 0 else ""  # (SQLite resolves symlinks too)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # (a read opens the WAL file)
+            own = (self._synchronous == "FULL" and hasattr(os, "fdatasync") and bool(wal)
+                   and os.path.isfile(wal))
+            conn.execute(f"PRAGMA synchronous={'NORMAL' if own else self._synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")
         except BaseException as exc:
             if conn is not None:
@@ -132,12 +150,14 @@ class SqliteLedger(_ChainLedger):
         if fd >= 0:
             fcntl.flock(fd, fcntl.LOCK_UN)
         self._conn, self._lockfd, self._pid = conn, fd, _proc.pid()
+        self._own_sync, self._wal = own, wal
         self._fresh = None  # data_version is per connection
         if fd >= 0 and self._gc is None:
             self._gc = group_commit.GroupCommit(self.path, self.user_id, self._key)
 
     def _begin(self, write: bool) -> None:
         conn = self._db()
+        self._writing = write
         if write and self._lockfd >= 0:
             if not self._preheld:
                 fcntl.flock(self._lockfd, fcntl.LOCK_EX)  # blocks in the kernel; woken at the holder's unlock
@@ -162,6 +182,62 @@ class SqliteLedger(_ChainLedger):
                 self._gc.committed()  # (before the unlock: the next writer's hint comes after it)
         finally:
             self._unlock()
+        if self._writing:
+            self._wal_sync()  # after the unlock: the next writer need not wait for this fsync
+
+    def _wal_sync(self) -> None:
+        """Put every transaction committed to this file so far on disk (C5: durable before
+        acknowledged); a no-op unless this connection commits with ``synchronous=NORMAL`` on
+        behalf of ``FULL`` (see the class docstring).
+
+        Call only after the commit to be made durable (this process's own, or a group-commit
+        answer it has read) has returned. Why this equals SQLite's FULL: with NORMAL a COMMIT
+        writes the same WAL frames as with FULL, without the fdatasync that FULL issues after
+        them; ``fdatasync`` of the ``-wal`` file (through a descriptor of this process: the
+        sync covers the file's data whoever wrote it, and the file is never replaced while a
+        connection is open) puts those frames and all earlier ones on disk, and the directory
+        is synced once after the file is opened (as SQLite does for a new WAL). Commits are
+        appended to the WAL in commit order, so a commit that was seen by other connections
+        but lost in a power cut takes every later commit with it, and none of them was
+        acknowledged: whatever was decided on top of it is lost with it. Checkpoints sync the
+        WAL before copying it into the database (SQLite, also with NORMAL)."""
+        if not self._own_sync:
+            return
+        try:
+            if self._walfd < 0 or self._walpid != _proc.pid():
+                fd = os.open(self._wal, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                try:
+                    d = os.open(os.path.dirname(self._wal), os.O_RDONLY)
+                    try:
+                        os.fsync(d)
+                    finally:
+                        os.close(d)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                self._walfd, self._walpid = fd, _proc.pid()
+            os.fdatasync(self._walfd)
+        except OSError as exc:
+            self._fresh = None  # (the head this connection wrote was not adopted: verify it next time)
+            raise BudgetError(f"ledger {self.path}: cannot sync its write-ahead log {self._wal}: {exc}; the "
+                              "last charge is committed (counted) but was not acknowledged") from None
+
+    def _settled(self, read: Any, *args: Any) -> Any:
+        """``read(*args)``, then on disk: a head or state handed out for anchoring or backup is
+        never one that a power cut could still take back (see ``_wal_sync``)."""
+        with self._lock:
+            out = read(*args)
+            self._wal_sync()
+        return out
+
+    def chain_head(self) -> Any:
+        return self._settled(super().chain_head)
+
+    def verify(self, anchor: Any = None) -> Any:
+        return self._settled(super().verify, anchor)
+
+    def export_state(self) -> dict[str, Any]:
+        return self._settled(super().export_state)
 
     def _rollback(self) -> None:
         try:
@@ -182,9 +258,11 @@ class SqliteLedger(_ChainLedger):
                     self._conn.close()
                 if self._lockfd >= 0:
                     os.close(self._lockfd)
+                if self._walfd >= 0 and self._walpid == self._pid:
+                    os.close(self._walfd)
                 if self._gc is not None:
                     self._gc.close()
-            self._conn, self._lockfd = None, -1
+            self._conn, self._lockfd, self._walfd = None, -1, -1
 
     def _ensure_schema(self, db: "_Tx") -> None:
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}

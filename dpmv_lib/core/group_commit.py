@@ -24,8 +24,9 @@ processes waiting for it in ONE transaction (leader election by the lock; no ext
    then its own, each exactly as a separate ``try_charge_many`` (the prospective check
    eps <= B_a - L_a with Fractions sees every charge admitted before it), appends their audit
    records to the hash chain and stores each requester's answer (decisions and L_a) in the
-   table ``dpmv_gc`` of the ledger file - in the same transaction - then COMMITs
-   (``synchronous=FULL``: one fsync for the whole batch) and releases the lock.
+   table ``dpmv_gc`` of the ledger file - in the same transaction - then COMMITs, releases the
+   lock and syncs the write-ahead log (one fsync for the whole batch, outside the lock: see
+   ``SqliteLedger._wal_sync``; where SQLite syncs at COMMIT itself, inside it).
 4. A waiter that then gets the lock reads its answer row. If it holds its request number, the
    release was committed: it returns that answer. If not (it posted after the leader read the
    queue, or the leader died before COMMIT), it takes the lock exclusively, reads its answer
@@ -34,10 +35,12 @@ processes waiting for it in ONE transaction (leader election by the lock; no ext
 Why this keeps the guarantees:
 
 * Durability: a request is acknowledged only from an answer row, and the answer row, the
-  request's audit records and the totals are committed in one SQLite transaction that is
-  fsynced before any other connection can see it (WAL, ``synchronous=FULL``: sqlite3WalFrames
-  syncs the log before walIndexWriteHdr publishes the commit), and waiters read it only after
-  the leader's COMMIT returned and it dropped the lock. A leader killed mid-batch leaves nothing (ROLLBACK by WAL
+  request's audit records and the totals are committed in one SQLite transaction; a waiter
+  reads it only after the leader's COMMIT returned and it dropped the lock, and then syncs the
+  write-ahead log itself before it returns (``SqliteLedger._wal_sync``: the commit and every
+  earlier one are on disk; the leader's own sync may still be running). Where SQLite syncs at
+  COMMIT (``PRAGMA synchronous=FULL``: sqlite3WalFrames syncs the log before walIndexWriteHdr
+  publishes the commit) that sync is a no-op. A leader killed mid-batch leaves nothing (ROLLBACK by WAL
   recovery; the kernel drops its lock) and every waiter of that batch, finding no answer, leads
   itself: nothing acknowledged is lost and no batch is half-written.
 * Exactly once: the answer row records the owner's request number, and a leader skips a posted
@@ -540,6 +543,7 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
                 raise
             if ans is not None:
                 gc.withdraw()
+                ledger._wal_sync()  # (the leader's own sync may still run: acknowledge only after one)
                 ledger._n_requests += 1
                 return ans
         # leader: the lock is held; the transaction below releases it at COMMIT/ROLLBACK

@@ -393,7 +393,6 @@ def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dic
         if lab not in pg_trees:
             notes[lab] = "this tree has no PostgreSQL backend"
     if pg_trees and any(want(k) for k in ("pg1", "pg4", "pg4_users")):
-        sys.path.insert(0, str(ROOT))
         from tests.helpers.pg_server import PgServer, find_bin
         try:
             import psycopg
@@ -498,7 +497,7 @@ def main(argv=None) -> int:
     if a.baseline:
         trees["before"] = str(Path(a.baseline).resolve())
     trees["after" if a.baseline else "this tree"] = str(Path(a.tree).resolve())
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT))  # (dpmv_lib.run for the commits, tests.helpers for PostgreSQL)
     commits = {lab: tree_commit(t) for lab, t in trees.items()}
     mach = machine()
     t_start = time.monotonic()

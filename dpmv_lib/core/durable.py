@@ -100,9 +100,7 @@ class SqliteLedger(_ChainLedger):
         # per connection in _open (also False for in-memory and URI databases)
         self._own_sync = False
         self._wal = ""
-        self._walfd = -1
-        self._walpid = -1
-        self._writing = False
+        self._walfd = -1  # opened by the first _wal_sync of this connection
         self._conn: sqlite3.Connection | None = None
         self._lockfd = -1
         self._locked = False
@@ -135,8 +133,7 @@ class SqliteLedger(_ChainLedger):
                 raise BudgetError(f"could not put ledger {self.path} into WAL mode (got {mode!r})")
             wal = os.path.realpath(self.path) + "-wal" if fd >= 0 else ""  # (SQLite resolves symlinks too)
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # (a read opens the WAL file)
-            own = (self._synchronous == "FULL" and hasattr(os, "fdatasync") and bool(wal)
-                   and os.path.isfile(wal))
+            own = self._synchronous == "FULL" and hasattr(os, "fdatasync") and os.path.isfile(wal)
             conn.execute(f"PRAGMA synchronous={'NORMAL' if own else self._synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")
         except BaseException as exc:
@@ -150,14 +147,15 @@ class SqliteLedger(_ChainLedger):
         if fd >= 0:
             fcntl.flock(fd, fcntl.LOCK_UN)
         self._conn, self._lockfd, self._pid = conn, fd, _proc.pid()
-        self._own_sync, self._wal = own, wal
+        if self._walfd >= 0:  # (a forked child's copy of its parent's descriptor)
+            os.close(self._walfd)
+        self._own_sync, self._wal, self._walfd = own, wal, -1
         self._fresh = None  # data_version is per connection
         if fd >= 0 and self._gc is None:
             self._gc = group_commit.GroupCommit(self.path, self.user_id, self._key)
 
     def _begin(self, write: bool) -> None:
         conn = self._db()
-        self._writing = write
         if write and self._lockfd >= 0:
             if not self._preheld:
                 fcntl.flock(self._lockfd, fcntl.LOCK_EX)  # blocks in the kernel; woken at the holder's unlock
@@ -176,13 +174,14 @@ class SqliteLedger(_ChainLedger):
             fcntl.flock(self._lockfd, fcntl.LOCK_UN)
 
     def _commit(self) -> None:
+        wrote = self._locked  # (a write transaction on a file: the only kind _wal_sync syncs for)
         try:
             self._conn.execute("COMMIT")  # type: ignore[union-attr]
-            if self._locked and self._gc is not None:
+            if wrote and self._gc is not None:
                 self._gc.committed()  # (before the unlock: the next writer's hint comes after it)
         finally:
             self._unlock()
-        if self._writing:
+        if wrote:
             self._wal_sync()  # after the unlock: the next writer need not wait for this fsync
 
     def _wal_sync(self) -> None:
@@ -196,7 +195,7 @@ class SqliteLedger(_ChainLedger):
         them; ``fdatasync`` of the ``-wal`` file (through a descriptor of this process: the
         sync covers the file's data whoever wrote it, and the file is never replaced while a
         connection is open) puts those frames and all earlier ones on disk, and the directory
-        is synced once after the file is opened (as SQLite does for a new WAL). Commits are
+        is synced once per connection (as SQLite does for a new WAL). Commits are
         appended to the WAL in commit order, so a commit that was seen by other connections
         but lost in a power cut takes every later commit with it, and none of them was
         acknowledged: whatever was decided on top of it is lost with it. Checkpoints sync the
@@ -204,18 +203,13 @@ class SqliteLedger(_ChainLedger):
         if not self._own_sync:
             return
         try:
-            if self._walfd < 0 or self._walpid != _proc.pid():
-                fd = os.open(self._wal, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            if self._walfd < 0:  # (reset by _open: a forked child opens its own)
+                d = os.open(os.path.dirname(self._wal), os.O_RDONLY)
                 try:
-                    d = os.open(os.path.dirname(self._wal), os.O_RDONLY)
-                    try:
-                        os.fsync(d)
-                    finally:
-                        os.close(d)
-                except BaseException:
-                    os.close(fd)
-                    raise
-                self._walfd, self._walpid = fd, _proc.pid()
+                    os.fsync(d)
+                finally:
+                    os.close(d)
+                self._walfd = os.open(self._wal, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             os.fdatasync(self._walfd)
         except OSError as exc:
             self._fresh = None  # (the head this connection wrote was not adopted: verify it next time)
@@ -258,7 +252,7 @@ class SqliteLedger(_ChainLedger):
                     self._conn.close()
                 if self._lockfd >= 0:
                     os.close(self._lockfd)
-                if self._walfd >= 0 and self._walpid == self._pid:
+                if self._walfd >= 0:
                     os.close(self._walfd)
                 if self._gc is not None:
                     self._gc.close()

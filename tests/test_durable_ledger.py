@@ -716,3 +716,39 @@ def test_wal_sync_modes_and_a_failed_sync(example, tmp_path, monkeypatch):
     assert led._db().execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL: SQLite syncs
     assert led.try_charge(frozenset({"debt"}), third)
     led.close()
+
+
+def test_request_files_and_queue_directories_do_not_outlive_their_processes(example, db):
+    """Group commit keeps a request file per process in /dev/shm (group_commit.queue_root). A
+    process that exits without close() removes its own (a finalizer); the file of a forked
+    child that left through os._exit is removed by the next close(), with the directories."""
+    import os
+    import subprocess
+    import sys
+
+    policy = example[0]
+    led = SqliteLedger.for_policy(db, "alice", policy)
+    assert led.try_charge(frozenset({"debt"}), Fraction(1, 3))
+    root = group_commit.queue_root(str(db))
+    qdir = led._gc.dir
+    assert os.listdir(qdir) == [led._gc.owner]  # registered at its first charge
+
+    script = ("import sys; from fractions import Fraction; from dpmv_lib.core.durable import SqliteLedger; "
+              "from dpmv_lib.core.examples import running_example; "
+              "led = SqliteLedger.for_policy(sys.argv[1], 'alice', running_example()[0]); "
+              "assert led.try_charge(frozenset({'debt'}), Fraction(1, 3)); "
+              "import os; print(led._gc.owner); assert led._gc.owner in os.listdir(led._gc.dir)")
+    out = subprocess.run([sys.executable, "-c", script, str(db)], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr
+    assert os.listdir(qdir) == [led._gc.owner]  # the exiting process removed its own file
+
+    def child():
+        assert led.try_charge(frozenset({"diabetes"}), Fraction(1, 3))
+        assert len(os.listdir(qdir)) == 2
+    assert _status(_fork(child)) == 0
+    assert len(os.listdir(qdir)) == 2  # the child left through os._exit: its file stays ...
+    assert led.spent() == {"debt": Fraction(2, 3), "diabetes": Fraction(1, 3)}
+    led.close()
+    assert not os.path.exists(qdir) and not os.path.exists(root)  # ... until the last close()
+    led.close()  # (closing twice is harmless)

@@ -35,6 +35,7 @@ import fcntl
 import os
 import sqlite3
 import threading
+import weakref
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
@@ -153,6 +154,9 @@ class SqliteLedger(_ChainLedger):
         self._fresh = None  # data_version is per connection
         if fd >= 0 and self._gc is None:
             self._gc = group_commit.GroupCommit(self.path, self.user_id, self._key)
+            # also when the ledger is garbage-collected or the interpreter exits without close():
+            # its request file and empty queue directories do not outlive the process
+            self._gc_close = weakref.finalize(self, self._gc.close)
 
     def _begin(self, write: bool) -> None:
         conn = self._db()
@@ -255,7 +259,7 @@ class SqliteLedger(_ChainLedger):
                 if self._walfd >= 0:
                     os.close(self._walfd)
                 if self._gc is not None:
-                    self._gc.close()
+                    self._gc_close()  # (runs GroupCommit.close once; a no-op after that)
             self._conn, self._lockfd, self._walfd = None, -1, -1
 
     def _ensure_schema(self, db: "_Tx") -> None:

@@ -190,7 +190,9 @@ class GroupCommit:
         return self._owner
 
     def close(self) -> None:
-        """Remove this owner's request file and the queue directories once empty."""
+        """Remove this owner's request file, the files of owners that died without ``close``
+        (killed, or a forked child that left through ``os._exit``) and the queue directories once
+        empty: nothing is left in ``/dev/shm`` after the last process closes."""
         me = self.owner
         for fd in self._fds.values():
             _close(fd)
@@ -199,6 +201,15 @@ class GroupCommit:
             _close(self._fd)
             self._fd = -1
             self._remove(me)
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            names = []
+        dead = [n for n in names if not n.startswith(".") and not _alive(_pid_of(n))]
+        for n in dead:
+            _unlink(os.path.join(self.dir, n))
+        if dead:
+            self._changed()
         for d in (self.dir, os.path.dirname(self.dir)):
             try:
                 os.rmdir(d)

@@ -441,8 +441,11 @@ def test_record_hash_fast_path_is_the_documented_mac(key):
         cols = (t, texts[-i], "2/3", i % 2, 1 - i % 2, t[::-1], "[]", '{"x":"0"}')
         for user, seq, prev in (("alice", i + 1, "ab" * 32), (t or "u", 10**30 + i, t)):
             assert _chain.record_hash(key, user, seq, prev, cols) == reference(user, seq, prev, cols)
+            tail = _chain.columns_text(cols[1:])  # (kept by a caller that writes them again)
+            assert _chain.record_hash(key, user, seq, prev, cols, tail) == reference(user, seq, prev, cols)
     for odd in (True, 1.5, None, Fraction(1, 3)):
         cols = ("ts", "[]", "0", odd, 1, "{}", "[]", "{}")
+        assert _chain.columns_text(cols[1:]) is None
         if isinstance(odd, Fraction):
             with pytest.raises(TypeError):
                 _chain.record_hash(key, "alice", 1, "x", cols)

@@ -182,3 +182,40 @@ def test_epsilon_follows_the_current_budget_rule_and_policy(running, dinner):
     mv.budget = Counting()
     assert [mv.plan(dinner, "food").epsilon for _ in range(3)] == [Fraction(1, 10)] * 3
     assert Counting.calls == 3
+
+
+def test_shared_plans_and_generic_releases_change_nothing(running, policy_dict):
+    """With OnlineBudget and MemView's own charge set, a plan is built once per (slot, R) and a
+    blocked slot's generic release is shared between turns: the transcript, the ledger and the
+    random draws are exactly those of a MemView that builds everything anew (here: one whose
+    overridden _epsilon turns the sharing off). The meal plan reads less of the food slot than
+    the dinner query (two plans for one slot)."""
+    m = running[1]
+    policy_dict["reads"] = [{"intent": "meal_plan", "slot": "food", "positions": [2]}]
+    policy = Policy.from_dict(policy_dict)
+
+    class Unshared(MemView):
+        def _epsilon(self, charged):
+            return super()._epsilon(charged)
+
+    queries = [Query("Any ideas for an affordable dinner?", "affordable_dinner"),
+               Query("Plan my meals this week", "meal_plan"), Query("How is my budget?", "budget_check")]
+    for exact in (True, False):
+        a = MemView(policy, m, budget=OnlineBudget(3), seed=5, exact=exact)
+        b = Unshared(policy, m, budget=OnlineBudget(3), seed=5, exact=exact)
+        ha, hb = [], []
+        for t in range(12):
+            q = queries[t % 3]
+            ra, rb = a.release(q, ha), b.release(q, hb)
+            assert ra == rb and json.dumps(ra.public_dict()) == json.dumps(rb.public_dict())
+            ha.append(ra)
+            hb.append(rb)
+        assert a.ledger.spent() == b.ledger.spent() and a.ledger.log == b.ledger.log
+        assert a._memos().pure and not b._memos().pure
+        blocked = [s for r in ha for s in r.slots if s.mechanism == "generic"]
+        assert len(blocked) > len({id(s) for s in blocked})  # shared between turns ...
+        blocked_b = [s for r in hb for s in r.slots if s.mechanism == "generic"]
+        assert len(blocked_b) == len({id(s) for s in blocked_b})  # ... and not without sharing
+    # a replaced budget rule or policy starts a new memo (see also the eps test above)
+    a.budget = OnlineBudget(4)
+    assert a.plan(queries[0], "food").epsilon == Fraction(1, 2)

@@ -211,3 +211,45 @@ def test_runtime_router_and_reader_are_checked(running, dinner):
     with pytest.raises(PolicyError, match=r"only policies built by Policy.from_dict"):
         p_read.to_dict()
     assert len(p_read.fingerprint()) == 64
+
+
+class _Scripted:
+    """A router and reader that answer from a script, one answer per call (history-dependent
+    in effect): every answer must still be checked, however often an earlier one passed."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.calls = 0
+
+    def route(self, query, history=()):
+        self.calls += 1
+        return self.answers.pop(0)
+
+    def read(self, query, slot, history=()):
+        return self.route(query, history)
+
+
+def test_checked_outputs_are_remembered_but_every_output_is_checked(running, dinner):
+    """Policy.route/read remember outputs that passed their checks (and charge_set its results),
+    but still ask the router and reader every time, and an output not seen before is checked."""
+    from dataclasses import replace
+    policy = running[0]
+    router = _Scripted([("food", "finance"), ("food", "finance"), ("food", "travel"), ["food"]])
+    p = replace(policy, router=router, source={})
+    assert p.route(dinner) == p.route(dinner) == ("food", "finance")
+    with pytest.raises(PolicyError, match=r"unknown slot 'travel'"):
+        p.route(dinner)
+    assert p.route(dinner) == ("food",) and router.calls == 4
+    reader = _Scripted([(2, 3), (2, 3), (1, 2), ([2],), (2,)])
+    p = replace(policy, reader=reader, source={})
+    assert p.read(dinner, "food") == p.read(dinner, "food") == (2, 3)
+    with pytest.raises(PolicyError, match=r"positions \[1\] outside slot 'food'"):
+        p.read(dinner, "food")
+    with pytest.raises(PolicyError, match=r"positions \[\[2\]\] outside slot 'food'"):
+        p.read(dinner, "food")  # (unhashable: checked, not remembered)
+    assert p.read(dinner, "food") == (2,) and reader.calls == 5
+    # Gamma*(R) (Eq. 5) from the memo equals the definition, for tuples and other iterables
+    for r in [(2, 3), (4,), (), (0, 5), (2, 3)]:
+        want = frozenset(a.name for a in policy.attributes if set(r) & a.group)
+        assert policy.charge_set(r) == policy.charge_set(list(r)) == want
+    assert policy.with_caps("1")._memo is not policy._memo  # a new policy starts afresh

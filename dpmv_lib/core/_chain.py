@@ -21,7 +21,7 @@ import hmac
 import json
 import os
 from fractions import Fraction
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .errors import BudgetError
 
@@ -80,31 +80,44 @@ def genesis_hash(key: bytes | None, user_id: str, fingerprint: str, created: str
                       [[a, str(caps[a])] for a in sorted(caps)]])
 
 
-def record_hash(key: bytes | None, user_id: str, seq: int, prev: str, columns: tuple[Any, ...]) -> str:
+def record_hash(key: bytes | None, user_id: str, seq: int, prev: str, columns: tuple[Any, ...],
+                tail: str | None = None) -> str:
     """h_seq from h_{seq-1} and the record's stored columns (RECORD_COLUMNS order).
 
     Hot path (every charge and every verified record): when every value is an exact ``str``
     or ``int`` the JSON text is joined by hand from the encoder's own pieces (C string
     escaping, ``int.__repr__``), byte-identical to ``_ENCODE`` (tests/test_durable_tamper.py
-    checks this); anything else goes through the encoder."""
-    parts = ['["record",', _esc(user_id) if type(user_id) is str else _ENCODE(user_id), ",",
-             _int_repr(seq) if type(seq) is int else _ENCODE(seq), ",",
-             _esc(prev) if type(prev) is str else _ENCODE(prev)]
-    for c in columns:
-        t = type(c)
-        if t is str:
-            parts += (",", _esc(c))
-        elif t is int:
-            parts += (",", _int_repr(c))
-        else:
-            return _mac(key, ["record", user_id, seq, prev, *columns])
-    parts.append("]")
-    msg = _DOMAIN + "".join(parts).encode("ascii")
+    checks this); anything else goes through the encoder. ``tail``, when given, must be
+    ``columns_text(columns[1:])`` (a caller that writes the same columns after the timestamp
+    again keeps it)."""
+    if tail is not None:
+        ts = columns[0]
+        body = "," + _esc(ts) + tail if type(ts) is str else None
+    else:
+        body = columns_text(columns)
+    if body is None or type(user_id) is not str or type(seq) is not int or type(prev) is not str:
+        return _mac(key, ["record", user_id, seq, prev, *columns])
+    msg = _DOMAIN + f'["record",{_esc(user_id)},{_int_repr(seq)},{_esc(prev)}{body}]'.encode("ascii")
     if key is None:
         return hashlib.sha256(msg).hexdigest()
     h = _hmac_base(key).copy()
     h.update(msg)
     return h.hexdigest()
+
+
+def columns_text(columns: Sequence[Any]) -> str | None:
+    """The JSON text of ``columns`` inside a record's array, each after a comma, when every
+    column is an exact ``str`` or ``int``; else None (``record_hash`` then uses the encoder)."""
+    out = ""
+    for c in columns:
+        t = type(c)
+        if t is str:
+            out += "," + _esc(c)
+        elif t is int:
+            out += "," + _int_repr(c)
+        else:
+            return None
+    return out
 
 
 _esc = json.encoder.encode_basestring_ascii  # what _ENCODE uses for str (ensure_ascii=True)

@@ -78,7 +78,8 @@ class _ChainLedger(_ChainVerify):
         self._pending_tail: tuple[Any, ...] | None = None  # last record written, adopted after COMMIT
         self._pending_tot = ""
         self._tot_text: tuple[str, str] | None = None  # (head hash, canonical totals text there)
-        self._blocked_memo: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+        self._blocked_memo: dict[tuple[Any, ...], tuple[str, str, str, str | None]] = {}
+        self._tails: dict[tuple[Any, ...], str] = {}  # record columns after the time -> their JSON text
         self._totals_rows: tuple[list[Any], dict[str, Fraction]] | None = None  # last ledger_entry read
         # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
         self._plain = all(_PLAIN_NAME.fullmatch(a) for a in self._caps)
@@ -287,7 +288,7 @@ class _ChainLedger(_ChainVerify):
         seq, h, prev = new.seq, new.hash, new.prev
         tt = self._tot_text
         tot = tt[1] if tt is not None and tt[0] == h else self._totals_text(spent)
-        memo = self._blocked_memo  # (attrs, eps, totals text) -> texts of that blocked record
+        memo = self._blocked_memo  # (attrs, eps, totals text) -> that blocked record's texts
         rows, out, changed = [], [], set()
         for items in batches:
             oks = []
@@ -296,8 +297,9 @@ class _ChainLedger(_ChainVerify):
                 hit = memo.get(mkey) if checked else None
                 if hit is not None:  # blocked before from these very totals: same decision and texts
                     ok = False
-                    rem, blk, eps_t = hit
+                    rem, blk, eps_t, tail = hit
                 else:
+                    tail = None
                     blocked = sorted(a for a in attrs if eps > left[a]) if checked else []
                     ok = not blocked
                     if ok:
@@ -308,13 +310,14 @@ class _ChainLedger(_ChainVerify):
                         tot = self._totals_text(spent)
                     rem = self._remaining_text({a: left[a] for a in sorted(attrs)})
                     blk, eps_t = self._blocked_text(blocked), str(eps)
-                    if not ok and checked:
-                        if len(memo) > 256:
-                            memo.clear()
-                        memo[mkey] = (rem, blk, eps_t)
                 seq += 1
                 cols = (ts, self._json_list(attrs), eps_t, int(ok), int(checked), rem, blk, tot)
-                prev, h = h, _chain.record_hash(key, uid, seq, h, cols)
+                if hit is None and not ok and checked:
+                    if len(memo) > 256:
+                        memo.clear()
+                    tail = _chain.columns_text(cols[1:])  # (all but the time: the same next time)
+                    memo[mkey] = (rem, blk, eps_t, tail)
+                prev, h = h, _chain.record_hash(key, uid, seq, h, cols, tail)
                 rows.append((uid, seq, *cols, h))
                 oks.append(ok)
             out.append(tuple(oks))

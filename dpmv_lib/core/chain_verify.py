@@ -334,7 +334,13 @@ class _ChainVerify:
     def _row_hash(self, row: Sequence[Any], prev: str) -> str:
         seq, cols = row[0], tuple(row[1:-1])
         if tuple(map(type, cols)) == _chain.COLUMN_TYPES:  # the usual case, checked at once
-            return _chain.record_hash(self._key, self.user_id, seq, prev, cols)
+            rest = cols[1:]  # (exact str and int values: equal columns have the same JSON text)
+            tail = self._tails.get(rest)
+            if tail is None:
+                if len(self._tails) > 256:
+                    self._tails.clear()
+                tail = self._tails[rest] = _chain.columns_text(rest)
+            return _chain.record_hash(self._key, self.user_id, seq, prev, cols, tail)
         for name, typ, val in zip(_chain.RECORD_COLUMNS, _chain.COLUMN_TYPES, cols):
             if type(val) is not typ:
                 raise self._refuse(f"column {name} of audit record #{seq} is {type(val).__name__}, "

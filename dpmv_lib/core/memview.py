@@ -164,6 +164,27 @@ def _checked_utility(value: Any) -> Fraction | None:
     return u if 0 <= u <= 1 else None
 
 
+class _Memo:
+    """What MemView computes once per (policy, budget): eps per charge set (C4), and, when
+    ``pure``, the plan per (slot, R) and the generic release per shared plan."""
+
+    __slots__ = ("policy", "budget", "pure", "eps", "plans", "shared", "generic")
+
+    def __init__(self, policy: Any, budget: Any, pure: bool = False) -> None:
+        self.policy, self.budget, self.pure = policy, budget, pure
+        self.eps: dict[frozenset[str], Fraction | None] = {}
+        self.plans: dict[tuple[str, tuple[int, ...]], SlotPlan] = {}
+        self.shared: set[int] = set()  # ids of the plans in ``plans``
+        self.generic: dict[int, tuple[SlotPlan, SlotRelease]] = {}
+
+    def remember(self, memo: dict[Any, Any], key: Any, value: Any) -> None:
+        if len(memo) > 1024:  # (a generic release is shared only while its plan is)
+            self.plans.clear()
+            self.shared.clear()
+            self.generic.clear()
+        memo[key] = value
+
+
 _PURE_RULES = (OnlineBudget,)  # frozen, its eps a function of (Gamma, caps) only (PreallocatedBudget's
                                # planned counts are a dict a caller could still change)
 _MISSING = object()
@@ -227,7 +248,7 @@ class MemView:
             raise BudgetError(f"scorer sensitivity {self._scorer.sensitivity} exceeds the policy's "
                               f"fixed bound {policy.sensitivity}")
         self.exact = exact
-        self._eps_memo: tuple[Any, Any, dict[frozenset[str], Fraction | None]] = (None, None, {})
+        self._memo: _Memo = _Memo(None, None)
         self.scorer_failures: list[ScorerFailure] = []  # operator-side log (C5 fail-closed)
         self._rng = np.random.default_rng(seed)
         if random_source is not None:
@@ -242,7 +263,7 @@ class MemView:
             raise QueryError(f"release() needs a Query, got {type(query).__name__}")
         history = _check_history(history)
         # every slot's public plan is validated before anything is charged
-        plans = [self.plan(query, slot, history) for slot in self._route(query, history)]
+        plans = [self._plan(query, slot, history) for slot in self._route(query, history)]
         batch = self._admit_batch(plans)
         if batch is None:
             out = [self._sample(self._prepare(query, p.slot, history, p)) for p in plans]
@@ -257,11 +278,29 @@ class MemView:
             raise QueryError(f"plan() needs a Query, got {type(query).__name__}")
         if not isinstance(slot, str):
             raise QueryError(f"plan() needs a slot name, got {type(slot).__name__}")
-        read = self.policy.read(query, slot, _check_history(history))
+        return self._plan(query, slot, _check_history(history))
+
+    def _plan(self, query: Query, slot: str, history: tuple[Release, ...]) -> SlotPlan:
+        """``plan`` for checked arguments. The plan is a function of (slot, R) alone when the
+        charge set is MemView's own (C2) and the budget rule is pure: it is then built once per
+        (slot, R) and shared, and so is the slot's generic release (see ``_generic``)."""
+        read = self.policy.read(query, slot, history)
+        memo = self._memos()
+        if memo.pure:
+            try:
+                got = memo.plans.get((slot, read))
+            except TypeError:  # (a reader's positions that do not hash: not shared)
+                got = None
+            if got is not None:
+                return got
         affected = self.policy.charge_set(read)
         charged = self._charge_set(affected)
         eps = self._epsilon(charged) if read else None
-        return SlotPlan(slot, read, affected, charged, eps)
+        out = SlotPlan(slot, read, affected, charged, eps)
+        if memo.pure and all(type(i) is int for i in read):
+            memo.remember(memo.plans, (slot, read), out)
+            memo.shared.add(id(out))
+        return out
 
     def _epsilon(self, charged: frozenset[str]) -> Fraction | None:
         """eps_{t,g} of the budget rule (C4: a public function of Gamma and the caps), computed
@@ -270,13 +309,21 @@ class MemView:
         policy, budget = self.policy, self.budget
         if type(budget) not in _PURE_RULES:
             return budget.epsilon(charged, policy.caps)
-        memo = self._eps_memo
-        if memo[0] is not policy or memo[1] is not budget:
-            memo = self._eps_memo = (policy, budget, {})
-        eps = memo[2].get(charged, _MISSING)
+        memo = self._memos().eps
+        eps = memo.get(charged, _MISSING)
         if eps is _MISSING:
-            eps = memo[2][charged] = budget.epsilon(charged, policy.caps)
+            eps = memo[charged] = budget.epsilon(charged, policy.caps)
         return eps
+
+    def _memos(self) -> "_Memo":
+        """The memo of the current (policy, budget) pair (a new one when either was replaced)."""
+        memo = self._memo
+        if memo.policy is not self.policy or memo.budget is not self.budget:
+            cls = type(self)
+            memo = self._memo = _Memo(self.policy, self.budget, type(self.budget) in _PURE_RULES
+                                      and cls._charge_set is MemView._charge_set
+                                      and cls._epsilon is MemView._epsilon)
+        return memo
 
     def fork(self) -> "MemView":
         """A copy with an independent copy of the ledger (for exact enumeration and checkers)."""
@@ -326,8 +373,15 @@ class MemView:
 
     def _generic(self, prep: _Prepared) -> SlotRelease:
         p = prep.plan
-        return SlotRelease(p.slot, self.policy.slot(p.slot).generic.id, p.read_set, p.affected,
-                           _NO_ATTRIBUTES, _ZERO, "generic", fallback=bool(p.read_set))
+        memo = self._memos()
+        hit = memo.generic.get(id(p)) if memo.pure else None
+        if hit is not None and hit[0] is p:  # (a shared plan: its generic release is shared too)
+            return hit[1]
+        out = SlotRelease(p.slot, self.policy.slot(p.slot).generic.id, p.read_set, p.affected,
+                          _NO_ATTRIBUTES, _ZERO, "generic", fallback=bool(p.read_set))
+        if memo.pure and id(p) in memo.shared:
+            memo.remember(memo.generic, id(p), (p, out))
+        return out
 
     def _released(self, prep: _Prepared, view_id: str, mechanism: str, extras=()) -> SlotRelease:
         p = prep.plan

@@ -198,28 +198,71 @@ class Policy:
         return self._positions_by_slot[slot]
 
     # ---- the policy maps of the paper ----------------------------------------------------
+    # The checks below are pure functions of the router's and reader's outputs and of this
+    # immutable policy, so each distinct output is checked (or mapped) once; the router and the
+    # reader themselves are still asked every time (they may depend on the history). The checks
+    # compare by equality, so an output equal to a checked one passes them too.
+    @cached_property
+    def _memo(self) -> tuple[set[tuple[str, ...]], set[tuple[str, tuple[int, ...]]],
+                             dict[tuple[int, ...], frozenset[str]]]:
+        """Routes and (slot, read set) pairs that passed their checks, and read set -> Gamma*."""
+        return set(), set(), {}
+
+    @staticmethod
+    def _remember(memo: Any, key: Any, value: Any = None) -> None:
+        if len(memo) > 4096:
+            memo.clear()
+        if isinstance(memo, set):
+            memo.add(key)
+        else:
+            memo[key] = value
+
     def charge_set(self, read_set: Iterable[int]) -> frozenset[str]:
         """Gamma*(R) = {a : R intersects I_a} (Eq. 5): every attribute a read touches."""
+        memo = self._memo[2]
+        try:
+            got = memo.get(read_set) if type(read_set) is tuple else None
+        except TypeError:  # (unhashable positions)
+            got = None
+        if got is not None:
+            return got
         r = set(read_set)
-        return frozenset(a.name for a in self.attributes if r & a.group)
+        out = frozenset(a.name for a in self.attributes if r & a.group)
+        if type(read_set) is tuple:
+            self._remember(memo, read_set, out)
+        return out
 
     def route(self, query: Query, history: Sequence[Any] = ()) -> tuple[str, ...]:
         """G_t = Slot(q_t, released history), validated against the policy's slots (C4)."""
         slots = tuple(self.router.route(query, history))
+        try:
+            if slots in self._memo[0]:
+                return slots
+        except TypeError:  # (unhashable: reported as an unknown slot below)
+            pass
         for s in slots:
             if s not in self.slot_names:
                 raise PolicyError(f"router returned unknown slot {s!r} for intent {query.intent!r}")
         if len(set(slots)) != len(slots):
             raise PolicyError(f"router returned a slot twice for intent {query.intent!r}: {slots}")
+        self._remember(self._memo[0], slots)
         return slots
 
     def read(self, query: Query, slot: str, history: Sequence[Any] = ()) -> tuple[int, ...]:
         """R_{t,g}: positions read for one active slot; must lie in that slot (C4)."""
         own = self.positions_of(slot)  # unknown slot -> PolicyError before the reader runs
         read = tuple(self.reader.read(query, slot, history))
+        try:
+            if (slot, read) in self._memo[1]:
+                return read
+            ok = True
+        except TypeError:  # (unhashable positions: checked, not remembered)
+            ok = False
         bad = [i for i in read if i not in own]
         if bad:
             raise PolicyError(f"read policy returned positions {bad} outside slot {slot!r}")
+        if ok:
+            self._remember(self._memo[1], (slot, read))
         return read
 
     def with_caps(self, caps: Mapping[str, Number] | Number) -> "Policy":

@@ -184,12 +184,15 @@ def test_epsilon_follows_the_current_budget_rule_and_policy(running, dinner):
     assert Counting.calls == 3
 
 
-def test_shared_plans_and_generic_releases_change_nothing(running, policy_dict):
+def test_shared_plans_and_generic_releases_change_nothing(running, policy_dict, tmp_path):
     """With OnlineBudget and MemView's own charge set, a plan is built once per (slot, R) and a
     blocked slot's generic release is shared between turns: the transcript, the ledger and the
     random draws are exactly those of a MemView that builds everything anew (here: one whose
     overridden _epsilon turns the sharing off). The meal plan reads less of the food slot than
-    the dinner query (two plans for one slot)."""
+    the dinner query (two plans for one slot). With a durable ledger (one transaction per
+    release: ``_admit_batch``) a blocked slot's shared release is taken without ``_prepare``."""
+    from dpmv_lib.core.durable import SqliteLedger
+
     m = running[1]
     policy_dict["reads"] = [{"intent": "meal_plan", "slot": "food", "positions": [2]}]
     policy = Policy.from_dict(policy_dict)
@@ -200,9 +203,11 @@ def test_shared_plans_and_generic_releases_change_nothing(running, policy_dict):
 
     queries = [Query("Any ideas for an affordable dinner?", "affordable_dinner"),
                Query("Plan my meals this week", "meal_plan"), Query("How is my budget?", "budget_check")]
-    for exact in (True, False):
-        a = MemView(policy, m, budget=OnlineBudget(3), seed=5, exact=exact)
-        b = Unshared(policy, m, budget=OnlineBudget(3), seed=5, exact=exact)
+    for exact, durable in ((True, False), (False, False), (True, True)):
+        ledgers = ({"ledger": SqliteLedger.for_policy(tmp_path / f"{name}.db", "u", policy)}
+                   if durable else {} for name in ("a", "b"))
+        a = MemView(policy, m, budget=OnlineBudget(3), seed=5, exact=exact, **next(ledgers))
+        b = Unshared(policy, m, budget=OnlineBudget(3), seed=5, exact=exact, **next(ledgers))
         ha, hb = [], []
         for t in range(12):
             q = queries[t % 3]
@@ -210,12 +215,22 @@ def test_shared_plans_and_generic_releases_change_nothing(running, policy_dict):
             assert ra == rb and json.dumps(ra.public_dict()) == json.dumps(rb.public_dict())
             ha.append(ra)
             hb.append(rb)
-        assert a.ledger.spent() == b.ledger.spent() and a.ledger.log == b.ledger.log
-        assert a._memos().pure and not b._memos().pure
+        assert a.ledger.spent() == b.ledger.spent()
+        assert [(r.attributes, r.epsilon, r.admitted) for r in a.ledger.log] == \
+            [(r.attributes, r.epsilon, r.admitted) for r in b.ledger.log]
+        assert a._memos().plain and not b._memos().pure
         blocked = [s for r in ha for s in r.slots if s.mechanism == "generic"]
         assert len(blocked) > len({id(s) for s in blocked})  # shared between turns ...
         blocked_b = [s for r in hb for s in r.slots if s.mechanism == "generic"]
         assert len(blocked_b) == len({id(s) for s in blocked_b})  # ... and not without sharing
+        if durable:  # a fresh ledger (same caps): the slots blocked before are admitted again
+            for mv, name in ((a, "a2"), (b, "b2")):
+                mv.ledger.close()
+                mv.ledger = SqliteLedger.for_policy(tmp_path / f"{name}.db", "u", policy)
+            ra, rb = a.release(queries[0]), b.release(queries[0])
+            assert ra == rb and [s.mechanism for s in ra.slots] == ["em", "em"]
+            a.ledger.close()
+            b.ledger.close()
     # a replaced budget rule or policy starts a new memo (see also the eps test above)
     a.budget = OnlineBudget(4)
     assert a.plan(queries[0], "food").epsilon == Fraction(1, 2)

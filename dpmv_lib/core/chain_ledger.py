@@ -78,7 +78,7 @@ class _ChainLedger(_ChainVerify):
         self._pending_tail: tuple[Any, ...] | None = None  # last record written, adopted after COMMIT
         self._pending_tot = ""
         self._tot_text: tuple[str, str] | None = None  # (head hash, canonical totals text there)
-        self._blocked_memo: dict[tuple[Any, ...], tuple[str, str, str, str | None]] = {}
+        self._blocked_memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # see _decide_write
         self._tails: dict[tuple[Any, ...], str] = {}  # record columns after the time -> their JSON text
         self._totals_rows: tuple[list[Any], dict[str, Fraction]] | None = None  # last ledger_entry read
         # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
@@ -288,18 +288,20 @@ class _ChainLedger(_ChainVerify):
         seq, h, prev = new.seq, new.hash, new.prev
         tt = self._tot_text
         tot = tt[1] if tt is not None and tt[0] == h else self._totals_text(spent)
-        memo = self._blocked_memo  # (attrs, eps, totals text) -> that blocked record's texts
+        # (attrs, id(eps), totals text) -> that blocked record's eps and texts: keyed by the eps
+        # object (MemView passes the same one for a slot) without Fraction.__eq__/__hash__
+        memo = self._blocked_memo
         rows, out, changed = [], [], set()
         for items in batches:
             oks = []
             for attrs, eps in items:
-                mkey = (attrs, eps.numerator, eps.denominator, tot)  # ints: no Fraction __eq__/__hash__
+                mkey = (attrs, id(eps), tot)
                 hit = memo.get(mkey) if checked else None
-                if hit is not None:  # blocked before from these very totals: same decision and texts
-                    ok = False
-                    rem, blk, eps_t, tail = hit
+                if hit is not None and hit[0] is eps:  # blocked before from these very totals:
+                    ok = False                         # the same decision and texts
+                    _, attrs_t, rem, blk, eps_t, tail = hit
                 else:
-                    tail = None
+                    hit, tail, attrs_t = None, None, self._json_list(attrs)
                     blocked = sorted(a for a in attrs if eps > left[a]) if checked else []
                     ok = not blocked
                     if ok:
@@ -311,12 +313,12 @@ class _ChainLedger(_ChainVerify):
                     rem = self._remaining_text({a: left[a] for a in sorted(attrs)})
                     blk, eps_t = self._blocked_text(blocked), str(eps)
                 seq += 1
-                cols = (ts, self._json_list(attrs), eps_t, int(ok), int(checked), rem, blk, tot)
+                cols = (ts, attrs_t, eps_t, int(ok), int(checked), rem, blk, tot)
                 if hit is None and not ok and checked:
                     if len(memo) > 256:
                         memo.clear()
                     tail = _chain.columns_text(cols[1:])  # (all but the time: the same next time)
-                    memo[mkey] = (rem, blk, eps_t, tail)
+                    memo[mkey] = (eps, attrs_t, rem, blk, eps_t, tail)
                 prev, h = h, _chain.record_hash(key, uid, seq, h, cols, tail)
                 rows.append((uid, seq, *cols, h))
                 oks.append(ok)

@@ -168,10 +168,11 @@ class _Memo:
     """What MemView computes once per (policy, budget): eps per charge set (C4), and, when
     ``pure``, the plan per (slot, R) and the generic release per shared plan."""
 
-    __slots__ = ("policy", "budget", "pure", "eps", "plans", "shared", "generic")
+    __slots__ = ("policy", "budget", "pure", "plain", "eps", "plans", "shared", "generic")
 
-    def __init__(self, policy: Any, budget: Any, pure: bool = False) -> None:
+    def __init__(self, policy: Any, budget: Any, pure: bool = False, plain: bool = False) -> None:
         self.policy, self.budget, self.pure = policy, budget, pure
+        self.plain = plain  # pure, and _prepare, _sample and _generic are MemView's own
         self.eps: dict[frozenset[str], Fraction | None] = {}
         self.plans: dict[tuple[str, tuple[int, ...]], SlotPlan] = {}
         self.shared: set[int] = set()  # ids of the plans in ``plans``
@@ -188,6 +189,7 @@ class _Memo:
 _PURE_RULES = (OnlineBudget,)  # frozen, its eps a function of (Gamma, caps) only (PreallocatedBudget's
                                # planned counts are a dict a caller could still change)
 _MISSING = object()
+_NOTHING_SHARED: Mapping[int, Any] = {}
 _NO_ATTRIBUTES: frozenset[str] = frozenset()
 _ZERO = Fraction(0)
 
@@ -269,7 +271,14 @@ class MemView:
             out = [self._sample(self._prepare(query, p.slot, history, p)) for p in plans]
             return self._make_release(query, out)
         admitted, spent = batch
-        out = [self._sample(self._prepare(query, p.slot, history, p, ok)) for p, ok in zip(plans, admitted)]
+        generic = self._memo.generic if self._memo.plain else _NOTHING_SHARED
+        out = []
+        for p, ok in zip(plans, admitted):
+            hit = generic.get(id(p))
+            if hit is not None and hit[0] is p and not (ok and p.epsilon is not None):
+                out.append(hit[1])  # what _sample(_prepare(...)) returns for a blocked or empty slot
+            else:
+                out.append(self._sample(self._prepare(query, p.slot, history, p, ok)))
         return Release(query, tuple(out), tuple(sorted(spent.items())))
 
     def plan(self, query: Query, slot: str, history: Sequence[Release] = ()) -> SlotPlan:
@@ -320,9 +329,10 @@ class MemView:
         memo = self._memo
         if memo.policy is not self.policy or memo.budget is not self.budget:
             cls = type(self)
-            memo = self._memo = _Memo(self.policy, self.budget, type(self.budget) in _PURE_RULES
-                                      and cls._charge_set is MemView._charge_set
-                                      and cls._epsilon is MemView._epsilon)
+            pure = (type(self.budget) in _PURE_RULES and cls._charge_set is MemView._charge_set
+                    and cls._epsilon is MemView._epsilon)
+            memo = self._memo = _Memo(self.policy, self.budget, pure, pure and all(
+                getattr(cls, m) is getattr(MemView, m) for m in ("_prepare", "_sample", "_generic")))
         return memo
 
     def fork(self) -> "MemView":

@@ -204,10 +204,10 @@ def test_shared_plans_and_generic_releases_change_nothing(running, policy_dict, 
     queries = [Query("Any ideas for an affordable dinner?", "affordable_dinner"),
                Query("Plan my meals this week", "meal_plan"), Query("How is my budget?", "budget_check")]
     for exact, durable in ((True, False), (False, False), (True, True)):
-        ledgers = ({"ledger": SqliteLedger.for_policy(tmp_path / f"{name}.db", "u", policy)}
-                   if durable else {} for name in ("a", "b"))
-        a = MemView(policy, m, budget=OnlineBudget(3), seed=5, exact=exact, **next(ledgers))
-        b = Unshared(policy, m, budget=OnlineBudget(3), seed=5, exact=exact, **next(ledgers))
+        def ledger(name):
+            return {"ledger": SqliteLedger.for_policy(tmp_path / f"{name}.db", "u", policy)} if durable else {}
+        a = MemView(policy, m, budget=OnlineBudget(3), seed=5, exact=exact, **ledger("a"))
+        b = Unshared(policy, m, budget=OnlineBudget(3), seed=5, exact=exact, **ledger("b"))
         ha, hb = [], []
         for t in range(12):
             q = queries[t % 3]

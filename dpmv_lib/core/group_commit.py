@@ -202,14 +202,9 @@ class GroupCommit:
             self._fd = -1
             self._remove(me)
         try:
-            names = os.listdir(self.dir)
+            self._live([n for n in os.listdir(self.dir) if _is_request(n)])
         except OSError:
-            names = []
-        dead = [n for n in names if not n.startswith(".") and not _alive(_pid_of(n))]
-        for n in dead:
-            _unlink(os.path.join(self.dir, n))
-        if dead:
-            self._changed()
+            pass
         for d in (self.dir, os.path.dirname(self.dir)):
             try:
                 os.rmdir(d)
@@ -359,21 +354,27 @@ class GroupCommit:
             if mark == self._mark:
                 self._seen = tok or b""
                 return self._names
-            names = [n for n in os.listdir(self.dir) if n != me and not n.startswith(".")
-                     and not n.endswith(".tmp")]
+            names = [n for n in os.listdir(self.dir) if n != me and _is_request(n)]
         except FileNotFoundError:  # the queue directory was removed: nobody is waiting
             return []
         for gone in set(self._fds) - set(names):
             _close(self._fds.pop(gone))
-        alive = [n for n in names if _alive(_pid_of(n))]
-        for n in set(names) - set(alive):  # files of dead owners (killed, or exited without close)
-            self._remove(n)  # (new token: listed again next time, so nothing created meanwhile is missed)
+        alive = self._live(names)
         try:  # the mark after the removals (they changed the directory)
             st = os.stat(self.dir)
         except FileNotFoundError:
             return []
         self._mark, self._names = (st.st_ino, st.st_mtime_ns, st.st_size), alive
         self._seen = tok or b""
+        return alive
+
+    def _live(self, names: list[str]) -> list[str]:
+        """The request files of live owners among ``names``; those of dead owners (killed, or
+        exited without close) are removed (each with a new token: listed again next time, so
+        nothing created meanwhile is missed)."""
+        alive = [n for n in names if _alive(_pid_of(n))]
+        for n in set(names) - set(alive):
+            self._remove(n)
         return alive
 
     def _read(self, name: str) -> bytes | None:
@@ -477,6 +478,10 @@ def parse_request(raw: bytes) -> tuple[int, float, str, str] | None:
     if req < 1:
         raise ValueError(f"request number {req}")
     return req, float(t_s), kid, text
+
+
+def _is_request(name: str) -> bool:
+    return not name.startswith(".") and not name.endswith(".tmp")
 
 
 def _pid_of(name: str) -> int:

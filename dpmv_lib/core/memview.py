@@ -168,21 +168,19 @@ class _Memo:
     """What MemView computes once per (policy, budget): eps per charge set (C4), and, when
     ``pure``, the plan per (slot, R) and the generic release per shared plan."""
 
-    __slots__ = ("policy", "budget", "pure", "plain", "eps", "plans", "shared", "generic")
+    __slots__ = ("policy", "budget", "pure", "plain", "eps", "plans", "generic")
 
     def __init__(self, policy: Any, budget: Any, pure: bool = False, plain: bool = False) -> None:
         self.policy, self.budget, self.pure = policy, budget, pure
         self.plain = plain  # pure, and _prepare, _sample and _generic are MemView's own
         self.eps: dict[frozenset[str], Fraction | None] = {}
         self.plans: dict[tuple[str, tuple[int, ...]], SlotPlan] = {}
-        self.shared: set[int] = set()  # ids of the plans in ``plans``
-        self.generic: dict[int, tuple[SlotPlan, SlotRelease]] = {}
+        self.generic: dict[int, tuple[SlotPlan, SlotRelease]] = {}  # id(plan) -> (plan, release)
 
-    def remember(self, memo: dict[Any, Any], key: Any, value: Any) -> None:
-        if len(memo) > 1024:  # (a generic release is shared only while its plan is)
-            self.plans.clear()
-            self.shared.clear()
-            self.generic.clear()
+    @staticmethod
+    def remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+        if len(memo) > 1024:
+            memo.clear()
         memo[key] = value
 
 
@@ -308,7 +306,6 @@ class MemView:
         out = SlotPlan(slot, read, affected, charged, eps)
         if memo.pure and all(type(i) is int for i in read):
             memo.remember(memo.plans, (slot, read), out)
-            memo.shared.add(id(out))
         return out
 
     def _epsilon(self, charged: frozenset[str]) -> Fraction | None:
@@ -389,7 +386,7 @@ class MemView:
             return hit[1]
         out = SlotRelease(p.slot, self.policy.slot(p.slot).generic.id, p.read_set, p.affected,
                           _NO_ATTRIBUTES, _ZERO, "generic", fallback=bool(p.read_set))
-        if memo.pure and id(p) in memo.shared:
+        if memo.pure:  # (the entry holds the plan: its id is not reused while it is there)
             memo.remember(memo.generic, id(p), (p, out))
         return out
 

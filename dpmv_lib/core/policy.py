@@ -203,19 +203,16 @@ class Policy:
     # reader themselves are still asked every time (they may depend on the history). The checks
     # compare by equality, so an output equal to a checked one passes them too.
     @cached_property
-    def _memo(self) -> tuple[set[tuple[str, ...]], set[tuple[str, tuple[int, ...]]],
+    def _memo(self) -> tuple[dict[tuple[str, ...], bool], dict[tuple[str, tuple[int, ...]], bool],
                              dict[tuple[int, ...], frozenset[str]]]:
         """Routes and (slot, read set) pairs that passed their checks, and read set -> Gamma*."""
-        return set(), set(), {}
+        return {}, {}, {}
 
     @staticmethod
-    def _remember(memo: Any, key: Any, value: Any = None) -> None:
+    def _remember(memo: dict[Any, Any], key: Any, value: Any = True) -> None:
         if len(memo) > 4096:
             memo.clear()
-        if isinstance(memo, set):
-            memo.add(key)
-        else:
-            memo[key] = value
+        memo[key] = value
 
     def charge_set(self, read_set: Iterable[int]) -> frozenset[str]:
         """Gamma*(R) = {a : R intersects I_a} (Eq. 5): every attribute a read touches."""

@@ -12,8 +12,11 @@ with a SqliteLedger and report each release's charges only AFTER ``release`` ret
   never above a cap, and equal to a strict replay of its audit log.
 * concurrency: N_PROCS children release for the same user at once until the caps bind; no cap
   is exceeded and the final ledger equals the admitted charges in the audit log and the charges
-  the processes report. On SQLite the releases are group-committed (dpmv_lib.core.group_commit):
-  some transactions must hold the releases of several processes.
+  the processes report. The test holds the user's writer lock until the children wait for it,
+  so they race from their first release on (without that hold, whether they overlap depends on
+  the scheduler: a CI run with a compiler busy on the other core once had no SQLite transaction
+  with two processes' releases). On SQLite the releases are group-committed
+  (dpmv_lib.core.group_commit): the first transaction must hold several processes' releases.
 * group commit, SQLite: a leader (tests/helpers/gc_leader.py) collects the posted releases of
   3 waiting processes and is SIGKILLed just before COMMIT: nothing of its batch is in the
   ledger and every waiter re-commits its own release (0 lost, 0 partial). Or a waiter is
@@ -22,6 +25,7 @@ with a SqliteLedger and report each release's charges only AFTER ``release`` ret
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -38,6 +42,7 @@ import pytest
 from dpmv_lib.core.durable import SqliteLedger
 from dpmv_lib.core.ledger_records import replay
 from dpmv_lib.core.examples import running_example
+from tests.helpers.gc_leader import holds_request
 
 ROOT = Path(__file__).resolve().parents[1]
 N_KILLS = 40            # SIGKILLs in the crash test
@@ -142,9 +147,7 @@ def test_concurrent_processes_share_one_ledger(ledger_db, n_procs, releases, cap
     procs = [_child(db, "alice", cap, k, releases, str(i), wait=True) for i in range(n_procs)]
     for p in procs:  # they raced to create the file, schema and user row
         assert p.stdout.readline() == b"READY\n", p.stderr.read().decode()
-    for p in procs:  # release them together
-        p.stdin.write(b"go\n")
-        p.stdin.flush()
+    _go_together(db, policy, procs)
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err.decode()
@@ -176,10 +179,51 @@ def test_concurrent_processes_share_one_ledger(ledger_db, n_procs, releases, cap
     requests, commits, batched = (sum(s[i] for s in stats) for i in range(3))
     assert requests == n_procs * releases == commits + batched  # every release exactly once
     if not isinstance(db, str):  # SQLite: group commit put several releases in one transaction
-        assert max(_batch_sizes(log)) > 2, "no transaction held the releases of two processes"
+        # the first transaction took the releases the children posted while the test held the lock
+        assert _batch_sizes(log)[0] > 2, "the first transaction did not hold the releases of two processes"
         assert commits < requests and batched > 0, (requests, commits, batched)
     else:  # PostgreSQL does not group-commit: one transaction per release
         assert commits == requests and batched == 0
+
+
+def _go_together(db, policy, procs: list[subprocess.Popen], timeout: float = 120.0) -> None:
+    """Send every child "go" while the test holds the user's writer lock, and let go of it only
+    once they wait for it, so that they really race from their first release whatever the
+    scheduler does: on PostgreSQL until every child waits for the user's advisory lock; on SQLite
+    until two children have posted their first release to the group-commit queue (a child that
+    finds the lock held posts once another child's request file exists), so the first
+    transaction must hold the releases of at least two processes."""
+    with _open(db, policy) as holder:
+        if isinstance(db, str):
+            holder._conn.execute("SELECT pg_advisory_lock(%s)", (holder._lock_key,))
+            sql = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+
+            def ready() -> bool:
+                return holder._conn.execute(sql).fetchone()[0] >= len(procs)
+        else:
+            fcntl.flock(holder._lockfd, fcntl.LOCK_EX)
+            qdir = holder._gc.dir
+
+            def ready() -> bool:
+                try:
+                    return sum(holds_request(os.path.join(qdir, f)) for f in os.listdir(qdir)) >= 2
+                except FileNotFoundError:  # (created by the first child's first charge)
+                    return False
+        try:
+            for p in procs:
+                p.stdin.write(b"go\n")
+                p.stdin.flush()
+            deadline = time.monotonic() + timeout
+            while not ready():
+                dead = [p.returncode for p in procs if p.poll() is not None]
+                assert not dead, f"a child exited before its first release: {dead}"
+                assert time.monotonic() < deadline, f"the children did not wait for the writer lock within {timeout:.0f} s"
+                time.sleep(0.005)
+        finally:
+            if isinstance(db, str):
+                holder._conn.execute("SELECT pg_advisory_unlock(%s)", (holder._lock_key,))
+            else:
+                fcntl.flock(holder._lockfd, fcntl.LOCK_UN)
 
 
 def _stats(raw: bytes) -> list[int]:

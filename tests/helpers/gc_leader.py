@@ -25,7 +25,7 @@ from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Query
 
 
-def _posted(path: str) -> bool:
+def holds_request(path: str) -> bool:
     """The request file holds a whole posted request (files exist from a requester's first charge)."""
     try:
         with open(path, "rb") as f:
@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:  # the first posted request creates the queue directory
-                if sum(_posted(os.path.join(self.dir, n)) for n in os.listdir(self.dir)
+                if sum(holds_request(os.path.join(self.dir, n)) for n in os.listdir(self.dir)
                        if n != self.owner and not n.startswith(".")) >= n_wait:
                     break
             except FileNotFoundError:

@@ -23,6 +23,7 @@ import os
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
+from ._memo import remember
 from .errors import BudgetError
 
 CHAIN_KEYED = "hmac-sha256"
@@ -128,9 +129,7 @@ def _hmac_base(key: bytes, _cache: dict[bytes, Any] = {}) -> Any:  # noqa: B006 
     """HMAC-SHA256 keyed with ``key``, before any message (copied per record: no re-keying)."""
     h = _cache.get(key)
     if h is None:
-        if len(_cache) > 16:
-            _cache.clear()
-        h = _cache[key] = hmac.new(key, digestmod=hashlib.sha256)
+        h = remember(_cache, key, hmac.new(key, digestmod=hashlib.sha256), 16)
     return h
 
 

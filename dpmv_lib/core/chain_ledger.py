@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ._exact import Number, to_fraction
 from . import _chain, _proc
+from ._memo import remember
 from .errors import BudgetError
 from .ledger import ChargeRecord, InMemoryLedger, Ledger, check_charge_args
 from .policy import Policy
@@ -147,10 +148,7 @@ class _ChainLedger(_ChainVerify):
     def _frac_cached(self, text: str) -> Fraction:
         f = self._fracs.get(text)
         if f is None:
-            f = Fraction(text)
-            if len(self._fracs) > 4096:
-                self._fracs.clear()
-            self._fracs[text] = f
+            f = remember(self._fracs, text, Fraction(text), 4096)
         return f
 
     # ---- the Ledger protocol ------------------------------------------------------------------
@@ -206,10 +204,7 @@ class _ChainLedger(_ChainVerify):
     def _json_list(self, attrs: frozenset[str]) -> str:
         s = self._attr_json.get(attrs)
         if s is None:
-            s = json.dumps(sorted(attrs))
-            if len(self._attr_json) > 1024:
-                self._attr_json.clear()
-            self._attr_json[attrs] = s
+            s = remember(self._attr_json, attrs, json.dumps(sorted(attrs)), 1024)
         return s
 
     def _record(self, v: _Verified, ts: str, attrs: Sequence[str] | frozenset[str], eps: Fraction, ok: bool,
@@ -315,10 +310,8 @@ class _ChainLedger(_ChainVerify):
                 seq += 1
                 cols = (ts, attrs_t, eps_t, int(ok), int(checked), rem, blk, tot)
                 if hit is None and not ok and checked:
-                    if len(memo) > 256:
-                        memo.clear()
                     tail = _chain.columns_text(cols[1:])  # (all but the time: the same next time)
-                    memo[mkey] = (eps, attrs_t, rem, blk, eps_t, tail)
+                    remember(memo, mkey, (eps, attrs_t, rem, blk, eps_t, tail), 256)
                 prev, h = h, _chain.record_hash(key, uid, seq, h, cols, tail)
                 rows.append((uid, seq, *cols, h))
                 oks.append(ok)

@@ -11,6 +11,7 @@ from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
 from . import _chain
+from ._memo import remember
 from .errors import BudgetError, LedgerFormatError, LedgerIntegrityError, UnknownAttributeError
 from .ledger_records import AuditRecord, _SCHEMA_VERSION, _fmt, _now, _replay_step
 
@@ -190,9 +191,7 @@ class _ChainVerify:
                     raise ValueError
                 parsed = (tuple(a), Fraction(eps), tuple(sorted((k, Fraction(v)) for k, v in r.items())),
                           tuple(b), {k: Fraction(v) for k, v in t.items()})
-                if len(self._parsed) > 4096:
-                    self._parsed.clear()
-                self._parsed[key] = parsed
+                remember(self._parsed, key, parsed, 4096)
             if adm not in (0, 1) or chk not in (0, 1):
                 raise ValueError
         except (ValueError, TypeError, ZeroDivisionError, RecursionError):
@@ -301,9 +300,7 @@ class _ChainVerify:
             if not all(isinstance(a, str) and a in self._caps for a in attrs) \
                     or self._json_list(frozenset(attrs)) != attrs_t:
                 return False
-            if len(self._attrs_of) > 1024:
-                self._attrs_of.clear()
-            self._attrs_of[attrs_t] = attrs
+            remember(self._attrs_of, attrs_t, attrs, 1024)
         try:
             eps = self._frac_cached(eps_t)
         except (ValueError, ZeroDivisionError):
@@ -337,9 +334,7 @@ class _ChainVerify:
             rest = cols[1:]  # (exact str and int values: equal columns have the same JSON text)
             tail = self._tails.get(rest)
             if tail is None:
-                if len(self._tails) > 256:
-                    self._tails.clear()
-                tail = self._tails[rest] = _chain.columns_text(rest)
+                tail = remember(self._tails, rest, _chain.columns_text(rest), 256)
             return _chain.record_hash(self._key, self.user_id, seq, prev, cols, tail)
         for name, typ, val in zip(_chain.RECORD_COLUMNS, _chain.COLUMN_TYPES, cols):
             if type(val) is not typ:

@@ -77,6 +77,7 @@ from fractions import Fraction
 from typing import Any, Sequence
 
 from . import _proc
+from ._memo import remember
 from .errors import BudgetError
 from .ledger import check_charge_args
 
@@ -223,10 +224,8 @@ class GroupCommit:
         key = tuple(items)
         text = self._items_text.get(key)
         if text is None:
-            text = json.dumps([[sorted(a), str(e)] for a, e in items], separators=(",", ":"))
-            if len(self._items_text) > 256:
-                self._items_text.clear()
-            self._items_text[key] = text
+            text = remember(self._items_text, key,
+                            json.dumps([[sorted(a), str(e)] for a, e in items], separators=(",", ":")), 256)
         body = request_body(self._req, time.time(), self.key_id, text)
         if self._fd < 0:
             self._fd = self._create(os.path.join(self.dir, me))
@@ -323,10 +322,8 @@ class GroupCommit:
         got = self._answers.get(row[1])
         if got is None:
             d = json.loads(row[1])
-            got = tuple(bool(x) for x in d["ok"]), {a: Fraction(v) for a, v in d["spent"].items()}
-            if len(self._answers) > 256:
-                self._answers.clear()
-            self._answers[row[1]] = got
+            got = remember(self._answers, row[1],
+                           (tuple(bool(x) for x in d["ok"]), {a: Fraction(v) for a, v in d["spent"].items()}), 256)
         return got[0], dict(got[1])
 
     # ---- leader side -------------------------------------------------------------------------
@@ -413,10 +410,8 @@ class GroupCommit:
                     continue  # another key: its owner commits it itself
                 items = self._items_of.get(text)
                 if items is None:
-                    items = [check_charge_args(caps, frozenset(a), Fraction(e)) for a, e in json.loads(text)]
-                    if len(self._items_of) > 256:
-                        self._items_of.clear()
-                    self._items_of[text] = items
+                    items = remember(self._items_of, text, [check_charge_args(caps, frozenset(a), Fraction(e))
+                                                            for a, e in json.loads(text)], 256)
             except (ValueError, KeyError, TypeError, ZeroDivisionError, BudgetError, RecursionError):
                 continue  # invalid: never charged (its owner, if any, commits its release itself)
             if items:

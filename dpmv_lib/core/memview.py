@@ -46,6 +46,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 
 from ._exact import to_fraction
+from ._memo import remember
 from .errors import BudgetError, ParameterError, PolicyError, QueryError, StoreError
 from .ledger import BudgetRule, InMemoryLedger, Ledger, OnlineBudget
 from .mechanism import RandomSource, SeededRandomSource, SystemRandomSource
@@ -177,17 +178,16 @@ class _Memo:
         self.plans: dict[tuple[str, tuple[int, ...]], SlotPlan] = {}
         self.generic: dict[int, tuple[SlotPlan, SlotRelease]] = {}  # id(plan) -> (plan, release)
 
-    @staticmethod
-    def remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
-        if len(memo) > 1024:
-            memo.clear()
-        memo[key] = value
+    def generic_of(self, plan: SlotPlan) -> SlotRelease | None:
+        """The shared generic release of a shared ``plan``, once built (the entry holds the plan:
+        its id is not reused while the entry is there)."""
+        hit = self.generic.get(id(plan))
+        return hit[1] if hit is not None and hit[0] is plan else None
 
 
 _PURE_RULES = (OnlineBudget,)  # frozen, its eps a function of (Gamma, caps) only (PreallocatedBudget's
                                # planned counts are a dict a caller could still change)
 _MISSING = object()
-_NOTHING_SHARED: Mapping[int, Any] = {}
 _NO_ATTRIBUTES: frozenset[str] = frozenset()
 _ZERO = Fraction(0)
 
@@ -269,14 +269,12 @@ class MemView:
             out = [self._sample(self._prepare(query, p.slot, history, p)) for p in plans]
             return self._make_release(query, out)
         admitted, spent = batch
-        generic = self._memo.generic if self._memo.plain else _NOTHING_SHARED
+        plain = self._memo.plain  # (current: _plan refreshed it)
         out = []
         for p, ok in zip(plans, admitted):
-            hit = generic.get(id(p))
-            if hit is not None and hit[0] is p and not (ok and p.epsilon is not None):
-                out.append(hit[1])  # what _sample(_prepare(...)) returns for a blocked or empty slot
-            else:
-                out.append(self._sample(self._prepare(query, p.slot, history, p, ok)))
+            # a blocked or empty slot: what _sample(_prepare(...)) returns, when already built
+            shared = self._memo.generic_of(p) if plain and not (ok and p.epsilon is not None) else None
+            out.append(shared if shared is not None else self._sample(self._prepare(query, p.slot, history, p, ok)))
         return Release(query, tuple(out), tuple(sorted(spent.items())))
 
     def plan(self, query: Query, slot: str, history: Sequence[Release] = ()) -> SlotPlan:
@@ -293,19 +291,15 @@ class MemView:
         (slot, R) and shared, and so is the slot's generic release (see ``_generic``)."""
         read = self.policy.read(query, slot, history)
         memo = self._memos()
-        if memo.pure:
-            try:
-                got = memo.plans.get((slot, read))
-            except TypeError:  # (a reader's positions that do not hash: not shared)
-                got = None
-            if got is not None:
-                return got
+        got = memo.plans.get((slot, read)) if memo.pure else None  # (unhashable: charge_set raises too)
+        if got is not None:
+            return got
         affected = self.policy.charge_set(read)
         charged = self._charge_set(affected)
         eps = self._epsilon(charged) if read else None
         out = SlotPlan(slot, read, affected, charged, eps)
         if memo.pure and all(type(i) is int for i in read):
-            memo.remember(memo.plans, (slot, read), out)
+            remember(memo.plans, (slot, read), out, 1024)
         return out
 
     def _epsilon(self, charged: frozenset[str]) -> Fraction | None:
@@ -381,13 +375,12 @@ class MemView:
     def _generic(self, prep: _Prepared) -> SlotRelease:
         p = prep.plan
         memo = self._memos()
-        hit = memo.generic.get(id(p)) if memo.pure else None
-        if hit is not None and hit[0] is p:  # (a shared plan: its generic release is shared too)
-            return hit[1]
-        out = SlotRelease(p.slot, self.policy.slot(p.slot).generic.id, p.read_set, p.affected,
-                          _NO_ATTRIBUTES, _ZERO, "generic", fallback=bool(p.read_set))
-        if memo.pure:  # (the entry holds the plan: its id is not reused while it is there)
-            memo.remember(memo.generic, id(p), (p, out))
+        out = memo.generic_of(p) if memo.pure else None  # (a shared plan: its generic release too)
+        if out is None:
+            out = SlotRelease(p.slot, self.policy.slot(p.slot).generic.id, p.read_set, p.affected,
+                              _NO_ATTRIBUTES, _ZERO, "generic", fallback=bool(p.read_set))
+            if memo.pure:
+                remember(memo.generic, id(p), (p, out), 1024)
         return out
 
     def _released(self, prep: _Prepared, view_id: str, mechanism: str, extras=()) -> SlotRelease:

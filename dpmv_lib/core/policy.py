@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from ._exact import Number, fraction_str
+from ._memo import remember
 from .errors import PolicyError, QueryError, UnknownAttributeError
 from .policy_format import (MAX_POSITION_ID, MAX_RATIONAL, PolicyLimits, _ATTRIBUTE_KEYS,  # noqa: F401
                             _POLICY_KEYS, _POLICY_REQUIRED, _POSITION_KEYS, _READ_KEYS, _SLOT_KEYS,
@@ -208,25 +209,16 @@ class Policy:
         """Routes and (slot, read set) pairs that passed their checks, and read set -> Gamma*."""
         return {}, {}, {}
 
-    @staticmethod
-    def _remember(memo: dict[Any, Any], key: Any, value: Any = True) -> None:
-        if len(memo) > 4096:
-            memo.clear()
-        memo[key] = value
-
     def charge_set(self, read_set: Iterable[int]) -> frozenset[str]:
         """Gamma*(R) = {a : R intersects I_a} (Eq. 5): every attribute a read touches."""
         memo = self._memo[2]
-        try:
-            got = memo.get(read_set) if type(read_set) is tuple else None
-        except TypeError:  # (unhashable positions)
-            got = None
+        got = memo.get(read_set) if type(read_set) is tuple else None  # (unhashable: set() raises too)
         if got is not None:
             return got
         r = set(read_set)
         out = frozenset(a.name for a in self.attributes if r & a.group)
         if type(read_set) is tuple:
-            self._remember(memo, read_set, out)
+            remember(memo, read_set, out, 4096)
         return out
 
     def route(self, query: Query, history: Sequence[Any] = ()) -> tuple[str, ...]:
@@ -242,7 +234,7 @@ class Policy:
                 raise PolicyError(f"router returned unknown slot {s!r} for intent {query.intent!r}")
         if len(set(slots)) != len(slots):
             raise PolicyError(f"router returned a slot twice for intent {query.intent!r}: {slots}")
-        self._remember(self._memo[0], slots)
+        remember(self._memo[0], slots, True, 4096)
         return slots
 
     def read(self, query: Query, slot: str, history: Sequence[Any] = ()) -> tuple[int, ...]:
@@ -259,7 +251,7 @@ class Policy:
         if bad:
             raise PolicyError(f"read policy returned positions {bad} outside slot {slot!r}")
         if ok:
-            self._remember(self._memo[1], (slot, read))
+            remember(self._memo[1], (slot, read), True, 4096)
         return read
 
     def with_caps(self, caps: Mapping[str, Number] | Number) -> "Policy":

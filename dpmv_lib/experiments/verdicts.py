@@ -1,0 +1,383 @@
+"""Verdicts with uncertainty (issue 27): every claim names its statistic, its margin and its test.
+
+A claim is a statistic of the per-method metrics of Tables 2-4 (AUC, TPR@5, U, tRec, Unsup) that
+must lie on one side of a margin. The uncertainty comes from a **paired, attribute-stratified
+percentile bootstrap over pairs** (:func:`paired_bootstrap`): in each replicate the pairs of every
+attribute are resampled with replacement, once per (track, response model), and the *same*
+resample feeds every method, so a difference between two methods is bootstrapped as a difference
+of paired values. Within a pair, EM seeds are averaged first, as the C.5 auditor does
+(calibrated scores) and as the judge summary does (utility). AUCs are Mann-Whitney (ties 1/2,
+equal to ``sklearn.metrics.roc_auc_score``) per attribute, then the macro mean.
+
+Each claim gets a bootstrap p-value for "the claim fails" and one for "the claim holds" (the share
+of replicates on the wrong side of the margin, +1 smoothed), and its two-sided p-value enters a
+**Holm step-down correction** over the family of bootstrapped claims of one table (family-wise
+error 5%). Verdicts:
+
+* ``HOLDS``: the Holm-adjusted p < 0.05 and the replicates lie on the claim's side (then the 95%
+  percentile CI lies wholly on the claim's side of the margin, too);
+* ``DOES NOT HOLD``: the same on the other side;
+* ``INCONCLUSIVE``: anything else (the CI straddles the margin, or only the uncorrected test
+  decides; the table shows the uncorrected p beside the adjusted one);
+* ``ERROR``: a consistency check failed (a learned AUC whose CI lies wholly above its exact
+  ceiling, which no auditor can beat);
+* exact claims (the dagger check, the oracle, the accounting) have no sampling error: ``HOLDS`` /
+  ``DOES NOT HOLD`` with test "exact", outside the Holm family.
+
+A claim over several cases ("for every model and track", "for every ablation") is the minimum of
+the cases' signed distances to their margins, computed replicate by replicate (an
+intersection-union statistic: it holds only if every case does).
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..core.errors import ParameterError
+
+VERDICTS = ("HOLDS", "DOES NOT HOLD", "INCONCLUSIVE", "ERROR", "NOT EVALUATED")
+ALPHA = 0.05
+COLUMNS = ("id", "claim", "statistic", "estimate", "ci_lo", "ci_hi", "margin", "test", "p", "p_holm",
+           "verdict", "holds", "evidence")
+BOOT_TEST = "paired bootstrap over pairs, stratified by attribute, seeds averaged; Holm over the table"
+UTILITY = ("U", "tRec", "Unsup")
+
+Value = "float | np.ndarray"
+
+
+# ---- the paired bootstrap ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Metrics:
+    """Point estimates and paired bootstrap replicates of per-method metrics.
+
+    Keys are ``(track, response_model, method, metric)``; ``boot[key]`` has ``n_boot`` replicates,
+    aligned across keys of one (track, response model) (paired) and independent across them."""
+
+    point: Mapping[tuple, float]
+    boot: Mapping[tuple, np.ndarray]
+    n_boot: int
+
+    def has(self, *key: str) -> bool:
+        return tuple(key) in self.point
+
+    def getter(self, replicates: bool) -> Callable[..., "Value"]:
+        """``get(track, model, method, metric)``: the point estimate or the replicate array."""
+        src = self.boot if replicates else self.point
+
+        def get(track: str, model: str, method: str, metric: str):
+            key = (track, model, method, metric)
+            if key not in src:
+                raise KeyError(key)
+            return src[key]
+        return get
+
+    def combos(self) -> list[tuple[str, str]]:
+        """The (track, response model) combinations present, in first-seen order."""
+        return list(dict.fromkeys((k[0], k[1]) for k in self.point))
+
+    def methods(self, track: str, model: str) -> list[str]:
+        return list(dict.fromkeys(k[2] for k in self.point if k[:2] == (track, model)))
+
+
+def _rng(seed: int, *parts: str) -> np.random.Generator:
+    """An independent, reproducible stream per (seed, parts) (no dependence on call order)."""
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32("|".join(parts).encode())])
+
+
+def _strata(pairs_by_attr: Mapping[str, Sequence[str]], n_boot: int, rng: np.random.Generator
+            ) -> dict[str, np.ndarray]:
+    return {a: rng.integers(0, len(p), size=(n_boot, len(p))) for a, p in sorted(pairs_by_attr.items())}
+
+
+def _auc_rows(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """Mann-Whitney AUC (ties 1/2) of each row of (B, n) positives against the same row of negatives."""
+    d = pos[:, :, None] - neg[:, None, :]
+    return ((d > 0).sum(axis=(1, 2)) + 0.5 * (d == 0).sum(axis=(1, 2))) / (pos.shape[1] * neg.shape[1])
+
+
+def _tpr_rows(pos: np.ndarray, neg: np.ndarray, fpr: float) -> np.ndarray:
+    """TPR at the largest threshold whose empirical FPR <= ``fpr`` (as :func:`audit.tpr_at_fpr`)."""
+    k = int(math.floor(fpr * neg.shape[1] + 1e-9))
+    if k >= neg.shape[1]:
+        return np.ones(pos.shape[0])
+    tau = -np.sort(-neg, axis=1)[:, k]
+    return (pos > tau[:, None]).mean(axis=1)
+
+
+def paired_bootstrap(scores: pd.DataFrame | None = None, utility: pd.DataFrame | None = None, *,
+                     n_boot: int = 1000, seed: int = 0, fpr: float = 0.05,
+                     by_construction: Iterable[tuple[str, str, str]] = ()) -> Metrics:
+    """Point estimates and paired, attribute-stratified bootstrap replicates of the metrics.
+
+    Parameters
+    ----------
+    scores : DataFrame, optional
+        Auditor scores, one row per evaluated (track, response_model, method, pair_id, attribute,
+        side, seed) with ``score`` (one horizon: filter before), e.g. the second output of
+        :func:`dpmv_lib.evaluate.audit.run_audit`. Gives ``auc`` and ``tpr`` (macro over attributes).
+    utility : DataFrame, optional
+        Per-transcript judge results (:func:`dpmv_lib.evaluate.judge.judge_transcripts`): gives
+        ``U`` (both sides), ``tRec`` (M) and ``Unsup`` (M') as means over pairs.
+    n_boot : int
+        Replicates (>= 100).
+    seed : int
+        Seed of the resampling (one independent stream per track, model and metric family).
+    by_construction : iterable of (track, response_model, method)
+        Methods whose conditioning is identical under M and M' (the dagger check): their AUC and
+        TPR are 0.5 and 0.05 exactly, with no sampling error (as Table 2 prints them).
+
+    Raises
+    ------
+    ParameterError
+        Missing columns, fewer than 100 replicates, or a method that lacks a pair its track has.
+    """
+    if n_boot < 100:
+        raise ParameterError(f"n_boot must be >= 100 for a bootstrap verdict, got {n_boot}")
+    point: dict[tuple, float] = {}
+    boot: dict[tuple, np.ndarray] = {}
+    dagger = set(by_construction)
+    if scores is not None and len(scores):
+        _need(scores, {"track", "response_model", "method", "pair_id", "attribute", "side", "seed", "score"}, "scores")
+        if "horizon" in scores.columns and scores["horizon"].nunique() > 1:
+            raise ParameterError("scores hold several horizons; pass one (filter on 'horizon')")
+        _audit_metrics(scores, n_boot, seed, fpr, dagger, point, boot)
+    if utility is not None and len(utility):
+        _need(utility, {"track", "response_model", "method", "pair_id", "attribute", "side", *UTILITY}, "utility")
+        _utility_metrics(utility, n_boot, seed, point, boot)
+    if not point:
+        raise ParameterError("paired_bootstrap needs auditor scores or judge results")
+    return Metrics(point, boot, n_boot)
+
+
+def _need(df: pd.DataFrame, cols: set[str], what: str) -> None:
+    missing = cols - set(df.columns)
+    if missing:
+        raise ParameterError(f"{what} table lacks columns {sorted(missing)}")
+
+
+def _pairs_by_attr(df: pd.DataFrame) -> dict[str, list[str]]:
+    return {a: sorted(g.unique()) for a, g in df.groupby("attribute")["pair_id"]}
+
+
+def _audit_metrics(scores, n_boot, seed, fpr, dagger, point, boot) -> None:
+    for (track, model), g in scores.groupby(["track", "response_model"], sort=False):
+        strata = _pairs_by_attr(g)
+        idx = _strata(strata, n_boot, _rng(seed, track, model, "audit"))
+        for method, gm in g.groupby("method", sort=False):
+            key = (track, model, method)
+            if key in dagger:
+                point[key + ("auc",)], boot[key + ("auc",)] = 0.5, np.full(n_boot, 0.5)
+                point[key + ("tpr",)], boot[key + ("tpr",)] = fpr, np.full(n_boot, fpr)
+                continue
+            avg = gm.groupby(["attribute", "pair_id", "side"])["score"].mean()
+            aucs, tprs, baucs, btprs = [], [], [], []
+            for attr, pairs in strata.items():
+                try:
+                    pos = avg.loc[attr].xs("M", level="side").reindex(pairs).to_numpy(float)
+                    neg = avg.loc[attr].xs("M'", level="side").reindex(pairs).to_numpy(float)
+                except KeyError:
+                    pos = neg = np.array([np.nan])
+                if np.isnan(pos).any() or np.isnan(neg).any():
+                    raise ParameterError(f"{track}/{model}/{method}/{attr}: every pair needs M and M' scores")
+                aucs.append(_auc_rows(pos[None], neg[None])[0])
+                tprs.append(_tpr_rows(pos[None], neg[None], fpr)[0])
+                ii = idx[attr]
+                baucs.append(_auc_rows(pos[ii], neg[ii]))
+                btprs.append(_tpr_rows(pos[ii], neg[ii], fpr))
+            point[key + ("auc",)], boot[key + ("auc",)] = float(np.mean(aucs)), np.mean(baucs, axis=0)
+            point[key + ("tpr",)], boot[key + ("tpr",)] = float(np.mean(tprs)), np.mean(btprs, axis=0)
+
+
+def _utility_metrics(util, n_boot, seed, point, boot) -> None:
+    ok = util[~util["failed"].astype(bool)] if "failed" in util.columns else util
+    for (track, model), g in ok.groupby(["track", "response_model"], sort=False):
+        strata = _pairs_by_attr(g)
+        idx = _strata(strata, n_boot, _rng(seed, track, model, "utility"))
+        for method, gm in g.groupby("method", sort=False):
+            by = gm.groupby(["pair_id", "side"])[list(UTILITY)].mean()
+            sides = by.index.get_level_values("side")
+            per = {"U": by["U"].groupby(level="pair_id").mean(),
+                   "tRec": by["tRec"][sides == "M"].droplevel("side"),
+                   "Unsup": by["Unsup"][sides == "M'"].droplevel("side")}
+            for metric, s in per.items():
+                vals = [s.reindex(pairs).to_numpy(float) for pairs in strata.values()]
+                allv = np.concatenate(vals)
+                if np.isnan(allv).all():
+                    continue
+                if np.isnan(allv).any():
+                    raise ParameterError(f"{track}/{model}/{method}: {metric} missing for some pairs")
+                point[(track, model, method, metric)] = float(allv.mean())
+                sums = sum(v[idx[a]].sum(axis=1) for a, v in zip(strata, vals))
+                boot[(track, model, method, metric)] = sums / len(allv)
+
+
+# ---- claims -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Case:
+    """One case of a claim: a statistic that must lie on one side of a margin (``direction`` ">"
+    or "<"). ``value`` is a function of a getter (point or replicates, see :meth:`Metrics.getter`)."""
+
+    label: str
+    value: Callable[[Callable[..., "Value"]], "Value"]
+    margin: float = 0.0
+    direction: str = ">"
+
+    def __post_init__(self) -> None:
+        if self.direction not in (">", "<"):
+            raise ParameterError(f"direction must be '>' or '<', got {self.direction!r}")
+
+    def distance(self, get) -> "Value":
+        """Signed distance to the margin, positive on the claim's side."""
+        v = self.value(get)
+        return v - self.margin if self.direction == ">" else self.margin - v
+
+
+@dataclass(frozen=True)
+class BootClaim:
+    """A claim decided by the paired bootstrap: every case must lie on its side of the margin."""
+
+    id: str
+    claim: str
+    statistic: str
+    cases: tuple[Case, ...]
+    kind: str = "claim"       # "claim" (Holm family) or "ceiling" (ERROR when wholly on the wrong side)
+
+
+@dataclass(frozen=True)
+class ExactClaim:
+    """A claim with no sampling error (dagger check, exact oracle, accounting)."""
+
+    id: str
+    claim: str
+    statistic: str
+    holds: bool | None
+    evidence: str
+    estimate: float = math.nan
+    margin: float = math.nan
+
+
+def _f3(x: float) -> str:
+    return "nan" if x is None or not np.isfinite(x) else f"{x:.3f}"
+
+
+def _evaluate(claim: BootClaim, metrics: Metrics) -> dict:
+    pt, bt = metrics.getter(False), metrics.getter(True)
+    rows = []
+    for case in claim.cases:
+        try:
+            rows.append((case, float(case.value(pt)), np.asarray(case.value(bt), float),
+                         float(case.distance(pt)), np.asarray(case.distance(bt), float)))
+        except KeyError:
+            continue
+    if not rows:
+        return {"id": claim.id, "claim": claim.claim, "statistic": claim.statistic, "verdict": "NOT EVALUATED",
+                "test": BOOT_TEST, "evidence": "the run lacks what the claim needs", "_p2": math.nan}
+    d_pt = min(r[3] for r in rows)
+    d_bt = np.min([r[4] for r in rows], axis=0)
+    B = len(d_bt)
+    p_hold = (1 + int((d_bt <= 0).sum())) / (B + 1)     # H0: the claim fails
+    p_fail = (1 + int((d_bt >= 0).sum())) / (B + 1)     # H0: the claim holds
+    binding = min(rows, key=lambda r: (np.median(r[4]), r[3]))
+    case, est, reps = binding[0], binding[1], binding[2]
+    lo, hi = np.quantile(reps, [ALPHA / 2, 1 - ALPHA / 2])
+    ev = "; ".join(f"{c.label}: {_f3(v)} [{_f3(np.quantile(b, ALPHA / 2))}, {_f3(np.quantile(b, 1 - ALPHA / 2))}]"
+                   f" {c.direction} {c.margin:g}" for c, v, b, _, _ in rows)
+    return {"id": claim.id, "claim": claim.claim, "statistic": f"{claim.statistic} (binding case: {case.label})",
+            "estimate": est, "ci_lo": float(lo), "ci_hi": float(hi), "margin": case.margin,
+            "direction": case.direction, "test": BOOT_TEST if claim.kind == "claim" else
+            "paired bootstrap, two-sided consistency check at 95% (outside the Holm family)",
+            "p": min(1.0, 2 * min(p_hold, p_fail)), "_p2": min(1.0, 2 * min(p_hold, p_fail)),
+            "_side": "hold" if p_hold < p_fail else ("fail" if p_fail < p_hold else "none"),
+            "_d": d_pt, "_kind": claim.kind, "evidence": ev}
+
+
+def holm(p: Sequence[float]) -> np.ndarray:
+    """Holm step-down adjusted p-values (monotone; NaN stays NaN)."""
+    p = np.asarray(p, float)
+    out = np.full_like(p, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m, running = len(order), 0.0
+    for k, i in enumerate(order):
+        running = max(running, min(1.0, (m - k) * p[i]))
+        out[i] = running
+    return out
+
+
+def decide(claims: Sequence[BootClaim | ExactClaim], metrics: Metrics | None, *, alpha: float = ALPHA) -> pd.DataFrame:
+    """The claims table: estimate, CI, margin, test, p, Holm-adjusted p and one verdict per claim.
+
+    Bootstrapped claims of kind "claim" form one Holm family; "ceiling" checks are tested alone at
+    ``alpha`` (an ERROR is never hidden by a correction); exact claims carry no p-value."""
+    recs = []
+    for c in claims:
+        if isinstance(c, ExactClaim):
+            verdict = "NOT EVALUATED" if c.holds is None else ("HOLDS" if c.holds else "DOES NOT HOLD")
+            recs.append({"id": c.id, "claim": c.claim, "statistic": c.statistic, "estimate": c.estimate,
+                         "margin": c.margin, "test": "exact", "verdict": verdict, "evidence": c.evidence, "_p2": math.nan})
+        else:
+            if metrics is None:
+                raise ParameterError(f"claim {c.id} needs bootstrap metrics")
+            recs.append(_evaluate(c, metrics))
+    df = pd.DataFrame.from_records(recs)
+    for col in ("estimate", "ci_lo", "ci_hi", "margin", "p", "_d"):
+        if col not in df.columns:
+            df[col] = math.nan
+    fam = df.get("_kind", pd.Series(index=df.index, dtype=object)).eq("claim")
+    df["p_holm"] = math.nan
+    if "verdict" not in df.columns:
+        df["verdict"] = None
+    if fam.any():
+        df.loc[fam, "p_holm"] = holm(df.loc[fam, "_p2"].to_numpy(float))
+    for i, r in df.iterrows():
+        if r["test"] == "exact" or r.get("verdict") == "NOT EVALUATED":
+            continue
+        kind = r.get("_kind")
+        p = r["p_holm"] if kind == "claim" else r["p"]
+        side = r.get("_side")
+        if not (p < alpha) or side == "none":
+            v = "INCONCLUSIVE"
+        elif side == "hold":
+            v = "HOLDS"
+        else:
+            v = "DOES NOT HOLD" if kind == "claim" else "ERROR"
+        df.at[i, "verdict"] = v
+    df["holds"] = df["verdict"].map({"HOLDS": True, "DOES NOT HOLD": False, "ERROR": False})
+    return df[list(COLUMNS)].reset_index(drop=True)
+
+
+def claims_markdown(claims: pd.DataFrame) -> str:
+    """Claims as a Markdown table: verdict, estimate with its 95% CI, margin, p (Holm) and test."""
+    if "verdict" not in claims.columns:  # an older table (holds / evidence only)
+        return "\n".join(f"- **{'HOLDS' if r['holds'] else 'DOES NOT HOLD'}** - {r['claim']}: {r['evidence']}"
+                         for r in claims.to_dict("records"))
+    lines = ["| id | claim | verdict | estimate [95% CI] | margin | p (Holm) | test |", "|---|---|---|---|---|---|---|"]
+    for r in claims.to_dict("records"):
+        est = "-" if not np.isfinite(r["estimate"]) else (
+            _f3(r["estimate"]) + (f" [{_f3(r['ci_lo'])}, {_f3(r['ci_hi'])}]" if np.isfinite(r["ci_lo"]) else ""))
+        margin = "-" if not np.isfinite(r["margin"]) else f"{r['margin']:g}"
+        p = "-" if not np.isfinite(r["p"]) else (f"{r['p']:.3g}" + (f" ({r['p_holm']:.3g})" if np.isfinite(r["p_holm"]) else ""))
+        lines.append(f"| {r['id']} | {r['claim']} | **{r['verdict']}** | {est} | {margin} | {p} | {r['test']} |")
+    lines.append("")
+    lines += [f"- {r['id']} ({r['statistic']}): {r['evidence'] or '-'}" for r in claims.to_dict("records")]
+    return "\n".join(lines)
+
+
+def verdict_counts(claims: pd.DataFrame) -> dict[str, int]:
+    """How many claims got each verdict (every verdict listed, zeros included)."""
+    vc = claims["verdict"].value_counts()
+    return {v: int(vc.get(v, 0)) for v in VERDICTS}
+
+
+def flips(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Claims whose verdict went from HOLDS to DOES NOT HOLD or the reverse between two runs
+    (INCONCLUSIVE on either side is not a flip)."""
+    m = a[["id", "verdict"]].merge(b[["id", "verdict"]], on="id", suffixes=("_a", "_b"))
+    strong = {"HOLDS", "DOES NOT HOLD"}
+    return m[m["verdict_a"].isin(strong) & m["verdict_b"].isin(strong) & (m["verdict_a"] != m["verdict_b"])]
+

@@ -115,8 +115,10 @@ def test_holm_turns_a_marginal_claim_inconclusive():
     assert t1["verdict"].iloc[0] == "HOLDS"
     p_single = float(t1["p"].iloc[0])
     fam = [_auc_claim("A", "B", margin=-0.2)] + [_auc_claim("A", "B")] * 30
-    t = V.decide(fam, met)
+    t = V.decide(fam, V.paired_bootstrap(_scores({"A": 0.0, "B": 0.0}, common=False, seed=11), n_boot=1300, seed=0))
     assert t["p_holm"].iloc[0] >= p_single
+    with pytest.raises(ParameterError, match="n_boot >= 1240"):
+        V.decide(fam, met)
 
 
 def test_utility_bootstrap_matches_summarise_utility():

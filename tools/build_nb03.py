@@ -64,14 +64,15 @@ N_BOOT = 1000""", metadata={"tags": ["parameters"]}),
 import pandas as pd
 from IPython.display import Image, Markdown, display
 
-from dpmv_lib.experiments.rq1 import RQ1Config, claims_markdown, run_rq1
+from dpmv_lib.experiments.rq1 import RQ1Config, run_rq1
+from dpmv_lib.experiments.verdicts import claims_markdown, verdict_counts
 from dpmv_lib.experiments.profiles import get_profile
 from dpmv_lib.experiments.styled import styled
 from dpmv_lib.experiments import tables as TB
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 40)
-prof = get_profile(profile)
+prof = get_profile(profile).for_seed(seed)  # --seed moves the EM seeds too
 print(f"profile {prof.name}: {prof.description}")
 print(f"response model(s): {prof.response_models or prof.responder}; encoder: {prof.encoder}; judge: {prof.judge}; "
       f"EM seeds: {prof.em_seeds}; pairs: {prof.pairs or 'all'} PairedMem, {prof.transfer_pairs or 'all'} transfer")"""),
@@ -159,13 +160,29 @@ else:
     print("paper reference table not available")"""),
     md("""## 5. Which of the paper's RQ1 claims hold in this run
 
-Each claim of the paper's RQ1 section is a function of the table above (`dpmv_lib.experiments.rq1.
-evaluate_claims`); vague wording is operationalised as stated in each line, and a claim made "across
-all model-track combinations" must hold in every combination of this run. The verdicts below are
-computed, not typed in."""),
+Each claim of the paper's RQ1 section is a statistic of the table above with a stated margin
+(`dpmv_lib.experiments.rq1_claims.evaluate_claims`); a claim made "in every model-track combination"
+has one case per combination and is decided by its weakest case. **How each verdict is reached**
+(`dpmv_lib.experiments.verdicts`):
+
+* the uncertainty is a *paired* bootstrap over pairs, stratified by attribute (1,000 replicates
+  at least): each replicate resamples the pairs of every attribute once, and every method is
+  evaluated on the same resample, so differences between methods are paired. EM seeds are averaged
+  within a pair first, as the auditor does. AUCs are Mann-Whitney (= `sklearn.metrics.roc_auc_score`),
+  utility scores are means over pairs of the judge's per-transcript grades;
+* each claim gets a two-sided bootstrap p-value, and the bootstrapped claims of this table form one
+  family corrected with **Holm's step-down method** (family-wise error 5%);
+* **HOLDS** / **DOES NOT HOLD**: the Holm-adjusted p < 0.05, with the replicates on the claim's /
+  the other side of the margin (the 95% CI then lies wholly on that side); **INCONCLUSIVE**: the CI
+  straddles the margin, or only the uncorrected p decides (both p-values are shown);
+* C1, C2 (dagger check) and X2, X3 (exact oracle) are exact; X1 is two-sided: a learned AUC whose
+  CI lies wholly above its exact ceiling is an **ERROR** (no auditor can beat the ceiling), and its
+  evidence gives the auditor's power (AUC - 0.5) / (ceiling - 0.5).
+
+C11's margin is the paper's 0.02 and at most a quarter of the spread of U over the seven methods,
+so "comparable" cannot hold merely because U hardly moves between any methods."""),
     code("""display(Markdown(claims_markdown(res.claims)))
-n_hold = int(res.claims["holds"].fillna(False).astype(bool).sum())
-print(f"{n_hold} of {res.claims['holds'].notna().sum()} evaluated claims hold in this run")"""),
+print("verdicts:", verdict_counts(res.claims))"""),
     md("""## 6. The exact optimal auditor (beyond the paper)
 
 For each pair the distribution of the transcript log-likelihood ratio is computed exactly under $M$
@@ -191,7 +208,16 @@ the learned auditor's macro-AUC as the transcript prefix grows (same transcripts
     code("""if "rq1_privacy_utility" in res.paths:
     display(Image(res.paths["rq1_privacy_utility"]))
     display(Image(res.paths["rq1_leakage_horizon"]))"""),
-    md("""## 8. Files written
+    md("""## 8. Every instrument beside the paper
+
+Table 2 of this run beside the same table of every other run under `results/` (one column per response
+model: the surrogate of the `default` profile, SmolLM2 of the `llm` profile, ...) and the paper. Each
+column is read from that run's own tables; the provenance table says which run (profile, commit,
+clean) it came from. Written to `tables/table2_instruments.csv|md`."""),
+    code("""from dpmv_lib.experiments import instruments
+inst = instruments.write_side_by_side("table2", results_dir)
+display(Markdown(inst.markdown))"""),
+    md("""## 9. Files written
 
 Tables (CSV + Markdown) and figures of this run; `rq1_run.json` records the configuration, profile,
 encoder, judge, embedding unit and the time per stage."""),

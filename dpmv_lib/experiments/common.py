@@ -1,7 +1,7 @@
 """Experiment plumbing shared by the notebooks: their parameters (:class:`ExperimentConfig`), wall
 time per step (:class:`Timer`), the paper's reference tables (:func:`load_paper_csv`,
-:func:`paper_figure`) and Markdown rendering of result tables (:func:`markdown_table`,
-:func:`claims_markdown`).
+:func:`paper_figure`) and Markdown rendering of result tables (:func:`markdown_table`; claims
+tables: :func:`dpmv_lib.experiments.verdicts.claims_markdown`).
 """
 from __future__ import annotations
 
@@ -141,9 +141,3 @@ def markdown_table(df: pd.DataFrame, nd: int = 3) -> str:
     for r in df.itertuples(index=False):
         lines.append("| " + " | ".join(_fmt(v, nd) for v in r) + " |")
     return "\n".join(lines)
-
-
-def claims_markdown(claims: pd.DataFrame) -> str:
-    """Claims as a Markdown list: HOLDS / DOES NOT HOLD with the numbers behind each verdict."""
-    return "\n".join(f"- **{'HOLDS' if r['holds'] else 'DOES NOT HOLD'}** - {r['claim']}: {r['evidence']}"
-                     for r in claims.to_dict("records"))

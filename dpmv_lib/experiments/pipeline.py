@@ -119,10 +119,12 @@ def load_pairs(cfg: Any, profile: Any) -> Any:
     return select_pairs(load_benchmark("pairedmem", cfg.data_dir), profile.pairs, cfg.seed)
 
 
-def make_surrogate_or_profile_responder(profile: Any, bench: Any) -> Any:
-    """The profile's response model (the surrogate needs the public policies)."""
+def make_surrogate_or_profile_responder(profile: Any, bench: Any, seed: int = 0) -> Any:
+    """The profile's response model (the surrogate needs the public policies; its draws move with
+    the run ``seed``)."""
     from .rq1 import responder_specs
     from ..generate.responders import make_responder
 
     spec = responder_specs(profile)[0]
-    return make_responder(spec, list(bench.policies.values())) if spec == "surrogate" else make_responder(spec)
+    return make_responder(spec, list(bench.policies.values()), salt=seed) if spec == "surrogate" \
+        else make_responder(spec)

@@ -29,6 +29,17 @@ class Profile:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def for_seed(self, seed: int) -> "Profile":
+        """This profile under run seed ``seed``: the EM seeds move to a disjoint block
+        (``e + seed * (max + 1)``; seed 0 keeps them), so ``--seed`` reruns the mechanism's
+        randomness. The surrogate, the splits of subsets and the bootstrap take ``seed`` directly."""
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ParameterError(f"seed must be an int >= 0, got {seed!r}")
+        if seed == 0:
+            return self
+        step = max(self.em_seeds) + 1
+        return replace(self, em_seeds=tuple(e + seed * step for e in self.em_seeds))
+
 
 PROFILES: dict[str, Profile] = {
     "smoke": Profile("smoke", "tests and CI: every notebook end to end in seconds",

@@ -26,7 +26,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,13 +36,11 @@ from ..generate.interfaces import PF_METHODS
 from ..core.errors import ParameterError, StoreError
 from ..common.paths import resolve
 from .profiles import Profile, get_profile
+from . import verdicts as V
+from .rq1_claims import evaluate_claims, DP_MODES, MEMORY_TEXT, PAPER_METHODS  # noqa: F401 (re-exported names of RQ1)
 
-PAPER_METHODS = ("GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilter",
-                 "DP-MemView (on)", "DP-MemView (pre)")
 #: beyond the paper: the DP-MemView modes with the permute-and-flip selector (no paper values)
 RQ1_METHODS = PAPER_METHODS + PF_METHODS
-MEMORY_TEXT = ("RawReadSet", "TaskMin", "OutputFilter")
-DP_MODES = ("DP-MemView (on)", "DP-MemView (pre)")
 
 
 @dataclass(frozen=True)
@@ -98,6 +96,8 @@ class RQ1Result:
     timings: dict[str, float] = field(default_factory=dict)
     paths: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    scores: pd.DataFrame | None = None    # auditor score per evaluated (pair, side, seed, horizon)
+    metrics: Any = None                   # verdicts.Metrics: the paired bootstrap behind the claims
 
 
 # ---- data -----------------------------------------------------------------------------------------
@@ -175,7 +175,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     from ..generate.generation import InterfaceParams, generate_transcripts
     from ..generate.responders import make_responder
 
-    prof = get_profile(config.profile)
+    prof = get_profile(config.profile).for_seed(config.seed)
     results = resolve(config.results_dir)
     timings: dict[str, float] = {}
     notes: list[str] = []
@@ -191,7 +191,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     policies = [p for b in benches.values() for p in b.policies.values()]
     frames = []
     for spec in responder_specs(prof, config.responders):
-        resp = make_responder(spec, policies) if spec == "surrogate" else make_responder(spec)
+        resp = make_responder(spec, policies, salt=config.seed) if spec == "surrogate" else make_responder(spec)
         try:
             for track, bench in benches.items():
                 frames.append(generate_transcripts(
@@ -209,7 +209,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     t = time.perf_counter()
     encoder = get_encoder(config.encoder or prof.encoder, cache_dir=results / "cache" / "embeddings")
     acfg = A.AuditConfig(horizons=config.horizons, n_boot=config.n_boot, seed=config.seed, unit=config.audit_unit)
-    audit_sum, _scores = A.run_audit(transcripts, encoder, acfg, progress=config.progress)
+    audit_sum, scores = A.run_audit(transcripts, encoder, acfg, progress=config.progress)
     identical = A.conditioning_identical(transcripts, horizon=config.T)
     audit_sum = A.apply_dagger(audit_sum, identical)
     timings["audit"] = time.perf_counter() - t
@@ -251,9 +251,13 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     except ParameterError as exc:
         notes.append(f"paper comparison skipped: {exc}")
         comparison = pd.DataFrame()
-    claims = evaluate_claims(table2, osum, audit_sum[audit_sum["horizon"] == config.T], identical, float(config.B_a))
+    dagger = [tuple(k) for k in identical.loc[identical["identical"], ["track", "response_model", "method"]].to_numpy()]
+    metrics = V.paired_bootstrap(scores[scores["horizon"] == config.T], util_t, n_boot=max(config.n_boot, V.N_BOOT),
+                                 seed=config.seed, by_construction=dagger)
+    claims = evaluate_claims(metrics, osum, audit_sum[audit_sum["horizon"] == config.T], identical,
+                             float(config.B_a), config.methods)
     res = RQ1Result(config, prof, transcripts, audit_sum, identical, oracle_pairs, osum, util_t, util, table2,
-                    comparison, claims, timings, {}, notes)
+                    comparison, claims, timings, {}, notes, scores, metrics)
     if config.write:
         res.paths = write_outputs(res, results)
     timings["tables"] = time.perf_counter() - t
@@ -304,7 +308,7 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
     for k, v in TB.write_table(res.oracle, TB.oracle_markdown(res.oracle, aT, float(cfg.B_a)), tdir,
                                "rq1_oracle_ceiling").items():
         paths[f"oracle_{k}"] = str(v)
-    for k, v in TB.write_table(res.claims, claims_markdown(res.claims), tdir, "rq1_claims").items():
+    for k, v in TB.write_table(res.claims, V.claims_markdown(res.claims), tdir, "rq1_claims").items():
         paths[f"claims_{k}"] = str(v)
     res.audit.to_csv(tdir / "rq1_audit_by_horizon.csv", index=False)
     res.identical.to_csv(tdir / "rq1_dagger_check.csv", index=False)
@@ -318,219 +322,3 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
         plt.close(fig)
         paths[name] = str(fdir / f"{name}.png")
     return paths
-
-
-# ---- the paper's RQ1 claims, computed from the table -----------------------------------------------
-def _row(t2: pd.DataFrame, track: str, model: str, method: str) -> dict | None:
-    r = t2[(t2["track"] == track) & (t2["response_model"] == model) & (t2["method"] == method)]
-    return r.iloc[0].to_dict() if len(r) else None
-
-
-def _combos(t2: pd.DataFrame):
-    for (track, model), _ in t2.groupby(["track", "response_model"], sort=False):
-        yield track, model
-
-
-def _check(t2: pd.DataFrame, fn: Callable[[str, str], tuple[bool | None, str]], tracks: Sequence[str] | None = None):
-    verdicts, ev = [], []
-    for track, model in _combos(t2):
-        if tracks is not None and track not in tracks:
-            continue
-        ok, text = fn(track, model)
-        if ok is None:
-            continue
-        verdicts.append(bool(ok))
-        ev.append(f"{track}/{model}: {text}")
-    return (all(verdicts) if verdicts else None), "; ".join(ev)
-
-
-def evaluate_claims(t2: pd.DataFrame, oracle: pd.DataFrame, audit_T: pd.DataFrame, identical: pd.DataFrame,
-                    B_a: float) -> pd.DataFrame:
-    """Each of the paper's RQ1 claims as (id, claim, holds, evidence), computed from our Table 2,
-    the dagger check and the oracle. ``holds`` is None when the table lacks what the claim needs.
-    A claim "across all model-track combinations" holds only if it holds in every combination.
-    The claims are about the paper's methods: the P&F rows (beyond the paper) are left out."""
-    t2 = t2[~t2["method"].isin(PF_METHODS)]
-    f3 = lambda x: "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"  # noqa: E731
-    claims = []
-
-    def add(cid: str, text: str, res: tuple[bool | None, str]):
-        claims.append({"id": cid, "claim": text, "holds": res[0], "evidence": res[1]})
-
-    def dagger(method):
-        def fn(track, model):
-            r = identical[(identical["track"] == track) & (identical["response_model"] == model)
-                          & (identical["method"] == method)]
-            if r.empty:
-                return None, ""
-            return bool(r["identical"].iloc[0]), f"{int(r['differing'].iloc[0])} of {int(r['cells'].iloc[0])} " \
-                                                 f"(pair, seed, turn) cells differ"
-        return fn
-
-    add("C1", "GenericOnly: identical conditioning under M and M' (chance by construction)", _check(t2, dagger("GenericOnly")))
-    add("C2", "TypedMask: identical conditioning under M and M' (chance by construction)", _check(t2, dagger("TypedMask")))
-
-    def distinguishable(track, model):
-        parts, oks = [], []
-        for m in MEMORY_TEXT:
-            r = _row(t2, track, model, m)
-            if r is None:
-                continue
-            lo = r.get("auc_lo", r["auc"])
-            oks.append(lo > 0.5)
-            parts.append(f"{m} AUC {f3(r['auc'])} (CI low {f3(lo)})")
-        return (all(oks) if oks else None), ", ".join(parts)
-
-    add("C3", "RawReadSet, TaskMin and OutputFilter remain distinguishable (AUC CI above 0.5) on every model and track",
-        _check(t2, distinguishable))
-
-    def much_closer(track, model):
-        mt = [_row(t2, track, model, m) for m in MEMORY_TEXT]
-        dp = [_row(t2, track, model, m) for m in DP_MODES]
-        mt, dp = [r for r in mt if r], [r for r in dp if r]
-        if not mt or not dp:
-            return None, ""
-        gap_mt = min(abs(r["auc"] - 0.5) for r in mt)
-        gap_dp = max(abs(r["auc"] - 0.5) for r in dp)
-        return gap_dp <= 0.5 * gap_mt, f"max |AUC-0.5| DP-MemView {f3(gap_dp)} vs min memory-text {f3(gap_mt)} (needs <= half)"
-
-    add("C4", "Both DP-MemView modes are much closer to chance than the memory-text methods "
-              "(operationalised: max |AUC-0.5| of the two modes <= half the smallest memory-text |AUC-0.5|)",
-        _check(t2, much_closer))
-
-    def tpr_sep(track, model):
-        mt = [r for r in (_row(t2, track, model, m) for m in MEMORY_TEXT) if r]
-        dp = [r for r in (_row(t2, track, model, m) for m in DP_MODES) if r]
-        if not mt or not dp:
-            return None, ""
-        a, b = max(r["tpr"] for r in dp), min(r["tpr"] for r in mt)
-        return a < b, f"max TPR@5 DP-MemView {f3(a)} vs min memory-text {f3(b)} (needs <)"
-
-    add("C5", "TPR@5 shows the same separation (every DP-MemView mode below every memory-text method)", _check(t2, tpr_sep))
-
-    def low_trec(method):
-        def fn(track, model):
-            r = _row(t2, track, model, method)
-            dp = [x for x in (_row(t2, track, model, m) for m in DP_MODES) if x]
-            if r is None or not dp:
-                return None, ""
-            lo = min(x["trec"] for x in dp)
-            return r["trec"] < lo, f"{method} tRec {f3(r['trec'])} vs min DP-MemView tRec {f3(lo)} (needs <)"
-        return fn
-
-    add("C6", "GenericOnly has lower tRec than both DP-MemView modes", _check(t2, low_trec("GenericOnly")))
-
-    def generic_high_u(track, model):
-        r = _row(t2, track, model, "GenericOnly")
-        mt = [x for x in (_row(t2, track, model, m) for m in MEMORY_TEXT) if x]
-        if r is None or not mt:
-            return None, ""
-        hi = max(x["u"] for x in mt)
-        return r["u"] > hi, f"GenericOnly U {f3(r['u'])} vs max memory-text U {f3(hi)} (needs >)"
-
-    add("C7", "GenericOnly attains high overall quality (U above every memory-text method)", _check(t2, generic_high_u))
-    add("C8", "TypedMask has lower tRec than both DP-MemView modes", _check(t2, low_trec("TypedMask")))
-
-    def dp_u(track, model):
-        mt = [x for x in (_row(t2, track, model, m) for m in MEMORY_TEXT) if x]
-        dp = [x for x in (_row(t2, track, model, m) for m in DP_MODES) if x]
-        if not mt or not dp:
-            return None, ""
-        a, b = min(x["u"] for x in dp), max(x["u"] for x in mt)
-        return a > b, f"min DP-MemView U {f3(a)} vs max memory-text U {f3(b)} (needs >)"
-
-    add("C9", "Both DP-MemView modes achieve higher U than RawReadSet, TaskMin and OutputFilter in every "
-              "model-track combination", _check(t2, dp_u))
-
-    def pre_best(track, model):
-        rows = t2[(t2["track"] == track) & (t2["response_model"] == model)]
-        if "DP-MemView (pre)" not in set(rows["method"]):
-            return None, ""
-        best = rows.loc[rows["trec"].idxmax()]
-        pre = rows[rows["method"] == "DP-MemView (pre)"]["trec"].iloc[0]
-        return best["method"] == "DP-MemView (pre)", f"highest tRec: {best['method']} {f3(best['trec'])} (pre {f3(pre)})"
-
-    add("C10", "DP-MemView (pre) achieves the highest tRec in every model-track combination", _check(t2, pre_best))
-
-    def on_u_close(track, model):
-        on, pre = _row(t2, track, model, "DP-MemView (on)"), _row(t2, track, model, "DP-MemView (pre)")
-        if on is None or pre is None:
-            return None, ""
-        return abs(on["u"] - pre["u"]) <= 0.02, f"U on {f3(on['u'])} vs pre {f3(pre['u'])} (needs |diff| <= 0.02)"
-
-    add("C11", "DP-MemView (on) achieves comparable U to (pre) (operationalised: |difference| <= 0.02)", _check(t2, on_u_close))
-
-    def on_low_unsup(track, model):
-        on = _row(t2, track, model, "DP-MemView (on)")
-        others = [x for x in (_row(t2, track, model, m) for m in ("DP-MemView (pre)",) + MEMORY_TEXT) if x]
-        if on is None or not others:
-            return None, ""
-        lo = min(x["unsup"] for x in others)
-        return on["unsup"] < lo, f"Unsup on {f3(on['unsup'])} vs min of (pre, memory-text) {f3(lo)} (needs <)"
-
-    add("C12", "DP-MemView (on) has lower Unsup than (pre), RawReadSet, TaskMin and OutputFilter", _check(t2, on_low_unsup))
-
-    tr = [c for c in claims if c["id"] in ("C3", "C4")]
-    has_transfer = "transfer" in set(t2["track"])
-    add("C13", "The privacy separation (C3 and C4) transfers to the corpus-sourced track without auditor refitting",
-        ((all(_check(t2, fn, ["transfer"])[0] for fn in (distinguishable, much_closer)) if has_transfer else None),
-         _check(t2, much_closer, ["transfer"])[1] if has_transfer else "no transfer track in this run"))
-    del tr
-
-    # beyond the paper: exact oracle
-    def below_ceiling(track, model):
-        parts, oks = [], []
-        for m in DP_MODES + ("GenericOnly",):
-            o = oracle[(oracle["track"] == track) & (oracle["response_model"] == model) & (oracle["method"] == m)]
-            a = audit_T[(audit_T["track"] == track) & (audit_T["response_model"] == model) & (audit_T["method"] == m)]
-            if o.empty or a.empty or math.isnan(a["auc_indep"].iloc[0]):
-                continue
-            ceil, err = float(o["ceiling_auc"].iloc[0]), float(o["auc_err"].iloc[0])
-            val = float(a["auc_indep"].iloc[0])
-            lo = float(a["auc_indep_lo"].iloc[0]) if "auc_indep_lo" in a else val
-            oks.append(lo <= ceil + err)
-            parts.append(f"{m} learned {f3(val)} (CI low {f3(lo)}) vs ceiling {f3(ceil)}")
-        return (all(oks) if oks else None), ", ".join(parts)
-
-    add("X1", "Beyond the paper: the learned auditor (one transcript per pair, M and M' drawn independently) is "
-              "consistent with the exact optimal-auditor ceiling (its CI lower bound does not exceed it)",
-        _check(t2, below_ceiling))
-
-    def per_oracle_row(methods, ok, describe):
-        """A claim check over the oracle rows of ``methods``: all ``ok(row)``, with ``describe(row)``."""
-        def check(track, model):
-            parts, oks = [], []
-            for m in methods:
-                o = oracle[(oracle["track"] == track) & (oracle["response_model"] == model) & (oracle["method"] == m)]
-                if o.empty:
-                    continue
-                row = o.iloc[0]
-                oks.append(ok(row))
-                parts.append(f"{m} {describe(row)}")
-            return (all(oks) if oks else None), ", ".join(parts)
-        return check
-
-    loss_ok = per_oracle_row(DP_MODES + PF_METHODS, lambda r: bool(r["max_loss_le_cap_all_pairs"]),
-                             lambda r: f"max loss {f3(float(r['max_loss']))} over {int(r['n_pairs'])} pairs")
-    add("X2", f"Beyond the paper: the exact maximum realised privacy loss of DP-MemView is <= B_a = {B_a:g} on every "
-              "benchmark pair (Theorem 1, checked numerically)", _check(t2, loss_ok))
-
-    abl = [m for m in oracle["method"].unique() if m not in RQ1_METHODS]
-    if abl:
-        over_cap = per_oracle_row(abl, lambda r: not bool(r["max_loss_le_cap_all_pairs"]),
-                                  lambda r: f"max loss {f3(float(r['max_loss']))} ({int(r['pairs_over_cap'])} "
-                                            f"of {int(r['n_pairs'])} pairs over)")
-        add("X3", f"Beyond the paper: every contract-violating variant ({', '.join(abl)}) realises a privacy loss "
-                  f"> B_a = {B_a:g} on at least one pair (their guarantees fail; a variant may still stay below B_a "
-                  "in realised loss when the utility gaps are small)", _check(t2, over_cap))
-    return pd.DataFrame.from_records(claims)
-
-
-def claims_markdown(claims: pd.DataFrame) -> str:
-    """The claims as a Markdown list: HOLDS / DOES NOT HOLD / NOT EVALUATED, with the numbers."""
-    lines = []
-    for r in claims.itertuples(index=False):
-        verdict = "NOT EVALUATED" if r.holds is None or (isinstance(r.holds, float) and math.isnan(r.holds)) \
-            else ("HOLDS" if r.holds else "DOES NOT HOLD")
-        lines.append(f"- **{r.id} - {verdict}.** {r.claim}. Evidence: {r.evidence or '-'}")
-    return "\n".join(lines)

@@ -40,6 +40,7 @@ from ..core.errors import ParameterError
 from ..core.memview import Release, SlotRelease
 from ..core.policy import Query
 from .common import _delta, _fmt, markdown_table
+from .verdicts import BootClaim, Case, ExactClaim, decide
 
 
 TABLE4_METHODS: tuple[str, ...] = ("DP-MemView (on)", "IncompleteCharge", "CappedArgmax", "NoCap")
@@ -275,53 +276,71 @@ def format_bound(x: float, cap: float) -> str:
     return f"{x:.2f} {'<=' if x <= cap + 1e-12 else '>'} B_a"
 
 
-@dataclass(frozen=True)
-class Claim:
-    """One claim of the paper's RQ2 text, evaluated on our numbers."""
-
-    claim: str
-    holds: bool
-    evidence: str
-
-
-def rq2_claims(t4: pd.DataFrame, cap: float, *, compliant: str = "DP-MemView (on)",
+def rq2_claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-MemView (on)",
                u_tolerance: float = 0.002) -> pd.DataFrame:
-    """The RQ2 claims of the paper computed from our Table 4 (not typed in):
-    the compliant bound is <= B_a and every ablation's exceeds it; AUC and tRec rise above the
-    compliant interface for every ablation; U changes by at most ``u_tolerance``; IncompleteCharge's
-    ledger under-reports its reconstructed charge; CappedArgmax has the lowest Unsup and the
-    highest AUC."""
+    """The RQ2 claims of the paper, each from a stated test (:mod:`.verdicts`).
+
+    Exact (accounting): the compliant bound is <= B_a, every ablation's exceeds it, IncompleteCharge's
+    ledger under-reports its reconstructed charge. Paired bootstrap over pairs (one Holm family): AUC
+    and tRec rise above the compliant interface for every ablation; U changes by at most
+    ``u_tolerance`` (an equivalence claim: the CI of every |dU| must lie below it); CappedArgmax has
+    the lowest Unsup and the highest AUC.
+
+    Parameters
+    ----------
+    t4 : DataFrame
+        :func:`table4` (the bounds and the ledger's own values).
+    cap : float
+        B_a.
+    metrics : verdicts.Metrics
+        :func:`~dpmv_lib.experiments.verdicts.paired_bootstrap` of the auditor scores at T and the
+        judge's per-transcript results of the Table 4 methods (one track and response model).
+
+    Raises
+    ------
+    ParameterError
+        Table 4 lacks a column or the compliant row.
+    """
     _require(t4, {"variant", "dp_bound", "auc", "trec", "u", "unsup", "ledger_reported"}, "Table 4")
     t = t4.set_index("variant")
     if compliant not in t.index:
         raise ParameterError(f"Table 4 lacks the compliant row {compliant!r}")
     base = t.loc[compliant]
     abl = t.drop(index=compliant)
-    claims = []
+    track, model = metrics.combos()[0]
+
+    def diff(a: str, b: str, metric: str):
+        return lambda g: g(track, model, a, metric) - g(track, model, b, metric)
+
     fmt = lambda s: ", ".join(f"{k} {v:.3f}" for k, v in s.items())  # noqa: E731
-    claims.append(Claim("DP-MemView's reconstructed bound stays <= B_a", bool(base["dp_bound"] <= cap + 1e-12),
-                        f"{base['dp_bound']:.3f} vs B_a = {cap:g}"))
-    claims.append(Claim("every ablation's reconstructed bound exceeds B_a", bool((abl["dp_bound"] > cap + 1e-12).all()),
-                        fmt(abl["dp_bound"])))
-    claims.append(Claim("AUC rises above DP-MemView for every ablation", bool((abl["auc"] > base["auc"]).all()),
-                        f"DP-MemView {base['auc']:.3f}; " + fmt(abl["auc"])))
-    claims.append(Claim("tRec rises above DP-MemView for every ablation", bool((abl["trec"] > base["trec"]).all()),
-                        f"DP-MemView {base['trec']:.3f}; " + fmt(abl["trec"])))
-    du = (abl["u"] - base["u"]).abs()
-    claims.append(Claim(f"U changes by at most {u_tolerance}", bool(du.max() <= u_tolerance + 1e-12),
-                        f"max |dU| = {du.max():.4f}"))
+    claims = [
+        ExactClaim("R1", "DP-MemView's reconstructed bound stays <= B_a", "reconstructed target bound (max over pairs)",
+                   bool(base["dp_bound"] <= cap + 1e-12), f"{base['dp_bound']:.3f} vs B_a = {cap:g}",
+                   estimate=float(base["dp_bound"]), margin=cap),
+        ExactClaim("R2", "every ablation's reconstructed bound exceeds B_a", "reconstructed bound per ablation",
+                   bool((abl["dp_bound"] > cap + 1e-12).all()), fmt(abl["dp_bound"]),
+                   estimate=float(abl["dp_bound"].min()), margin=cap),
+        BootClaim("R3", "AUC rises above DP-MemView for every ablation", "AUC(ablation) - AUC(DP-MemView) > 0",
+                  tuple(Case(v, diff(v, compliant, "auc")) for v in abl.index)),
+        BootClaim("R4", "tRec rises above DP-MemView for every ablation", "tRec(ablation) - tRec(DP-MemView) > 0",
+                  tuple(Case(v, diff(v, compliant, "tRec")) for v in abl.index)),
+        BootClaim("R5", f"U changes by at most {u_tolerance}", f"|U(ablation) - U(DP-MemView)| < {u_tolerance}",
+                  tuple(Case(v, (lambda f: lambda g: np.abs(f(g)))(diff(v, compliant, "U")), u_tolerance, "<")
+                        for v in abl.index)),
+    ]
     if "IncompleteCharge" in t.index:
         r = t.loc["IncompleteCharge"]
-        claims.append(Claim("IncompleteCharge's ledger under-reports the reconstructed charge",
-                            bool(r["ledger_reported"] < r["dp_bound"] - 1e-12),
-                            f"ledger {r['ledger_reported']:.3f} vs reconstructed {r['dp_bound']:.3f}"))
+        claims.append(ExactClaim("R6", "IncompleteCharge's ledger under-reports the reconstructed charge",
+                                 "ledger's own value < reconstructed bound", bool(r["ledger_reported"] < r["dp_bound"] - 1e-12),
+                                 f"ledger {r['ledger_reported']:.3f} vs reconstructed {r['dp_bound']:.3f}",
+                                 estimate=float(r["ledger_reported"]), margin=float(r["dp_bound"])))
     if "CappedArgmax" in t.index:
-        r = t.loc["CappedArgmax"]
-        claims.append(Claim("CappedArgmax has the lowest Unsup and the highest AUC",
-                            bool(r["unsup"] <= t["unsup"].min() + 1e-12 and r["auc"] >= t["auc"].max() - 1e-12),
-                            f"Unsup {r['unsup']:.3f} (min {t['unsup'].min():.3f}), AUC {r['auc']:.3f} "
-                            f"(max {t['auc'].max():.3f})"))
-    return pd.DataFrame([c.__dict__ for c in claims])
+        others = [v for v in t.index if v != "CappedArgmax"]
+        claims.append(BootClaim("R7", "CappedArgmax has the lowest Unsup and the highest AUC",
+                                "Unsup(other) - Unsup(CappedArgmax) > 0 and AUC(CappedArgmax) - AUC(other) > 0",
+                                tuple(Case(f"Unsup vs {v}", diff(v, "CappedArgmax", "Unsup")) for v in others)
+                                + tuple(Case(f"AUC vs {v}", diff("CappedArgmax", v, "auc")) for v in others)))
+    return decide(claims, metrics)
 
 
 def plot_table4(t4: pd.DataFrame, path: str | Path | None = None):

@@ -16,7 +16,8 @@ from ..core.errors import ParameterError
 from ..evaluate.oracle import DEFAULT_GRID, LLRDistribution, mixture
 from .common import _fmt
 from .rq2_support import SlotStep
-from .rq2 import Claim, HORIZON_MAX_ATOMS, _one_model, _require, violated_condition
+from .verdicts import ExactClaim, decide
+from .rq2 import HORIZON_MAX_ATOMS, _one_model, _require, violated_condition
 
 
 # ---- exact optimal auditor, every prefix in one pass ----------------------------------------------------
@@ -317,30 +318,36 @@ def plot_leakage_vs_horizon(oracle_sum: pd.DataFrame, bounds: pd.DataFrame, cap:
 
 def horizon_claims(hsum: pd.DataFrame, cap: float, *, compliant: Sequence[str] = ("DP-MemView (on)", "DP-MemView (pre)"),
                    T: int = 16) -> pd.DataFrame:
-    """Leakage-vs-horizon statements computed from :func:`horizon_summary`: Theorem 1 for the
-    compliant modes at every horizon; where each ablation first exceeds B_a; and whether every
-    ablation's ceiling at T lies above the compliant online mode's."""
+    """Leakage-vs-horizon statements computed exactly from :func:`horizon_summary` (no sampling
+    error): Theorem 1 for the compliant modes at every horizon; where each ablation first exceeds
+    B_a; and whether every ablation's ceiling at T lies above the compliant online mode's."""
     out = []
-    for m in compliant:
+    for i, m in enumerate(compliant):
         g = hsum[hsum["method"] == m]
         if len(g):
-            out.append(Claim(f"{m}: max realised loss <= B_a on every pair at every T <= {int(g['horizon'].max())}",
-                             bool(g["loss_le_cap_all_pairs"].all()), f"max over T {g['max_loss'].max():.3f} vs B_a {cap:g}"))
+            out.append(ExactClaim(f"H{i + 1}", f"{m}: max realised loss <= B_a on every pair at every T <= "
+                                  f"{int(g['horizon'].max())}", "max realised loss over pairs and horizons <= B_a",
+                                  bool(g["loss_le_cap_all_pairs"].all()),
+                                  f"max over T {g['max_loss'].max():.3f} vs B_a {cap:g}",
+                                  estimate=float(g["max_loss"].max()), margin=cap))
     for m, g in hsum[~hsum["method"].isin(compliant)].groupby("method", sort=False):
         over = g[g["max_loss"] > cap + 1e-9].sort_values("horizon")
         ev = (f"first above B_a at T={int(over['horizon'].iloc[0])} (loss {_fmt(over['max_loss'].iloc[0])}, "
               f"{int(over['pairs_over_cap'].iloc[0])} pairs)" if len(over) else
               f"max over T {_fmt(g['max_loss'].max())} (never above B_a = {cap:g})")
-        out.append(Claim(f"{m}: max realised loss exceeds B_a at some T <= {int(g['horizon'].max())}",
-                         bool(len(over)), ev))
+        out.append(ExactClaim(f"H{len(out) + 1}", f"{m}: max realised loss exceeds B_a at some T <= "
+                              f"{int(g['horizon'].max())}", "max realised loss over pairs and horizons > B_a",
+                              bool(len(over)), ev, estimate=float(g["max_loss"].max()), margin=cap))
     at = hsum[hsum["horizon"] == T].set_index("method")
     if compliant[0] in at.index:
         base = at.loc[compliant[0], "ceiling_auc"]
         abl = at.drop(index=[m for m in compliant if m in at.index])["ceiling_auc"]
-        out.append(Claim(f"at T={T} every ablation's exact AUC ceiling is above {compliant[0]}'s",
-                         bool(len(abl) and (abl > base).all()),
-                         f"{compliant[0]} {base:.3f}; " + ", ".join(f"{k} {v:.3f}" for k, v in abl.items())))
-    return pd.DataFrame([c.__dict__ for c in out])
+        out.append(ExactClaim(f"H{len(out) + 1}", f"at T={T} every ablation's exact AUC ceiling is above "
+                              f"{compliant[0]}'s", "exact ceiling AUC(ablation) - ceiling AUC(compliant) > 0",
+                              bool(len(abl) and (abl > base).all()),
+                              f"{compliant[0]} {base:.3f}; " + ", ".join(f"{k} {v:.3f}" for k, v in abl.items()),
+                              estimate=float(abl.min()) if len(abl) else float("nan"), margin=float(base)))
+    return decide(out, None)
 
 
 def oracle_cross_check(transcripts: pd.DataFrame, per_pair: pd.DataFrame, horizon: int, n_pairs: int = 8,

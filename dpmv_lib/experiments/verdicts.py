@@ -42,6 +42,8 @@ from ..core.errors import ParameterError
 
 VERDICTS = ("HOLDS", "DOES NOT HOLD", "INCONCLUSIVE", "ERROR", "NOT EVALUATED")
 ALPHA = 0.05
+#: replicates for a verdict table: enough for Holm over up to 25 claims (see :func:`min_replicates`)
+N_BOOT = 1000
 COLUMNS = ("id", "claim", "statistic", "estimate", "ci_lo", "ci_hi", "margin", "test", "p", "p_holm",
            "verdict", "holds", "evidence")
 BOOT_TEST = "paired bootstrap over pairs, stratified by attribute, seeds averaged; Holm over the table"
@@ -250,7 +252,9 @@ class BootClaim:
 
 @dataclass(frozen=True)
 class ExactClaim:
-    """A claim with no sampling error (dagger check, exact oracle, accounting)."""
+    """A claim decided without a bootstrap of its own: exact (dagger check, exact oracle,
+    accounting), or a consistency check on a CI computed elsewhere (``test`` says which; with
+    ``error=True`` a failure is an ``ERROR``, not ``DOES NOT HOLD``)."""
 
     id: str
     claim: str
@@ -259,6 +263,19 @@ class ExactClaim:
     evidence: str
     estimate: float = math.nan
     margin: float = math.nan
+    ci: tuple[float, float] = (math.nan, math.nan)
+    test: str = "exact"
+    error: bool = False
+
+
+def lowest(*xs: "Value") -> "Value":
+    """Elementwise minimum of points or replicate arrays (for claims over several methods)."""
+    return np.min(np.stack(np.broadcast_arrays(*xs)), axis=0)
+
+
+def highest(*xs: "Value") -> "Value":
+    """Elementwise maximum of points or replicate arrays."""
+    return np.max(np.stack(np.broadcast_arrays(*xs)), axis=0)
 
 
 def _f3(x: float) -> str:
@@ -296,6 +313,12 @@ def _evaluate(claim: BootClaim, metrics: Metrics) -> dict:
             "_d": d_pt, "_kind": claim.kind, "evidence": ev}
 
 
+def min_replicates(m: int, alpha: float = ALPHA) -> int:
+    """Fewest replicates with which a family of ``m`` two-sided bootstrap tests can reject under
+    Holm: the smallest p is 2 / (B + 1), and Holm multiplies it by m."""
+    return int(math.floor(2 * m / alpha)) if m else 0
+
+
 def holm(p: Sequence[float]) -> np.ndarray:
     """Holm step-down adjusted p-values (monotone; NaN stays NaN)."""
     p = np.asarray(p, float)
@@ -317,9 +340,11 @@ def decide(claims: Sequence[BootClaim | ExactClaim], metrics: Metrics | None, *,
     recs = []
     for c in claims:
         if isinstance(c, ExactClaim):
-            verdict = "NOT EVALUATED" if c.holds is None else ("HOLDS" if c.holds else "DOES NOT HOLD")
+            verdict = "NOT EVALUATED" if c.holds is None else (
+                "HOLDS" if c.holds else ("ERROR" if c.error else "DOES NOT HOLD"))
             recs.append({"id": c.id, "claim": c.claim, "statistic": c.statistic, "estimate": c.estimate,
-                         "margin": c.margin, "test": "exact", "verdict": verdict, "evidence": c.evidence, "_p2": math.nan})
+                         "ci_lo": c.ci[0], "ci_hi": c.ci[1], "margin": c.margin, "test": c.test, "verdict": verdict,
+                         "evidence": c.evidence, "_p2": math.nan, "_kind": "fixed"})
         else:
             if metrics is None:
                 raise ParameterError(f"claim {c.id} needs bootstrap metrics")
@@ -329,13 +354,17 @@ def decide(claims: Sequence[BootClaim | ExactClaim], metrics: Metrics | None, *,
         if col not in df.columns:
             df[col] = math.nan
     fam = df.get("_kind", pd.Series(index=df.index, dtype=object)).eq("claim")
+    need = min_replicates(int(fam.sum()), alpha)
+    if metrics is not None and fam.any() and metrics.n_boot < need:
+        raise ParameterError(f"{metrics.n_boot} bootstrap replicates cannot reach a Holm-adjusted p < {alpha} for "
+                             f"{int(fam.sum())} claims; use n_boot >= {need}")
     df["p_holm"] = math.nan
     if "verdict" not in df.columns:
         df["verdict"] = None
     if fam.any():
         df.loc[fam, "p_holm"] = holm(df.loc[fam, "_p2"].to_numpy(float))
     for i, r in df.iterrows():
-        if r["test"] == "exact" or r.get("verdict") == "NOT EVALUATED":
+        if r.get("_kind") == "fixed" or r.get("verdict") == "NOT EVALUATED":
             continue
         kind = r.get("_kind")
         p = r["p_holm"] if kind == "claim" else r["p"]
@@ -353,9 +382,8 @@ def decide(claims: Sequence[BootClaim | ExactClaim], metrics: Metrics | None, *,
 
 def claims_markdown(claims: pd.DataFrame) -> str:
     """Claims as a Markdown table: verdict, estimate with its 95% CI, margin, p (Holm) and test."""
-    if "verdict" not in claims.columns:  # an older table (holds / evidence only)
-        return "\n".join(f"- **{'HOLDS' if r['holds'] else 'DOES NOT HOLD'}** - {r['claim']}: {r['evidence']}"
-                         for r in claims.to_dict("records"))
+    if "verdict" not in claims.columns:
+        raise ParameterError("a claims table needs the columns of verdicts.decide (verdict, estimate, CI, ...)")
     lines = ["| id | claim | verdict | estimate [95% CI] | margin | p (Holm) | test |", "|---|---|---|---|---|---|---|"]
     for r in claims.to_dict("records"):
         est = "-" if not np.isfinite(r["estimate"]) else (

@@ -157,7 +157,7 @@ class SurrogateResponder(Responder):
     def __init__(self, policies: Policy | Iterable[Policy], decoding: DecodingConfig | None = None, *,
                  name: str = "surrogate", p_follow_view: float = 0.95, p_follow_strong: float = 0.85,
                  p_follow_weak: float = 0.3, p_echo: float = 0.5, p_related: float = 0.15,
-                 p_awkward: float = 0.7, p_offtopic: float = 0.2, max_personalised: int = 3) -> None:
+                 p_awkward: float = 0.7, p_offtopic: float = 0.2, max_personalised: int = 3, salt: int = 0) -> None:
         pols = [policies] if isinstance(policies, Policy) else list(policies)
         if not pols:
             raise ParameterError("the surrogate needs at least one public policy (its view vocabulary)")
@@ -168,6 +168,9 @@ class SurrogateResponder(Responder):
                 raise ParameterError(f"{pname} must be a probability in [0, 1], got {p!r}")
         if isinstance(max_personalised, bool) or not isinstance(max_personalised, int) or max_personalised < 0:
             raise ParameterError(f"max_personalised must be an int >= 0, got {max_personalised!r}")
+        if isinstance(salt, bool) or not isinstance(salt, int):
+            raise ParameterError(f"salt must be an int (the run seed), got {salt!r}")
+        self.salt = salt  # the run's seed: 0 keeps the historical stream, another value moves every draw
         self.decoding = decoding or DecodingConfig()
         self.name = name
         self.params = dict(p_follow_view=p_follow_view, p_follow_strong=p_follow_strong,
@@ -208,7 +211,7 @@ class SurrogateResponder(Responder):
         self._build_index()
         self._analyse = lru_cache(maxsize=200_000)(self._analyse_line)
         # identity for the cache: everything that determines the output besides the prompt
-        body = json.dumps({"version": SURROGATE_VERSION, "params": self.params,
+        body = json.dumps({"version": SURROGATE_VERSION, "params": self.params, **({"salt": salt} if salt else {}),
                            "views": sorted([v.id, v.slot, v.text, list(v.cues), list(v.intents), v.generic]
                                            for v in views.values()),
                            "phrasings": sorted(phrasings.items()),
@@ -329,7 +332,7 @@ class SurrogateResponder(Responder):
         return guidance, memory
 
     def respond_one(self, prompt: Prompt) -> str:
-        key = json.dumps(list(prompt.key))
+        key = json.dumps(list(prompt.key)) if not self.salt else json.dumps([self.salt, *prompt.key])
         p = self.params
         guidance, memory = self.split_conditioning(prompt.conditioning)
         out = [self._pick(key, "open", OPENINGS)]

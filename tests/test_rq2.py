@@ -14,6 +14,7 @@ from dpmv_lib.core import counterexamples as cx
 from dpmv_lib.evaluate import oracle
 from dpmv_lib.experiments import rq2
 from dpmv_lib.experiments import common
+from dpmv_lib.bench.datasets import load_benchmark
 from dpmv_lib.experiments import pipeline
 from dpmv_lib.experiments import rq2_horizon
 from dpmv_lib.experiments import rq2_score
@@ -344,6 +345,36 @@ def test_real_score_channel_releases_scores():
     assert X.shape == (len(keys), 6) and np.all((X >= 0) & (X <= 1)) and X.max() > 0
 
 
+def test_paper_vs_ceiling_flags_paper_aucs_above_both_ceilings():
+    paper = pd.DataFrame({"variant": ["NoCap", "CappedArgmax"], "auc": [0.599, 0.754]})
+    hs = pd.DataFrame({"method": ["NoCap", "CappedArgmax"], "horizon": 16, "ceiling_auc": [0.55, 0.99],
+                       "ceiling_auc_seeds": [0.58, 0.999]})
+    t = rq2.paper_vs_ceiling(paper, hs, 16).set_index("variant")
+    assert bool(t.at["NoCap", "paper_above_ceiling"]) and not bool(t.at["CappedArgmax", "paper_above_ceiling"])
+    assert t.at["NoCap", "paper_minus_ceiling"] == pytest.approx(0.599 - 0.58)
+
+
+def test_omitted_charges_agree_with_the_reconstructed_bound():
+    """The charge accounting of IncompleteCharge (notebook 04) gives, per transcript, the same exact
+    bound as accounting_per_pair, and omitted + charged = the admitted target-touching selections."""
+    from dpmv_lib.experiments.rq1 import select_pairs
+    from dpmv_lib.generate.generation import _ROW_FIELDS, InterfaceParams, conditioning_table
+
+    bench = select_pairs(load_benchmark("pairedmem", "data"), 16, seed=0)
+    rows = conditioning_table(bench, ("IncompleteCharge",), seeds=(0, 1), turns=16,
+                              params=InterfaceParams(B_a=2, K=3, plan_horizon=16))
+    df = pd.DataFrame.from_records(rows, columns=list(_ROW_FIELDS)).assign(response_model="x", response="")
+    per = rq2.omitted_charges(df).set_index(["pair_id", "side", "seed"])
+    acc = rq2.accounting_per_pair(df, horizons=(16,)).set_index(["pair_id", "side", "seed"])
+    assert (per["recon_bound"] == acc.loc[per.index, "recon_bound_exact"]).all()
+    assert ((per["charged"] + per["omitted"]) == acc.loc[per.index, "admitted_target"]).all()
+    assert (per["omitted"] == acc.loc[per.index, "omitted"]).all() and per["omitted"].max() > 0
+    note = rq2.omitted_charges_note(per.reset_index(), 4.0, 2.0)
+    assert "6 selections x 2/3" in note
+    with pytest.raises(ParameterError):
+        rq2.omitted_charges(df, "NoSuchMethod")
+
+
 def test_violated_condition_from_code():
     assert rq2.violated_condition("DP-MemView (on)") == ""
     assert rq2.violated_condition("NoCap") == "C5"
@@ -354,10 +385,15 @@ def test_ceiling_consistency_flags():
     hs = pd.DataFrame({"method": ["A", "A"], "horizon": [4, 8], "ceiling_auc": [0.6, 0.6], "auc_err": [0.0, 0.0],
                        "ceiling_auc_seeds": [0.7, 0.7], "auc_err_seeds": [0.0, 0.0]})
     au = pd.DataFrame({"method": ["A", "A"], "horizon": [4, 8], "auc": [0.65, 0.8], "auc_lo": [0.6, 0.75],
-                       "auc_indep": [0.55, 0.7], "auc_indep_lo": [0.5, 0.65]})
+                       "auc_hi": [0.68, 0.85], "auc_indep": [0.55, 0.7], "auc_indep_lo": [0.5, 0.65],
+                       "auc_indep_hi": [0.58, 0.75]})
     c = rq2_horizon.ceiling_consistency(hs, au)
     assert list(c["indep_consistent"]) == [True, False]
     assert list(c["seed_avg_consistent"]) == [True, False]
+    assert list(c["indep_check"]) == ["below", "ERROR"] and list(c["seed_avg_check"]) == ["below", "ERROR"]
+    assert c["power_indep"].tolist() == pytest.approx([0.5, 2.0])     # (0.55 - 0.5) / 0.1, (0.7 - 0.5) / 0.1
+    straddle = rq2_horizon.ceiling_consistency(hs, au.assign(auc_indep_lo=[0.55, 0.5], auc_indep_hi=[0.65, 0.7]))
+    assert list(straddle["indep_check"]) == ["at ceiling", "at ceiling"]
     c2 = rq2_horizon.ceiling_consistency(hs, au.assign(auc_indep=[np.nan, 0.5], auc_indep_lo=[np.nan, 0.5]))
     assert c2["indep_consistent"].isna().iloc[0] and bool(c2["indep_consistent"].iloc[1])
 

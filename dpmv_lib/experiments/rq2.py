@@ -343,6 +343,95 @@ def rq2_claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "
     return decide(claims, metrics)
 
 
+# ---- paper consistency (issue 27 goal 7) -----------------------------------------------------------
+def paper_vs_ceiling(paper: pd.DataFrame, hsum: pd.DataFrame, horizon: int = 16) -> pd.DataFrame:
+    """The paper's Table 4 AUC of each variant beside this benchmark's exact optimal-auditor
+    ceilings at T = ``horizon`` (:func:`dpmv_lib.experiments.rq2_horizon.horizon_summary`): no
+    auditor of this benchmark's transcripts can exceed ``ceiling_auc`` (one transcript per pair)
+    or ``ceiling_auc_seeds`` (all EM seeds of a pair observed). A paper AUC above both cannot come
+    from a benchmark whose view distributions match ours."""
+    _require(paper, {"variant", "auc"}, "paper Table 4")
+    _require(hsum, {"method", "horizon", "ceiling_auc"}, "horizon summary")
+    at = hsum[hsum["horizon"] == horizon].set_index("method")
+    recs = []
+    for r in paper.itertuples(index=False):
+        if r.variant not in at.index:
+            continue
+        ceil = float(at.at[r.variant, "ceiling_auc"])
+        seeds = float(at.at[r.variant, "ceiling_auc_seeds"]) if "ceiling_auc_seeds" in at.columns else math.nan
+        top = np.nanmax([ceil, seeds])
+        recs.append({"variant": r.variant, "paper_auc": float(r.auc), "ceiling_auc": ceil, "ceiling_auc_seeds": seeds,
+                     "paper_minus_ceiling": float(r.auc) - top, "paper_above_ceiling": bool(float(r.auc) > top + 1e-9)})
+    return pd.DataFrame.from_records(recs)
+
+
+def omitted_charges(transcripts: pd.DataFrame, method: str = "IncompleteCharge", horizon: int = 16) -> pd.DataFrame:
+    """Where a C2-violating interface's omitted target charges went, per transcript at T:
+    ``charged`` / ``omitted`` admitted target-touching selections (charged to the target, or not),
+    ``absorbed_by`` the other attributes charged instead, ``max_groups_per_read`` the most
+    protected groups one read touched, ``eps`` the per-selection epsilon(s), and the exact
+    reconstructed bound (charged + omitted) x eps. The paper's 4.0 vs our 16/3 (Table 4) is read
+    off this table (notebook 04)."""
+    df = _one_model(transcripts)
+    df = df[(df["method"] == method) & (df["turn"] < horizon)]
+    if df.empty:
+        raise ParameterError(f"no {method} transcripts to account")
+    recs = []
+    for (pair_id, side, seed), g in df.sort_values("turn").groupby(["pair_id", "side", "seed"], sort=True):
+        attr = g["attribute"].iloc[0]
+        charged = omitted = widest = 0
+        absorbed: set[str] = set()
+        eps: set[str] = set()
+        total = Fraction(0)
+        for rel_json in g["released"]:
+            for s_ in json.loads(rel_json).get("slots", []):
+                if attr not in s_["affected"] or s_["mechanism"] == "generic":
+                    continue
+                widest = max(widest, len(s_["affected"]))
+                e = Fraction(s_["epsilon"])
+                eps.add(str(e))
+                total += e
+                if attr in s_["charged"]:
+                    charged += 1
+                else:
+                    omitted += 1
+                    absorbed.update(a for a in s_["charged"] if a != attr)
+        recs.append({"pair_id": pair_id, "attribute": attr, "side": side, "seed": int(seed), "charged": charged,
+                     "omitted": omitted, "absorbed_by": ", ".join(sorted(absorbed)) or "-",
+                     "n_absorbing": len(absorbed), "max_groups_per_read": widest,
+                     "eps": ", ".join(sorted(eps)) or "-", "recon_bound": str(total)})
+    return pd.DataFrame.from_records(recs)
+
+
+def omitted_charges_summary(per: pd.DataFrame) -> pd.DataFrame:
+    """:func:`omitted_charges` grouped by reconstructed bound: transcripts, charged / omitted
+    counts, how many other attributes absorbed the omitted charges, and the widest read."""
+    g = per.assign(_b=per["recon_bound"].map(Fraction)).groupby("_b", sort=True)
+    out = g.agg(transcripts=("pair_id", "size"), charged=("charged", "max"), omitted_min=("omitted", "min"),
+                omitted_max=("omitted", "max"), absorbing_attributes_max=("n_absorbing", "max"),
+                max_groups_per_read=("max_groups_per_read", "max")).reset_index()
+    out.insert(0, "recon_bound", out.pop("_b").map(str))
+    return out
+
+
+def omitted_charges_note(per: pd.DataFrame, paper_bound: float, cap: float) -> str:
+    """One computed paragraph: how our maximum reconstructed bound of the C2 variant decomposes
+    into charged and omitted selections, and how many selections the paper's bound stands for."""
+    b = per["recon_bound"].map(Fraction)
+    top = per[b == b.max()]
+    eps = sorted({Fraction(e) for x in per["eps"] if x != "-" for e in x.split(", ")})
+    e = eps[0] if len(eps) == 1 else None
+    paper_sel = f"{float(paper_bound) / float(e):g} selections x {e}" if e else "(several epsilons)"
+    reach = int((b >= Fraction(paper_bound).limit_denominator(1000)).sum())
+    return (f"Our largest reconstructed bound is {b.max()} = ({int(top['charged'].max())} charged + "
+            f"{int(top['omitted'].max())} omitted selections) x {e}: the target's ledger reports "
+            f"{float(int(top['charged'].max()) * e) if e else 'n/a'} (the cap B_a = {cap:g}) while the omitted charges "
+            f"went to {int(top['n_absorbing'].max())} other attributes' ledgers ({top['absorbed_by'].iloc[0]}); reads of "
+            f"this benchmark touch up to {int(per['max_groups_per_read'].max())} protected groups. The paper's "
+            f"{paper_bound:g} is {paper_sel}, i.e. its ledger's {cap:g} plus {paper_bound - cap:g} omitted. "
+            f"{reach} of {len(per)} transcripts here reach the paper's {paper_bound:g} or more.")
+
+
 def plot_table4(t4: pd.DataFrame, path: str | Path | None = None):
     """Bar chart of Table 4: ours vs the paper for AUC, tRec, U, Unsup."""
     import matplotlib.pyplot as plt

@@ -374,23 +374,40 @@ def oracle_cross_check(transcripts: pd.DataFrame, per_pair: pd.DataFrame, horizo
 
 
 def ceiling_consistency(hsum: pd.DataFrame, audit_summary: pd.DataFrame) -> pd.DataFrame:
-    """Learned auditor vs its exact ceiling at every audited horizon: the single-transcript AUC
-    (``auc_indep``) against ``ceiling_auc`` and the seed-averaged AUC (``auc``) against
-    ``ceiling_auc_seeds``; consistent when the learned CI's lower end does not exceed the ceiling
-    (plus its merge error)."""
+    """Learned auditor vs its exact ceiling at every audited horizon, two-sided: the
+    single-transcript AUC (``auc_indep``) against ``ceiling_auc`` and the seed-averaged AUC
+    (``auc``) against ``ceiling_auc_seeds``. ``*_check``: "ERROR" when the learned 95% CI lies
+    wholly above the ceiling (plus its merge error; no auditor can beat it), "below" when it lies
+    wholly below, "at ceiling" when it straddles it; ``*_consistent`` is False only for ERROR.
+    ``power_*`` = (AUC - 0.5) / (ceiling - 0.5), NaN where the ceiling is at chance."""
     a = audit_summary.copy()
-    keep = [c for c in ("method", "horizon", "auc", "auc_lo", "auc_indep", "auc_indep_lo") if c in a.columns]
+    keep = [c for c in ("method", "horizon", "auc", "auc_lo", "auc_hi", "auc_indep", "auc_indep_lo", "auc_indep_hi")
+            if c in a.columns]
     m = a[keep].merge(hsum, on=["method", "horizon"], how="inner")
     out = m[["method", "horizon"]].copy()
-    out["learned_auc_indep"] = m.get("auc_indep", np.nan)
-    out["ceiling_auc"] = m["ceiling_auc"]
-    lo = m.get("auc_indep_lo", m.get("auc_indep", np.nan))
-    out["indep_consistent"] = _flag(lo, m["ceiling_auc"] + m["auc_err"])
-    out["learned_auc_seed_avg"] = m["auc"]
+    specs = [("indep", "auc_indep", "ceiling_auc", "auc_err")]
     if "ceiling_auc_seeds" in m.columns:
-        out["ceiling_auc_seeds"] = m["ceiling_auc_seeds"]
-        out["seed_avg_consistent"] = _flag(m.get("auc_lo", m["auc"]), m["ceiling_auc_seeds"] + m["auc_err_seeds"])
+        specs.append(("seed_avg", "auc", "ceiling_auc_seeds", "auc_err_seeds"))
+    for tag, col, ceil, err in specs:
+        val = m.get(col, pd.Series(np.nan, index=m.index))
+        lo, hi = m.get(f"{col}_lo", val), m.get(f"{col}_hi", val)
+        out[f"learned_{'auc_indep' if tag == 'indep' else 'auc_seed_avg'}"] = val
+        out[ceil] = m[ceil]
+        bound = m[ceil] + m[err]
+        out[f"{tag}_check"] = _check(lo, hi, bound)
+        out[f"{tag}_consistent"] = _flag(lo, bound)
+        gap = m[ceil] - 0.5
+        out[f"power_{tag}"] = np.where(gap > 1e-9, (val - 0.5) / gap.where(gap > 1e-9), np.nan)
     return out.sort_values(["method", "horizon"]).reset_index(drop=True)
+
+
+def _check(lo: pd.Series, hi: pd.Series, bound: pd.Series) -> pd.Series:
+    lo, hi, b = (pd.to_numeric(x, errors="coerce") for x in (lo, hi, bound))
+    out = pd.Series("at ceiling", index=lo.index, dtype=object)
+    out[hi < b - 1e-9] = "below"
+    out[lo > b + 1e-9] = "ERROR"
+    out[lo.isna() | b.isna()] = "not evaluated"
+    return out
 
 
 def _flag(value: pd.Series, bound: pd.Series) -> pd.Series:

@@ -14,11 +14,12 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: help install install-llamacpp export-openvino reproduce test smoke bench clean-venv FORCE
+.PHONY: help install install-llamacpp export-openvino reproduce seeds test smoke bench clean-venv FORCE
 
 help:
 	@echo "make reproduce   run every notebook in order (profile $(PROFILE)); results in results/"
 	@echo "make test        run the test suite (pytest)"
+	@echo "make seeds       notebooks 03-05 again with --seed 1 and 2 (verdicts by seed) into results/seeds/"
 	@echo "make smoke       run every notebook with the smoke profile into results/smoke/"
 	@echo "make bench       run benchmarks/bench_*.py (results in benchmarks/results/)"
 	@echo "options: PROFILE=llm RUN_ARGS='--only 03 -p pairs 8' PYTEST_ARGS='-m \"not slow\"'"
@@ -62,6 +63,16 @@ reproduce: $(STAMP) $(if $(filter llm%,$(PROFILE)),export-openvino)
 # also compiles the llama.cpp extra, in the background while the rest of the suite runs.
 test: $(STAMP)
 	@bash tools/run_tests.sh $(PY) $(LLAMA_STAMP) $(PYTEST_ARGS)
+
+# issue 27: notebooks 03-05 again with --seed 1 and 2 (every random stream moves), beside the main
+# run under <results>/seeds/<s>/; notebooks 03 and 05 show the verdicts by seed
+SEEDS ?= 1 2
+SEED_ROOT := $(if $(filter default,$(PROFILE)),results,results/$(PROFILE))/seeds
+seeds: $(STAMP) $(if $(filter llm%,$(PROFILE)),export-openvino)
+	@for s in $(SEEDS); do \
+	  $(PY) -m dpmv_lib.run --profile $(PROFILE) --seed $$s --only 03 04 05 --results-dir $(SEED_ROOT)/$$s $(RUN_ARGS) \
+	    || exit $$?; \
+	done
 
 smoke: $(STAMP)
 	$(PY) -m dpmv_lib.run --profile smoke $(RUN_ARGS)

@@ -167,3 +167,15 @@ def test_flips_ignore_inconclusive():
     a = pd.DataFrame({"id": ["C1", "C2", "C3"], "verdict": ["HOLDS", "HOLDS", "INCONCLUSIVE"]})
     b = pd.DataFrame({"id": ["C1", "C2", "C3"], "verdict": ["DOES NOT HOLD", "INCONCLUSIVE", "HOLDS"]})
     assert list(V.flips(a, b)["id"]) == ["C1"]
+
+
+def test_seed_stability_reads_runs_and_flags_flips(tmp_path):
+    for seed, verdicts in ((0, ["HOLDS", "INCONCLUSIVE"]), (1, ["DOES NOT HOLD", "HOLDS"])):
+        (tmp_path / str(seed) / "tables").mkdir(parents=True)
+        pd.DataFrame({"id": ["C1", "C2"], "claim": ["a", "b"], "verdict": verdicts}).to_csv(
+            tmp_path / str(seed) / "tables" / "rq1_claims.csv", index=False)
+    t = V.seed_stability({0: str(tmp_path / "0"), 1: str(tmp_path / "1")}).set_index("id")
+    assert bool(t.loc["C1", "flip"]) and not bool(t.loc["C2", "flip"])
+    assert t.loc["C2", "seed 1"] == "HOLDS"
+    with pytest.raises(ParameterError, match="no claims tables"):
+        V.seed_stability({0: str(tmp_path / "missing")})

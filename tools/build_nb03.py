@@ -183,6 +183,22 @@ C11's margin is the paper's 0.02 and at most a quarter of the spread of U over t
 so "comparable" cannot hold merely because U hardly moves between any methods."""),
     code("""display(Markdown(claims_markdown(res.claims)))
 print("verdicts:", verdict_counts(res.claims))"""),
+    md("""### Verdicts by seed
+
+`--seed s` moves every random stream of a run: the EM seeds (to a disjoint block), the surrogate's
+draws, the subset selection and the bootstraps (`Profile.for_seed`). The runs with seeds 1 and 2
+(`make seeds`: notebooks 03-05 into `results/seeds/<s>/`) are set beside this one. A claim is
+*stable* when no two runs turn HOLDS into DOES NOT HOLD or the reverse; INCONCLUSIVE in one run is
+not a flip (notebook 05 shows the same for the Table 3 and Table 4 claims)."""),
+    code("""from dpmv_lib.experiments.verdicts import seed_runs, seed_stability
+
+runs = seed_runs(results_dir, seed)
+if len(runs) > 1:
+    by_seed = seed_stability(runs, ("rq1_claims",))
+    display(styled(by_seed.drop(columns=["table"])))
+    print(f"runs with seeds {sorted(runs)}: {int(by_seed['flip'].sum())} of {len(by_seed)} claims flip")
+else:
+    print(f"no runs with other seeds under {results_dir}/seeds/ (make seeds writes them)")"""),
     md("""## 6. The exact optimal auditor (beyond the paper)
 
 For each pair the distribution of the transcript log-likelihood ratio is computed exactly under $M$

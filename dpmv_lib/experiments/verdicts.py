@@ -409,3 +409,56 @@ def flips(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     strong = {"HOLDS", "DOES NOT HOLD"}
     return m[m["verdict_a"].isin(strong) & m["verdict_b"].isin(strong) & (m["verdict_a"] != m["verdict_b"])]
 
+
+#: claims tables of a run (under ``{results_dir}/tables``) whose verdicts are compared across seeds
+CLAIMS_TABLES = ("rq1_claims", "04_rq2_claims", "05_table3_claims")
+
+
+def seed_runs(results_dir: str, seed: int = 0) -> dict[int, str]:
+    """This run (``seed``, ``results_dir``) and the runs with other seeds under
+    ``{results_dir}/seeds/<s>`` (written by ``python -m dpmv_lib.run --seed s --results-dir
+    {results_dir}/seeds/s``, or ``make seeds``), as input to :func:`seed_stability`."""
+    from pathlib import Path
+
+    runs = {int(seed): str(results_dir)}
+    base = Path(results_dir) / "seeds"
+    for d in sorted(base.iterdir()) if base.is_dir() else ():
+        if d.name.isdigit() and (d / "tables").is_dir() and int(d.name) != int(seed):
+            runs[int(d.name)] = str(d)
+    return runs
+
+
+def seed_stability(runs: Mapping[int, str], tables: Sequence[str] = CLAIMS_TABLES) -> pd.DataFrame:
+    """Verdicts by run seed: one row per (table, claim) with the verdict of every run and whether
+    any two runs flip between HOLDS and DOES NOT HOLD (INCONCLUSIVE is not a flip).
+
+    Parameters
+    ----------
+    runs : mapping of int to str
+        Run seed -> results directory of a run with that ``--seed`` (its ``tables/<name>.csv``).
+    tables : sequence of str
+        Claims tables to compare; a table missing from a run is skipped for that run.
+
+    Raises
+    ------
+    ParameterError
+        No run holds any of the tables.
+    """
+    from pathlib import Path
+
+    frames = []
+    for seed, rd in runs.items():
+        for name in tables:
+            f = Path(rd) / "tables" / f"{name}.csv"
+            if f.exists():
+                t = pd.read_csv(f)
+                if "verdict" in t.columns:
+                    frames.append(t[["id", "claim", "verdict"]].assign(table=name, seed=int(seed)))
+    if not frames:
+        raise ParameterError(f"no claims tables {list(tables)} with verdicts under {list(runs.values())}")
+    long = pd.concat(frames, ignore_index=True)
+    wide = long.pivot_table(index=["table", "id", "claim"], columns="seed", values="verdict", aggfunc="first")
+    wide.columns = [f"seed {c}" for c in wide.columns]
+    strong = wide.isin(["HOLDS", "DOES NOT HOLD"])
+    wide["flip"] = [(r[s].nunique() > 1) for (_, r), (_, s) in zip(wide.iterrows(), strong.iterrows())]
+    return wide.reset_index()

@@ -133,7 +133,16 @@ def test_paper_view_table_and_figure():
     assert pf.draws == 1 and "paper's view" in box.label.value
     heights = {lab: b.get_height() for lab, b in zip(("learned", "paper", "ceil_s", "ceil"), [
         pf.bars[f"0:{col}"][0] for col, _, _ in pf.BARS])}
-    assert heights["learned"] == pytest.approx(0.60) and heights["paper"] == pytest.approx(0.608)
+    assert heights["learned"] == pytest.approx(0.10) and heights["paper"] == pytest.approx(0.108)  # from chance
+    lo, hi = pf.ax[0].get_ylim()
+    assert lo + hi == pytest.approx(1.0)                                  # the axis is centred on 0.5
+    flagged = {t.get_text() for t in pf.flags[1]}
+    assert flagged == {""}                                                # no learned AUC above its ceiling here
+    pv_bad = pv.copy()
+    pv_bad.loc[(pv_bad["attribute"] == "diabetes") & (pv_bad["b_a"] == 8), "learned_auc"] = 0.75
+    bad = E.PaperFigure(pv_bad, horizon=16, dpi=30)
+    bad.update("on", 8, 3)
+    assert [t.get_text() for t in bad.flags[1]][bad.attrs.index("diabetes")] == "learned > ceiling"
     assert "learned AUC 0.600, paper 0.608" in pf.title.get_text() and not pf.note.get_visible()
     assert pf.values["0:learned_auc"][0].get_text() == "0.600"
     assert pf.values["1:paper_auc"][0].get_text() == "n/a"      # the paper has no per-attribute AUC

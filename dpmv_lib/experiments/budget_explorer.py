@@ -324,8 +324,10 @@ def attribute_ceilings(bench: Any, pairs: Sequence[Any], t3: pd.DataFrame, *, ho
 
 class PaperFigure:
     """The paper's view of one setting (left: learned AUC with CI, the paper's Table 3 AUC and the
-    exact ceilings, macro over attributes; right: the same per attribute). Settings outside Table 3
-    (or without a learned auditor: preallocated modes) show a note instead. Updated in place."""
+    exact ceilings, macro over attributes; right: the same per attribute). Bars start at chance
+    (0.5) on an axis centred on it; a learned AUC above its exact ceiling (all seeds observed),
+    which no auditor can beat in expectation, is flagged in red over its group. Settings outside
+    Table 3 (or without a learned auditor: preallocated modes) show a note instead. Updated in place."""
 
     BARS = (("learned_auc", "learned auditor (ours)", "#d62728"), ("paper_auc", "paper Table 3", "#7f7f7f"),
             ("ceiling_auc_seeds", "exact ceiling (all seeds)", "#1f77b4"),
@@ -339,20 +341,24 @@ class PaperFigure:
         w = 0.8 / len(self.BARS)
         self.bars: dict[str, list] = {}
         self.values: dict[str, list] = {}  # the value above each bar ("n/a" where there is none)
+        self.flags: dict[int, list] = {}   # "above ceiling" over a group whose learned AUC beats its ceiling
         for side, labels in ((0, [MACRO]), (1, self.attrs)):
             ax = self.ax[side]
             x = np.arange(len(labels))
             for i, (col, name, color) in enumerate(self.BARS):
-                self.bars[f"{side}:{col}"] = list(ax.bar(x + (i - 1.5) * w, np.zeros(len(labels)), w, color=color,
-                                                         label=name))
+                self.bars[f"{side}:{col}"] = list(ax.bar(x + (i - 1.5) * w, np.zeros(len(labels)), w, bottom=0.5,
+                                                         color=color, label=name))
                 self.values[f"{side}:{col}"] = [ax.text(xx + (i - 1.5) * w, 0.0, "", ha="center", va="bottom",
                                                         fontsize=6, rotation=90) for xx in x]
             ax.set_xticks(x, [lab.replace(" (all attributes)", "\n(all attributes)") for lab in labels],
                           rotation=0 if side == 0 else 30, ha="center" if side == 0 else "right", fontsize=8)
             ax.axhline(0.5, color="k", lw=0.8)
-            vals = table[[c for c, _, _ in self.BARS] + ["auc_hi"]].to_numpy(float)
-            ax.set_ylim(0.0, max(1.0, float(np.nanmax(vals)) if np.isfinite(vals).any() else 1.0) + 0.05)
-            ax.set_ylabel("AUC")
+            vals = table[[c for c, _, _ in self.BARS] + ["auc_lo", "auc_hi"]].to_numpy(float)
+            dev = float(np.nanmax(np.abs(vals - 0.5))) if np.isfinite(vals).any() else 0.5
+            ax.set_ylim(0.5 - min(0.5, dev + 0.08), 0.5 + min(0.5, dev + 0.08))
+            ax.set_ylabel("AUC (bars from chance, 0.5)")
+            self.flags[side] = [ax.text(xx, 0.0, "", ha="center", va="bottom", fontsize=7, color="#d62728",
+                                        fontweight="bold") for xx in x]
         self.err = self.ax[0].errorbar([-1.5 * w], [0.5], yerr=[[0], [0]], fmt="none", ecolor="k", capsize=4)
         self.ax[0].legend(fontsize=8, loc="upper left")
         self.title = fig.text(0.01, 0.985, " ", ha="left", va="top", fontsize=10)
@@ -373,9 +379,15 @@ class PaperFigure:
             for col, _, _ in self.BARS:
                 for bar, txt, a in zip(self.bars[f"{side}:{col}"], self.values[f"{side}:{col}"], labels):
                     v = float(sub.at[a, col]) if have and a in sub.index else math.nan
-                    bar.set_height(0.0 if math.isnan(v) else v)
-                    txt.set_y(0.01 if math.isnan(v) else v + 0.01)
+                    bar.set_height(0.0 if math.isnan(v) else v - 0.5)
+                    txt.set_y(0.51 if math.isnan(v) else (v + 0.01 if v >= 0.5 else v - 0.01))
+                    txt.set_va("bottom" if math.isnan(v) or v >= 0.5 else "top")
                     txt.set_text(("n/a" if math.isnan(v) else f"{v:.3f}") if have else "")
+            top = self.ax[side].get_ylim()[1]
+            for flag, a in zip(self.flags[side], labels):
+                above = have and a in sub.index and float(sub.at[a, "learned_auc"]) > float(sub.at[a, "ceiling_auc_seeds"]) + 1e-9
+                flag.set_y(top - 0.06 * (top - 0.5))
+                flag.set_text("learned > ceiling" if above else "")
         if have and np.isfinite(sub.at[MACRO, "auc_lo"]):
             auc, lo, hi = (float(sub.at[MACRO, c]) for c in ("learned_auc", "auc_lo", "auc_hi"))
             seg = self.err.lines[2][0]
@@ -383,7 +395,8 @@ class PaperFigure:
             seg.set_segments([[[x, lo], [x, hi]]])
             for cap, y in zip(self.err.lines[1], (lo, hi)):
                 cap.set_data([x], [y])
-            self.values["0:learned_auc"][0].set_y(hi + 0.01)  # the value above the CI, not across it
+            txt = self.values["0:learned_auc"][0]   # the value beyond the CI, not across it
+            txt.set_y(hi + 0.01 if auc >= 0.5 else lo - 0.01)
         for art in (*self.err.lines[1], *self.err.lines[2]):
             art.set_visible(bool(have))
         if have:

@@ -1,6 +1,8 @@
 """The README's MemView example runs and prints exactly the output shown under it."""
 from __future__ import annotations
 
+import pandas as pd
+
 import contextlib
 import io
 import re
@@ -17,3 +19,16 @@ def test_readme_memview_example_output_matches():
     with contextlib.redirect_stdout(buf):
         exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
     assert buf.getvalue().strip() == shown.strip()
+
+
+def test_readme_claims_block_is_generated_from_the_committed_tables(tmp_path):
+    """The README's claims summary is the output of claims_summary on the committed results."""
+    from dpmv_lib.experiments import claims_summary as CS
+
+    assert CS.main(["--check"]) == 0, "run: python -m dpmv_lib.experiments.claims_summary"
+    # a changed verdict makes the block stale
+    (tmp_path / "results" / "tables").mkdir(parents=True)
+    pd.DataFrame({"id": ["C1"], "claim": ["a | b"], "verdict": ["INCONCLUSIVE"]}).to_csv(
+        tmp_path / "results" / "tables" / "rq1_claims.csv", index=False)
+    block = CS.summary_markdown(tmp_path, runs=(("x", "results"),))
+    assert "| C1 | a \\| b | INCONCLUSIVE |" in block

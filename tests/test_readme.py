@@ -1,11 +1,11 @@
 """The README's MemView example runs and prints exactly the output shown under it."""
 from __future__ import annotations
 
-import pandas as pd
-
 import contextlib
 import io
 import re
+
+import pandas as pd
 
 from dpmv_lib.common.paths import project_root
 

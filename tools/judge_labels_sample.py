@@ -1,0 +1,239 @@
+"""Draw the human-style labelling sample for checking the rubric judge (data/judge_labels/).
+
+A unit is one assistant response at one turn x one rubric item of that turn (rubric items from
+:func:`dpmv_lib.evaluate.rubric.build_rubric`, i.e. the fixed gold of the pair and store side).
+Transcripts are generated offline with the package (B_a=2, K=3, T=16, EM seed 0):
+
+* ``surrogate`` responder: the RQ1 paper methods + the RQ2 ablations on a seeded subset of pairs
+  of both tracks (all 16 turns);
+* ``smollm2`` (SmolLM2-135M-Instruct through transformers + GGUF, greedy, 128 new tokens): the 7
+  paper methods on a few pairs whose first two turns are target queries (turns 0-1). SmolLM2
+  generation is slow on CPU, so its transcripts are cached in
+  ``data/judge_labels/transcripts_smollm2.parquet`` and reused (``--regen-smollm2`` regenerates;
+  ``--no-smollm2`` leaves SmolLM2 out).
+
+Units are stratified by (response model, item kind, method, track, side) with fixed quotas and
+deduplicated on (query, response, item description), then shuffled, so labelling order does not
+follow method or side. The judge modules (rubric_judge, llm_judge, judge_transcripts) are not used.
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py
+    .venv/bin/python tools/judge_labels_sample.py --show 0 20   # blind view for labelling
+
+``--show START END`` prints units START..END-1 of sample.jsonl with only unit_id, query, response
+and item description (no method, side, attribute or item kind), as the annotators saw them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from dpmv_lib.bench.datasets import load_benchmark  # noqa: E402
+from dpmv_lib.evaluate.rubric import build_rubric  # noqa: E402
+from dpmv_lib.experiments.rq1 import PAPER_METHODS  # noqa: E402
+from dpmv_lib.generate.generation import InterfaceParams, generate_transcripts  # noqa: E402
+from dpmv_lib.generate.responders import make_responder  # noqa: E402
+
+OUT = ROOT / "data" / "judge_labels"
+SEED = 20260
+ABLATIONS = ("CappedArgmax", "NoCap", "IncompleteCharge")
+SURROGATE_METHODS = tuple(PAPER_METHODS) + ABLATIONS
+PARAMS = InterfaceParams(B_a=2, K=3, plan_horizon=16)
+T = 16
+EM_SEEDS = (0,)
+# surrogate pairs per attribute and track
+SURR_PAIRS = {"pairedmem": 6, "transfer": 4}
+# SmolLM2 pairs (first two turns are target queries) per track: one per attribute in that order
+SMOL_ATTRS = {"pairedmem": ("diabetes", "pregnancy", "debt", "job_loss"),
+              "transfer": ("diabetes", "debt", "job_loss")}
+SMOL_TURNS = 2
+# unit quotas per (response model, item kind)
+QUOTA = {("surrogate", "target_required"): 135, ("surrogate", "unsupported"): 135,
+         ("surrogate", "generic"): 80,
+         ("smollm2", "target_required"): 50, ("smollm2", "unsupported"): 50, ("smollm2", "generic"): 30}
+MEMORY_TEXT = ("RawReadSet", "TaskMin", "OutputFilter")
+
+
+def pick_pairs(bench, per_attr: int, rng: np.random.Generator) -> list[str]:
+    by = defaultdict(list)
+    for p in bench.pairs:
+        by[p.attribute].append(p.pair_id)
+    out = []
+    for a in sorted(by):
+        ids = sorted(by[a])
+        out += rng.choice(ids, size=min(per_attr, len(ids)), replace=False).tolist()
+    return out
+
+
+def pick_smol_pairs(bench, attrs, exclude, rng: np.random.Generator) -> list[str]:
+    out = []
+    for a in attrs:
+        ids = sorted(p.pair_id for p in bench.pairs if p.attribute == a and p.pair_id not in exclude
+                     and all(t.query.qtype == "target" for t in p.turns[:SMOL_TURNS]))
+        if ids:
+            out.append(str(rng.choice(ids)))
+    return out
+
+
+def smollm2_transcripts(benches, smol_ids, path: Path, regen: bool) -> pd.DataFrame | None:
+    if path.exists() and not regen:
+        return pd.read_parquet(path)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    frames = []
+    t0 = time.perf_counter()
+    resp = make_responder("smollm2")
+    try:
+        for track, bench in benches.items():
+            sub = bench.subset(smol_ids[track])
+            frames.append(generate_transcripts(sub, resp, PAPER_METHODS, seeds=EM_SEEDS, turns=SMOL_TURNS,
+                                               params=PARAMS, cache=None, progress=False))
+            print(f"[smollm2] {track}: {len(frames[-1])} rows ({time.perf_counter() - t0:.0f} s)", flush=True)
+    finally:
+        resp.close()
+    df = pd.concat(frames, ignore_index=True)
+    keep = [c for c in ("track", "pair_id", "attribute", "response_model", "method", "side", "seed", "turn",
+                        "qtype", "query", "response") if c in df.columns]
+    df = df[keep]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(path, index=False)
+    print(f"[smollm2] {len(df)} rows, {df['response'].nunique()} distinct responses, "
+          f"{time.perf_counter() - t0:.0f} s -> {path}", flush=True)
+    return df
+
+
+def candidates(df: pd.DataFrame, benches, model: str) -> pd.DataFrame:
+    rubrics = {}
+    recs = []
+    for r in df.itertuples(index=False):
+        bench = benches[r.track]
+        key = (r.track, r.pair_id, r.side)
+        if key not in rubrics:
+            pair = next(p for p in bench.pairs if p.pair_id == r.pair_id)
+            rubrics[key] = build_rubric(pair, r.side, bench.behaviours, T)
+        for it in rubrics[key].items_at(int(r.turn)):
+            recs.append({"track": r.track, "response_model": model, "method": r.method, "side": r.side,
+                         "pair_id": r.pair_id, "attribute": r.attribute, "seed": int(r.seed), "turn": int(r.turn),
+                         "query": r.query, "response": r.response, "item_id": it.item_id,
+                         "item_description": it.description, "item_kind": bench.behaviours[it.item_id].kind,
+                         "item_role": it.role})
+    return pd.DataFrame.from_records(recs)
+
+
+def stratified(cand: pd.DataFrame, quota: int, rng: np.random.Generator, seen: set) -> list[dict]:
+    """Round-robin over (method, track, side) strata, each shuffled; memory-text methods get a
+    double turn (they are the ones most likely to show target behaviours), duplicates skipped."""
+    strata = {}
+    for k, g in cand.groupby(["method", "track", "side"], sort=True):
+        strata[k] = g.iloc[rng.permutation(len(g))].to_dict("records")
+    order = []
+    for k in sorted(strata):
+        order += [k] * (2 if k[0] in MEMORY_TEXT else 1)
+    pos = {k: 0 for k in strata}
+    out = []
+    while len(out) < quota and any(pos[k] < len(strata[k]) for k in strata):
+        for k in order:
+            if len(out) >= quota:
+                break
+            rows = strata[k]
+            while pos[k] < len(rows):
+                r = rows[pos[k]]
+                pos[k] += 1
+                d = (r["query"], r["response"], r["item_description"])
+                if d not in seen:
+                    seen.add(d)
+                    out.append(r)
+                    break
+    return out
+
+
+def show(start: int, end: int) -> None:
+    """The blind labelling view: unit id, query, response and item description only."""
+    with (OUT / "sample.jsonl").open(encoding="utf-8") as f:
+        units = [json.loads(line) for line in f if line.strip()]
+    for u in units[start:end]:
+        print(f"### {u['unit_id']}\nQ: {u['query']}\nR: {u['response']}\nITEM: {u['item_description']}\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--show", nargs=2, type=int, metavar=("START", "END"),
+                    help="print units START..END-1 of sample.jsonl blind (no sampling)")
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--data", default=str(ROOT / "data"))
+    ap.add_argument("--no-smollm2", action="store_true")
+    ap.add_argument("--regen-smollm2", action="store_true")
+    args = ap.parse_args()
+    if args.show:
+        show(*args.show)
+        return
+    rng = np.random.default_rng(args.seed)
+
+    benches = {t: load_benchmark(t, args.data) for t in ("pairedmem", "transfer")}
+    surr_ids = {t: pick_pairs(b, SURR_PAIRS[t], rng) for t, b in benches.items()}
+    smol_ids = {t: pick_smol_pairs(b, SMOL_ATTRS[t], set(surr_ids[t]), rng) for t, b in benches.items()}
+
+    # surrogate transcripts (fast: regenerated every run)
+    policies = [p for b in benches.values() for p in b.policies.values()]
+    resp = make_responder("surrogate", policies)
+    frames = []
+    try:
+        for t, b in benches.items():
+            frames.append(generate_transcripts(b.subset(surr_ids[t]), resp, SURROGATE_METHODS, seeds=EM_SEEDS,
+                                               turns=T, params=PARAMS, progress=False))
+    finally:
+        resp.close()
+    surr = pd.concat(frames, ignore_index=True)
+    cands = [candidates(surr, benches, "surrogate")]
+
+    smol = None
+    if not args.no_smollm2:
+        try:
+            smol = smollm2_transcripts(benches, smol_ids, OUT / "transcripts_smollm2.parquet", args.regen_smollm2)
+        except Exception as exc:  # noqa: BLE001 - report and continue with the surrogate only
+            print(f"[smollm2] failed: {type(exc).__name__}: {exc}", flush=True)
+    if smol is not None:
+        cands.append(candidates(smol, benches, "smollm2"))
+    cand = pd.concat(cands, ignore_index=True)
+
+    units = []
+    for model in ("surrogate", "smollm2"):
+        for kind in ("target_required", "unsupported", "generic"):
+            c = cand[(cand["response_model"] == model) & (cand["item_kind"] == kind)]
+            if c.empty:
+                continue
+            if kind == "generic":  # generic items: half on each side
+                seen_k: set = set()
+                for side in ("M", "M'"):
+                    units += stratified(c[c["side"] == side], QUOTA[(model, kind)] // 2, rng, seen_k)
+            else:
+                units += stratified(c, QUOTA[(model, kind)], rng, set())
+    units = [units[i] for i in rng.permutation(len(units))]
+    for i, u in enumerate(units):
+        u["unit_id"] = f"u{i + 1:04d}"
+    cols = ["unit_id", "track", "response_model", "method", "side", "pair_id", "attribute", "seed", "turn",
+            "query", "response", "item_id", "item_description", "item_kind", "item_role"]
+    OUT.mkdir(parents=True, exist_ok=True)
+    with (OUT / "sample.jsonl").open("w", encoding="utf-8") as f:
+        for u in units:
+            f.write(json.dumps({c: u[c] for c in cols}, ensure_ascii=False) + "\n")
+    df = pd.DataFrame(units)
+    print(f"{len(df)} units -> {OUT / 'sample.jsonl'}")
+    print("pairs:", {t: len(v) for t, v in surr_ids.items()}, "smollm2 pairs:", smol_ids)
+    for c in ("response_model", "item_kind", "track", "side", "method"):
+        print(c, dict(Counter(df[c])))
+    print(pd.crosstab([df["response_model"], df["item_kind"]], df["side"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""The judge against independent labels (issue 27 goal 4; paper C.5 "Utility judging").
+
+``data/judge_labels/`` holds units (one response at one turn x one rubric item of that turn, from
+surrogate and SmolLM2 transcripts, all methods, both tracks and sides) labelled by reading, by
+annotators who neither ran the judge nor read its rules (``GUIDE.md``, ``README.md``). This
+module
+
+* re-judges every unit in its context: the pair's real rubric (:func:`~.rubric.build_rubric`,
+  contrasts included) restricted to the unit's turn, with the unit's response (:func:`judge_units`);
+* compares the judge with the labels (:func:`agreement`): accuracy, Cohen's kappa
+  (``sklearn.metrics.cohen_kappa_score``) and precision / recall of "behaviour shown" (grade >= 2)
+  for tRec items (target-required, side M), Unsup items (unsupported, side M') and generic items,
+  and for each holistic dimension (relevance, correctness, actionability, personalisation:
+  grade >= 2 as the positive class, plus the quadratic-weighted kappa on the 0-4 grades);
+* measures the labels' own reliability: the same statistics between two annotators on the
+  doubly-labelled subset (:func:`inter_annotator`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..bench.benchmark import Benchmark
+from ..core.errors import ParameterError
+from .rubric import DIMENSIONS, Judge, Rubric, build_rubric
+
+SHOWN = 2  # a grade >= 2 means "the behaviour is shown" (GUIDE.md)
+KINDS = {"target_required": "tRec items", "unsupported": "Unsup items", "generic": "generic items"}
+LABEL_COLUMNS = ("shown",) + DIMENSIONS
+
+
+def load_units(label_dir: str | Path = "data/judge_labels", annotator: str = "a") -> pd.DataFrame:
+    """``sample.jsonl`` joined with ``labels_<annotator>.jsonl`` (only the labelled units).
+
+    Raises
+    ------
+    ParameterError
+        A missing file, a label for an unknown unit, a duplicate, or a grade outside 0-4.
+    """
+    d = Path(label_dir)
+    for f in ("sample.jsonl", f"labels_{annotator}.jsonl"):
+        if not (d / f).exists():
+            raise ParameterError(f"judge labels: {d / f} not found")
+    units = pd.read_json(d / "sample.jsonl", lines=True)
+    labels = pd.read_json(d / f"labels_{annotator}.jsonl", lines=True)
+    if labels["unit_id"].duplicated().any():
+        raise ParameterError(f"labels_{annotator}: duplicate unit ids {labels.loc[labels['unit_id'].duplicated(), 'unit_id'].tolist()[:5]}")
+    unknown = set(labels["unit_id"]) - set(units["unit_id"])
+    if unknown:
+        raise ParameterError(f"labels_{annotator}: units not in the sample: {sorted(unknown)[:5]}")
+    for c in LABEL_COLUMNS:
+        if c not in labels.columns or not labels[c].between(0, 4).all():
+            raise ParameterError(f"labels_{annotator}: column {c!r} missing or outside 0-4")
+    return units.merge(labels[["unit_id", *LABEL_COLUMNS]], on="unit_id", how="inner")
+
+
+def _unit_rubric(full: Rubric, turn: int, item_id: str, query: str) -> Rubric:
+    items = tuple(i for i in full.items_at(turn) if i.item_id == item_id)
+    if not items:
+        raise ParameterError(f"rubric {full.rubric_id}: no item {item_id!r} at turn {turn}")
+    if full.queries[turn] != query:
+        raise ParameterError(f"rubric {full.rubric_id}: turn {turn} query differs from the labelled unit's")
+    one = tuple(type(i)(0, i.item_id, i.description, i.role, i.contrast) for i in items)
+    return Rubric(f"{full.rubric_id}@{turn}", (query,), one)
+
+
+def judge_units(units: pd.DataFrame, benchmarks: Mapping[str, Benchmark], judge: Judge, *,
+                progress: bool = False) -> pd.DataFrame:
+    """The judge's grades for every unit: the item grade (``judge_shown``, 0-4) and the four
+    holistic grades (``judge_<dimension>``) of the unit's response, judged with the pair's real
+    rubric (contrasts included) restricted to the unit's turn."""
+    jobs, cache = [], {}
+    for u in units.itertuples(index=False):
+        bench = benchmarks.get(u.track)
+        if bench is None:
+            raise ParameterError(f"unit {u.unit_id}: no benchmark for track {u.track!r}")
+        key = (u.track, u.pair_id, u.side)
+        if key not in cache:
+            pair = next((p for p in bench.pairs if p.pair_id == u.pair_id), None)
+            if pair is None:
+                raise ParameterError(f"unit {u.unit_id}: pair {u.pair_id!r} not in the {u.track} track")
+            cache[key] = build_rubric(pair, u.side, bench.behaviours, len(pair.turns))
+        jobs.append((_unit_rubric(cache[key], int(u.turn), u.item_id, u.query), (str(u.response),)))
+    results = judge.judge_many(jobs, progress=progress)
+    out = units.copy()
+    out["judge_shown"] = [j.items.get(f"0:{uid}", np.nan) for j, uid in zip(results, units["item_id"])]
+    for d in DIMENSIONS:
+        out[f"judge_{d}"] = [j.scores.get(d, np.nan) for j in results]
+    out["judge_failed"] = [j.failed for j in results]
+    return out
+
+
+def _stats(a: np.ndarray, b: np.ndarray, what: str, n_label: str) -> dict:
+    """Agreement of grades ``b`` (judge or annotator B) with reference grades ``a`` (0-4)."""
+    from sklearn.metrics import cohen_kappa_score, precision_score, recall_score
+
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    ok = ~(np.isnan(a) | np.isnan(b))
+    a, b = a[ok], b[ok]
+    ya, yb = a >= SHOWN, b >= SHOWN
+    rec = {"what": what, n_label: int(len(a)), "positives (reference)": int(ya.sum()),
+           "positives (compared)": int(yb.sum())}
+    if len(a) == 0:
+        return rec
+    rec["accuracy"] = float((ya == yb).mean())
+    single = len(set(ya) | set(yb)) < 2
+    rec["kappa"] = float("nan") if single else float(cohen_kappa_score(ya, yb))
+    ga, gb = np.rint(a).astype(int), np.rint(b).astype(int)
+    rec["weighted_kappa"] = float("nan") if len(set(ga) | set(gb)) < 2 else \
+        float(cohen_kappa_score(ga, gb, weights="quadratic", labels=list(range(5))))
+    rec["precision"] = float(precision_score(ya, yb, zero_division=np.nan))
+    rec["recall"] = float(recall_score(ya, yb, zero_division=np.nan))
+    return rec
+
+
+def _table(ref: pd.DataFrame, cmp: pd.DataFrame, prefix: str, n_label: str) -> pd.DataFrame:
+    recs = []
+    for kind, name in KINDS.items():
+        m = ref["item_kind"] == kind
+        recs.append(_stats(ref.loc[m, "shown"], cmp.loc[m, f"{prefix}shown"], f"shown: {name}", n_label))
+    for d in DIMENSIONS:
+        recs.append(_stats(ref[d], cmp[f"{prefix}{d}"], f"U: {d}", n_label))
+    return pd.DataFrame.from_records(recs)
+
+
+def agreement(judged: pd.DataFrame, by_model: bool = True) -> pd.DataFrame:
+    """Judge vs labels (see the module docstring), overall and per response model."""
+    parts = [_table(judged, judged, "judge_", "units").assign(response_model="all")]
+    if by_model:
+        for model, g in judged.groupby("response_model", sort=True):
+            parts.append(_table(g, g, "judge_", "units").assign(response_model=model))
+    return pd.concat(parts, ignore_index=True)
+
+
+def inter_annotator(label_dir: str | Path = "data/judge_labels") -> pd.DataFrame:
+    """Annotator A vs annotator B on the units both labelled (the labels' reliability)."""
+    a = load_units(label_dir, "a").set_index("unit_id")
+    b = load_units(label_dir, "b").set_index("unit_id")
+    common = a.index.intersection(b.index)
+    if len(common) == 0:
+        raise ParameterError("annotators A and B share no unit")
+    ref = a.loc[common].reset_index()
+    cmp = b.loc[common, list(LABEL_COLUMNS)].add_prefix("b_").reset_index(drop=True)
+    return _table(ref, cmp, "b_", "units")

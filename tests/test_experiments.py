@@ -149,6 +149,11 @@ def test_smoke_run_end_to_end(tmp_path, pairedmem):
     assert t.loc[("pairedmem", "GenericOnly"), "by_construction"]
     assert t.loc[("pairedmem", "RawReadSet"), "auc"] > 0.6
     assert (tmp_path / "tables" / "table2_rq1.csv").exists() and (tmp_path / "figures" / "rq1_privacy_utility.png").exists()
+    assert (tmp_path / "figures" / "rq1_auc_intervals.png").exists()
+    c = res.claims.set_index("id")
+    assert set(c["verdict"]) <= {"HOLDS", "DOES NOT HOLD", "INCONCLUSIVE", "ERROR", "NOT EVALUATED"}
+    assert c.loc["X2", "verdict"] == "HOLDS" and c.loc["C1", "test"] == "exact"      # Theorem 1; the dagger check
+    assert np.isfinite(c.loc["C3", "ci_lo"]) and np.isfinite(c.loc["C3", "p_holm"])
     assert set(res.transcripts["seed"]) == set(prof.em_seeds) | {-1}
 
 

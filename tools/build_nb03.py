@@ -182,7 +182,8 @@ has one case per combination and is decided by its weakest case. **How each verd
 C11's margin is the paper's 0.02 and at most a quarter of the spread of U over the seven methods,
 so "comparable" cannot hold merely because U hardly moves between any methods."""),
     code("""display(Markdown(claims_markdown(res.claims)))
-print("verdicts:", verdict_counts(res.claims))"""),
+print("verdicts:", verdict_counts(res.claims))
+display(Image(res.paths["rq1_auc_intervals"]) if "rq1_auc_intervals" in res.paths else None)"""),
     md("""### Verdicts by seed
 
 `--seed s` moves every random stream of a run: the EM seeds (to a disjoint block), the surrogate's

@@ -121,3 +121,49 @@ def ceiling_figure(oracle: pd.DataFrame, audit_at_T: pd.DataFrame, path: str | P
     ax.set_title(title or "Learned auditor vs exact optimal auditor")
     fig.tight_layout()
     return save_figure(fig, path, dpi=130)
+
+
+def auc_forest_figure(metrics, ceilings: pd.DataFrame | None = None, methods: Sequence[str] | None = None,
+                      path: str | Path | None = None, title: str = ""):
+    """Learned AUC per method with its paired-bootstrap 95% interval (seaborn point plot over the
+    replicates of :func:`dpmv_lib.experiments.verdicts.paired_bootstrap`: point = replicate median,
+    bar = 2.5-97.5 percentiles), one panel per (track, response model), on an axis centred on
+    chance (0.5). ``ceilings`` (rows with track, response_model, method, ``ceiling_auc_seeds``) adds
+    the exact ceiling for the same seed-averaged statistic as a black bar; a learned interval wholly
+    to its right is an ERROR (see :mod:`.verdicts`)."""
+    import seaborn as sns
+
+    plt = _plt()
+    rows = []
+    for (track, model, method, metric), reps in metrics.boot.items():
+        if metric == "auc" and (methods is None or method in methods):
+            rows.append(pd.DataFrame({"panel": f"{track} / {model}", "method": method, "AUC": reps}))
+    if not rows:
+        raise ValueError("no AUC replicates to plot")
+    df = pd.concat(rows, ignore_index=True)
+    order = list(dict.fromkeys(df["method"]))
+    panels = list(dict.fromkeys(df["panel"]))
+    with sns.axes_style("whitegrid"):
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 0.42 * len(order) + 1.6), squeeze=False,
+                                 sharey=True)
+        dev = max(0.1, float(np.nanmax(np.abs(df["AUC"] - 0.5))) + 0.04)
+        if ceilings is not None and "ceiling_auc_seeds" in ceilings.columns:
+            dev = max(dev, float(np.nanmax(np.abs(ceilings["ceiling_auc_seeds"] - 0.5))) + 0.04)
+        for ax, panel in zip(axes[0], panels):
+            sub = df[df["panel"] == panel]
+            sns.pointplot(data=sub, x="AUC", y="method", order=order, estimator="median", errorbar=("pi", 95),
+                          linestyle="none", capsize=0.3, color="C0", ax=ax, label="learned (95% bootstrap interval)")
+            if ceilings is not None:
+                track, model = panel.split(" / ", 1)
+                c = ceilings[(ceilings["track"] == track) & (ceilings["response_model"] == model)
+                             & ceilings["method"].isin(order)]
+                ys = [order.index(m) for m in c["method"]]
+                ax.scatter(c["ceiling_auc_seeds"], ys, marker="|", s=260, color="k", zorder=5,
+                           label="exact ceiling (any auditor)")
+            ax.axvline(0.5, color="grey", lw=1, ls="--")
+            ax.set_xlim(0.5 - min(dev, 0.5), 0.5 + min(dev, 0.5))
+            ax.set(title=panel, xlabel="AUC (0.5 = chance)", ylabel="")
+        axes[0][0].legend(fontsize=7, loc="best")
+        fig.suptitle(title or "Learned AUC (95% paired-bootstrap interval) and exact ceiling", fontsize=10)
+        fig.tight_layout()
+    return save_figure(fig, path, dpi=130)

@@ -321,4 +321,9 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
         fig.savefig(fdir / f"{name}.png", dpi=130)
         plt.close(fig)
         paths[name] = str(fdir / f"{name}.png")
+    if res.metrics is not None:
+        fig = P.auc_forest_figure(res.metrics, res.oracle, methods=res.config.methods,
+                                  path=fdir / "rq1_auc_intervals.png")
+        plt.close(fig)
+        paths["rq1_auc_intervals"] = str(fdir / "rq1_auc_intervals.png")
     return paths

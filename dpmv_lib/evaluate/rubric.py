@@ -26,8 +26,9 @@ class RubricItem:
     """One gold behaviour to score at one turn (0-4: how clearly the response shows it).
 
     ``contrast``: for target-specific behaviours, the descriptions of the other behaviours of the
-    same slot in the catalogue (generic ones and other attributes' target-specific ones); a
-    response shows this behaviour only if it matches it better than these (see RubricJudge)."""
+    same slot in the catalogue (generic ones and other attributes' target-specific ones of other
+    views, :func:`contrast_set`); a response shows this behaviour only if it matches it better
+    than these (see RubricJudge)."""
 
     turn: int
     item_id: str
@@ -55,7 +56,11 @@ class Rubric:
 def build_rubric(pair: Pair, side: str, behaviours: Mapping[str, Behaviour], horizon: int = 16) -> Rubric:
     """The rubric of ``pair`` on ``side`` over its first ``horizon`` turns, from the gold only:
     on M target-required + generic behaviours ("apply"); on M' generic ("apply") + unsupported
-    target-specific behaviours ("unsupported")."""
+    target-specific behaviours ("unsupported"). Every item keeps its own attribute's gold
+    description; a target-specific item's contrasts (:func:`contrast_set`) leave out other
+    attributes' descriptions of the same view, so an item of a view that two attributes share
+    (e.g. debt and job loss on ``finance.strict_budget``) is graded as if it were not shared
+    (issue 33; C.5 "Utility judging": the rubric comes from the fixed gold, per store side)."""
     if side not in ("M", "M'"):
         raise ParameterError(f"unknown store side {side!r}; use 'M' or \"M'\"")
     if horizon < 1 or horizon > len(pair.turns):
@@ -76,14 +81,34 @@ def build_rubric(pair: Pair, side: str, behaviours: Mapping[str, Behaviour], hor
     return Rubric(hashlib.sha256(body.encode()).hexdigest()[:20], queries, tuple(items))
 
 
+def behaviour_view(b: Behaviour) -> str:
+    """The policy view a target-specific behaviour describes: the last field of its id
+    ``req:<attribute>:<view>`` or ``unsup:<attribute>:<view>`` (the catalogue's convention,
+    :func:`dpmv_lib.bench.pairedmem_gold.behaviour_catalogue`); "" for generic behaviours and ids
+    that do not follow the convention."""
+    parts = b.id.split(":")
+    return parts[2] if b.kind != "generic" and len(parts) == 3 and parts[1] == b.attribute else ""
+
+
 def contrast_set(b: Behaviour, behaviours: Mapping[str, Behaviour]) -> tuple[str, ...]:
     """Contrast descriptions of a target-specific behaviour: every other behaviour of its slot that
-    is generic or belongs to another attribute (none for generic behaviours)."""
+    is generic or belongs to another attribute, *except* other attributes' descriptions of the
+    same policy view (:func:`behaviour_view`); none for generic behaviours.
+
+    Why the exception (issue 33): where two attributes link to one view (e.g. debt and job loss
+    to ``food.strict_budget``), both items describe the one behaviour that view releases, in two
+    wordings. With the other wording as a contrast, a response that follows the view is credited
+    to whichever wording is closer and the other attribute's item gets ~0 however well the
+    response shows it. Dropping it keeps every item's own description (so tRec / Unsup stay per
+    attribute, C.5) and grades a response the same whichever attributes share the item's view;
+    the contrast still separates generic advice and other views of the slot."""
     if b.kind == "generic" or not b.slot:
         return ()
+    view = behaviour_view(b)
     return tuple(sorted({o.description for o in behaviours.values()
                          if o.slot == b.slot and o.description != b.description
-                         and (o.kind == "generic" or o.attribute != b.attribute)}))
+                         and (o.kind == "generic" or o.attribute != b.attribute)
+                         and not (view and behaviour_view(o) == view)}))
 
 
 @dataclass(frozen=True)

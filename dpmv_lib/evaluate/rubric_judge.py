@@ -2,6 +2,11 @@
 between a response's sentences and each behaviour description, mapped to 0-4 by fixed,
 encoder-family thresholds (:data:`THRESHOLDS`, calibrated on general-purpose sentences), plus
 documented rules for the holistic scores (:class:`RubricJudge`).
+
+v4 (issue 33): contrasts never hold another attribute's description of the same view
+(:func:`dpmv_lib.evaluate.rubric.contrast_set`), sentences are compared without their lead-in
+(:func:`advice_units`), and bullet / numbered lists split into items (:func:`split_sentences`).
+Checked by :mod:`dpmv_lib.experiments.judge_restatement` (verbatim view restatements).
 """
 from __future__ import annotations
 
@@ -91,11 +96,65 @@ NEGATED_DESC = re.compile(NEGATION.pattern[:-3] + r"|against|instead|without|avo
 TERMINAL = re.compile(r"[.!?)\"'\u201d]\Z")
 ARTIFACT = re.compile(r"\[[^\[\]]{1,60}\]|\bwithheld\b|\{[^{}]{0,40}\}|<[^<>]{1,40}>", re.I)
 _SENT = re.compile(r"(?<=[.!?])\s+")
+LIST_MARKER = re.compile(r"^\s*(?:[-*\u2022]|\(?\d{1,3}[.)])\s+")   # "- ", "* ", "\u2022 ", "1. ", "1) ", "(1) "
+# a lead-in before the advice: a short clause ended by ": " or ", " ("The key point:", "Since you
+# mentioned X,") or an advice cue ("I'd", "you could"); see :func:`advice_units`. At most 8 words:
+# "Given your note about lost their job," is 7. The restatement and degradation checks give the
+# same results for any limit from 6 to 10 (MiniLM, default profile).
+FRAME_WORDS = 8
+_FRAME = re.compile(r"^([^:,;]{1,80}?)[:,]\s+(?=\S)")
+_CUE_LEAD = re.compile(r"^(?:i'?d|i would|i (?:suggest|recommend)(?: that)?|you (?:could|can|should|might)|"
+                       r"it helps to|make sure to|my suggestion is to)\s+(?=\S)", re.I)
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of a response (split after . ! ? followed by whitespace); empty text -> []."""
-    return [s.strip() for s in _SENT.split(text.strip()) if s.strip()]
+    """Sentences of a response: split after . ! ? followed by whitespace, and at line breaks
+    that start a list item ("- ", "* ", "\u2022 ", "1.", "1)"), follow a line ending in ":" or
+    are blank lines; list markers are dropped, so a bullet or numbered list without full stops
+    gives one sentence per item (issue 33). A line break inside a hard-wrapped sentence does not
+    split. Empty text -> []."""
+    out: list[str] = []
+    for block in _line_blocks(text):
+        out.extend(s.strip() for s in _SENT.split(block) if s.strip())
+    return out
+
+
+def _line_blocks(text: str) -> list[str]:
+    """Lines of ``text`` joined back into blocks, split where :func:`split_sentences` says, list markers removed."""
+    blocks: list[str] = []
+    prev_open = True                       # the first line starts a block
+    for raw in text.strip().splitlines():
+        line = raw.strip()
+        if not line:
+            prev_open = True
+            continue
+        item = LIST_MARKER.match(line)
+        body = line[item.end():].strip() if item else line
+        if prev_open or item or not blocks or blocks[-1].endswith(":"):
+            blocks.append(body)
+        else:
+            blocks[-1] = f"{blocks[-1]} {body}"
+        prev_open = False
+    return [b for b in blocks if b]
+
+
+def advice_units(sentence: str) -> list[str]:
+    """The texts of one sentence that are compared with behaviour descriptions: the sentence and,
+    when it opens with a lead-in, its advice without it. A lead-in is a clause of at most
+    :data:`FRAME_WORDS` words ended by ": " or ", " ("The key point:", "Since you mentioned X,",
+    "With that in mind,") and/or an advice cue ("I'd", "you could", "I suggest"). The frame words
+    are no part of any behaviour; left in, they pull the sentence towards generic advice that
+    shares them and lower a faithful restatement (issue 33)."""
+    units, rest = [sentence], sentence
+    m = _FRAME.match(rest)
+    if m and len(m.group(1).split()) <= FRAME_WORDS:
+        rest = rest[m.end():]
+    c = _CUE_LEAD.match(rest)
+    if c:
+        rest = rest[c.end():]
+    if rest != sentence and len(rest.split()) >= 2:
+        units.append(rest[:1].upper() + rest[1:])
+    return units
 
 
 def grade(sim: float, thresholds: Sequence[float]) -> int:
@@ -108,15 +167,22 @@ def _family(encoder: Encoder) -> str:
 
 
 class RubricJudge:
-    """Offline rubric judge (default, v3). Per turn t with response sentences S_t, query q_t and
+    """Offline rubric judge (default, v4). Per turn t with response sentences S_t, query q_t and
     the turn's rubric items, with cos = cosine similarity of frozen-encoder embeddings,
     grade(.) = number of :data:`THRESHOLDS` reached (0-4) and soft(.) = :func:`soft_grade` (the
     same scale, piecewise linear, so weak answers are ranked by how close they come):
 
-    * item score(i) = grade(max_{s in S_t} cos(s, description_i)); for a target-specific item with a
-      contrast set C_i (other behaviours of its slot), the best-matching sentence s* must also be
+    * item score(i) = grade(max_{s in S_t} cos(s, description_i)), where S_t holds every sentence
+      and, for a sentence with a lead-in ("The key point:", "Since you mentioned X,", "I'd"), the
+      same sentence without it (:func:`advice_units`: frame words belong to no behaviour);
+      for a target-specific item with a contrast set C_i, the best-matching unit s* must also be
       specific: score = min(that grade, margin grade of cos(s*, d_i) - max_{c in C_i} cos(s*, c)
       by :data:`MARGINS`), so generic same-slot advice does not count as target personalisation.
+      C_i (:func:`dpmv_lib.evaluate.rubric.contrast_set`) holds the slot's generic behaviours
+      and other attributes' behaviours of *other* views, never another attribute's description
+      of the item's own view (issue 33: where two attributes link to one view, that wording
+      would take the credit from the other attribute's item; the rule keeps each attribute's own
+      gold description and grades a response alike whichever attributes share the view).
       An "apply" item whose best sentence (cos >= :data:`ON_TOPIC`) *leads with a negation*
       (:func:`leads_with_negation`: "Avoid X", "The key point: do not X") while its description
       does not is *contradicted*: score 0. Item scores (tRec, Unsup) are these integer grades;
@@ -132,15 +198,19 @@ class RubricJudge:
       here means advice reversed against what the query and rubric ask for;
     * actionability = 2 if at least one sentence is advice (starts with an imperative verb, also
       after a frame such as "The key point:" or "Since you mentioned X,", or has an advice cue
-      such as "try", "you could", "I'd suggest"), +1 if at least two are, +1 if the response has a
-      concrete detail (a number, quantity, time or day), -2 if it stops mid-sentence
-      (:func:`is_truncated`; the unfinished sentence is not counted) and -2 if it holds a
+      such as "try", "you could", "I'd suggest"), +1 if at least two are, +1 if a sentence has a
+      concrete detail (a number, quantity, time or day; list markers do not count), -2 if it stops
+      mid-sentence (:func:`is_truncated`; the unfinished sentence is not counted) and -2 if it holds a
       placeholder (sentences with one are not counted); 0-4;
     * personalisation = mean soft score of the turn's "apply" items (same specificity cap; 0 for a
       contradicted item; turns without one are skipped).
 
-    Checked on a labelled degradation set (:mod:`dpmv_lib.experiments.judge_degradation`). Transcript scores
-    are means over its turns; an empty response scores 0 everywhere."""
+    Sentences come from :func:`split_sentences` (a bullet or numbered list gives one per item).
+    Checked on a labelled degradation set (:mod:`dpmv_lib.experiments.judge_degradation`) and on
+    verbatim restatements of every view (:mod:`dpmv_lib.experiments.judge_restatement`). The
+    thresholds are unchanged by v4 (still set from the calibration sentences; fitting them on
+    labelled data is open). Transcript scores are means over its turns; an empty response scores
+    0 everywhere."""
 
     def __init__(self, encoder: Encoder, thresholds: Sequence[float] | None = None,
                  on_topic: float | None = None, margins: Sequence[float] | None = None) -> None:
@@ -152,7 +222,7 @@ class RubricJudge:
             if len(th) != 4 or list(th) != sorted(th):
                 raise ParameterError(f"{name} must be 4 increasing values, got {th}")
         self.on_topic = on_topic if on_topic is not None else ON_TOPIC[fam]
-        self.id = (f"rubric-v3[{encoder.id};{','.join(map(str, self.thresholds))};"
+        self.id = (f"rubric-v4[{encoder.id};{','.join(map(str, self.thresholds))};"
                    f"{','.join(map(str, self.margins))}]")
         self._turn_cache: dict[tuple, tuple] = {}
 
@@ -184,7 +254,8 @@ class RubricJudge:
                 turn_jobs[k] = None
                 idx(q)
                 for s in split_sentences(a):
-                    idx(s)
+                    for u in advice_units(s):
+                        idx(u)
                 for _, d, _, cs in items:
                     idx(d)
                     for c in cs:
@@ -222,24 +293,31 @@ class RubricJudge:
             return ((0.0, 0.0, 0.0, 0.0 if any(it[2] == "apply" for it in items) else math.nan),
                     tuple((it[0], 0) for it in items))
         S = emb[[texts[s] for s in sents]]
+        units = [(i, u) for i, s in enumerate(sents) for u in advice_units(s)]
+        owner = np.array([i for i, _ in units])
+        U = emb[[texts[u] for _, u in units]]
         qv = emb[texts[q]]
         sim_q = S @ qv
         neg = [leads_with_negation(x) for x in sents]
         item_scores, soft_scores = [], []
         topical = sim_q.copy()
         contradicted = False
+        desc_sims: dict[str, np.ndarray] = {}
         for item_id, desc, role, contrast in items:
-            sims = S @ emb[texts[desc]]
+            sims = U @ emb[texts[desc]]
             best = int(np.argmax(sims))
             sim = float(sims[best])
+            per_sent = np.full(len(sents), -1.0)
+            np.maximum.at(per_sent, owner, sims)
+            desc_sims[desc] = per_sent
             sc, soft = grade(sim, self.thresholds), soft_grade(sim, self.thresholds)
             if contrast:
-                margin = float(sims[best] - max(float(S[best] @ emb[texts[c]]) for c in contrast))
+                margin = float(sims[best] - max(float(U[best] @ emb[texts[c]]) for c in contrast))
                 sc, soft = min(sc, grade(margin, self.margins)), min(soft, soft_grade(margin, self.margins))
             if role == "apply":
-                topical = np.maximum(topical, sims)
+                topical = np.maximum(topical, per_sent)
                 # the best-matching sentence negates the behaviour ("avoid X" for "Recommends X")
-                if sim >= self.on_topic and neg[best] and not NEGATED_DESC.search(desc):
+                if sim >= self.on_topic and neg[owner[best]] and not NEGATED_DESC.search(desc):
                     contradicted, sc, soft = True, 0, 0.0
             item_scores.append((item_id, sc, role))
             soft_scores.append((soft, role))
@@ -254,7 +332,7 @@ class RubricJudge:
         against = sum(neg[i] for i in on) / len(on) if on else 0.0
         penalty = max(2.0 if contradicted else 0.0, 4.0 * against if against >= 0.5 else 0.0)
         # a personal claim ("Since you mentioned X, ...") on a behaviour the user's information does not support
-        claim = any(CLAIM.search(sents[i]) and max(float(S[i] @ emb[texts[d]]) for _, d, r, _ in items
+        claim = any(CLAIM.search(sents[i]) and max(float(desc_sims[d][i]) for _, d, r, _ in items
                                                   if r == "unsupported") >= self.on_topic
                     for i in range(len(sents))) if unsup else False
         n_art = len(ARTIFACT.findall(a))
@@ -262,7 +340,8 @@ class RubricJudge:
                        - (min(4.0, 1.0 + n_art) if n_art else 0.0) - penalty)
         usable = sents[:-1] if truncated else sents       # an unfinished last sentence is no usable step
         n_adv = sum(1 for x in usable if _is_advice(x) and not ARTIFACT.search(x))
-        actionability = ((2 if n_adv >= 1 else 0) + (1 if n_adv >= 2 else 0) + (1 if CONCRETE.search(a) else 0)
+        concrete = any(CONCRETE.search(x) for x in sents)   # sentences: a list's "1." is no detail
+        actionability = ((2 if n_adv >= 1 else 0) + (1 if n_adv >= 2 else 0) + (1 if concrete else 0)
                          - (2 if truncated else 0) - (2 if artifact else 0))
         apply_scores = [x for x, r in soft_scores if r == "apply"]
         personalisation = float(np.mean(apply_scores)) if apply_scores else math.nan
@@ -286,9 +365,15 @@ def leads_with_negation(sentence: str) -> bool:
 
 
 def is_truncated(text: str) -> bool:
-    """The response stops mid-sentence: its last character is not closing punctuation."""
+    """The response stops mid-sentence: its last character is not closing punctuation, unless
+    it ends a list written without full stops (the last line and at least one earlier line are
+    list items, and no earlier item ends in closing punctuation)."""
     t = text.rstrip()
-    return bool(t) and not TERMINAL.search(t)
+    if not t or TERMINAL.search(t):
+        return False
+    items = [x.strip() for x in t.splitlines() if LIST_MARKER.match(x)]
+    return not (LIST_MARKER.match(t.splitlines()[-1]) and len(items) >= 2
+                and not any(TERMINAL.search(x) for x in items[:-1]))
 
 
 def _is_advice(sentence: str) -> bool:

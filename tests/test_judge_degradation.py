@@ -1,18 +1,24 @@
-"""Issue 12 section 3: the rubric judge on a labelled degradation set (tests/data/judge_degradation.jsonl,
-built by dpmv_lib.experiments.judge_degradation from the surrogate's answers to PairedMem target queries).
-Each variant must score strictly lower than its original on the dimensions it is meant to lower."""
+"""Issues 12 and 27: the rubric judge on a labelled degradation set (tests/data/judge_degradation.jsonl,
+built by dpmv_lib.experiments.judge_degradation from the surrogate's answers to PairedMem target queries,
+with variants that mirror none of the judge's rules). The variants the judge detects must score
+strictly lower than their original on the dimensions they are meant to lower; the ones it does not
+detect (plain wrong advice, another user's personalisation: correctness) are strict xfails, so a
+judge that starts to detect them turns them into failures to be recorded."""
 from __future__ import annotations
 
 import pytest
 
 from dpmv_lib.evaluate.encoders import get_encoder
 from dpmv_lib.evaluate.rubric_judge import RubricJudge, is_truncated, leads_with_negation, soft_grade
-from dpmv_lib.experiments.judge_degradation import (DEFAULT_SET, INTENDED, VARIANTS, build_degradation_set, evaluate_judge,
-                                        load_jsonl, reverse_advice)
+from dpmv_lib.experiments.judge_degradation import (DEFAULT_SET, INTENDED, VARIANTS, WRONG_ADVICE, build_degradation_set,
+                                                    evaluate_judge, load_jsonl)
 
 # (variant, dimension) rows below 0.9 with the lexical hashing encoder (smoke profile only): it sees
 # no topic beyond shared words, so an answer about another topic that shares frame words ties.
 HASHING_BELOW = {("off_topic", "relevance"), ("off_topic", "personalisation")}
+# rows the judge does not detect (its correctness rules look for negations, template slots, truncation
+# and unsupported claims; naturally worded wrong advice and another user's facts pass them)
+UNDETECTED = {("other_user", "correctness"), ("other_user", "personalisation"), ("wrong_advice", "correctness")}
 
 
 @pytest.fixture(scope="module")
@@ -24,15 +30,19 @@ def test_committed_set_is_what_the_builder_makes(records):
     assert build_degradation_set() == records
     assert len(records) == 80 and {r["side"] for r in records} == {"M", "M'"}
     m = [r for r in records if r["side"] == "M"]
-    assert all(set(r["variants"]) == set(VARIANTS) - {"over_personal"} for r in m)
-    assert all(set(r["variants"]) == {"over_personal"} for r in records if r["side"] == "M'")
-    assert all(r["variants"]["over_personal"].split(". ")[1].startswith("Since you mentioned ")
-               for r in records if r["side"] == "M'")
+    assert all(set(r["variants"]) == set(VARIANTS) for r in m)
+    assert all(set(r["variants"]) == {"other_user"} for r in records if r["side"] == "M'")
+    for r in records:   # another user's memory changed the answer, and it is not this user's answer
+        assert r["variants"]["other_user"] != r["original"]
+    for r in m:         # no variant is built by a rule the judge has
+        for v in r["variants"].values():
+            assert "[insert" not in v and "{" not in v and v.rstrip()[-1] in ".!?"
+        assert any(w in r["variants"]["wrong_advice"] for w in WRONG_ADVICE[r["attribute"]])
+    written = [w for ws in WRONG_ADVICE.values() for w in ws]
+    assert not any(leads_with_negation(w) or "mentioned" in w for w in written)
 
 
-def test_variant_rules():
-    assert reverse_advice("The key point: prefer low-sugar meals.") == "The key point: avoid low-sugar meals."
-    assert reverse_advice("Book early.") == "Do not book early."
+def test_judge_helpers():
     assert is_truncated("Keep meals regular and") and not is_truncated("Keep meals regular.")
     assert leads_with_negation("The key point: avoid sugary drinks.") and leads_with_negation("Don't skip lunch.")
     assert not leads_with_negation("I'd assume a strict budget: essentials first, avoid new credit.")
@@ -41,16 +51,25 @@ def test_variant_rules():
 
 
 @pytest.mark.parametrize("spec", ["minilm", "hashing"])
-def test_rubric_judge_ranks_degradations_lower(records, spec):
-    """Default judge (MiniLM): every intended (variant, dimension) row >= 0.9; hashing (smoke):
-    the same except :data:`HASHING_BELOW`. Every intended mean gap is positive."""
+def test_rubric_judge_ranks_detected_degradations_lower(records, spec):
+    """Default judge (MiniLM): every intended (variant, dimension) row it detects >= 0.9 with a
+    positive mean gap; hashing (smoke): the same except :data:`HASHING_BELOW` (positive gap only)."""
     rep = evaluate_judge(RubricJudge(get_encoder(spec)), records)
     s = rep.intended().set_index(["variant", "dimension"])
     assert len(s) == sum(len(v) for v in INTENDED.values())
-    exempt = HASHING_BELOW if spec == "hashing" else set()
+    exempt = (HASHING_BELOW if spec == "hashing" else set()) | UNDETECTED
     for key, row in s.iterrows():
-        assert row["n"] == 40
-        assert row["mean_gap"] > 0, (key, row)
+        assert row["n"] == (80 if key[0] == "other_user" else 40)
+        if key not in UNDETECTED:
+            assert row["mean_gap"] > 0, (key, row)
         if key not in exempt:
             assert row["accuracy"] >= 0.9, (key, row)
     assert not rep.scores["failed"].any()
+
+
+@pytest.mark.xfail(strict=True, reason="the rubric judge does not lower correctness for naturally worded wrong "
+                                       "advice or another user's personalisation (issue 27; notebook 03)")
+@pytest.mark.parametrize("key", sorted(UNDETECTED))
+def test_rubric_judge_detects_wrong_advice_and_other_users_facts(records, key):
+    rep = evaluate_judge(RubricJudge(get_encoder("minilm")), records)
+    assert rep.intended().set_index(["variant", "dimension"]).loc[key, "accuracy"] >= 0.9

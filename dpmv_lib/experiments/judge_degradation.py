@@ -1,22 +1,24 @@
-"""A labelled degradation set for the utility judge (issue 12, section 3) and its evaluation.
+"""A labelled degradation set for the utility judge (issues 12 and 27) and its evaluation.
 
 Originals are real responses of this package's instrument: the surrogate responder's answers to
 PairedMem target-turn queries under the ``RawReadSet`` method, on both store sides, each with the
 gold rubric of its (pair, side, turn) (:func:`dpmv_lib.evaluate.rubric.build_rubric`). Each original gets
-controlled variants, built by fixed rules from the original alone (no judge in the loop):
+controlled variants, built without the judge in the loop and **without mirroring any of its rules**
+(issue 27: the first set's negated, truncated, placeholder and "Since you mentioned" variants were
+each caught by a matching rule of the judge, so they measured the rules, not the judge):
 
-* ``off_topic``  - the same-side original of another item (another attribute, a query routed to
+* ``off_topic``   - the same-side original of another item (another attribute, a query routed to
   another slot domain);
-* ``wrong``      - every sentence between the opener and the closing line reversed ("prefer X" -> "avoid X",
-  "keep X" -> "stop keeping X", otherwise "do not X"): advice that is wrong for the query;
-* ``truncated``  - cut mid-sentence at about 45% of its characters (no closing punctuation);
-* ``placeholder`` - after the opener, each sentence keeps its first words and ends in template
-  slots (``[insert specific details]``, ``{user_preference}``);
-* ``over_personal`` (M' side only) - the M' original with one inserted personal claim, "Since
-  you mentioned <cue>, <advice>", where the advice is the policy view of the turn's unsupported
-  target-specific behaviour and the cue one of its public cue phrases: what the user's
-  information on M' does not support (the rubric's "unsupported" items);
-* ``generic``    - a stock answer that fits any query.
+* ``other_query`` - the same user's answer to another query of the same conversation (a turn routed
+  to another slot domain): a good answer, written for a different question;
+* ``other_user``  - the surrogate's answer to *this* query with another user's memory (the
+  RawReadSet conditioning of a pair whose attribute shares no view of the slot with this one, at a
+  target turn routed to the same slot, the first whose memory changes the answer): fluent, on-topic
+  personalisation from facts this user never gave;
+* ``wrong_advice`` - the original's advice sentences replaced by a plain, naturally worded
+  suggestion that is wrong for the item's attribute (:data:`WRONG_ADVICE`, hand-written: no
+  negation, no template slot, no truncation);
+* ``generic``     - a stock answer that fits any query.
 
 :data:`INTENDED` maps each variant to the judge dimensions it must lower. :func:`evaluate_judge`
 scores originals and variants with one judge and reports, per (variant, dimension), the share of
@@ -26,7 +28,6 @@ mean score gap (original - variant, on 0-4).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -36,15 +37,26 @@ import pandas as pd
 
 from ..core.errors import ParameterError
 
-VARIANTS = ("off_topic", "wrong", "truncated", "placeholder", "over_personal", "generic")
+VARIANTS = ("off_topic", "other_query", "other_user", "wrong_advice", "generic")
 # variant -> the judge dimensions (dpmv_lib.evaluate.rubric.DIMENSIONS) it must lower
 INTENDED: dict[str, tuple[str, ...]] = {
     "off_topic": ("relevance", "personalisation"),
-    "wrong": ("correctness",),
-    "truncated": ("actionability",),
-    "placeholder": ("correctness", "actionability"),
-    "over_personal": ("correctness",),
+    "other_query": ("relevance",),
+    "other_user": ("correctness", "personalisation"),
+    "wrong_advice": ("correctness",),
     "generic": ("personalisation",),
+}
+#: naturally worded suggestions that are wrong for a user with the attribute (hand-written; the
+#: judge never sees this list)
+WRONG_ADVICE: dict[str, tuple[str, ...]] = {
+    "diabetes": ("Treat yourself to a big bowl of sweetened cereal and a large fruit juice to get going.",
+                 "Have a couple of pastries and a sugary coffee in place of a proper meal."),
+    "pregnancy": ("A plate of sushi with raw fish and a glass of wine would be a nice way to relax tonight.",
+                  "Go for an intense contact sport session and a long hot-tub soak afterwards."),
+    "debt": ("Open another credit card and put the whole thing on it; the payments can wait a few months.",
+             "Take out a payday loan for the extras and treat yourself to the premium option."),
+    "job_loss": ("Book the expensive trip now and pay for it with your next salary as usual.",
+                 "Upgrade to the priciest plan; your regular paycheck will easily cover it."),
 }
 GENERIC_ANSWERS = (
     "Here is a practical way to approach it. Start with one small, concrete step and build from there. "
@@ -53,13 +65,6 @@ GENERIC_ANSWERS = (
     "Sure, let's keep this practical. Plan a little ahead so the choice is easy in the moment.",
     "That depends on a lot of things. Take it one step at a time and see what works for you.",
 )
-REVERSE = (("leave room for", "leave no room for"), ("focus on", "ignore"), ("stick to", "ignore"),
-           ("prefer", "avoid"), ("keep", "stop keeping"), ("build", "leave out"), ("pace", "rush"),
-           ("plan", "skip planning"), ("suggest", "never suggest"), ("choose", "avoid"), ("pick", "avoid"),
-           ("start", "never start"), ("batch", "spread out"), ("add", "drop"), ("include", "exclude"),
-           ("try", "avoid"), ("use", "never use"), ("protect", "give up"), ("set", "never set"),
-           ("limit", "stop limiting"), ("reduce", "increase"), ("cut", "increase"), ("avoid", "go for"))
-_FRAME = re.compile(r"^(.*?(?::|,)\s+)(?=[a-z])")
 
 
 def _sentences(text: str) -> list[str]:
@@ -67,75 +72,42 @@ def _sentences(text: str) -> list[str]:
     return split_sentences(text)
 
 
-def reverse_advice(sentence: str) -> str:
-    """The sentence with its advice reversed: the clause after a frame ("The key point: ",
-    "Since you mentioned X, ") starts with the opposite verb, or with "do not"."""
-    m = _FRAME.match(sentence)
-    head, body = (m.group(1), sentence[m.end():]) if m else ("", sentence[0].lower() + sentence[1:])
-    low = body.lower()
-    for verb, opp in REVERSE:
-        if low.startswith(verb + " "):
-            body = opp + body[len(verb):]
-            break
-    else:
-        body = "do not " + body
-    out = head + body
-    return out[0].upper() + out[1:]
-
-
-def make_variants(original: str, other: str, claim: str | None, k: int) -> dict[str, str]:
-    """The variants of one original (see the module docstring). ``other``: the off-topic
-    replacement; ``claim``: an unsupported personal claim (M' items: only over_personal)."""
+def make_variants(original: str, *, off_topic: str, other_query: str, other_user: str, attribute: str,
+                  k: int) -> dict[str, str]:
+    """The variants of one M-side original (see the module docstring)."""
     sents = _sentences(original)
     if len(sents) < 2:
         raise ParameterError(f"an original needs >= 2 sentences: {original!r}")
-    words = original.split()
+    if attribute not in WRONG_ADVICE:
+        raise ParameterError(f"no wrong advice written for attribute {attribute!r}")
     last = len(sents) - 1 if len(sents) >= 3 else len(sents)   # the closing courtesy stays as it is
-    cut = " ".join(words[:max(3, int(round(len(words) * 0.45)))]).rstrip(".!?,;:")
-    out = {
-        "off_topic": other,
-        "wrong": " ".join([sents[0]] + [reverse_advice(s) for s in sents[1:last]] + sents[last:]),
-        "truncated": cut,
-        "placeholder": " ".join([sents[0]] + [" ".join(s.split()[:3]) + " [insert specific details]."
-                                              for s in sents[1:]] + ["Adjust for {user_preference}."]),
-        "generic": GENERIC_ANSWERS[k % len(GENERIC_ANSWERS)],
-    }
-    if claim is not None:   # M' item: only the over-personalised variant (see build_degradation_set)
-        return {"over_personal": " ".join([sents[0], claim] + sents[1:])}
-    return out
-
-
-def unsupported_claim(policy: Any, behaviour_id: str, k: int) -> str:
-    """"Since you mentioned <cue>, <view text>": the policy view of an unsupported behaviour
-    (``unsup:<attribute>:<view id>``) asserted from one of its public cue phrases, as the
-    surrogate's over-reach does (R3 in :mod:`dpmv_lib.generate.responders.surrogate`)."""
-    vid = behaviour_id.split(":")[-1]
-    for slot in policy.slots:
-        for v in slot.views:
-            if v.id == vid and v.cues:
-                return f"Since you mentioned {v.cues[k % len(v.cues)]}, {v.text[0].lower()}{v.text[1:]}"
-    raise ParameterError(f"no policy view with cues for behaviour {behaviour_id!r}")
+    wrong = WRONG_ADVICE[attribute][k % len(WRONG_ADVICE[attribute])]
+    return {"off_topic": off_topic, "other_query": other_query, "other_user": other_user,
+            "wrong_advice": " ".join([sents[0], wrong] + sents[last:]),
+            "generic": GENERIC_ANSWERS[k % len(GENERIC_ANSWERS)]}
 
 
 def build_degradation_set(data_dir: str | Path = "data", n_pairs: int = 40, seed: int = 0) -> list[dict[str, Any]]:
     """Records {item, pair_id, attribute, side, turn, slot, query, rubric, original, variants}: one
     per (pair, side) of ``n_pairs`` stratified PairedMem pairs at the pair's first target turn whose
     two responses have >= 2 sentences. M items (the full-information answer, which addresses the
-    query and the user's target need) carry every variant but ``over_personal``; M' items carry
-    only ``over_personal`` (their originals are often stock answers, the surrogate's behaviour
-    without the target evidence, so they are no fair originals for the other variants).
+    query and the user's target need) carry every variant; M' items carry only ``other_user``
+    (their originals are often stock answers, the surrogate's behaviour without the target
+    evidence: another user's personalisation is what their rubric's unsupported items describe).
     Deterministic given the data and ``seed``."""
     from .rq1 import select_pairs
     from ..bench.datasets import load_benchmark
+    from ..evaluate.rubric import behaviour_view, build_rubric
     from ..generate.generation import InterfaceParams, generate_transcripts
-    from ..evaluate.rubric import build_rubric
-    from ..generate.responders import make_responder
+    from ..generate.responders import Prompt, make_responder
 
     bench = select_pairs(load_benchmark("pairedmem", str(data_dir)), n_pairs, seed)
     resp = make_responder("surrogate", list(bench.policies.values()))
     tr = generate_transcripts(bench, resp, ("RawReadSet",), seeds=(0,), turns=16,
                               params=InterfaceParams(plan_horizon=16), progress=False)
     text = {(r.pair_id, r.side, int(r.turn)): r.response for r in tr.itertuples()}
+    cond = {(r.pair_id, r.side, int(r.turn)): r.conditioning for r in tr.itertuples()}
+    domain = lambda slot: slot.split(".")[0]  # noqa: E731
     base = []
     for pair in bench.pairs:
         for t in pair.turns[:16]:
@@ -145,22 +117,45 @@ def build_degradation_set(data_dir: str | Path = "data", n_pairs: int = 40, seed
             if len(_sentences(m)) >= 2 and len(_sentences(mp)) >= 2 and m != mp:
                 base.append((pair, t))
                 break
+    views: dict[str, set[str]] = {}
+    for b in bench.behaviours.values():
+        if behaviour_view(b):
+            views.setdefault(b.attribute, set()).add(behaviour_view(b))
+    other_user = []
+    for k, (pair, t) in enumerate(base):
+        # another user whose attribute shares no view of this slot with this one (a shared view's
+        # advice would be right for this user too: e.g. debt and job loss on finance.strict_budget)
+        mine = {v for v in views.get(pair.attribute, set()) if domain(v) == domain(t.slot)}
+        cands = [(q, u) for q in bench.pairs if q.attribute != pair.attribute
+                 and not mine & {v for v in views.get(q.attribute, set()) if domain(v) == domain(t.slot)}
+                 for u in q.turns[:16] if u.slot == t.slot and u.query.qtype == "target"]
+        cands = cands[k % len(cands):] + cands[:k % len(cands)] if cands else []
+        plain = resp.respond([Prompt(t.query.text, "", (pair.pair_id, t.index, 0))])[0]
+        for q, u in cands:  # the first memory that changes the answer (the surrogate used it)
+            ans = resp.respond([Prompt(t.query.text, cond[(q.pair_id, "M", u.index)], (pair.pair_id, t.index, 0))])[0]
+            if ans != plain:
+                other_user.append(ans)
+                break
+        else:
+            raise ParameterError(f"no other user's memory on slot {t.slot} changes the answer to {t.query.text!r}")
     recs = []
     for k, (pair, t) in enumerate(base):
         other_pair, other_t = next(base[(k + j) % len(base)] for j in range(1, len(base) + 1)
                                    if base[(k + j) % len(base)][0].attribute != pair.attribute
-                                   and base[(k + j) % len(base)][1].slot.split(".")[0] != t.slot.split(".")[0])
+                                   and domain(base[(k + j) % len(base)][1].slot) != domain(t.slot))
+        later = next(u for u in pair.turns[:16] if domain(u.slot) != domain(t.slot))
         for side in ("M", "M'"):
             rub = build_rubric(pair, side, bench.behaviours, horizon=t.index + 1)
             items = [{"item_id": i.item_id, "description": i.description, "role": i.role,
                       "contrast": list(i.contrast)} for i in rub.items_at(t.index)]
             orig = text[(pair.pair_id, side, t.index)]
-            other = text[(other_pair.pair_id, side, other_t.index)]
-            claim = unsupported_claim(bench.policies[pair.policy_id], t.gold.unsupported[0], k) if side == "M'" else None
+            variants = {"other_user": other_user[k]} if side == "M'" else make_variants(
+                orig, off_topic=text[(other_pair.pair_id, side, other_t.index)],
+                other_query=text[(pair.pair_id, side, later.index)], other_user=other_user[k],
+                attribute=pair.attribute, k=k)
             recs.append({"item": f"{pair.pair_id}:{side}:{t.index}", "pair_id": pair.pair_id,
                          "attribute": pair.attribute, "side": side, "turn": t.index, "slot": t.slot,
-                         "query": t.query.text, "rubric": items, "original": orig,
-                         "variants": make_variants(orig, other, claim, k)})
+                         "query": t.query.text, "rubric": items, "original": orig, "variants": variants})
     return recs
 
 

@@ -126,27 +126,81 @@ display(Markdown(TB.table2_markdown(res.table2)))
 pf_vs_em = res.table2[res.table2["method"].str.startswith("DP-MemView")][
     ["track", "response_model", "method", "auc", "tpr", "trec", "u", "unsup"]]
 display(styled(pf_vs_em, precision=3))"""),
-    md("""### 3b. Do the judge's scores mean something? A labelled degradation set
+    md("""### 3b. Do the judge's scores mean something? Three checks
 
-Before reading U, the judge used above is run on `tests/data/judge_degradation.jsonl`
-(`dpmv_lib.experiments.judge_degradation`): the surrogate's answers to PairedMem target queries, each with
-controlled variants (off-topic, advice reversed, truncated, placeholder-laden, over-personalised
-with claims the user's information does not support, a stock generic answer). For each variant and
-the judge dimension(s) it should lower: the share of items where the variant scores strictly lower
-than its original (ties count as failures; target >= 0.9) and the mean gap on the 0-4 scale. The
-LLM judge (`llm:` profiles) is not evaluated here (it needs a served model)."""),
-    code("""from dpmv_lib.evaluate.encoders import get_encoder
+**(i) A degradation set that mirrors none of the judge's rules.** The judge used above is run on
+`tests/data/judge_degradation.jsonl` (`dpmv_lib.experiments.judge_degradation`): the surrogate's answers to
+PairedMem target queries, each with controlled variants: the answer of another item (off-topic),
+the same user's answer to another query of the conversation, *this* query answered with another
+user's memory (an attribute sharing no view of the slot), the advice replaced by naturally worded
+advice that is wrong for the user's attribute, and a stock generic answer. (The first version of
+this set negated, truncated, templated and "Since you mentioned"-prefixed answers: the judge has a
+rule for each, so it measured the rules.) For each variant and the judge dimension(s) it should
+lower: the share of items where the variant scores strictly lower than its original (ties count as
+failures) and the mean gap on the 0-4 scale. The LLM judge (`llm:` profiles) is not evaluated here
+(it needs a served model)."""),
+    code("""from dpmv_lib.bench.datasets import load_benchmark
+from dpmv_lib.common.paths import resolve
+from dpmv_lib.evaluate import judge_agreement as JA
+from dpmv_lib.experiments.common import markdown_table
+from dpmv_lib.evaluate.encoders import get_encoder
 from dpmv_lib.evaluate.judge import make_judge
 from dpmv_lib.experiments.judge_degradation import evaluate_judge
+from dpmv_lib.experiments.judge_restatement import restatement_report
+from dpmv_lib.experiments.rq1 import select_pairs
 
 judge_spec = cfg.judge or prof.judge
+tables_dir = resolve(results_dir) / "tables"
 if judge_spec == "rubric":
-    deg = evaluate_judge(make_judge("rubric", get_encoder(cfg.encoder or prof.encoder)))
+    judge = make_judge("rubric", get_encoder(cfg.encoder or prof.encoder))
+    deg = evaluate_judge(judge)
     print(deg.judge_id)
+    TB.write_table(deg.intended(), markdown_table(deg.intended()), tables_dir, "03_judge_degradation")
     display(styled(deg.intended(), precision=3))
     display(styled(deg.summary.pivot(index="variant", columns="dimension", values="mean_gap"), precision=2))
 else:
-    print(f"judge {judge_spec!r}: the degradation check runs for the rubric judge only")"""),
+    judge = None
+    print(f"judge {judge_spec!r}: the judge checks run for the rubric judge only")"""),
+    md("""**(ii) Verbatim restatements of every view (issue 33).** Where two attributes link to the same
+view (debt and job loss: `finance.strict_budget`, `food.strict_budget`, `health.low_cost_care`;
+diabetes and pregnancy: `schedule.appointment_aware`), the judge's specificity check used to count
+the *other* attribute's description of that view as a contrast, so whichever wording was closer
+took the credit and the other attribute's item got ~0 however well a response showed it. The rule
+now (`dpmv_lib.evaluate.rubric.contrast_set`): **contrasts never include another attribute's
+description of the same view**; each item keeps its own attribute's gold description, so a
+response is graded alike whichever attributes share its view (rather than merging the two
+descriptions into one, which would rewrite the gold). Sentences are also compared without their
+lead-in ("The key point:", "Since you mentioned X,"), and bullet / numbered lists split into items.
+The table: every (view, attribute) of this run's PairedMem pairs, graded on responses that restate
+the view's text word for word (alone, in a neutral reply, in a list): the share graded >= 2 (goal
+>= 0.95 for every row) and the mean grade; `shared` marks views two attributes link to."""),
+    code("""if judge is not None:
+    pm = select_pairs(load_benchmark("pairedmem", data_dir), prof.pairs, seed)
+    rest = restatement_report(pm, judge)
+    TB.write_table(rest.summary(), markdown_table(rest.summary()), tables_dir, "03_judge_restatement")
+    display(styled(rest.by_sharing(), precision=3))
+    display(styled(rest.summary(), precision=3))
+    print("every (view, attribute) >= 0.95:", bool((rest.summary()["share_ge2"] >= 0.95).all()))"""),
+    md("""**(iii) Against independent labels (issue 27).** `data/judge_labels/`: 480 units (one response at
+one turn x one rubric item), drawn from surrogate and SmolLM2 transcripts of every method, both
+tracks and both sides, labelled by reading against a written guide by an annotator who neither ran
+the judge nor read its rules; 120 of them labelled again, blind, by a second annotator (both
+annotators were AI assistant sessions, not people: their agreement may overstate human agreement).
+First the labels' own reliability (A vs B), then the judge against annotator A: accuracy, Cohen's
+kappa (`sklearn.metrics.cohen_kappa_score`) and precision / recall of "behaviour shown" (grade >= 2)
+for tRec items (target-required on M), Unsup items (unsupported on M') and generic items, and for
+each holistic dimension of U (grade >= 2 as the positive class; `weighted_kappa`: quadratic weights
+on the 0-4 grades). Each unit is judged with its pair's real rubric at that turn
+(`dpmv_lib.evaluate.judge_agreement`). Goal: kappa >= 0.6 on tRec and Unsup items."""),
+    code("""if judge is not None:
+    ia = JA.inter_annotator()
+    TB.write_table(ia, markdown_table(ia), tables_dir, "03_judge_inter_annotator")
+    display(styled(ia, precision=3, caption="annotator A vs annotator B (120 units)"))
+    units = JA.load_units()
+    judged = JA.judge_units(units, {t: load_benchmark(t, data_dir) for t in sorted(set(units["track"]))}, judge)
+    agr = JA.agreement(judged)
+    TB.write_table(agr, markdown_table(agr), tables_dir, "03_judge_agreement")
+    display(styled(agr, precision=3, caption=f"judge {judge.id} vs annotator A"))"""),
     md("""## 4. Beside the paper
 
 The paper's numbers (`../shared/reference/paper_table2_rq1.csv`) for each of its three response

@@ -1,0 +1,599 @@
+"""Learned auditors beside the paper's C.5 column, and their power against the exact ceiling.
+
+The paper's embedding auditor (:mod:`dpmv_lib.evaluate.audit`, ``"c5"``) is kept unchanged. Beside
+it, on the same splits (fitted on the ``source_track``'s training pairs, evaluated on its test
+pairs and on every pair of the other tracks without refitting; with several EM seeds each (pair,
+side, seed) transcript is one sample):
+
+* ``"c5-raw"`` - the same fitted C.5 logistic regression, scored by its decision function (the
+  Platt step, fitted on ~16 validation pairs per attribute without a sign constraint, can invert
+  the ranking);
+* ``"views"`` - a logistic regression on the released public views (what the exact ceiling sees):
+  the count of every released view id and of every slot over the prefix's slots whose public
+  record lists the audited attribute a as ``affected`` and released no fallback (every view where
+  ``released`` has no slot list). The other slots read no protected item of a, or release the
+  fixed fallback: their view law is the same under M and M'. The exact log-likelihood ratio is a
+  sum of per-slot terms, so a linear model of such counts can approach it;
+* ``"views-links"`` - the same slots, with the public gold rules' view -> attribute links: how many
+  of them released a view linked to a, and how many there were (the EM contrast term rewards
+  exactly the linked views);
+* ``"tfidf"`` - lexical: TF-IDF of the prefix's responses (word uni- and bigrams, sublinear tf).
+
+The learned (non-C.5) auditors choose the inverse L2 strength C by cross-validation on the fitting
+pairs only (folds by pair, seeded; criterion: the seed-averaged out-of-fold AUC; ties to the
+smaller C). Their scores are decision functions; :func:`summarise` averages them over the EM seeds
+of each (pair, side) as C.5 averages its probabilities (for log-odds, the mean combines seeds).
+"""
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.feature_extraction import DictVectorizer
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score, roc_curve
+from threadpoolctl import threadpool_limits
+
+from .audit import GROUP, REQUIRED, AuditConfig, _boot_auc, _indep_auc, fit_auditor, prefix_features
+from .encoders import Encoder
+from ..core.errors import ParameterError
+
+AUDITORS: tuple[str, ...] = ("c5", "c5-raw", "views", "views-links", "tfidf")
+KEY_COLUMNS: tuple[str, ...] = ("track", "response_model", "method", "pair_id", "attribute", "side", "seed", "horizon")
+SCORE_COLUMNS: tuple[str, ...] = KEY_COLUMNS + ("score", "auditor")
+SUMMARY_KEYS: tuple[str, ...] = ("auditor", "track", "response_model", "method", "horizon")
+CEILING_KEYS: tuple[str, ...] = ("track", "response_model", "method", "horizon")
+DEFAULT_CS: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3)
+
+
+@dataclass(frozen=True)
+class LearnedConfig:
+    """Settings of the learned auditors.
+
+    Parameters
+    ----------
+    horizons : prefix lengths t to fit (one auditor per t).
+    Cs, folds : candidate inverse L2 strengths, chosen by cross-validation with ``folds`` folds of
+        fitting pairs (fewer if there are fewer pairs).
+    fit_splits : splits of ``source_track`` the auditors are fitted on (C.5: training pairs).
+    source_track : the track the auditors are fitted on; every other track is evaluated only.
+    seed : seed of the fold assignment (the only stochastic step).
+    max_iter, tol, ngram_range, min_df : lbfgs settings; the TF-IDF vocabulary (word n-grams,
+        minimum document frequency).
+    """
+
+    horizons: tuple[int, ...] = (16,)
+    Cs: tuple[float, ...] = DEFAULT_CS
+    folds: int = 5
+    fit_splits: tuple[str, ...] = ("train",)
+    source_track: str = "pairedmem"
+    seed: int = 0
+    max_iter: int = 5000
+    tol: float = 1e-6
+    ngram_range: tuple[int, int] = (1, 2)
+    min_df: int = 2
+
+    def __post_init__(self) -> None:
+        if not self.horizons or any(isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 1
+                                    for h in self.horizons):
+            raise ParameterError(f"horizons must be positive ints, got {self.horizons!r}")
+        if not self.Cs or any(not (float(c) > 0 and math.isfinite(float(c))) for c in self.Cs):
+            raise ParameterError(f"Cs must be finite positive numbers, got {self.Cs!r}")
+        if self.folds < 2 or not self.fit_splits or "test" in self.fit_splits:
+            raise ParameterError(f"need folds >= 2 and non-empty fit_splits without 'test', got {self.folds}, "
+                                 f"{self.fit_splits!r}")
+        if not 1 <= self.ngram_range[0] <= self.ngram_range[1] or self.min_df < 1:
+            raise ParameterError(f"need 1 <= ngram_range[0] <= ngram_range[1] and min_df >= 1, got "
+                                 f"{self.ngram_range}, {self.min_df}")
+
+
+# ---- transcripts -> one row per transcript ------------------------------------------------------------
+def _require(df: pd.DataFrame, cols: Sequence[str] | set[str], what: str = "transcript table") -> None:
+    missing = set(cols) - set(df.columns)
+    if missing:
+        raise ParameterError(f"{what} lacks columns {sorted(missing)}")
+
+
+def _transcript_rows(transcripts: pd.DataFrame, hmax: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """(turn rows below ``hmax`` sorted by transcript and turn, one key row per transcript (GROUP +
+    attribute, split), (n transcripts, hmax) positions into the rows); every turn must be present."""
+    _require(transcripts, REQUIRED)
+    df = transcripts[transcripts["turn"] < hmax].sort_values(GROUP + ["turn"], kind="stable").reset_index(drop=True)
+    sizes = df.groupby(GROUP, sort=False).size()
+    if len(sizes) == 0 or (sizes != hmax).any():
+        bad = sizes[sizes != hmax].index[:3].tolist()
+        raise ParameterError(f"every transcript needs turns 0..{hmax - 1}; incomplete: {bad or 'no transcripts'}")
+    keys = df.groupby(GROUP, sort=False)[["attribute", "split"]].first().reset_index()
+    return df, keys, np.arange(len(df)).reshape(len(keys), hmax)
+
+
+def _fit_eval_sets(keys: pd.DataFrame, source_track: str, fit_splits: Sequence[str]
+                   ) -> list[tuple[tuple[str, str, str], np.ndarray, np.ndarray]]:
+    """Per (response model, method, attribute): (fitting rows, evaluation rows), as C.5."""
+    if source_track not in set(keys["track"]):
+        raise ParameterError(f"the auditors are fitted on the {source_track!r} track, absent from the transcripts")
+    src = (keys["track"] == source_track).to_numpy()
+    fit = src & keys["split"].isin(fit_splits).to_numpy()
+    ev = (src & (keys["split"] == "test").to_numpy()) | ~src
+    out = []
+    for combo, idx in sorted(keys.groupby(["response_model", "method", "attribute"]).indices.items()):
+        idx = np.asarray(idx)
+        f, e = idx[fit[idx]], idx[ev[idx]]
+        if len(f) == 0:
+            raise ParameterError(f"{'/'.join(combo)}: no {source_track} pairs in splits {list(fit_splits)} to fit on")
+        out.append((combo, f, e))
+    return out
+
+
+def _score_frame(keys: pd.DataFrame, idx: np.ndarray, horizon: int, score: np.ndarray, auditor: str) -> pd.DataFrame:
+    part = keys.loc[idx, list(KEY_COLUMNS[:-1])].copy()
+    part["horizon"] = int(horizon)
+    part["score"] = np.asarray(score, dtype=float)
+    part["auditor"] = auditor
+    return part
+
+
+def _finish(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in SCORE_COLUMNS})
+    out = pd.concat(parts, ignore_index=True)
+    return out.sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)[list(SCORE_COLUMNS)]
+
+
+# ---- C.5 and its uncalibrated scores -------------------------------------------------------------------
+def c5_scores(transcripts: pd.DataFrame, encoder: Encoder, config: AuditConfig = AuditConfig(), *,
+              source_track: str = "pairedmem", progress: bool = False) -> pd.DataFrame:
+    """The paper's C.5 auditor (``"c5"``: Platt-calibrated probability, exactly
+    :func:`dpmv_lib.evaluate.audit.run_audit`'s scores) and the decision function of the same fitted
+    logistic regression (``"c5-raw"``).
+
+    Parameters
+    ----------
+    transcripts, encoder : the transcript table and the frozen sentence encoder (C.5).
+    config : the C.5 settings (horizons, C, embedding unit; the bootstrap fields are unused).
+    source_track, progress : the track the auditors are fitted on; show progress bars.
+
+    Returns
+    -------
+    Scores in :data:`SCORE_COLUMNS` (two rows per evaluated transcript and horizon).
+
+    Raises
+    ------
+    ParameterError
+        on missing columns, incomplete transcripts or missing train / validation pairs.
+    """
+    _require(transcripts, REQUIRED)
+    keys, feats, _ = prefix_features(transcripts, encoder, config.horizons, unit=config.unit, progress=progress)
+    y = (keys["side"] == "M").to_numpy().astype(int)
+    src, split = (keys["track"] == source_track).to_numpy(), keys["split"].to_numpy()
+    ev_mask = (src & (split == "test")) | ~src
+    parts = []
+    for (model, method, attr), idx in keys.groupby(["response_model", "method", "attribute"]).groups.items():
+        idx = np.asarray(idx)
+        (tr, va), ev = (idx[src[idx] & (split[idx] == s)] for s in ("train", "validation")), idx[ev_mask[idx]]
+        if len(tr) == 0 or len(va) == 0:
+            raise ParameterError(f"{model}/{method}/{attr}: needs {source_track} train and validation pairs "
+                                 f"(got {len(tr)} and {len(va)} transcripts)")
+        for t in config.horizons:
+            x = feats[t]
+            aud = fit_auditor(x[tr], y[tr], x[va], y[va], C=config.C, max_iter=config.max_iter, tol=config.tol,
+                              response_model=model, method=method, attribute=attr, horizon=t)
+            parts.append(_score_frame(keys, ev, t, aud.predict(x[ev]), "c5"))
+            parts.append(_score_frame(keys, ev, t, aud.clf.decision_function(x[ev]), "c5-raw"))
+    return _finish(parts)
+
+
+# ---- cross-validated logistic regression ---------------------------------------------------------------
+def _folds(groups: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Fold of every sample: the groups (pairs) in a seeded random order, dealt round-robin."""
+    uniq = np.unique(groups)
+    order = np.random.default_rng(seed).permutation(len(uniq))
+    fold_of = dict(zip(uniq[order], np.arange(len(uniq)) % k))
+    return np.array([fold_of[g] for g in groups])
+
+
+def _unit_auc(y: np.ndarray, inv: np.ndarray, score: np.ndarray) -> float:
+    """AUC of the scores averaged within each unit ((pair, side): the EM seeds); ``inv`` holds
+    every sample's unit code (0..n_units-1)."""
+    n = np.bincount(inv)
+    s = np.bincount(inv, weights=score) / n
+    yu = np.bincount(inv, weights=y) / n
+    if np.unique(yu).size < 2:
+        return float("nan")
+    return float(roc_auc_score(yu > 0.5, s))
+
+
+def fit_cv(X, y: np.ndarray, groups: np.ndarray, units: np.ndarray, config: LearnedConfig
+           ) -> tuple[LogisticRegression, float, float]:
+    """L2 logistic regression with C chosen by grouped cross-validation.
+
+    Parameters
+    ----------
+    X, y : (n, d) features (dense or sparse) and labels (1: M, 0: M').
+    groups : (n,) pair ids: a pair's transcripts (both sides, every seed) share one fold.
+    units : (n,) (pair, side) ids; out-of-fold scores are averaged within a unit before the AUC.
+    config : the candidate Cs, folds, seed and solver settings.
+
+    Returns
+    -------
+    (classifier fitted on all of X, chosen C, its cross-validated AUC: NaN with one candidate
+    or one pair, where the smallest C is used).
+
+    Raises
+    ------
+    ParameterError
+        if y holds one class only.
+    """
+    y = np.asarray(y, int)
+    if y.min() == y.max():
+        raise ParameterError("the fitting data hold one class only (need transcripts from M and M')")
+    make = lambda c: LogisticRegression(C=float(c), max_iter=config.max_iter, tol=config.tol)  # noqa: E731
+    k = min(config.folds, len(np.unique(groups)))
+    cs = sorted(float(c) for c in config.Cs)
+    best = (float("nan"), cs[0])
+    if len(cs) > 1 and k >= 2:
+        fold = _folds(np.asarray(groups), k, config.seed)
+        inv = np.unique(np.asarray(units), return_inverse=True)[1].ravel()
+        for c in cs:
+            oof = np.zeros(len(y))
+            for f in range(k):
+                te = fold == f
+                if np.unique(y[~te]).size < 2:
+                    oof[te] = 0.0
+                    continue
+                oof[te] = make(c).fit(X[~te], y[~te]).decision_function(X[te])
+            auc = _unit_auc(y, inv, oof)
+            if not math.isnan(auc) and (math.isnan(best[0]) or auc > best[0] + 1e-12):
+                best = (auc, c)
+    return make(best[1]).fit(X, y), best[1], best[0]
+
+
+def _learned(keys: pd.DataFrame, config: LearnedConfig, auditor: str,
+             features: Callable[[np.ndarray, np.ndarray, str, int], tuple]) -> pd.DataFrame:
+    """Fit one auditor per (response model, method, attribute, horizon) and score its evaluation
+    transcripts. ``features(fit_rows, eval_rows, attribute, t) -> (X_fit, X_eval)``."""
+    y = (keys["side"] == "M").to_numpy().astype(int)
+    pair = keys["pair_id"].astype(str).to_numpy()
+    unit = pair + "|" + keys["side"].astype(str).to_numpy()
+    parts = []
+    for (_, _, attr), fit, ev in _fit_eval_sets(keys, config.source_track, config.fit_splits):
+        for t in config.horizons:
+            x_fit, x_ev = features(fit, ev, attr, int(t))
+            with threadpool_limits(limits=1):   # small problems: BLAS threads only contend
+                clf, _, _ = fit_cv(x_fit, y[fit], pair[fit], unit[fit], config)
+            parts.append(_score_frame(keys, ev, t, clf.decision_function(x_ev), auditor))
+    return _finish(parts)
+
+
+# ---- the released-views auditor -------------------------------------------------------------------------
+def _slot_records(released: str, views: str) -> tuple[tuple[str, str, frozenset | None, bool], ...]:
+    """(slot, view, affected attributes or None, fallback) of every slot released in one turn."""
+    try:
+        rel = json.loads(released) if released else {}
+    except (TypeError, ValueError):
+        raise ParameterError(f"the 'released' column holds invalid JSON: {str(released)[:80]!r}") from None
+    slots = rel.get("slots") if isinstance(rel, dict) else None
+    if slots:
+        return tuple((str(s.get("slot", "")), str(s.get("view", "")),
+                      frozenset(s.get("affected", ())) if "affected" in s else None, bool(s.get("fallback", False)))
+                     for s in slots if isinstance(s, dict) and "view" in s)
+    try:
+        vs = json.loads(views) if views else []
+    except (TypeError, ValueError):
+        raise ParameterError(f"the 'views' column holds invalid JSON: {str(views)[:80]!r}") from None
+    vs = list(vs.values()) if isinstance(vs, dict) else list(vs)
+    return tuple((str(v).split(".", 1)[0], str(v), None, False) for v in vs)
+
+
+def view_methods(transcripts: pd.DataFrame) -> list[str]:
+    """Methods that release views (some ``views`` cell is a non-empty list)."""
+    _require(transcripts, {"method", "views"})
+    has = transcripts["views"].fillna("").astype(str).str.strip().map(lambda s: s not in ("", "[]", "{}"))
+    return sorted(transcripts.loc[has, "method"].unique())
+
+
+def views_scores(transcripts: pd.DataFrame, config: LearnedConfig = LearnedConfig(), *,
+                 view_links: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+    """The released-views auditor (``"views"``, or ``"views-links"`` with ``view_links``).
+
+    Parameters
+    ----------
+    transcripts, config : the transcript table (view-releasing methods only, :func:`view_methods`,
+        are audited) and the learned-auditor settings.
+    view_links : public gold rules' view id -> linked attributes; replaces the per-view counts
+        by the number of informative slots and of those releasing a view linked to the attribute.
+
+    Returns
+    -------
+    Scores in :data:`SCORE_COLUMNS` (empty if no method releases views).
+
+    Raises
+    ------
+    ParameterError
+        on missing columns, invalid JSON or incomplete transcripts.
+    """
+    _require(transcripts, REQUIRED | {"views", "released"})
+    methods = view_methods(transcripts)
+    if not methods:
+        return _finish([])
+    hs = sorted({int(h) for h in config.horizons})
+    rows, keys, index = _transcript_rows(transcripts[transcripts["method"].isin(methods)], hs[-1])
+    parse = lru_cache(maxsize=None)(_slot_records)      # many cells repeat
+    recs = [parse(r, v) for r, v in zip(rows["released"].fillna("").astype(str), rows["views"].fillna("").astype(str))]
+    links = {str(v): frozenset(a) for v, a in (view_links or {}).items()}
+    attrs = keys["attribute"].to_numpy()
+    dicts: dict[int, list[dict]] = {}
+    for t in hs:
+        out = []
+        for i in range(len(keys)):
+            a, d = attrs[i], {"_const": 1.0}
+            for r in index[i, :t]:
+                for slot, view, affected, fallback in recs[r]:
+                    if fallback or (affected is not None and a not in affected):
+                        continue                    # the same view law under M and M'
+                    names = ((f"v={view}", f"s={slot}") if view_links is None
+                             else ("n",) + (("linked",) if a in links.get(view, ()) else ()))
+                    for name in names:
+                        d[name] = d.get(name, 0.0) + 1.0
+            out.append(d)
+        dicts[t] = out
+
+    def features(fit, ev, attr, t):
+        dv = DictVectorizer(sort=True).fit([dicts[t][i] for i in fit])
+        return dv.transform([dicts[t][i] for i in fit]), dv.transform([dicts[t][i] for i in ev])
+
+    return _learned(keys, config, "views" if view_links is None else "views-links", features)
+
+
+# ---- the lexical auditor ------------------------------------------------------------------------------
+def tfidf_scores(transcripts: pd.DataFrame, config: LearnedConfig = LearnedConfig()) -> pd.DataFrame:
+    """The lexical auditor (``"tfidf"``): TF-IDF (word n-grams, sublinear tf, fitted on the fitting
+    transcripts of the attribute) of the prefix's responses joined in turn order, with a
+    cross-validated logistic regression.
+
+    Parameters
+    ----------
+    transcripts, config : the transcript table and the learned-auditor settings.
+
+    Returns
+    -------
+    Scores in :data:`SCORE_COLUMNS`.
+
+    Raises
+    ------
+    ParameterError
+        on missing columns or incomplete transcripts.
+    """
+    hs = sorted({int(h) for h in config.horizons})
+    rows, keys, index = _transcript_rows(transcripts, hs[-1])
+    resp = rows["response"].fillna("").astype(str).to_numpy()
+    docs = {t: ["\n".join(resp[index[i, :t]]) for i in range(len(keys))] for t in hs}
+
+    def features(fit, ev, attr, t):
+        d = docs[t]
+        for min_df in (config.min_df, 1):
+            vec = TfidfVectorizer(ngram_range=tuple(config.ngram_range), min_df=min_df, sublinear_tf=True,
+                                  token_pattern=r"(?u)\b\w+\b")
+            try:
+                return vec.fit_transform([d[i] for i in fit]), vec.transform([d[i] for i in ev])
+            except ValueError:      # empty vocabulary (all documents empty or below min_df)
+                continue
+        return np.ones((len(fit), 1)), np.ones((len(ev), 1))
+
+    return _learned(keys, config, "tfidf", features)
+
+
+# ---- every auditor ---------------------------------------------------------------------------------------
+def learned_audit(transcripts: pd.DataFrame, auditors: Sequence[str] = ("c5", "c5-raw", "views", "tfidf"), *,
+                  encoder: Encoder | None = None, config: LearnedConfig = LearnedConfig(),
+                  audit_config: AuditConfig | None = None, view_links: Mapping[str, Sequence[str]] | None = None,
+                  progress: bool = False) -> pd.DataFrame:
+    """Scores of several auditors (names from :data:`AUDITORS`) on one transcript table, stacked.
+
+    Parameters
+    ----------
+    transcripts : the transcript table.
+    auditors : the auditors to run.
+    encoder : the C.5 encoder (``"c5"``, ``"c5-raw"``).
+    config : the learned-auditor settings.
+    audit_config : the C.5 settings (default ``AuditConfig(horizons=config.horizons, n_boot=0)``).
+    view_links : public view -> attributes links (``"views-links"``).
+    progress : show the encoder's progress bar.
+
+    Returns
+    -------
+    Scores in :data:`SCORE_COLUMNS`.
+
+    Raises
+    ------
+    ParameterError
+        on an unknown auditor or a missing encoder / view links.
+    """
+    bad = [a for a in auditors if a not in AUDITORS]
+    if bad:
+        raise ParameterError(f"unknown auditors {bad}; use {AUDITORS}")
+    if encoder is None and {"c5", "c5-raw"} & set(auditors):
+        raise ParameterError("the c5 auditors need an encoder")
+    if view_links is None and "views-links" in auditors:
+        raise ParameterError("the views-links auditor needs view_links (the public gold rules)")
+    parts = []
+    if {"c5", "c5-raw"} & set(auditors):
+        acfg = audit_config or AuditConfig(horizons=tuple(config.horizons), n_boot=0)
+        c5 = c5_scores(transcripts, encoder, acfg, source_track=config.source_track, progress=progress)
+        parts.append(c5[c5["auditor"].isin(auditors)])
+    if "views" in auditors:
+        parts.append(views_scores(transcripts, config))
+    if "views-links" in auditors:
+        parts.append(views_scores(transcripts, config, view_links=view_links))
+    if "tfidf" in auditors:
+        parts.append(tfidf_scores(transcripts, config))
+    return _finish([p for p in parts if len(p)])
+
+
+# ---- metrics -------------------------------------------------------------------------------------------
+def tpr_at_fpr_interp(pos: np.ndarray, neg: np.ndarray, fpr: float = 0.05) -> float:
+    """TPR at ``fpr`` on the empirical ROC curve (:func:`sklearn.metrics.roc_curve`), linearly
+    interpolated between the last vertex with FPR <= ``fpr`` (its highest TPR) and the next one:
+    the TPR of the randomised test at exactly ``fpr``.
+
+    Parameters
+    ----------
+    pos, neg, fpr : scores of the positives (M) and negatives (M'); the FPR, in [0, 1].
+
+    Returns
+    -------
+    The interpolated TPR (NaN if either sample is empty).
+
+    Raises
+    ------
+    ParameterError
+        if ``fpr`` lies outside [0, 1].
+    """
+    if not 0 <= fpr <= 1:
+        raise ParameterError(f"fpr must lie in [0, 1], got {fpr}")
+    pos, neg = np.asarray(pos, float), np.asarray(neg, float)
+    if len(pos) == 0 or len(neg) == 0:
+        return float("nan")
+    f, t, _ = roc_curve(np.r_[np.ones(len(pos)), np.zeros(len(neg))], np.r_[pos, neg], drop_intermediate=False)
+    i = int(np.searchsorted(f, fpr, side="right")) - 1
+    if i >= len(f) - 1:
+        return float(t[-1])
+    return float(np.interp(fpr, [f[i], f[i + 1]], [t[i], t[i + 1]]))
+
+
+def _ceiling_lookup(summary: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
+    _require(ceilings, {"ceiling_auc"}, "ceiling table")
+    on = [c for c in CEILING_KEYS if c in ceilings.columns]
+    if "method" not in on:
+        raise ParameterError("the ceiling table needs a 'method' column")
+    cols = on + ["ceiling_auc"] + (["ceiling_auc_seeds"] if "ceiling_auc_seeds" in ceilings.columns else [])
+    c = ceilings[cols].copy()
+    if c.duplicated(on).any():
+        raise ParameterError(f"the ceiling table holds several rows per {on}")
+    if "horizon" in on:
+        c["horizon"] = c["horizon"].astype(int)
+    return summary.merge(c, on=on, how="left")
+
+
+def _power(auc: pd.Series, ceiling: pd.Series) -> pd.Series:
+    gap = ceiling - 0.5
+    return ((auc - 0.5) / gap).where(gap > 1e-12)
+
+
+def summarise(scores: pd.DataFrame, ceilings: pd.DataFrame | None = None, *, fpr: float = 0.05,
+              n_boot: int = 0, seed: int = 0) -> pd.DataFrame:
+    """Per (auditor, track, response_model, method, horizon): the auditors' AUC, TPR and power.
+
+    * ``auc``: macro over attributes of the AUC (:func:`sklearn.metrics.roc_auc_score`) of the
+      scores averaged over the EM seeds within each (pair, side), as C.5; ``auc[<attribute>]``;
+      with ``n_boot``, ``auc_lo`` / ``auc_hi``: 95% percentile bootstrap over pairs, stratified
+      by attribute (M and M' of a pair resampled together);
+    * ``auc_per_seed``: AUC per seed, averaged; ``auc_indep``: M and M' drawn independently
+      (:func:`dpmv_lib.evaluate.audit._indep_auc`, the quantity ``ceiling_auc`` bounds);
+    * ``tpr``: TPR at ``fpr`` on the ROC of ALL attributes' seed-averaged scores pooled, linearly
+      interpolated (:func:`tpr_at_fpr_interp`); ``min_fpr`` = 1 / n_neg, the lowest nonzero FPR
+      the pooled negatives reach;
+    * with ``ceilings`` (``ceiling_auc``, optional ``ceiling_auc_seeds``, keyed by any of track,
+      response_model, method, horizon; ``method`` required): ``ceiling`` (``ceiling_auc_seeds``
+      where several seeds are averaged, else ``ceiling_auc``), ``power = (auc - 0.5) / (ceiling
+      - 0.5)`` (and ``power_lo`` / ``power_hi`` from the AUC interval), ``power_indep = (auc_indep
+      - 0.5) / (ceiling_auc - 0.5)``; NaN where the ceiling is <= 0.5.
+
+    Parameters
+    ----------
+    scores : scores in :data:`SCORE_COLUMNS` (without ``auditor``: one auditor, "c5").
+    ceilings : the exact ceilings, or None.
+    fpr : the false-positive rate of ``tpr``.
+    n_boot, seed : bootstrap replicates (0: no intervals) and seed.
+
+    Returns
+    -------
+    One row per summary key.
+
+    Raises
+    ------
+    ParameterError
+        on missing columns, a (pair, side, seed) without scores or n_boot < 0.
+    """
+    if "auditor" not in scores.columns:
+        scores = scores.assign(auditor="c5")
+    _require(scores, set(SCORE_COLUMNS), "score table")
+    if n_boot < 0:
+        raise ParameterError(f"n_boot must be >= 0, got {n_boot}")
+    rng = np.random.default_rng(seed)
+    recs = []
+    for key, g in scores.groupby(list(SUMMARY_KEYS), sort=True):
+        seeds = sorted(g["seed"].unique())
+        rec = dict(zip(SUMMARY_KEYS, key))
+        rec["horizon"] = int(rec["horizon"])
+        aucs, per_seed, indep, pos_all, neg_all, boots = {}, [], [], [], [], []
+        for attr, ga in g.groupby("attribute", sort=True):
+            tab = ga.pivot_table(index="pair_id", columns=["side", "seed"], values="score", aggfunc="mean")
+            try:
+                P, Q = tab["M"][seeds].to_numpy(), tab["M'"][seeds].to_numpy()
+            except KeyError:
+                raise ParameterError(f"{'/'.join(map(str, key))}/{attr}: every pair needs scores for M and M' "
+                                     f"at every seed {seeds}") from None
+            if np.isnan(P).any() or np.isnan(Q).any():
+                raise ParameterError(f"{'/'.join(map(str, key))}/{attr}: missing scores for some (pair, side, seed)")
+            pos, neg = P.mean(axis=1), Q.mean(axis=1)
+            y = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+            aucs[attr] = float(roc_auc_score(y, np.r_[pos, neg]))
+            per_seed.append(np.mean([roc_auc_score(y, np.r_[P[:, s], Q[:, s]]) for s in range(len(seeds))]))
+            indep.append(float(_indep_auc(P, Q)) if len(P) > 1 or len(seeds) > 1 else float("nan"))
+            pos_all.append(pos)
+            neg_all.append(neg)
+            if n_boot:
+                ii = rng.integers(0, len(pos), size=(n_boot, len(pos)))
+                boots.append(_boot_auc(pos[ii], neg[ii]))
+        pos, neg = np.concatenate(pos_all), np.concatenate(neg_all)
+        rec.update(auc=float(np.mean(list(aucs.values()))), auc_per_seed=float(np.mean(per_seed)),
+                   auc_indep=float(np.mean(indep)), tpr=tpr_at_fpr_interp(pos, neg, fpr), fpr=fpr,
+                   min_fpr=1.0 / len(neg), n_pos=int(len(pos)), n_neg=int(len(neg)), n_seeds=len(seeds))
+        if n_boot:
+            b = np.mean(boots, axis=0)
+            rec["auc_lo"], rec["auc_hi"] = float(np.quantile(b, 0.025)), float(np.quantile(b, 0.975))
+        rec.update({f"auc[{a}]": v for a, v in aucs.items()})
+        recs.append(rec)
+    out = pd.DataFrame.from_records(recs)
+    if ceilings is None or out.empty:
+        return out
+    out = _ceiling_lookup(out, ceilings)
+    seeds_c = out.get("ceiling_auc_seeds", pd.Series(np.nan, index=out.index))
+    out["ceiling"] = seeds_c.where((out["n_seeds"] > 1) & seeds_c.notna(), out["ceiling_auc"])
+    for name, col in (("power", "auc"), ("power_lo", "auc_lo"), ("power_hi", "auc_hi")):
+        if col in out.columns:
+            out[name] = _power(out[col], out["ceiling"])
+    out["power_indep"] = _power(out["auc_indep"], out["ceiling_auc"])
+    return out
+
+
+def best_auditor(summary: pd.DataFrame, *, exclude: Sequence[str] = ()) -> pd.DataFrame:
+    """Per (track, response_model, method, horizon): the auditor with the highest ``power`` (ties:
+    the first in :data:`AUDITORS` order), leaving out ``exclude``.
+
+    Parameters
+    ----------
+    summary, exclude : :func:`summarise` output with ceilings; auditor names not to consider.
+
+    Returns
+    -------
+    The chosen rows (methods without a finite power are left out).
+
+    Raises
+    ------
+    ParameterError
+        if ``summary`` has no ``power`` column.
+    """
+    _require(summary, {"power", "auditor"}, "summary")
+    s = summary[~summary["auditor"].isin(exclude) & summary["power"].notna()].copy()
+    s["_rank"] = s["auditor"].map({a: i for i, a in enumerate(AUDITORS)}).fillna(len(AUDITORS))
+    s = s.sort_values(["power", "_rank"], ascending=[False, True], kind="stable")
+    keys = [k for k in CEILING_KEYS if k in s.columns]
+    return s.drop_duplicates(keys).sort_values(keys).drop(columns="_rank").reset_index(drop=True)

@@ -201,6 +201,25 @@ on the 0-4 grades). Each unit is judged with its pair's real rubric at that turn
     agr = JA.agreement(judged)
     TB.write_table(agr, markdown_table(agr), tables_dir, "03_judge_agreement")
     display(styled(agr, precision=3, caption=f"judge {judge.id} vs annotator A"))"""),
+    md("""### 3c. What the response model wrote
+
+A stratified sample of this run's responses (`dpmv_lib.experiments.samples.response_sample`): per track
+and method 15 (pair, seed, turn) cells, both sides of each (30 responses), with the conditioning
+each response got and the judge's grades of that turn (items: grade 0-4 and kind; the holistic
+dimensions and U). Written to `tables/03_response_sample.csv` (under `results/llm/` for SmolLM2).
+Below, two cells per method with $M$ and $M'$ side by side: what reached the model and what it wrote."""),
+    code("""from dpmv_lib.experiments import samples as SA
+
+if judge is not None:
+    benches = {t: (select_pairs(load_benchmark(t, data_dir), prof.pairs if t == "pairedmem" else prof.transfer_pairs, seed))
+               for t in sorted(set(res.transcripts["track"]))}
+    sample = SA.response_sample(res.transcripts, benches, judge, seed=seed)
+    sample.to_csv(tables_dir / "03_response_sample.csv", index=False)
+    print(f"{len(sample)} responses sampled; mean U of the sample by method:")
+    display(styled(sample.groupby(["track", "method"])[["U", "personalisation"]].mean(), precision=3))
+    with pd.option_context("display.max_colwidth", 400):
+        display(SA.side_by_side(sample[sample["track"] == "pairedmem"], n=1,
+                                methods=("RawReadSet", "TypedMask", "DP-MemView (on)")))"""),
     md("""## 4. Beside the paper
 
 The paper's numbers (`../shared/reference/paper_table2_rq1.csv`) for each of its three response
@@ -272,6 +291,30 @@ bounded by $B_a$ (claim X3 above)."""),
     code("""aT = res.audit[res.audit["horizon"] == T]
 display(Markdown(TB.oracle_markdown(res.oracle, aT, float(B_a))))
 display(Image(res.paths["rq1_ceiling"]) if "rq1_ceiling" in res.paths else None)"""),
+    md("""### 6b. Auditors with power (beyond the paper)
+
+The C.5 auditor (Table 2's column) beside stronger honest learned auditors on the same splits
+(`dpmv_lib.evaluate.auditors`, `dpmv_lib.experiments.auditor_power`): `c5-raw` (the same model without the
+Platt step, which is fitted on ~16 validation pairs per attribute and can invert a ranking), `views`
+(logistic regression on counts of the released public views, what the exact ceiling sees),
+`views-links` (the same slots, with the public gold view -> attribute links) and `tfidf` (lexical:
+TF-IDF + logistic regression; C by cross-validation on training pairs only). Power = (AUC - 0.5) /
+(ceiling - 0.5) against the exact ceiling of the same statistic (all EM seeds observed). AUCs carry
+95% bootstrap intervals over pairs; TPR@5%FPR pools the negatives of all attributes and
+interpolates the ROC (`min_fpr` is the lowest FPR reachable). The best auditor is chosen on the
+evaluation pairs themselves, so its power is optimistic by the choice among five."""),
+    code("""from dpmv_lib.bench.datasets import load_gold_rules
+from dpmv_lib.experiments import auditor_power as AP
+
+power = AP.auditor_power(res.transcripts, get_encoder(cfg.encoder or prof.encoder), res.oracle, horizon=T,
+                         view_links=load_gold_rules(data_dir)["view_links"], seed=seed, n_boot=N_BOOT)
+ptab = AP.power_table(power)
+TB.write_table(ptab, markdown_table(ptab), tables_dir, "03_auditor_power")
+power.to_csv(tables_dir / "03_auditors.csv", index=False)
+display(styled(ptab, precision=3))
+import matplotlib.pyplot as plt
+plt.close(AP.power_figure(power, resolve(results_dir) / "figures" / "03_auditor_power.png"))
+display(Image(filename=str(resolve(results_dir) / "figures" / "03_auditor_power.png")))"""),
     md("""## 7. Figures: privacy-utility and leakage vs horizon
 
 Left: auditor AUC against tRec; right: against U (filled markers PairedMem, hollow transfer). Then

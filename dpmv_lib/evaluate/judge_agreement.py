@@ -58,13 +58,13 @@ def load_units(label_dir: str | Path = "data/judge_labels", annotator: str = "a"
 
 
 def _unit_rubric(full: Rubric, turn: int, item_id: str, query: str) -> Rubric:
-    items = tuple(i for i in full.items_at(turn) if i.item_id == item_id)
+    one = full.at_turn(turn)
+    items = tuple(i for i in one.items if i.item_id == item_id)
     if not items:
         raise ParameterError(f"rubric {full.rubric_id}: no item {item_id!r} at turn {turn}")
-    if full.queries[turn] != query:
+    if one.queries[0] != query:
         raise ParameterError(f"rubric {full.rubric_id}: turn {turn} query differs from the labelled unit's")
-    one = tuple(type(i)(0, i.item_id, i.description, i.role, i.contrast) for i in items)
-    return Rubric(f"{full.rubric_id}@{turn}", (query,), one)
+    return Rubric(one.rubric_id, one.queries, items)
 
 
 def judge_units(units: pd.DataFrame, benchmarks: Mapping[str, Benchmark], judge: Judge, *,

@@ -52,6 +52,13 @@ class Rubric:
     def items_at(self, turn: int) -> tuple[RubricItem, ...]:
         return tuple(i for i in self.items if i.turn == turn)
 
+    def at_turn(self, turn: int) -> "Rubric":
+        """This rubric restricted to one turn, renumbered 0: what one response is graded on."""
+        if not 0 <= turn < len(self.queries):
+            raise ParameterError(f"rubric {self.rubric_id}: no turn {turn}")
+        items = tuple(RubricItem(0, i.item_id, i.description, i.role, i.contrast) for i in self.items_at(turn))
+        return Rubric(f"{self.rubric_id}@{turn}", (self.queries[turn],), items)
+
 
 def build_rubric(pair: Pair, side: str, behaviours: Mapping[str, Behaviour], horizon: int = 16) -> Rubric:
     """The rubric of ``pair`` on ``side`` over its first ``horizon`` turns, from the gold only:

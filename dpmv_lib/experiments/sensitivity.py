@@ -180,6 +180,19 @@ def table3(settings: pd.DataFrame, privacy: pd.DataFrame, utility: pd.DataFrame,
     return out
 
 
+def setting_ceilings(t3: pd.DataFrame) -> pd.DataFrame:
+    """The exact ceilings of every Table 3 setting keyed by its transcript method label
+    (:func:`setting_label`), for the learned auditors' power (notebook 05)."""
+    for c in ("ceiling_auc", "ceiling_auc_seeds"):
+        if c not in t3.columns:
+            raise ParameterError(f"Table 3 lacks {c!r}: build it with grid=...")
+    sel = _selectors_of(t3)
+    out = pd.DataFrame({"method": [setting_label(b, int(k), x) for b, k, x in zip(t3["b_a"], t3["k"], sel)],
+                        "ceiling_auc": t3["ceiling_auc"].to_numpy(float),
+                        "ceiling_auc_seeds": t3["ceiling_auc_seeds"].to_numpy(float)})
+    return out.drop_duplicates("method").reset_index(drop=True)
+
+
 def table3_claims(t3: pd.DataFrame, metrics: Any, *, little: float = 0.05) -> pd.DataFrame:
     """The paper's budget-sensitivity claims, each from a stated test (:mod:`.verdicts`).
 

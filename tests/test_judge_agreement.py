@@ -84,3 +84,15 @@ def test_bad_labels_are_named(tmp_path):
     (d / "labels_a.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     with pytest.raises(ParameterError, match="duplicate"):
         JA.load_units(d, "a")
+
+
+def test_fit_item_thresholds_reports_both_halves_and_picks_the_best_fit():
+    from dpmv_lib.bench.datasets import load_benchmark
+
+    units = JA.load_units(LABELS, "a")
+    units = units[units["track"] == "pairedmem"].head(60)
+    grid, chosen = JA.fit_item_thresholds(units, {"pairedmem": load_benchmark("pairedmem", "data")}, HashingEncoder(),
+                                          floors=(0.05, 0.08), margin_steps=(0.0, 0.03), current=(0.08, 0.03))
+    assert len(grid) == 4 and grid["chosen"].sum() == 1 and grid["current"].sum() == 1
+    assert chosen["kappa_fit"] == pytest.approx(grid["kappa_fit"].max())
+    assert {"kappa_held_out", "kappa_fit_tRec", "kappa_held_out_Unsup"} <= set(grid.columns)

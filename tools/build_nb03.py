@@ -201,6 +201,19 @@ on the 0-4 grades). Each unit is judged with its pair's real rubric at that turn
     agr = JA.agreement(judged)
     TB.write_table(agr, markdown_table(agr), tables_dir, "03_judge_agreement")
     display(styled(agr, precision=3, caption=f"judge {judge.id} vs annotator A"))"""),
+    md("""**Fitting the item thresholds on the labels (issue 33).** The judge's similarity thresholds
+(f, f+.1, f+.2, f+.3) and specificity margins (0, m, 2m, 3m) over a grid, fitted on half of the
+labelled pairs (seeded) by the mean kappa of "shown" over tRec and Unsup items, and reported on the
+other half (`judge_agreement.fit_item_thresholds`; MiniLM judge only: the hashing encoder of the
+smoke profile keeps its own scale). `current` marks the values in use, `chosen` the fitted ones;
+the values in use are the fitted ones (`rubric_judge.MARGINS`)."""),
+    code("""if judge is not None and judge.id.startswith("rubric-v4[st-"):
+    grid, chosen = JA.fit_item_thresholds(units, {t: load_benchmark(t, data_dir) for t in sorted(set(units["track"]))},
+                                          get_encoder(cfg.encoder or prof.encoder),
+                                          current=(judge.thresholds[0], judge.margins[1]))
+    TB.write_table(grid, markdown_table(grid), tables_dir, "03_judge_threshold_fit")
+    display(styled(grid, precision=3))
+    print("fitted:", chosen, "| in use: floor", judge.thresholds[0], "margin step", judge.margins[1])"""),
     md("""### 3c. What the response model wrote
 
 A stratified sample of this run's responses (`dpmv_lib.experiments.samples.response_sample`): per track

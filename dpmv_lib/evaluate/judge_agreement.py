@@ -145,3 +145,49 @@ def inter_annotator(label_dir: str | Path = "data/judge_labels") -> pd.DataFrame
     ref = a.loc[common].reset_index()
     cmp = b.loc[common, list(LABEL_COLUMNS)].add_prefix("b_").reset_index(drop=True)
     return _table(ref, cmp, "b_", "units")
+
+
+def fit_item_thresholds(units: pd.DataFrame, benchmarks: Mapping[str, Benchmark], encoder, *,
+                        floors: tuple[float, ...] = (0.20, 0.25, 0.30, 0.35, 0.40),
+                        margin_steps: tuple[float, ...] = (0.0, 0.025, 0.05, 0.075, 0.10),
+                        current: tuple[float, float] | None = None, seed: int = 0) -> tuple[pd.DataFrame, dict]:
+    """The rubric judge's item thresholds fitted on half of the labels (issue 33).
+
+    Candidates: similarity thresholds (f, f + .1, f + .2, f + .3) and specificity margins
+    (0, m, 2m, 3m) over ``floors`` x ``margin_steps``. The pairs are split in two halves (seeded;
+    a pair's units stay together); the candidate with the highest mean Cohen's kappa of "shown"
+    over tRec and Unsup items on the fitting half wins (ties: nearest to ``current``, the
+    (floor, margin step) in use), and every candidate is reported on the held-out half too.
+
+    Returns
+    -------
+    (grid, chosen)
+        One row per candidate (kappas on both halves); the chosen candidate as a dict.
+    """
+    from sklearn.metrics import cohen_kappa_score
+
+    from .rubric_judge import RubricJudge
+
+    pairs = sorted(units["pair_id"].unique())
+    fit_pairs = set(np.random.default_rng(seed).choice(pairs, len(pairs) // 2, replace=False))
+    halves = {"fit": units["pair_id"].isin(fit_pairs), "held_out": ~units["pair_id"].isin(fit_pairs)}
+    recs = []
+    for f in floors:
+        for m in margin_steps:
+            judge = RubricJudge(encoder, thresholds=(f, f + 0.1, f + 0.2, f + 0.3), margins=(0.0, m, 2 * m, 3 * m))
+            jd = judge_units(units, benchmarks, judge)
+            rec = {"floor": f, "margin_step": m}
+            for half, mask in halves.items():
+                ks = []
+                for kind in ("target_required", "unsupported"):
+                    sel = mask & (units["item_kind"] == kind)
+                    ks.append(float(cohen_kappa_score(units.loc[sel, "shown"] >= SHOWN, jd.loc[sel, "judge_shown"] >= SHOWN)))
+                rec[f"kappa_{half}"], rec[f"kappa_{half}_tRec"], rec[f"kappa_{half}_Unsup"] = float(np.mean(ks)), *ks
+            recs.append(rec)
+    grid = pd.DataFrame.from_records(recs)
+    cur = current or (floors[len(floors) // 2], margin_steps[len(margin_steps) // 2])
+    dist = (grid["floor"] - cur[0]).abs() + (grid["margin_step"] - cur[1]).abs()
+    best = grid.assign(_d=dist).sort_values(["kappa_fit", "_d"], ascending=[False, True], kind="stable").iloc[0]
+    grid["chosen"] = (grid["floor"] == best["floor"]) & (grid["margin_step"] == best["margin_step"])
+    grid["current"] = (grid["floor"] == cur[0]) & (grid["margin_step"] == cur[1])
+    return grid, {k: float(best[k]) for k in ("floor", "margin_step", "kappa_fit", "kappa_held_out")}

@@ -35,8 +35,12 @@ ON_TOPIC = {"st": 0.30, "hashing": 0.08}  # a sentence "addresses" a query or be
 # Specificity margin m = cos(s, description) - max cos(s, contrast): measured on CALIBRATION_CONTRAST
 # (restating / generic same-slot / unrelated): MiniLM 0.17-0.36 / -0.39--0.11 / -0.19--0.05;
 # hashing -0.02-0.18 / -0.21-0.00 / -0.07-0.00.
+# The "st" item thresholds were then fitted on half of the independent labels (data/judge_labels,
+# :func:`dpmv_lib.evaluate.judge_agreement.fit_item_thresholds`, seed 0: mean kappa of "shown" over
+# tRec and Unsup items): the similarity floor 0.30 stays (0.30 and 0.35 tie; the nearer wins) and the
+# margin step goes from 0.05 to 0.025 (fitting half 0.889 -> 0.925; held-out half 0.923 both; notebook 03).
 MARGINS: Mapping[str, tuple[float, float, float, float]] = {
-    "st": (0.00, 0.05, 0.10, 0.15),
+    "st": (0.00, 0.025, 0.05, 0.075),
     "hashing": (0.00, 0.03, 0.06, 0.09),
 }
 
@@ -208,9 +212,9 @@ class RubricJudge:
     Sentences come from :func:`split_sentences` (a bullet or numbered list gives one per item).
     Checked on a labelled degradation set (:mod:`dpmv_lib.experiments.judge_degradation`) and on
     verbatim restatements of every view (:mod:`dpmv_lib.experiments.judge_restatement`). The
-    thresholds are unchanged by v4 (still set from the calibration sentences; fitting them on
-    labelled data is open). Transcript scores are means over its turns; an empty response scores
-    0 everywhere."""
+    similarity thresholds come from the calibration sentences and were confirmed on labelled data;
+    the "st" specificity margins were fitted on half of ``data/judge_labels`` (:data:`MARGINS`).
+    Transcript scores are means over its turns; an empty response scores 0 everywhere."""
 
     def __init__(self, encoder: Encoder, thresholds: Sequence[float] | None = None,
                  on_topic: float | None = None, margins: Sequence[float] | None = None) -> None:

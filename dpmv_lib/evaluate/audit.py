@@ -91,13 +91,14 @@ def tpr_at_fpr(pos: np.ndarray, neg: np.ndarray, fpr: float = 0.05) -> float:
     return float(np.mean(pos > neg[k]))
 
 
-def _boot_auc(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
-    """Row-wise AUC for (B, n) arrays of resampled positives and negatives."""
+def auc_rows(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """Row-wise AUC (ties 1/2) for (B, n) arrays of resampled positives and negatives."""
     d = pos[:, :, None] - neg[:, None, :]
     return ((d > 0).sum(axis=(1, 2)) + 0.5 * (d == 0).sum(axis=(1, 2))) / (pos.shape[1] * neg.shape[1])
 
 
-def _boot_tpr(pos: np.ndarray, neg: np.ndarray, fpr: float) -> np.ndarray:
+def tpr_rows(pos: np.ndarray, neg: np.ndarray, fpr: float) -> np.ndarray:
+    """Row-wise :func:`tpr_at_fpr` for (B, n) arrays of resampled positives and negatives."""
     k = int(math.floor(fpr * neg.shape[1] + 1e-9))
     if k >= neg.shape[1]:
         return np.ones(pos.shape[0])
@@ -368,8 +369,8 @@ def summarise_scores(scores: pd.DataFrame, config: AuditConfig = AuditConfig()) 
             per["indep"][attr] = float(_indep_auc(P, Q)) if len(P) > 1 or len(seeds) > 1 else float("nan")
             if config.n_boot:
                 ii = rng.integers(0, len(pos), size=(config.n_boot, len(pos)))
-                boots["auc"].append(_boot_auc(pos[ii], neg[ii]))
-                boots["tpr"].append(_boot_tpr(pos[ii], neg[ii], config.fpr))
+                boots["auc"].append(auc_rows(pos[ii], neg[ii]))
+                boots["tpr"].append(tpr_rows(pos[ii], neg[ii], config.fpr))
                 if len(P) > 1 or len(seeds) > 1:
                     chunks = [_indep_auc(P[ii[k:k + 100]], Q[ii[k:k + 100]]) for k in range(0, config.n_boot, 100)]
                     boots["indep"].append(np.concatenate(chunks))

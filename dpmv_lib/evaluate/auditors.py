@@ -40,7 +40,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score, roc_curve
 from threadpoolctl import threadpool_limits
 
-from .audit import GROUP, REQUIRED, AuditConfig, _boot_auc, _indep_auc, fit_auditor, prefix_features
+from .audit import GROUP, REQUIRED, AuditConfig, auc_rows, _indep_auc, fit_auditor, prefix_features
 from .encoders import Encoder
 from ..core.errors import ParameterError
 
@@ -551,7 +551,7 @@ def summarise(scores: pd.DataFrame, ceilings: pd.DataFrame | None = None, *, fpr
             neg_all.append(neg)
             if n_boot:
                 ii = rng.integers(0, len(pos), size=(n_boot, len(pos)))
-                boots.append(_boot_auc(pos[ii], neg[ii]))
+                boots.append(auc_rows(pos[ii], neg[ii]))
         pos, neg = np.concatenate(pos_all), np.concatenate(neg_all)
         rec.update(auc=float(np.mean(list(aucs.values()))), auc_per_seed=float(np.mean(per_seed)),
                    auc_indep=float(np.mean(indep)), tpr=tpr_at_fpr_interp(pos, neg, fpr), fpr=fpr,

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
+from ..evaluate.audit import auc_rows, tpr_rows
 
 VERDICTS = ("HOLDS", "DOES NOT HOLD", "INCONCLUSIVE", "ERROR", "NOT EVALUATED")
 ALPHA = 0.05
@@ -82,9 +83,6 @@ class Metrics:
         """The (track, response model) combinations present, in first-seen order."""
         return list(dict.fromkeys((k[0], k[1]) for k in self.point))
 
-    def methods(self, track: str, model: str) -> list[str]:
-        return list(dict.fromkeys(k[2] for k in self.point if k[:2] == (track, model)))
-
 
 def _rng(seed: int, *parts: str) -> np.random.Generator:
     """An independent, reproducible stream per (seed, parts) (no dependence on call order)."""
@@ -94,21 +92,6 @@ def _rng(seed: int, *parts: str) -> np.random.Generator:
 def _strata(pairs_by_attr: Mapping[str, Sequence[str]], n_boot: int, rng: np.random.Generator
             ) -> dict[str, np.ndarray]:
     return {a: rng.integers(0, len(p), size=(n_boot, len(p))) for a, p in sorted(pairs_by_attr.items())}
-
-
-def _auc_rows(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
-    """Mann-Whitney AUC (ties 1/2) of each row of (B, n) positives against the same row of negatives."""
-    d = pos[:, :, None] - neg[:, None, :]
-    return ((d > 0).sum(axis=(1, 2)) + 0.5 * (d == 0).sum(axis=(1, 2))) / (pos.shape[1] * neg.shape[1])
-
-
-def _tpr_rows(pos: np.ndarray, neg: np.ndarray, fpr: float) -> np.ndarray:
-    """TPR at the largest threshold whose empirical FPR <= ``fpr`` (as :func:`audit.tpr_at_fpr`)."""
-    k = int(math.floor(fpr * neg.shape[1] + 1e-9))
-    if k >= neg.shape[1]:
-        return np.ones(pos.shape[0])
-    tau = -np.sort(-neg, axis=1)[:, k]
-    return (pos > tau[:, None]).mean(axis=1)
 
 
 def paired_bootstrap(scores: pd.DataFrame | None = None, utility: pd.DataFrame | None = None, *,
@@ -186,11 +169,11 @@ def _audit_metrics(scores, n_boot, seed, fpr, dagger, point, boot) -> None:
                     pos = neg = np.array([np.nan])
                 if np.isnan(pos).any() or np.isnan(neg).any():
                     raise ParameterError(f"{track}/{model}/{method}/{attr}: every pair needs M and M' scores")
-                aucs.append(_auc_rows(pos[None], neg[None])[0])
-                tprs.append(_tpr_rows(pos[None], neg[None], fpr)[0])
+                aucs.append(auc_rows(pos[None], neg[None])[0])
+                tprs.append(tpr_rows(pos[None], neg[None], fpr)[0])
                 ii = idx[attr]
-                baucs.append(_auc_rows(pos[ii], neg[ii]))
-                btprs.append(_tpr_rows(pos[ii], neg[ii], fpr))
+                baucs.append(auc_rows(pos[ii], neg[ii]))
+                btprs.append(tpr_rows(pos[ii], neg[ii], fpr))
             point[key + ("auc",)], boot[key + ("auc",)] = float(np.mean(aucs)), np.mean(baucs, axis=0)
             point[key + ("tpr",)], boot[key + ("tpr",)] = float(np.mean(tprs)), np.mean(btprs, axis=0)
 
@@ -304,6 +287,8 @@ def _evaluate(claim: BootClaim, metrics: Metrics) -> dict:
     lo, hi = np.quantile(reps, [ALPHA / 2, 1 - ALPHA / 2])
     ev = "; ".join(f"{c.label}: {_f3(v)} [{_f3(np.quantile(b, ALPHA / 2))}, {_f3(np.quantile(b, 1 - ALPHA / 2))}]"
                    f" {c.direction} {c.margin:g}" for c, v, b, _, _ in rows)
+    if len(rows) < len(claim.cases):
+        ev += f" ({len(claim.cases) - len(rows)} of {len(claim.cases)} cases not in this run)"
     return {"id": claim.id, "claim": claim.claim, "statistic": f"{claim.statistic} (binding case: {case.label})",
             "estimate": est, "ci_lo": float(lo), "ci_hi": float(hi), "margin": case.margin,
             "direction": case.direction, "test": BOOT_TEST if claim.kind == "claim" else

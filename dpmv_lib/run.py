@@ -178,7 +178,10 @@ def _display_path(path: Path, root: Path) -> str:
 
 # ---- provenance ------------------------------------------------------------------------------
 def git_state(root: Path) -> dict[str, Any]:
-    """{"commit": HEAD or None, "dirty": bool or None} (None when git or the repo is missing)."""
+    """{"commit": HEAD or None, "dirty": bool or None} (None when git or the repo is missing).
+    Dirty means a change to anything but ``results/``: the outputs of runs (e.g. the runs with
+    other seeds that notebooks 03 and 05 read, written just before) do not change what code and
+    data produced a result."""
     def git(*args: str) -> str | None:
         try:
             r = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
@@ -187,7 +190,7 @@ def git_state(root: Path) -> dict[str, Any]:
         return r.stdout if r.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain") if commit else None
+    status = git("status", "--porcelain", "--", ".", ":(exclude)results") if commit else None
     return {"commit": commit.strip() if commit else None,
             "dirty": bool(status.strip()) if status is not None else None}
 

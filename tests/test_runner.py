@@ -247,3 +247,22 @@ def test_llm_profiles_stop_the_horizon_at_T_16_in_the_notebooks_that_have_it():
         assert PROFILES[name].notebook_defaults == {"T_max": 16}
     declaring = [nb.name for nb in runner.discover_notebooks(None) if "T_max" in nb.parameters]
     assert declaring == ["04_rq2_safeguards", "05_budget_sensitivity"]
+
+
+def test_git_state_ignores_results_but_not_code(tmp_path):
+    import subprocess
+
+    from dpmv_lib.run import git_state
+
+    def git(*a):
+        subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "results" / "seeds" / "1").mkdir(parents=True)
+    (tmp_path / "results" / "seeds" / "1" / "t.csv").write_text("a\n")
+    assert git_state(tmp_path)["dirty"] is False          # run outputs do not make the code dirty
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_state(tmp_path)["dirty"] is True

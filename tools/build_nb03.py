@@ -280,12 +280,10 @@ not a flip (notebook 05 shows the same for the Table 3 and Table 4 claims)."""),
     code("""from dpmv_lib.experiments.verdicts import seed_runs, seed_stability
 
 runs = seed_runs(results_dir, seed)
-if len(runs) > 1:
-    by_seed = seed_stability(runs, ("rq1_claims",))
-    display(styled(by_seed.drop(columns=["table"])))
-    print(f"runs with seeds {sorted(runs)}: {int(by_seed['flip'].sum())} of {len(by_seed)} claims flip")
-else:
-    print(f"no runs with other seeds under {results_dir}/seeds/ (make seeds writes them)")"""),
+by_seed = seed_stability(runs, ("rq1_claims",))
+print(f"runs with seeds {sorted(runs)}: {int(by_seed['flip'].sum())} of {len(by_seed)} claims flip"
+      + ("" if len(runs) > 1 else f" (no runs with other seeds under {results_dir}/seeds/; make seeds writes them)"))
+styled(by_seed.drop(columns=["table"]))"""),
     md("""## 6. The exact optimal auditor (beyond the paper)
 
 For each pair the distribution of the transcript log-likelihood ratio is computed exactly under $M$

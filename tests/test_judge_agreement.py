@@ -12,11 +12,13 @@ import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
+from dpmv_lib.common.paths import project_root
 from dpmv_lib.core.errors import ParameterError
 from dpmv_lib.evaluate import judge_agreement as JA
 from dpmv_lib.evaluate.encoders import HashingEncoder
 from dpmv_lib.evaluate.rubric_judge import RubricJudge
 
+ROOT = project_root()
 LABELS = "data/judge_labels"
 
 
@@ -68,6 +70,13 @@ def test_judge_units_grades_each_unit_with_its_pairs_rubric():
         assert judged[f"judge_{d}"].between(0, 4).all()
     t = JA.agreement(judged, by_model=False)
     assert set(t["what"]) >= {"shown: tRec items", "U: relevance"} and (t["units"] <= 12).all()
+
+
+def test_default_labels_are_the_projects_whatever_the_cwd(tmp_path, monkeypatch):
+    """A kernel started elsewhere (JupyterLab, papermill's cwd) reads the committed labels."""
+    monkeypatch.chdir(tmp_path)
+    assert len(JA.load_units()) == len(JA.load_units(ROOT / LABELS))
+    assert not JA.inter_annotator().empty
 
 
 def test_bad_labels_are_named(tmp_path):

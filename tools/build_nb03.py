@@ -1,6 +1,7 @@
 """Build notebooks/03_rq1_privacy_utility.ipynb (committed without outputs). Run: .venv/bin/python tools/build_nb03.py"""
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import nbformat as nbf
@@ -193,10 +194,10 @@ each holistic dimension of U (grade >= 2 as the positive class; `weighted_kappa`
 on the 0-4 grades). Each unit is judged with its pair's real rubric at that turn
 (`dpmv_lib.evaluate.judge_agreement`). Goal: kappa >= 0.6 on tRec and Unsup items."""),
     code("""if judge is not None:
-    ia = JA.inter_annotator()
+    ia = JA.inter_annotator(resolve(data_dir) / "judge_labels")
     TB.write_table(ia, markdown_table(ia), tables_dir, "03_judge_inter_annotator")
     display(styled(ia, precision=3, caption="annotator A vs annotator B (120 units)"))
-    units = JA.load_units()
+    units = JA.load_units(resolve(data_dir) / "judge_labels")
     judged = JA.judge_units(units, {t: load_benchmark(t, data_dir) for t in sorted(set(units["track"]))}, judge)
     agr = JA.agreement(judged)
     TB.write_table(agr, markdown_table(agr), tables_dir, "03_judge_agreement")
@@ -355,5 +356,7 @@ nb.cells = cells
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 nb.metadata["language_info"] = {"name": "python"}
 out = ROOT / "notebooks" / "03_rq1_privacy_utility.ipynb"
+for i, c in enumerate(nb.cells):  # stable ids: a rebuild changes only the cells whose text changed
+    c.id = hashlib.sha256(f"{i}:{c.cell_type}:{c.source}".encode()).hexdigest()[:8]
 nbf.write(nb, str(out))
 print(f"wrote {out}")

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..bench.benchmark import Benchmark
+from ..common.paths import project_root
 from ..core.errors import ParameterError
 from .rubric import DIMENSIONS, Judge, Rubric, build_rubric
 
@@ -32,7 +33,12 @@ KINDS = {"target_required": "tRec items", "unsupported": "Unsup items", "generic
 LABEL_COLUMNS = ("shown",) + DIMENSIONS
 
 
-def load_units(label_dir: str | Path = "data/judge_labels", annotator: str = "a") -> pd.DataFrame:
+def labels_dir(label_dir: str | Path | None = None) -> Path:
+    """``label_dir``, or the committed ``data/judge_labels`` of the project (not of the cwd)."""
+    return Path(label_dir) if label_dir is not None else project_root() / "data" / "judge_labels"
+
+
+def load_units(label_dir: str | Path | None = None, annotator: str = "a") -> pd.DataFrame:
     """``sample.jsonl`` joined with ``labels_<annotator>.jsonl`` (only the labelled units).
 
     Raises
@@ -40,7 +46,7 @@ def load_units(label_dir: str | Path = "data/judge_labels", annotator: str = "a"
     ParameterError
         A missing file, a label for an unknown unit, a duplicate, or a grade outside 0-4.
     """
-    d = Path(label_dir)
+    d = labels_dir(label_dir)
     for f in ("sample.jsonl", f"labels_{annotator}.jsonl"):
         if not (d / f).exists():
             raise ParameterError(f"judge labels: {d / f} not found")
@@ -135,7 +141,7 @@ def agreement(judged: pd.DataFrame, by_model: bool = True) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def inter_annotator(label_dir: str | Path = "data/judge_labels") -> pd.DataFrame:
+def inter_annotator(label_dir: str | Path | None = None) -> pd.DataFrame:
     """Annotator A vs annotator B on the units both labelled (the labels' reliability)."""
     a = load_units(label_dir, "a").set_index("unit_id")
     b = load_units(label_dir, "b").set_index("unit_id")

@@ -128,6 +128,12 @@ const ind = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-No
 return {prompts: prompts, status: ind ? ind.getAttribute('data-status') : null};
 """
 
+JS_SCROLL_TO_CELL = """
+const c = document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell')[arguments[0]];
+if (c) c.scrollIntoView();
+const txt = () => c ? [...c.querySelectorAll('.jp-OutputArea-output')].map(e => e.innerText).join('\\n') : '';
+"""
+
 JS_SELECT_KERNEL = """
 const b = [...document.querySelectorAll('.jp-Dialog button')].find(x => x.textContent.trim() === 'Select');
 if (b) { b.click(); return true; } return false;
@@ -254,6 +260,8 @@ class Browser:
         self._wait(lambda: d.find_elements(By.CSS_SELECTOR, "li[data-command='runmenu:run-all']"), 10,
                    "the Run All Cells menu entry")[0].click()
 
+        stalled: list[float] = []
+
         def done():
             st = d.execute_script(JS_STATE)
             ps = st["prompts"]
@@ -261,6 +269,16 @@ class Browser:
                 errors = [(c["prompt"], e) for c in self.cells() for e in c["errors"]]
                 if errors:
                     raise RuntimeError(f"a cell failed during Run All Cells, at {errors[0][0]}\n{errors[0][1][-2000:]}")
+                # an error output off screen is not rendered (JupyterLab's windowed notebook): a kernel
+                # idle for 10 s with cells neither run nor queued means Run All stopped; show the cell
+                ran = [i for i, p in enumerate(ps) if p[1:-2].strip().isdigit()]
+                if ran and any(p == "[ ]:" for p in ps):
+                    stalled.append(time.monotonic())
+                    if stalled[-1] - stalled[0] > 10:
+                        raise RuntimeError(f"Run All Cells stopped after cell {ps[ran[-1]].rstrip(':')} "
+                                           f"(source {ran[-1] + 1} of the code cells): {self.cell_text(ran[-1])}")
+                else:
+                    stalled.clear()
             return st["status"] == "idle" and ps and all(p.startswith("[") and p[1:-2].strip().isdigit() for p in ps)
 
         time.sleep(1.0)
@@ -269,6 +287,13 @@ class Browser:
         except TimeoutError as exc:
             raise TimeoutError(f"{exc}; page state {d.execute_script(JS_STATE)}") from None
         return time.monotonic() - t0
+
+    def cell_text(self, index: int) -> str:
+        """The outputs of code cell ``index`` as text, after scrolling it into view (so it renders)."""
+        d = self.driver
+        d.execute_script(JS_SCROLL_TO_CELL, index)
+        time.sleep(1.0)
+        return d.execute_script(JS_SCROLL_TO_CELL + "return txt();", index)[-3000:]
 
     def cells(self) -> list[dict]:
         return self.driver.execute_script(JS_CELL_OUTPUTS)

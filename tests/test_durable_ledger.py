@@ -302,8 +302,10 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
     assert log[0].timestamp == log[1].timestamp  # one transaction
     conn = sqlite3.connect(db)
     (req, answer), = conn.execute("SELECT req, answer FROM dpmv_gc WHERE owner = ?", (f"{me}-feedbeef",))
+    origins = [r for r, in conn.execute("SELECT origin FROM audit_log ORDER BY seq")]
     conn.close()
-    assert req == 1 and json.loads(answer) == {"ok": [1], "spent": {"debt": "1/3", "diabetes": "1/3"}}
+    # the answer points at the request's records, which name it (origin) in the chain
+    assert req == 1 and json.loads(answer) == {"seq": 1} and origins == [f"{me}-feedbeef:1", ""]
     # the dead owner's file is removed; the others stay (the taken one until its owner
     # withdraws it; garbage, torn and other-key requests are never charged)
     assert sorted(os.listdir(qdir)) == sorted([f"{me}-{n}" for n in ("feedbeef", "garbage", "otherkey", "torn")]

@@ -6,11 +6,12 @@ header (user, policy fingerprint, creation time, chain kind, caps)::
 
     h_0 = MAC("genesis", user, fingerprint, created, chain, caps)
     h_i = MAC("record", user, i, h_{i-1}, ts, attributes, eps, admitted, checked, remaining,
-              blocked, totals_i)
+              blocked, totals_i[, origin])
 
 MAC is HMAC-SHA256 under the operator's secret key (``chain = "hmac-sha256"``), or plain
 SHA-256 without a key (``chain = "sha256"``): that detects edits by anyone who does not
 recompute the chain, but whoever can write the file can recompute an unkeyed chain.
+A record written for a group-commit request also commits to its ``origin`` (format 3).
 Columns enter the MAC exactly as stored (text and integers), so any edit of a stored value,
 even one to an equal fraction ("2/3" -> "4/6"), changes the hash.
 """
@@ -82,8 +83,11 @@ def genesis_hash(key: bytes | None, user_id: str, fingerprint: str, created: str
 
 
 def record_hash(key: bytes | None, user_id: str, seq: int, prev: str, columns: tuple[Any, ...],
-                tail: str | None = None) -> str:
-    """h_seq from h_{seq-1} and the record's stored columns (RECORD_COLUMNS order).
+                tail: str | None = None, origin: str = "") -> str:
+    """h_seq from h_{seq-1} and the record's stored columns (RECORD_COLUMNS order), then its
+    ``origin`` when not empty (the group-commit request "<owner>:<number>" that the record
+    decides: binds the waiter's answer to the chain; a direct charge has none, and its hash is
+    the format-2 hash).
 
     Hot path (every charge and every verified record): when every value is an exact ``str``
     or ``int`` the JSON text is joined by hand from the encoder's own pieces (C string
@@ -96,8 +100,10 @@ def record_hash(key: bytes | None, user_id: str, seq: int, prev: str, columns: t
         body = "," + _esc(ts) + tail if type(ts) is str else None
     else:
         body = columns_text(columns)
+    if origin:
+        body = body + "," + _esc(origin) if body is not None and type(origin) is str else None
     if body is None or type(user_id) is not str or type(seq) is not int or type(prev) is not str:
-        return _mac(key, ["record", user_id, seq, prev, *columns])
+        return _mac(key, ["record", user_id, seq, prev, *columns] + ([origin] if origin else []))
     msg = _DOMAIN + f'["record",{_esc(user_id)},{_int_repr(seq)},{_esc(prev)}{body}]'.encode("ascii")
     if key is None:
         return hashlib.sha256(msg).hexdigest()

@@ -216,7 +216,7 @@ class _ChainLedger(_ChainVerify):
         cols = (ts, self._json_list(frozenset(attrs)) if isinstance(attrs, frozenset) else json.dumps(list(attrs)),
                 str(eps), int(ok), int(checked), rem, blk, tot)
         h = _chain.record_hash(self._key, self.user_id, seq, v.hash, cols)
-        return _Verified(seq, h, v.hash, dict(spent)), (self.user_id, seq, *cols, h)
+        return _Verified(seq, h, v.hash, dict(spent)), (self.user_id, seq, *cols, "", h)
 
     def _texts(self, remaining: Mapping[str, Fraction], blocked: Sequence[str],
                spent: Mapping[str, Fraction]) -> tuple[str, str, str]:
@@ -243,7 +243,7 @@ class _ChainLedger(_ChainVerify):
 
     def _write(self, db: "_Tx", rows: list[tuple[Any, ...]], new: _Verified, changed: Iterable[str]) -> None:
         """Append the records, update the changed totals and the chain head (same transaction)."""
-        db.executemany(f"INSERT INTO audit_log (user_id, {_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        db.executemany(f"INSERT INTO audit_log (user_id, {_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        rows)
         upd = [(str(new.totals[a]), self.user_id, a) for a in sorted(changed)]
         if upd:
@@ -263,11 +263,13 @@ class _ChainLedger(_ChainVerify):
         return oks, dict(new.totals)
 
     def _decide_write(self, db: "_Tx", batches: Sequence[Sequence[tuple[frozenset[str], Fraction]]],
-                      checked: bool) -> tuple[list[tuple[bool, ...]], _Verified, dict[str, Fraction]]:
+                      checked: bool, origins: Sequence[str] | None = None
+                      ) -> tuple[list[tuple[bool, ...]], _Verified, dict[str, Fraction]]:
         """Decide every charge of every batch in order, each exactly as a separate ``try_charge``
         (C5: admit iff eps <= B_a - L_a for every requested a, seeing all charges admitted
         before it), chain one audit record per charge and write them all (inside ``db``, after
-        ``_sync``). Returns each batch's decisions, the new verified head and B_a - L_a."""
+        ``_sync``). ``origins[i]`` (group commit) names the request of batch i in its records.
+        Returns each batch's decisions, the new verified head and B_a - L_a."""
         caps = self._caps
         new = self._v
         spent = dict(new.totals)
@@ -287,7 +289,8 @@ class _ChainLedger(_ChainVerify):
         # object (MemView passes the same one for a slot) without Fraction.__eq__/__hash__
         memo = self._blocked_memo
         rows, out, changed = [], [], set()
-        for items in batches:
+        for b, items in enumerate(batches):
+            origin = origins[b] if origins is not None else ""
             oks = []
             for attrs, eps in items:
                 mkey = (attrs, id(eps), tot)
@@ -312,8 +315,8 @@ class _ChainLedger(_ChainVerify):
                 if hit is None and not ok and checked:
                     tail = _chain.columns_text(cols[1:])  # (all but the time: the same next time)
                     remember(memo, mkey, (eps, attrs_t, rem, blk, eps_t, tail), 256)
-                prev, h = h, _chain.record_hash(key, uid, seq, h, cols, tail)
-                rows.append((uid, seq, *cols, h))
+                prev, h = h, _chain.record_hash(key, uid, seq, h, cols, tail, origin)
+                rows.append((uid, seq, *cols, origin, h))
                 oks.append(ok)
             out.append(tuple(oks))
         if rows:

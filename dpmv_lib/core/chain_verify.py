@@ -30,9 +30,12 @@ CREATE TABLE audit_log (
     user_id TEXT NOT NULL, seq INTEGER NOT NULL, ts TEXT NOT NULL, attributes TEXT NOT NULL,
     epsilon TEXT NOT NULL, admitted INTEGER NOT NULL, checked INTEGER NOT NULL,
     remaining TEXT NOT NULL, blocked TEXT NOT NULL, totals TEXT NOT NULL, hash TEXT NOT NULL,
-    PRIMARY KEY (user_id, seq));
+    origin TEXT NOT NULL DEFAULT '', PRIMARY KEY (user_id, seq));
 """
-_LOG_COLUMNS = "seq, " + ", ".join(_chain.RECORD_COLUMNS) + ", hash"
+# format 2 -> 3: the origin column (empty for every format-2 record, whose hash is unchanged)
+_MIGRATE_2_3 = "ALTER TABLE audit_log ADD COLUMN origin TEXT NOT NULL DEFAULT ''"
+# the order rows are read and written in: seq, the MAC'd columns, origin, hash
+_LOG_COLUMNS = "seq, " + ", ".join(_chain.RECORD_COLUMNS) + ", origin, hash"
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\- ]+")
 
 
@@ -84,6 +87,10 @@ class _ChainVerify:
         if "dpmv_meta" in names:
             row = db.execute("SELECT value FROM dpmv_meta WHERE key = 'schema_version'").fetchone()
             version = row[0] if row else None
+        if version == "2" and "audit_log" in names:  # add the origin column (records verify as before)
+            db.execute(_MIGRATE_2_3)
+            db.execute("UPDATE dpmv_meta SET value = ? WHERE key = 'schema_version'", (_SCHEMA_VERSION,))
+            version = _SCHEMA_VERSION
         if version != _SCHEMA_VERSION:
             old = " (the old format without a hash-chained audit log)" if version == "1" else ""
             raise LedgerFormatError(
@@ -176,7 +183,7 @@ class _ChainVerify:
         return out
 
     def _parse_row(self, row: Sequence[Any]) -> tuple[AuditRecord, dict[str, Fraction]]:
-        seq, ts, attrs, eps, adm, chk, rem, blk, tot, _h = row
+        seq, ts, attrs, eps, adm, chk, rem, blk, tot, _o, _h = row
         key = (attrs, eps, rem, blk, tot)
         parsed = self._parsed.get(key)  # records of other processes repeat these texts: parse once
         try:
@@ -287,7 +294,7 @@ class _ChainVerify:
         decision, remaining and totals are exactly right; ``spent`` and ``fast`` = [B_a - L_a,
         totals text] are advanced). False changes nothing; the caller then runs the general
         replay, which names the error."""
-        _seq, _ts, attrs_t, eps_t, adm, chk, rem_t, blk_t, tot_t, _h = row
+        _seq, _ts, attrs_t, eps_t, adm, chk, rem_t, blk_t, tot_t, _o, _h = row
         left, tot = fast
         if adm == 0 and tot_t == tot and (attrs_t, eps_t, chk, rem_t, blk_t, tot_t) in self._blocked_seen:
             return True  # this blocked charge was verified before from the same totals: same result
@@ -329,18 +336,19 @@ class _ChainVerify:
         return True
 
     def _row_hash(self, row: Sequence[Any], prev: str) -> str:
-        seq, cols = row[0], tuple(row[1:-1])
-        if tuple(map(type, cols)) == _chain.COLUMN_TYPES:  # the usual case, checked at once
+        seq, cols, origin = row[0], tuple(row[1:-2]), row[-2]
+        if tuple(map(type, cols)) == _chain.COLUMN_TYPES and type(origin) is str:  # the usual case
             rest = cols[1:]  # (exact str and int values: equal columns have the same JSON text)
             tail = self._tails.get(rest)
             if tail is None:
                 tail = remember(self._tails, rest, _chain.columns_text(rest), 256)
-            return _chain.record_hash(self._key, self.user_id, seq, prev, cols, tail)
-        for name, typ, val in zip(_chain.RECORD_COLUMNS, _chain.COLUMN_TYPES, cols):
+            return _chain.record_hash(self._key, self.user_id, seq, prev, cols, tail, origin)
+        for name, typ, val in zip(_chain.RECORD_COLUMNS + ("origin",), _chain.COLUMN_TYPES + (str,),
+                                  cols + (origin,)):
             if type(val) is not typ:
                 raise self._refuse(f"column {name} of audit record #{seq} is {type(val).__name__}, "
                                    f"expected {typ.__name__}")
-        return _chain.record_hash(self._key, self.user_id, seq, prev, cols)
+        return _chain.record_hash(self._key, self.user_id, seq, prev, cols, origin=origin)
 
     def verify(self, anchor: ChainHead | tuple[int, str] | None = None) -> ChainHead:
         """Verify the whole chain now and return its head (C5 audit).

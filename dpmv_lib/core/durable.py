@@ -32,6 +32,7 @@ stores.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sqlite3
 import threading
@@ -300,6 +301,26 @@ class SqliteLedger(_ChainLedger):
         if checked and self._gc is not None:  # group commit (dpmv_lib.core.group_commit)
             return group_commit.charge(self, items)
         return super()._charge(items, checked)
+
+    def _records_of(self, origin: str, items: Sequence[tuple[frozenset[str], Fraction]], first: int
+                    ) -> tuple[tuple[bool, ...], dict[str, Fraction]] | None:
+        """The decisions of a group-committed request and the totals right after it, read from
+        the verified chain: records ``first``.. (one per charge of ``items``, same attributes and
+        eps, checked, origin ``origin``), verified in the same read snapshot. None when the
+        chain does not hold exactly that (then the request was not committed)."""
+        n = len(items)
+        with self._tx(write=False) as db:
+            self._sync(db)
+            if first < 1 or first + n - 1 > self._v.seq:
+                return None
+            rows = db.execute("SELECT seq, attributes, epsilon, admitted, checked, origin, totals FROM audit_log "
+                              "WHERE user_id = ? AND seq >= ? AND seq < ? ORDER BY seq",
+                              (self.user_id, first, first + n)).fetchall()
+        if len(rows) != n or not all(r[5] == origin and r[4] == 1 and r[1] == self._json_list(a) and r[2] == str(e)
+                                     for r, (a, e) in zip(rows, items)):
+            return None
+        totals = json.loads(rows[-1][6])  # (verified: the running totals equal the replay)
+        return tuple(bool(r[3]) for r in rows), {a: Fraction(v) for a, v in totals.items()}
 
     def integrity_check(self) -> str:
         """SQLite's PRAGMA integrity_check ("ok" when the file is sound)."""

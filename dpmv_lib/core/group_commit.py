@@ -174,7 +174,6 @@ class GroupCommit:
         self._registered = False  # register() ran for this owner
         self._items_text: dict[tuple[Any, ...], str] = {}
         self._items_of: dict[str, list[tuple[frozenset[str], Fraction]]] = {}
-        self._answers: dict[str, tuple[tuple[bool, ...], dict[str, Fraction]]] = {}
         self._mark: tuple[int, int, int] | None = None   # the directory when last listed
         self._names: list[str] = []                      # ... and the other owners' files in it
         self._seen = b""                                 # ... and the queue token before that listing
@@ -309,22 +308,35 @@ class GroupCommit:
                 pass
         self._posted = False
 
-    def answer(self, conn: Any, req: int) -> tuple[tuple[bool, ...], dict[str, Fraction]] | None:
-        """This owner's committed answer to request ``req``, or None (call holding the lock)."""
+    def origin(self, req: int, owner: str | None = None) -> str:
+        """The ``origin`` of the audit records that decide request ``req`` of ``owner`` (default:
+        this owner): what binds an answer to the chain."""
+        return f"{owner or self.owner}:{req}"
+
+    def answer(self, ledger: Any, req: int, items: Charges
+               ) -> tuple[tuple[bool, ...], dict[str, Fraction]] | None:
+        """This owner's committed answer to request ``req`` as the verified chain holds it, or None.
+
+        The answer row only says where to look (the first record's seq); the decisions and the
+        totals come from the records themselves, read in the same snapshot that verifies the
+        chain (``ledger._records_of``): one per charge of ``items``, in order, with this request's
+        origin. Anything else (no row, a forged, replayed or altered row, records of another
+        request or user) is no answer: the owner then commits its release itself."""
         try:
-            row = conn.execute("SELECT req, answer FROM dpmv_gc WHERE owner = ?", (self.owner,)).fetchone()
+            row = ledger._conn.execute("SELECT req, answer FROM dpmv_gc WHERE owner = ?", (self.owner,)).fetchone()
         except Exception as exc:  # the table appears with the first batch
             if "no such table" in str(exc):
                 return None
             raise
         if row is None or row[0] != req:
             return None
-        got = self._answers.get(row[1])
-        if got is None:
-            d = json.loads(row[1])
-            got = remember(self._answers, row[1],
-                           (tuple(bool(x) for x in d["ok"]), {a: Fraction(v) for a, v in d["spent"].items()}), 256)
-        return got[0], dict(got[1])
+        try:
+            first = json.loads(row[1])["seq"]
+        except (ValueError, TypeError, KeyError, RecursionError):
+            return None
+        if type(first) is not int:
+            return None
+        return ledger._records_of(self.origin(req), items, first)
 
     # ---- leader side -------------------------------------------------------------------------
     def posted(self) -> list[str]:
@@ -433,15 +445,12 @@ class GroupCommit:
         self._remove(name)
         self._mark = None
 
-    def answers(self, db: Any, answered: list[tuple[str, int, tuple[bool, ...]]],
-                spent: dict[str, Fraction]) -> None:
-        """Store the answers of a batch (same transaction as its audit records)."""
+    def answers(self, db: Any, answered: list[tuple[str, int, int]]) -> None:
+        """Store the answers of a batch (same transaction as its audit records): per request,
+        the seq of its first record (the records carry its origin; see ``answer``)."""
         now = time.time()
-        sp = {a: str(v) for a, v in sorted(spent.items())}
         db.executemany("INSERT OR REPLACE INTO dpmv_gc (owner, req, user_id, answer, t) VALUES (?, ?, ?, ?, ?)",
-                       [(o, r, self.user_id, json.dumps({"ok": [int(x) for x in oks], "spent": sp},
-                                                        separators=(",", ":")), now)
-                        for o, r, oks in answered])
+                       [(o, r, self.user_id, f'{{"seq":{first}}}', now) for o, r, first in answered])
         self._batches += 1
         if self._batches % 512 == 1:
             db.execute("DELETE FROM dpmv_gc WHERE t < ?", (now - PRUNE_S,))
@@ -542,10 +551,10 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
                 # and reads its answer: the batch that took its request has committed by now
                 fcntl.flock(fd, fcntl.LOCK_SH)
                 fcntl.flock(fd, fcntl.LOCK_UN)
-                ans = gc.answer(ledger._conn, req)
+                ans = gc.answer(ledger, req, items)
                 if ans is None:  # not in the last batch: lead (or find it answered meanwhile)
                     fcntl.flock(fd, fcntl.LOCK_EX)
-                    ans = gc.answer(ledger._conn, req)
+                    ans = gc.answer(ledger, req, items)
                     if ans is not None:
                         fcntl.flock(fd, fcntl.LOCK_UN)
             except BaseException:
@@ -564,12 +573,16 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
                 ledger._sync(db)
                 others = gc.collect(db, ledger._caps)
                 batches = [it for _, _, it in others] + [items]
-                oks, new, left = ledger._decide_write(db, batches, True)
-                answered = [(o, r, ok) for (o, r, _), ok in zip(others, oks)]
-                if req:
-                    answered.append((gc.owner, req, oks[-1]))
+                origins = [gc.origin(r, o) for o, r, _ in others] + [gc.origin(req) if req else ""]
+                first = ledger._v.seq + 1  # (verified head: the batch's records follow it)
+                oks, new, left = ledger._decide_write(db, batches, True, origins)
+                answered = []
+                for (o, r, _), it in zip(others + [(gc.owner, req, None)], batches):
+                    if r:
+                        answered.append((o, r, first))
+                    first += len(it)
                 if answered:
-                    gc.answers(db, answered, new.totals)
+                    gc.answers(db, answered)
         finally:
             ledger._preheld = False
             if req:

@@ -18,7 +18,7 @@ from .ledger import ChargeRecord, InMemoryLedger
 
 STATE_FORMAT = "dpmv-ledger-state"
 STATE_VERSION = 1
-_SCHEMA_VERSION = "2"  # 2: hash-chained audit log (1: unchained, refused)
+_SCHEMA_VERSION = "3"  # 3: + audit_log.origin (group commit); 2: hash-chained (migrated on open); 1: refused
 
 
 # ---- audit records ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import pytest
 from dpmv_lib.core import _chain
 from dpmv_lib.core.chain_verify import ChainHead
 from dpmv_lib.core.durable import SqliteLedger, SqliteLedgerStore, key_from_env
-from dpmv_lib.core.errors import BudgetError, LedgerFormatError, LedgerIntegrityError
+from dpmv_lib.core.errors import BudgetError, LedgerFormatError, LedgerIntegrityError, LedgerRollbackError
 from dpmv_lib.core.examples import running_example
 from dpmv_lib.core.ledger import OnlineBudget
 from dpmv_lib.core.memview import MemView
@@ -126,12 +126,14 @@ def test_tampered_ledger_is_refused_and_left_unchanged(tmp_path, policy, case, k
     stmts, words = CASES[case]
     _sql(db, *stmts)
     before = _snapshot(db)
-    with pytest.raises(LedgerIntegrityError) as exc:
-        SqliteLedger.for_policy(db, "alice", policy, key=key)
+    with pytest.raises(LedgerIntegrityError) as exc:  # the chain's own checks (no rollback witness)
+        SqliteLedger.for_policy(db, "alice", policy, key=key, witness=False)
     msg = str(exc.value)
     assert str(db) in msg and "'alice'" in msg and "nothing was changed" in msg
     for w in words:
         assert w in msg, (w, msg)
+    with pytest.raises(LedgerIntegrityError):  # with the witness (the default): refused as well
+        SqliteLedger.for_policy(db, "alice", policy, key=key)
     assert _snapshot(db) == before  # no repair, no write
     # the other user in the same file is untouched and still verifies
     if case != "record_moved_to_other_user":
@@ -262,11 +264,15 @@ def _forge(db: Path, policy, drop_seq: int, *, downgrade: bool = False) -> None:
 
 
 def test_recomputed_unkeyed_chain_is_accepted_documented_limitation(tmp_path, policy):
-    """Without a key, whoever can write the file can rewrite a consistent chain (docs/deployment.md)."""
+    """Without a key, whoever can write the file can rewrite a consistent chain (docs/deployment.md):
+    the chain alone accepts it; the rollback witness (the default) refuses the shorter history,
+    unless the attacker rewrites the witness too."""
     db = tmp_path / "u.db"
     _build(db, policy, None)
     _forge(db, policy, drop_seq=1)
-    with SqliteLedger.for_policy(db, "alice", policy) as led:  # accepted: the documented limitation
+    with pytest.raises(LedgerRollbackError, match="ends at record #5 but record #6 was committed"):
+        SqliteLedger.for_policy(db, "alice", policy)
+    with SqliteLedger.for_policy(db, "alice", policy, witness=False) as led:  # the chain alone accepts it
         # record #1 ({debt, diabetes} 2/3) is gone: the old #4 is now admitted, diabetes regained 2/3
         assert led.spent() == {"debt": F(2), "diabetes": F(1)} != FINAL
         assert len(led.log) == 5
@@ -350,7 +356,9 @@ def test_anchor_detects_rollback_of_whole_file(tmp_path, policy):
         anchor = led.chain_head()  # exported to the operator's external store
         assert led.verify(anchor) == anchor and led.verify(genesis) == anchor
     db.write_bytes(old)  # roll the whole file back
-    with SqliteLedger.for_policy(db, "alice", policy, key=KEY) as led:  # the chain alone accepts it
+    with pytest.raises(LedgerRollbackError, match="ends at record #1 but record #2"):  # the witness
+        SqliteLedger.for_policy(db, "alice", policy, key=KEY)
+    with SqliteLedger.for_policy(db, "alice", policy, key=KEY, witness=False) as led:  # the chain alone accepts it
         assert led.spent()["debt"] == 1
         with pytest.raises(LedgerIntegrityError, match="anchored head #2"):
             led.verify(anchor)
@@ -409,7 +417,9 @@ def test_consistent_rollback_of_user_rows_needs_anchor(tmp_path, policy):
         anchor = led.chain_head()
     _sql(db, f"DELETE FROM audit_log WHERE {A}", f"UPDATE ledger_entry SET spent = '0' WHERE {A}",
          f"UPDATE ledger_user SET head_seq = 0, head_hash = genesis WHERE {A}")
-    with SqliteLedger.for_policy(db, "alice", policy, key=KEY) as led:
+    with pytest.raises(LedgerRollbackError, match="ends at record #0 but record #6"):  # the witness
+        SqliteLedger.for_policy(db, "alice", policy, key=KEY)
+    with SqliteLedger.for_policy(db, "alice", policy, key=KEY, witness=False) as led:
         assert led.spent() == {"debt": 0, "diabetes": 0}  # accepted by the chain alone
         with pytest.raises(LedgerIntegrityError, match="anchored head #6"):
             led.verify(anchor)

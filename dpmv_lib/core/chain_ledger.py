@@ -10,6 +10,7 @@ import threading
 from collections.abc import Mapping as _MappingABC
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ._exact import Number, to_fraction
@@ -21,6 +22,7 @@ from .policy import Policy
 from .ledger_records import (AuditRecord, STATE_FORMAT, STATE_VERSION, _as_record, _check_caps, _fmt, _now,
                              _replay_step, replay)
 from .chain_verify import _ChainVerify, _LOG_COLUMNS, _PLAIN_NAME, _Tx, _Verified
+from .witness import FileWitness, Witness, WitnessMark
 
 
 @dataclass(frozen=True)
@@ -86,14 +88,51 @@ class _ChainLedger(_ChainVerify):
         self._plain = all(_PLAIN_NAME.fullmatch(a) for a in self._caps)
         self._sorted_caps = sorted(self._caps)
         self._n_requests = self._n_commits = self._n_batched = 0  # commit_stats()
+        self._witness: Witness | None = None  # rollback witness (set by a backend before _start)
+        self._w_ok: WitnessMark | None = None  # the last witness mark the chain was found to hold
+        self._w_mark: WitnessMark | None = None  # the mark read as the current transaction began
 
     def _start(self) -> None:
         self._open()
         try:
             self._register()
+            if self._witness is not None and self._w_ok is None and self._v.seq:
+                self._durable()  # no mark yet (a new witness, or one deleted): adopt the chain
+                self._advance_witness()
         except BaseException:
             self.close()
             raise
+
+    def _set_witness(self, witness: Any, default: str | None) -> None:
+        """``witness``: True (a FileWitness at ``default``, none when that is None), a path, an
+        object with ``read``/``advance`` (an external anchor), or None/False (no witness)."""
+        if witness is True:
+            witness = default
+        if witness is None or witness is False:
+            self._witness = None
+        elif isinstance(witness, (str, Path)):
+            self._witness = FileWitness(witness)
+        elif callable(getattr(witness, "read", None)) and callable(getattr(witness, "advance", None)):
+            self._witness = witness
+        else:
+            raise BudgetError(f"witness must be True, False, None, a directory path or an object with "
+                              f"read(user_id) and advance(user_id, seq, hash); got {witness!r}")
+
+    def _close_witness(self) -> None:
+        close = getattr(self._witness, "close", None)
+        if callable(close):
+            close()
+
+    def _durable(self) -> None:
+        """Make every commit this connection has seen durable (a backend whose COMMIT is not yet
+        on disk overrides it)."""
+
+    def _advance_witness(self) -> None:
+        """After a durable commit, before it is acknowledged: the witness learns the head."""
+        if self._witness is not None:
+            v = self._v
+            self._witness.advance(self.user_id, v.seq, v.hash)
+            self._w_ok = WitnessMark(v.seq, v.hash)
 
     @classmethod
     def for_policy(cls, path: Any, user_id: str, policy: Policy, **kwargs: Any) -> Any:
@@ -258,6 +297,7 @@ class _ChainLedger(_ChainVerify):
                 self._sync(db)
                 (oks,), new, left = self._decide_write(db, [items], checked)
             self._committed(new, left)
+            self._advance_witness()
             self._n_requests += 1
             self._n_commits += 1
         return oks, dict(new.totals)
@@ -388,6 +428,7 @@ class _ChainLedger(_ChainVerify):
                 raise BudgetError(f"imported log replays to {_fmt(new.totals)}, not {_fmt(st.spent)}")
             self._write(db, rows, new, self._caps)
         self._v, self._last_row = new, (rows[-1][1:] if rows else self._last_row)
+        self._advance_witness()
 
 
 # ---- export / import ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 
 from . import _chain
 from ._memo import remember
-from .errors import BudgetError, LedgerFormatError, LedgerIntegrityError, UnknownAttributeError
+from .errors import BudgetError, LedgerFormatError, LedgerIntegrityError, LedgerRollbackError, UnknownAttributeError
 from .ledger_records import AuditRecord, _SCHEMA_VERSION, _fmt, _now, _replay_step
 
 
@@ -107,6 +107,11 @@ class _ChainVerify:
             row = db.execute("SELECT fingerprint, created, chain, genesis FROM ledger_user WHERE user_id = ?",
                              (self.user_id,)).fetchone()
             if row is None:
+                mark = self._w_mark
+                if mark is not None and mark.seq:
+                    raise self._rolled_back(f"the user is missing from the database but its record #{mark.seq} "
+                                            "was committed and acknowledged (the user's rows deleted, or the "
+                                            "file truncated or replaced)")
                 n_e = db.execute("SELECT COUNT(*) FROM ledger_entry WHERE user_id = ?", (self.user_id,)).fetchone()[0]
                 n_l = db.execute("SELECT COUNT(*) FROM audit_log WHERE user_id = ?", (self.user_id,)).fetchone()[0]
                 if n_e or n_l:
@@ -276,6 +281,8 @@ class _ChainVerify:
         if head_seq != seq or head_hash != h:
             raise self._refuse(f"the stored chain head is #{head_seq} {str(head_hash)[:16]} but the audit log "
                                f"ends at #{seq} {h[:16]} (records deleted from or added to its end)")
+        if self._witness is not None:
+            self._check_witness(db, seq, h)
         if stored != spent:
             diff = [f"{a}: stored {stored[a]}, log replays to {spent[a]}" for a in sorted(spent)
                     if stored[a] != spent[a]]
@@ -287,6 +294,28 @@ class _ChainVerify:
             if fast is not None:
                 self._rem_cache = (h, fast[0])
                 self._tot_text = (h, fast[1])
+
+    def _check_witness(self, db: "_Tx", seq: int, h: str) -> None:
+        """The chain (verified up to record ``seq`` with hash ``h``) holds the witness's mark:
+        it is not behind it and has the acknowledged record at that position (else
+        LedgerRollbackError naming the ledger and the witness; nothing is written)."""
+        mark = self._w_mark  # (read before the transaction began: see _Tx)
+        if mark is None or mark == self._w_ok:
+            return
+        if seq < mark.seq:
+            raise self._rolled_back(f"its audit chain ends at record #{seq} but record #{mark.seq} was "
+                                    "committed and acknowledged (records deleted from the end, the file or its "
+                                    "write-ahead log truncated, or an old copy restored)")
+        at = h if seq == mark.seq else (db.execute("SELECT hash FROM audit_log WHERE user_id = ? AND seq = ?",
+                                                   (self.user_id, mark.seq)).fetchone() or [None])[0]
+        if at != mark.hash:
+            raise self._rolled_back(f"its record #{mark.seq} is not the one that was acknowledged (the chain "
+                                    "was replaced by another history)")
+        self._w_ok = mark
+
+    def _rolled_back(self, what: str) -> LedgerRollbackError:
+        return LedgerRollbackError(f"ledger {self.path} (user {self.user_id!r}) is behind its rollback witness "
+                                   f"{self._witness}: {what}; refusing it (nothing was changed)")
 
     def _fast_step(self, row: Sequence[Any], spent: dict[str, Fraction], fast: list[Any]) -> bool:
         """Verify one (hash-checked) record by re-deciding it: True iff its stored columns are
@@ -394,9 +423,13 @@ class _Tx:
         self.write = write
 
     def __enter__(self) -> "_Tx":
-        self.ledger._lock.acquire()
+        led = self.ledger
+        led._lock.acquire()
         try:
-            self.ledger._begin(self.write)
+            # the rollback witness before the snapshot: it advances only after a commit, so the
+            # mark read now is never newer than what this transaction sees
+            led._w_mark = led._witness.read(led.user_id) if led._witness is not None else None
+            led._begin(self.write)
         except self.ledger._db_errors as exc:
             self.ledger._lock.release()
             raise BudgetError(f"cannot lock ledger {self.ledger.path}: {exc}") from None

@@ -90,7 +90,7 @@ class SqliteLedger(_ChainLedger):
 
     def __init__(self, path: str | Path, user_id: str, caps: Mapping[str, Number],
                  policy_fingerprint: str, *, key: bytes | None = None, timeout: float = 60.0,
-                 synchronous: str = "FULL") -> None:
+                 synchronous: str = "FULL", witness: Any = True) -> None:
         if synchronous not in ("FULL", "EXTRA", "NORMAL"):
             raise BudgetError(f"synchronous must be FULL, EXTRA or NORMAL, got {synchronous!r}")
         if not isinstance(path, (str, Path)):
@@ -110,6 +110,8 @@ class SqliteLedger(_ChainLedger):
         self._gc: Any = None
         self._pid = -1
         self._fresh: tuple[int, Any] | None = None  # (data_version, the head verified at it)
+        file_db = self.path != ":memory:" and not self.path.startswith("file:")
+        self._set_witness(witness, self.path + ".witness" if file_db else None)
         self._start()
 
     # ---- connection ------------------------------------------------------------------------
@@ -221,6 +223,9 @@ class SqliteLedger(_ChainLedger):
             raise BudgetError(f"ledger {self.path}: cannot sync its write-ahead log {self._wal}: {exc}; the "
                               "last charge is committed (counted) but was not acknowledged") from None
 
+    def _durable(self) -> None:
+        self._wal_sync()
+
     def _settled(self, read: Any, *args: Any) -> Any:
         """``read(*args)``, then on disk: a head or state handed out for anchoring or backup is
         never one that a power cut could still take back (see ``_wal_sync``)."""
@@ -261,6 +266,7 @@ class SqliteLedger(_ChainLedger):
                     os.close(self._walfd)
                 if self._gc is not None:
                     self._gc_close()  # (runs GroupCommit.close once; a no-op after that)
+                self._close_witness()
             self._conn, self._lockfd, self._walfd = None, -1, -1
 
     def _ensure_schema(self, db: "_Tx") -> None:

@@ -66,7 +66,7 @@ class PostgresLedger(_ChainLedger):
     mismatch raises LedgerIntegrityError and nothing is written (C5)."""
 
     def __init__(self, dsn: str, user_id: str, caps: Mapping[str, Number], policy_fingerprint: str, *,
-                 key: bytes | None = None, connect_timeout: int = 30) -> None:
+                 key: bytes | None = None, connect_timeout: int = 30, witness: Any = None) -> None:
         if not isinstance(dsn, str) or not dsn:
             raise BudgetError(f"dsn must be a PostgreSQL connection string, got {dsn!r}")
         psycopg = _psycopg()
@@ -79,6 +79,7 @@ class PostgresLedger(_ChainLedger):
         self._pid = -1
         self._sql: dict[str, str] = {}
         self._lock_key = _user_lock_key(user_id)
+        self._set_witness(witness, None)
         self._start()
 
     # ---- connection ------------------------------------------------------------------------
@@ -126,6 +127,7 @@ class PostgresLedger(_ChainLedger):
         with self._lock:
             if self._conn is not None and self._pid == _proc.pid():
                 self._conn.close()
+                self._close_witness()
             self._conn = None
 
     def _ensure_schema(self, db: _Tx) -> None:

@@ -34,6 +34,11 @@ class LedgerIntegrityError(BudgetError):
     a lost or edited record, a wrong key); the ledger is refused and nothing is written."""
 
 
+class LedgerRollbackError(LedgerIntegrityError):
+    """A ledger's chain is behind its rollback witness (records deleted from the end, a truncated
+    file or write-ahead log, an old copy restored): acknowledged charges are missing."""
+
+
 class LedgerFormatError(LedgerIntegrityError):
     """A ledger database written in an older (or unknown) on-disk format version."""
 

@@ -564,6 +564,7 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
             if ans is not None:
                 gc.withdraw()
                 ledger._wal_sync()  # (the leader's own sync may still run: acknowledge only after one)
+                ledger._advance_witness()  # (the verified head it read, now on disk)
                 ledger._n_requests += 1
                 return ans
         # leader: the lock is held; the transaction below releases it at COMMIT/ROLLBACK
@@ -588,6 +589,7 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
             if req:
                 gc.withdraw()
         ledger._committed(new, left)
+        ledger._advance_witness()
         ledger._n_requests += 1
         ledger._n_commits += 1
         ledger._n_batched += len(others)

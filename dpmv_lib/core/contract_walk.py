@@ -2,6 +2,11 @@
 slot-level outcome of an interface on M and M' under the same public prefix, enumerated through
 its own ``_route/_prepare/_outcomes`` hooks on forked in-memory ledgers, and the C1-C6 comparisons
 of the two walks.
+
+The walk carries natural-log probabilities (``MemView._log_outcomes``, sums by log-add), so a
+view or transcript whose probability is below the float range (large eps: Pr ~ e^(-eps/2))
+keeps a finite log: supports, per-slot log-ratios and the transcript loss are those of the
+exact distribution, and only a probability that is exactly 0 counts as outside the support.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from fractions import Fraction
 from typing import Any, Callable, Mapping, Sequence
 
 from .errors import ParameterError
+from .exact import log_add
 from .ledger import InMemoryLedger
 from .mechanism import _exact_utility
 from .selection import exponential_mechanism
@@ -24,17 +30,23 @@ from .contract_report import Factory, Strategy, Violation, _TOL
 
 
 # ---- the exact lockstep walk --------------------------------------------------------------------
+def _neg_inf() -> float:
+    return -math.inf
+
+
 @dataclass
 class _Node:
+    """One (public prefix, slot) of a walk; ``reach`` and ``dist`` are natural-log probabilities."""
+
     hist: tuple = ()
     done: tuple = ()
-    reach: float = 0.0
+    reach: float = -math.inf
     plans: set = field(default_factory=set)
     admitted: set = field(default_factory=set)
     vocab: set = field(default_factory=set)
     utils: set = field(default_factory=set)
     ledgers: set = field(default_factory=set)
-    dist: dict = field(default_factory=lambda: defaultdict(float))
+    dist: dict = field(default_factory=lambda: defaultdict(_neg_inf))
 
 
 class _Ids:
@@ -113,7 +125,8 @@ def _route_of(iface: MemView, q: Query, hist: tuple[Release, ...]) -> tuple[str,
 
 def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strategy, horizon: int,
           ctx: str, side: str, F: _Findings, max_transcripts: int, ids: _Ids) -> _Walk:
-    """Exact enumeration of one store's slot-level outcomes, grouped by public prefix."""
+    """Exact enumeration of one store's slot-level outcomes, grouped by public prefix, in log
+    space: ``final`` maps each public transcript id to its log probability."""
     root = factory(policy, store)
     if not isinstance(root, MemView):
         raise ParameterError(f"check_contract needs a factory returning a MemView (subclass), got "
@@ -123,7 +136,7 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
     if lcaps != caps:
         F.add("C5", f"{ctx}, {side}", f"ledger caps {lcaps} differ from the policy caps {caps}")
     W = _Walk()
-    frontier: dict[int, list] = {0: [(root, 1.0)]}
+    frontier: dict[int, list] = {0: [(root, 0.0)]}
     for t in range(horizon):
         nxt: dict[int, list] = defaultdict(list)
         for hid, branches in frontier.items():
@@ -152,9 +165,10 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
                             before = b.ledger.spent()
                             prep = b._prepare(q, slot, hist)
                             after = b.ledger.spent()
-                            outs = [(sr, pr) for sr, pr in b._outcomes(prep) if pr > 0]
-                            _self_checks(policy, b, prep, outs, before, after, caps, where, F)
-                            node.reach += p
+                            outs = b._log_outcomes(prep)  # (release, log Pr), Pr > 0
+                            _self_checks(policy, b, prep, [(sr, math.exp(lp)) for sr, lp in outs], before,
+                                         after, caps, where, F)
+                            node.reach = log_add(node.reach, p)
                             node.plans.add(prep.plan)
                             node.admitted.add(bool(prep.admitted))
                             node.ledgers.add(_lkey(before))
@@ -162,12 +176,12 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
                                 node.vocab.add(tuple(v.id for v in b._vocabulary(slot)))
                                 node.utils.add(tuple(zip((v.id for v in prep.views),
                                                          map(_exact_utility, prep.utilities))))
-                            for sr, pr in outs:
-                                node.dist[sr] += p * pr
+                            for sr, lpr in outs:
+                                node.dist[sr] = log_add(node.dist[sr], p + lpr)
                                 k = ids.child(dkey, sr)
                                 if k not in grown:
                                     grown[k] = (done + (sr,), [])
-                                grown[k][1].append((b, p * pr))
+                                grown[k][1].append((b, p + lpr))
                     partial = {k: (d, _merge(bl)) for k, (d, bl) in grown.items()}
                 for dkey, (done, bl) in partial.items():
                     for b, p in bl:
@@ -179,7 +193,7 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
         frontier = {k: _merge(v) for k, v in nxt.items()}
         if len(frontier) > max_transcripts:
             raise ParameterError(f"more than {max_transcripts} public prefixes; use a smaller horizon or example")
-    W.final = {h: sum(p for _, p in bl) for h, bl in frontier.items()}
+    W.final = {h: _log_sum(p for _, p in bl) for h, bl in frontier.items()}
     return W
 
 
@@ -197,14 +211,22 @@ def _fork(b: MemView) -> MemView:
     return other
 
 
+def _log_sum(logs: Any) -> float:
+    """log of the sum of the probabilities whose logs are given (-inf for none)."""
+    out = -math.inf
+    for x in logs:
+        out = log_add(out, x)
+    return out
+
+
 def _merge(branches: list) -> list:
     """Merge branches that share a public prefix AND an identical ledger state (a MemView's
-    only mutable state), summing their probabilities."""
+    only mutable state), summing their probabilities (log-add of their log probabilities)."""
     out: dict[tuple, list] = {}
     for b, p in branches:
         k = _lkey(b.ledger.spent())
         if k in out:
-            out[k][1] += p
+            out[k][1] = log_add(out[k][1], p)
         else:
             out[k] = [b, p]
     return [(b, p) for b, p in out.values()]
@@ -311,7 +333,7 @@ def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids,
                 F.add("C1", where, f"view support differs ({only})")
         common = set(dm) & set(dp)
         if common:
-            loss = max(abs(math.log(dm[v]) - math.log(dp[v])) for v in common)
+            loss = max(abs(dm[v] - dp[v]) for v in common)  # log space (_project)
             if attr not in plan.charged and loss > _TOL:
                 F.add("C2", where, f"{attr} is not charged (charged {sorted(plan.charged)}) but the view "
                                    f"distribution depends on I_{attr}: |log ratio| = {loss:.3g}")
@@ -346,10 +368,12 @@ def _check_sensitivity(um: set, up: set, du: Fraction, where: Callable[[], str],
 
 
 def _project(node: _Node) -> dict[str, float]:
-    out: dict[str, float] = defaultdict(float)
-    for sr, p in node.dist.items():
-        out[sr.view] += p / node.reach
-    return {v: p for v, p in out.items() if p > 0}
+    """log Pr[view | node reached]: the slot's view distribution at this public prefix (log space;
+    only views of positive probability)."""
+    out: dict[str, float] = defaultdict(_neg_inf)
+    for sr, lp in node.dist.items():
+        out[sr.view] = log_add(out[sr.view], lp)
+    return {v: lp - node.reach for v, lp in out.items() if lp > -math.inf}
 
 
 def _routes(routes: set) -> str:

@@ -49,6 +49,58 @@ def transcript_distribution(make: Callable[[MemoryStore], MemView], store: Memor
     return dist
 
 
+def transcript_log_distribution(make: Callable[[MemoryStore], MemView], store: MemoryStore,
+                                strategy: Strategy, horizon: int, max_transcripts: int = 200_000
+                                ) -> dict[Transcript, float]:
+    """log P[transcript | store] (natural log) for every augmented transcript of length
+    ``horizon`` with positive probability, enumerated in log space (MemView's own
+    ``_log_outcomes``), so large eps cannot underflow a probability to 0: the Theorem 1 loss
+    max |log P_M - log P_M'| is then finite unless the supports really differ.
+
+    Raises
+    ------
+    ParameterError
+        If ``horizon`` < 0 or more than ``max_transcripts`` transcripts arise.
+    """
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 0:
+        raise ParameterError(f"horizon must be an integer >= 0, got {horizon!r}")
+    frontier: list[tuple[Transcript, MemView, float]] = [((), make(store), 0.0)]
+    for _ in range(horizon):
+        nxt = []
+        for history, iface, lp in frontier:
+            q = strategy(history)
+            for slots, branch, lpr in _turn_log_outcomes(iface, q, history):
+                nxt.append((history + (branch._make_release(q, slots),), branch, lp + lpr))
+        frontier = nxt
+        if len(frontier) > max_transcripts:
+            raise ParameterError(f"more than {max_transcripts} transcripts; use a smaller example")
+    dist: dict[Transcript, float] = {}
+    for history, _, lp in frontier:
+        dist[history] = log_add(dist[history], lp) if history in dist else lp
+    return dist
+
+
+def log_add(a: float, b: float) -> float:
+    """log(e^a + e^b) without overflow or underflow (either may be -inf)."""
+    if a < b:
+        a, b = b, a
+    return a if b == -math.inf else a + math.log1p(math.exp(b - a))
+
+
+def _turn_log_outcomes(iface: MemView, q: Query, history: Transcript):
+    """(slot releases, branch, log probability) of every outcome of one turn (log space)."""
+    partial: list[tuple[list[SlotRelease], MemView, float]] = [([], iface.fork(), 0.0)]
+    for slot in iface._route(q, history):  # the interface's own route (C4 hook)
+        grown = []
+        for done, branch, lp in partial:
+            branch = branch.fork()
+            prep = branch._prepare(q, slot, history)  # the same code path release() uses
+            for sr, lpr in branch._log_outcomes(prep):
+                grown.append((done + [sr], branch, lp + lpr))
+        partial = grown
+    return [(done, branch.fork(), lp) for done, branch, lp in partial]
+
+
 def _turn_outcomes(iface: MemView, q: Query, history: Transcript):
     partial: list[tuple[list[SlotRelease], MemView, float]] = [([], iface.fork(), 1.0)]
     for slot in iface._route(q, history):  # the interface's own route (C4 hook)
@@ -75,6 +127,9 @@ class PrivacyLoss:
 
 
 def privacy_loss(dist_m: dict[Transcript, float], dist_mp: dict[Transcript, float]) -> PrivacyLoss:
+    """The Theorem 1 loss max |log P_M / P_M'| from two float distributions
+    (:func:`transcript_distribution`); a probability that underflowed to 0 reads as a support
+    mismatch (inf): use :func:`log_privacy_loss` on log distributions for large eps."""
     worst, best = None, 0.0
     for t in set(dist_m) | set(dist_mp):
         a, b = dist_m.get(t, 0.0), dist_mp.get(t, 0.0)
@@ -87,8 +142,34 @@ def privacy_loss(dist_m: dict[Transcript, float], dist_mp: dict[Transcript, floa
                        sum(dist_mp.values()))
 
 
+def log_privacy_loss(logdist_m: dict[Transcript, float], logdist_mp: dict[Transcript, float]) -> PrivacyLoss:
+    """The Theorem 1 loss max_omega |log P[omega | M] - log P[omega | M']| from two log
+    distributions (:func:`transcript_log_distribution`): finite whatever eps when the supports
+    agree; inf where a transcript has probability 0 (absent, or log -inf) on one side only.
+    ``total_m``/``total_m_prime`` are the total probabilities (1 up to rounding)."""
+    worst, best = None, 0.0
+    keys = set(logdist_m) | set(logdist_mp)
+    for t in keys:
+        a, b = logdist_m.get(t, -math.inf), logdist_mp.get(t, -math.inf)
+        if a == -math.inf and b == -math.inf:
+            continue
+        loss = math.inf if (a == -math.inf or b == -math.inf) else abs(a - b)
+        if loss > best:
+            best, worst = loss, t
+    return PrivacyLoss(best, worst, len(keys), math.fsum(map(math.exp, logdist_m.values())),
+                       math.fsum(map(math.exp, logdist_mp.values())))
+
+
 def exact_privacy_loss(make: Callable[[MemoryStore], MemView], m: MemoryStore, m_prime: MemoryStore,
                        strategy: Strategy, horizon: int) -> PrivacyLoss:
-    """The exact max privacy loss of the augmented transcript between two stores."""
-    return privacy_loss(transcript_distribution(make, m, strategy, horizon),
-                        transcript_distribution(make, m_prime, strategy, horizon))
+    """The exact max privacy loss of the augmented transcript between two stores (Theorem 1:
+    at most B_a for a compliant interface), enumerated in log space, so it stays finite for
+    large eps (inf only on a genuine support mismatch).
+
+    Raises
+    ------
+    ParameterError
+        If ``horizon`` < 0 or the example has too many transcripts.
+    """
+    return log_privacy_loss(transcript_log_distribution(make, m, strategy, horizon),
+                            transcript_log_distribution(make, m_prime, strategy, horizon))

@@ -41,6 +41,7 @@ import logging
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from numbers import Rational
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -49,8 +50,10 @@ from ._exact import to_fraction
 from ._memo import remember
 from .errors import BudgetError, ParameterError, PolicyError, QueryError, StoreError
 from .ledger import BudgetRule, InMemoryLedger, Ledger, OnlineBudget
-from .mechanism import RandomSource, SeededRandomSource, SystemRandomSource
-from .selection import Selector, get_selector
+from .mechanism import (RandomSource, SeededRandomSource, SystemRandomSource, _to_float_exponent,
+                        em_log_probabilities, em_probabilities, exact_exponents)
+from .policy_format import short_repr
+from .selection import Selector, get_selector, pf_probabilities
 from .policy import Policy, Query, View
 from .scorer import LexiconScorer, Scorer
 from .store import MemoryStore
@@ -163,6 +166,85 @@ def _checked_utility(value: Any) -> Fraction | None:
     else:
         return None
     return u if 0 <= u <= 1 else None
+
+
+def checked_rule_epsilon(value: Any, rule: Any, slot: str, charged: frozenset[str]) -> Fraction | None:
+    """The budget rule's eps_{t,g} for one slot as an exact rational > 0, or None (no eps: the
+    slot falls back to the generic view at zero cost).
+
+    C4 makes eps_{t,g} a public function of Gamma and the caps, and C5 compares L_a + eps with
+    B_a exactly; both need the very rational the ledger is charged, so a rule must return an
+    exact rational: an ``int`` (not ``bool``), a :class:`~fractions.Fraction` or another
+    :class:`numbers.Rational` (e.g. a numpy integer). A float is refused even when exactly
+    representable (0.1 would mean either its binary value or 1/10), and so is a numeric string
+    such as ``"1/2"``: nothing converts a rule's output, so ``SlotRelease.epsilon`` is always
+    the Fraction that was charged.
+
+    Raises
+    ------
+    BudgetError
+        If ``value`` is not None and not an exact rational > 0; the message names the rule, the
+        slot, the charge set and the value. MemView plans every slot of a turn before it charges
+        any, so the ledger is unchanged when this is raised.
+    """
+    if value is None or (type(value) is Fraction and value.numerator > 0):
+        return value
+    if isinstance(value, Rational) and not isinstance(value, bool):
+        try:
+            eps = Fraction(int(value.numerator), int(value.denominator))
+        except (TypeError, ValueError, ZeroDivisionError):
+            eps = None
+        if eps is not None and eps > 0:
+            return eps
+        problem = "must be > 0"
+    else:
+        problem = "must be an exact rational (int or fractions.Fraction) or None"
+    raise BudgetError(f"budget rule {type(rule).__name__} returned eps = {short_repr(value)} "
+                      f"({type(value).__name__}) for slot {slot!r} with charge set {sorted(charged)}: "
+                      f"eps_(t,g) {problem}; nothing was charged")
+
+
+def selector_log_probabilities(selector: Selector, utilities: Sequence[Fraction], epsilon: Fraction,
+                               sensitivity: Fraction) -> list[float]:
+    """log Pr[v] of the C3 selector (Eq. (7) or permute-and-flip) for every view, in log space,
+    so that a probability below the float range (large eps) keeps a finite log; -inf only for
+    a probability that is exactly 0 (an exponent below the float range; a custom selector's 0).
+
+    Eq. (7): :func:`~dpmv_lib.core.mechanism.em_log_probabilities` (exact exponents, then a
+    log-sum-exp). Permute-and-flip: log Pr[r] = x_r + log S_r with x_r = eps (u_r - u*) / (2 Du)
+    exact and S_r = sum_k k! (n-1-k)! / n! e_k({1 - e^{x_j}: j != r}) in [1/n, 1] (the (PF)
+    formula of :mod:`~dpmv_lib.core.selection` without its factor q_r). Any other selector: the
+    log of its float probabilities.
+
+    Raises
+    ------
+    ParameterError
+        If the utilities are not exact numbers in [0, 1] or eps / Du are invalid (as for the
+        selector itself).
+    """
+    if selector.probabilities is em_probabilities:
+        return [float(x) for x in em_log_probabilities(utilities, epsilon, sensitivity)]
+    if selector.probabilities is pf_probabilities:
+        return _pf_log_probabilities(utilities, epsilon, sensitivity)
+    probs = selector.probabilities(utilities, epsilon, sensitivity)
+    return [math.log(p) if p > 0 else -math.inf for p in map(float, probs)]
+
+
+def _pf_log_probabilities(utilities: Sequence[Fraction], epsilon: Fraction, sensitivity: Fraction) -> list[float]:
+    xs = [_to_float_exponent(x) for x in exact_exponents(utilities, epsilon, sensitivity)]
+    n = len(xs)
+    q = [math.exp(x) for x in xs]
+    weights = [1.0 / (n * math.comb(n - 1, k)) for k in range(n)]
+    out = []
+    for r in range(n):
+        e = [1.0] + [0.0] * (n - 1)  # e_0..e_{n-1} of {1 - q_j : j != r}
+        for j in range(n):
+            if j != r:
+                for k in range(n - 1, 0, -1):
+                    e[k] += (1.0 - q[j]) * e[k - 1]
+        s = math.fsum(w * ek for w, ek in zip(weights, e))  # >= 1/n: never underflows
+        out.append(xs[r] + math.log(s) if xs[r] > -math.inf else -math.inf)
+    return out
 
 
 class _Memo:
@@ -296,7 +378,7 @@ class MemView:
             return got
         affected = self.policy.charge_set(read)
         charged = self._charge_set(affected)
-        eps = self._epsilon(charged) if read else None
+        eps = checked_rule_epsilon(self._epsilon(charged), self.budget, slot, charged) if read else None
         out = SlotPlan(slot, read, affected, charged, eps)
         if memo.pure and all(type(i) is int for i in read):
             remember(memo.plans, (slot, read), out, 1024)
@@ -401,6 +483,19 @@ class MemView:
         probs = self.selector.probabilities(prep.utilities, prep.plan.epsilon, self.policy.sensitivity)
         return [(self._released(prep, v.id, self.selector.name, self._extras(prep)), float(p))
                 for v, p in zip(prep.views, probs)]
+
+    def _log_outcomes(self, prep: _Prepared) -> list[tuple[SlotRelease, float]]:
+        """Every SlotRelease of this operation with positive probability, with its natural-log
+        probability (for the exact enumerators: a probability below the float range keeps a
+        finite log, :func:`selector_log_probabilities`). A class that overrides ``_outcomes``
+        is read through its floats (log p for every p > 0), so its own distribution is used."""
+        if type(self)._outcomes is not MemView._outcomes:
+            return [(sr, math.log(p)) for sr, p in self._outcomes(prep) if p > 0]
+        if not prep.admitted:
+            return [(self._generic(prep), 0.0)]
+        logp = selector_log_probabilities(self.selector, prep.utilities, prep.plan.epsilon, self.policy.sensitivity)
+        return [(self._released(prep, v.id, self.selector.name, self._extras(prep)), lp)
+                for v, lp in zip(prep.views, logp) if lp > -math.inf]
 
     def _draw(self, utilities: Sequence[Fraction], epsilon: Fraction) -> int:
         if self.exact:

@@ -230,3 +230,22 @@ def test_postgres_ledger_with_a_file_witness_refuses_a_rolled_back_user(pg_dsn, 
         PostgresLedger(pg_dsn, "alice", CAPS, FP, witness=w)
     with PostgresLedger(pg_dsn, "alice", CAPS, FP) as chain_only:  # without one (the default) accepted
         assert chain_only.spent()["debt"] == 1
+
+
+def test_a_synced_witness_is_written_after_the_wal_is_on_disk(tmp_path, monkeypatch):
+    """FileWitness(sync=True): per write transaction the WAL's fdatasync, then the witness's
+    (never ahead of the database on disk); the default witness adds no sync (the WAL-only
+    counts of tests/test_durable_ledger.py hold unchanged)."""
+    db = tmp_path / "l.db"
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def spy(fd):
+        real(fd)
+        synced.append(os.fstat(fd).st_ino)
+    monkeypatch.setattr(os, "fdatasync", spy)
+    with _ledger(db, witness=FileWitness(tmp_path / "w", sync=True)) as led:
+        for i in range(3):
+            assert led.try_charge(frozenset({"debt"}), ONE)
+            wal, w = os.stat(f"{db}-wal").st_ino, os.stat(led._witness._file("alice")).st_ino
+            assert synced[-2:] == [wal, w] and synced.count(w) == i + 1

@@ -9,11 +9,15 @@ ledger refuses a chain that is behind it or that holds another record at that po
 open and before every charge (:class:`~dpmv_lib.core.errors.LedgerRollbackError`).
 
 * :class:`FileWitness` (the SQLite default, ``<db>.witness/``): one small file per user with
-  two checksummed slots, written alternately (``pwrite`` + ``fdatasync`` under ``flock``): a
-  torn write leaves the other slot, which never names a position the database may not have.
-  It advances only after the ledger's commit is on disk and before the charge is acknowledged,
-  so after a crash the witness is never ahead of the database, and a lost acknowledged commit
-  (a truncated WAL) leaves the database behind it.
+  two checksummed slots, written alternately (``pwrite`` under ``flock``): a torn write leaves
+  the other slot, which never names a position the database may not have. It advances only
+  after the ledger's commit is on disk and before the charge is acknowledged, so it is never
+  ahead of the database, and every process (and every later open) sees it at once: a
+  rollback, truncation or restore of the database file leaves the database behind it.
+  Durability of the witness itself: with ``sync=False`` (the default) its write reaches the disk
+  with the page cache (seconds); only a power cut in that window lets it lag the database (never
+  lead it), so an attacker would have to roll the file back across such a cut. ``sync=True``
+  adds an ``fdatasync`` per write transaction (benchmarks/results/ledger_issue29.md: the cost).
 * Any object with ``read(user_id)`` and ``advance(user_id, seq, hash)`` (:class:`Witness`) can
   be passed instead: the anchor hook for an external witness (another host, an append-only log).
 
@@ -81,6 +85,8 @@ class FileWitness:
     ----------
     path : str or Path
         The directory, e.g. ``<ledger file>.witness`` (the SQLite ledger's default).
+    sync : bool, default False
+        ``fdatasync`` every advance before the charge is acknowledged (see the module docstring).
 
     Raises
     ------
@@ -88,13 +94,14 @@ class FileWitness:
         The directory cannot be created or a witness file cannot be read or written.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, sync: bool = False) -> None:
         self.path = Path(path)
+        self.sync = bool(sync)
         self._fds: dict[str, int] = {}
         self._pid = os.getpid()
 
     def __repr__(self) -> str:
-        return f"FileWitness({str(self.path)!r})"
+        return f"FileWitness({str(self.path)!r}{', sync=True' if self.sync else ''})"
 
     def _file(self, user_id: str) -> Path:
         return self.path / hashlib.sha256(user_id.encode()).hexdigest()[:32]
@@ -151,7 +158,8 @@ class FileWitness:
                 return  # (written and synced by whoever wrote it, under this lock)
             older = 0 if seqs[0] <= seqs[1] else 1  # keep the newest mark: a torn write leaves it
             os.pwrite(fd, _slot(user_id, seq, hash), older * _SLOT)
-            getattr(os, "fdatasync", os.fsync)(fd)  # (fsync where there is no fdatasync)
+            if self.sync:
+                getattr(os, "fdatasync", os.fsync)(fd)  # (fsync where there is no fdatasync)
         except OSError as exc:
             raise BudgetError(f"rollback witness {self._file(user_id)}: cannot write: {exc}") from None
         finally:

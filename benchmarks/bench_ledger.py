@@ -45,6 +45,9 @@ the write transactions that committed them, both counted by the worker processes
 calls and write COMMITs), i.e. how many releases group commit put into one transaction and fsync.
 Writes benchmarks/results/ledger[_LABEL].json and .md.
 
+``DPMV_BENCH_WITNESS_SYNC=1`` opens the SQLite ledgers with ``FileWitness(<db>.witness, sync=True)``
+(the rollback witness fsynced per write transaction; needs a tree with dpmv_lib/core/witness.py).
+
 Quiet-machine run (both trees interleaved: ~1.5 min on 2 cores; several minutes when every fsync takes ~4 ms)::
 
     git archive 3c2e0d5 | (mkdir -p /tmp/ledger_before && tar -x -C /tmp/ledger_before)
@@ -104,7 +107,10 @@ def worker(spec: dict) -> None:
         if backend == "mem":
             return None
         if backend == "sqlite":
-            return _core("durable").SqliteLedger.for_policy(spec["db"], user, policy)
+            kw = {}
+            if os.environ.get("DPMV_BENCH_WITNESS_SYNC") == "1":  # the rollback witness, fsynced (issue 29)
+                kw["witness"] = _core("witness").FileWitness(str(spec["db"]) + ".witness", sync=True)
+            return _core("durable").SqliteLedger.for_policy(spec["db"], user, policy, **kw)
         return _core("durable_pg").PostgresLedger.for_policy(spec["db"], user, policy)
 
     counted: list[list[int]] = []  # [requests, commits, batched] of every ledger opened

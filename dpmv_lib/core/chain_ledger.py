@@ -175,8 +175,8 @@ class _ChainLedger(_ChainVerify):
     def close(self) -> None:
         raise NotImplementedError
 
-    def _tx(self, write: bool = True) -> "_Tx":
-        return _Tx(self, write)
+    def _tx(self, write: bool = True, witness: bool | None = None) -> "_Tx":
+        return _Tx(self, write, witness)
 
     def __enter__(self) -> Any:
         return self

@@ -299,13 +299,15 @@ class _ChainVerify:
         """The chain (verified up to record ``seq`` with hash ``h``) holds the witness's mark:
         it is not behind it and has the acknowledged record at that position (else
         LedgerRollbackError naming the ledger and the witness; nothing is written)."""
-        mark = self._w_mark  # (read before the transaction began: see _Tx)
-        if mark is None or mark == self._w_ok:
+        mark = self._w_mark  # (read before the transaction began: see _Tx; None in a plain read)
+        if mark is None:
             return
         if seq < mark.seq:
             raise self._rolled_back(f"its audit chain ends at record #{seq} but record #{mark.seq} was "
                                     "committed and acknowledged (records deleted from the end, the file or its "
                                     "write-ahead log truncated, or an old copy restored)")
+        if mark == self._w_ok:
+            return  # (this record was found there before)
         at = h if seq == mark.seq else (db.execute("SELECT hash FROM audit_log WHERE user_id = ? AND seq = ?",
                                                    (self.user_id, mark.seq)).fetchone() or [None])[0]
         if at != mark.hash:
@@ -392,7 +394,7 @@ class _ChainVerify:
                 or not isinstance(pair[0], int) or pair[0] < 0 or not isinstance(pair[1], str):
             raise BudgetError(f"anchor must be a ChainHead or (seq, hash), got {anchor!r}")
         a_seq, a_hash = pair
-        with self._tx(write=False) as db:
+        with self._tx(write=False, witness=True) as db:
             self._full_verify(db)
             head = ChainHead(self.user_id, self._v.seq, self._v.hash)
             if anchor is not None:
@@ -418,17 +420,22 @@ class _Tx:
     """``with ledger._tx() as db``: a write transaction that holds the user's ledger exclusively
     (``write``) or a read snapshot; COMMIT on success, ROLLBACK on any error."""
 
-    def __init__(self, ledger: _ChainVerify, write: bool = True) -> None:
+    def __init__(self, ledger: _ChainVerify, write: bool = True, witness: bool | None = None) -> None:
         self.ledger = ledger
         self.write = write
+        self.witness = write if witness is None else witness  # check the rollback witness (C5 writes, verify)
 
     def __enter__(self) -> "_Tx":
         led = self.ledger
         led._lock.acquire()
         try:
             # the rollback witness before the snapshot: it advances only after a commit, so the
-            # mark read now is never newer than what this transaction sees
-            led._w_mark = led._witness.read(led.user_id) if led._witness is not None else None
+            # mark read now is never newer than what this transaction sees. Checked by every
+            # write transaction (each charge, open) and verify(); plain reads (spent(), a
+            # group-commit waiter's catch-up and answer) skip it: a waiter acknowledges only
+            # records it finds, and the next charge checks
+            w = led._witness if self.witness else None
+            led._w_mark = w.read(led.user_id) if w is not None else None
             led._begin(self.write)
         except self.ledger._db_errors as exc:
             self.ledger._lock.release()

@@ -46,7 +46,7 @@ calls and write COMMITs), i.e. how many releases group commit put into one trans
 Writes benchmarks/results/ledger[_LABEL].json and .md.
 
 ``DPMV_BENCH_WITNESS_SYNC=1`` opens the SQLite ledgers with ``FileWitness(<db>.witness, sync=True)``
-(the rollback witness fsynced per write transaction; needs a tree with dpmv_lib/core/witness.py).
+(the rollback witness fsynced per write transaction; in a tree with dpmv_lib/core/witness.py).
 
 Quiet-machine run (both trees interleaved: ~1.5 min on 2 cores; several minutes when every fsync takes ~4 ms)::
 
@@ -108,7 +108,8 @@ def worker(spec: dict) -> None:
             return None
         if backend == "sqlite":
             kw = {}
-            if os.environ.get("DPMV_BENCH_WITNESS_SYNC") == "1":  # the rollback witness, fsynced (issue 29)
+            if os.environ.get("DPMV_BENCH_WITNESS_SYNC") == "1" \
+                    and (Path(spec["tree"]) / "dpmv_lib/core/witness.py").exists():  # the witness, fsynced (issue 29)
                 kw["witness"] = _core("witness").FileWitness(str(spec["db"]) + ".witness", sync=True)
             return _core("durable").SqliteLedger.for_policy(spec["db"], user, policy, **kw)
         return _core("durable_pg").PostgresLedger.for_policy(spec["db"], user, policy)

@@ -159,7 +159,20 @@ class Policy:
 
     @cached_property
     def _positions_by_slot(self) -> dict[str, tuple[int, ...]]:
-        return {s.name: tuple(p.id for p in self.positions if p.slot == s.name) for s in self.slots}
+        out: dict[str, list[int]] = {s.name: [] for s in self.slots}
+        for p in self.positions:  # (one pass: _validate checked that every position's slot exists)
+            out[p.slot].append(p.id)
+        return {name: tuple(ids) for name, ids in out.items()}
+
+    @cached_property
+    def _position_sets(self) -> dict[str, frozenset[int]]:
+        """slot -> its position ids as a set, filled per slot on its first read (so that the C4
+        check of a read set is linear in the read, not in the slot)."""
+        return {}
+
+    @cached_property
+    def _view_by_id(self) -> dict[str, View]:
+        return {v.id: v for s in self.slots for v in s.views}
 
     @property
     def position_ids(self) -> tuple[int, ...]:
@@ -188,10 +201,9 @@ class Policy:
                                     f"{list(self.attribute_names)}")
 
     def view(self, view_id: str) -> View:
-        for s in self.slots:
-            for v in s.views:
-                if v.id == view_id:
-                    return v
+        v = self._view_by_id.get(view_id) if isinstance(view_id, str) else None
+        if v is not None:
+            return v
         raise PolicyError(f"unknown view {view_id!r}")
 
     def positions_of(self, slot: str) -> tuple[int, ...]:
@@ -247,7 +259,13 @@ class Policy:
             ok = True
         except TypeError:  # (unhashable positions: checked, not remembered)
             ok = False
-        bad = [i for i in read if i not in own]
+        if ok:  # (hashable: checked against the slot's position set)
+            members = self._position_sets.get(slot)
+            if members is None:
+                members = self._position_sets[slot] = frozenset(own)
+            bad = [i for i in read if i not in members]
+        else:
+            bad = [i for i in read if i not in own]
         if bad:
             raise PolicyError(f"read policy returned positions {bad} outside slot {slot!r}")
         if ok:

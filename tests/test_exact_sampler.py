@@ -6,24 +6,35 @@
 * bernoulli_exp_neg: frequency vs exp(-x) and an exact truncated enumeration of its
   decision tree (rational arithmetic, no sampling);
 * the exact sampler's rejection round: exact enumeration gives Pr[accept i] = e^{-x_i} / n;
-* reproducibility with SeededRandomSource and a working SystemRandomSource.
+* reproducibility with SeededRandomSource and a working SystemRandomSource;
+* the fixed-work samplers (sample_em_fixed, the default, and sample_pf_fixed; issue 29): weight
+  bounds against 300-bit mpmath, the output against the exact inverse distribution function for U
+  next to every boundary (with a deliberately wrong eps caught), chi-square, the continuation at a
+  low first precision, and randomness requests and arithmetic that do not depend on the utilities
+  (work, never time: the timing is measured in benchmarks/bench_timing_channel.py).
 """
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from fractions import Fraction
 
+import mpmath
 import numpy as np
 import pytest
 from scipy import stats
 
-from dpmv_lib.core import mechanism
+from dpmv_lib.core import mechanism, selection
 from dpmv_lib.core.errors import ParameterError
 from dpmv_lib.core.examples import running_example
-from dpmv_lib.core.mechanism import (ExponentialMechanism, SeededRandomSource, SystemRandomSource,
-                                bernoulli_exp_neg, em_probabilities, sample_em, sample_em_batch,
-                                sample_em_exact)
+from dpmv_lib.core.mechanism import (EXACT_EM_SAMPLERS, FIXED_WORK_BITS, ExponentialMechanism, SeededRandomSource,
+                                     SystemRandomSource, _em_inversion, _offset_exponents, _squarings,
+                                     bernoulli_exp_neg, bernoulli_exp_neg_fixed, em_probabilities, exact_em_sampler,
+                                     exact_exponents, exp_neg_bounds, sample_em, sample_em_batch, sample_em_exact,
+                                     sample_em_fixed)
+from dpmv_lib.core.selection import (exponential_mechanism, permute_and_flip, pf_from_acceptance, pf_probabilities,
+                                     sample_pf_exact, sample_pf_fixed)
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Query
 
@@ -255,3 +266,330 @@ def test_exact_sampler_rejects_bad_input():
             sample_em_exact(u, eps, du, src)
     with pytest.raises(ParameterError):
         bernoulli_exp_neg(Fraction(-1), src)
+
+
+# ---- the fixed-work samplers (issue 29 part 3: running time independent of the utilities) ----------
+# sample_em_fixed inverts Eq. (7)'s distribution function at a uniform U read lazily; the tests
+# check (a) the weight bounds against 300-bit mpmath, (b) the output against the exact inverse CDF
+# for U placed next to every boundary (so the continuation that reads more bits runs), with a
+# deliberately wrong eps caught, (c) chi-square like the samplers above, and (d) that the
+# randomness requests and the arithmetic's structure do not depend on the utilities (work, not
+# time: no timed test; the timing is measured in benchmarks/bench_timing_channel.py).
+
+def _fr(text: str) -> list[Fraction]:
+    return [Fraction(x) for x in text.split()]
+
+
+RUNNING_PAIRS = [  # (u_M, u_M') of the running example's slots whose utilities differ (Fractions, as MemView)
+    (_fr("1/2 1 4/5 0"), _fr("1/2 2/5 4/5 0")),
+    (_fr("1/2 1 0"), _fr("1/2 2/5 3/10")),
+    (_fr("1/2 1 2/5"), _fr("1/2 2/5 7/10")),
+    (_fr("1/2 1 4/5 2/5"), _fr("1/2 1 2/5 2/5")),
+    (_fr("1/2 1 4/5 2/5"), _fr("1/2 2/5 4/5 2/5")),
+]
+
+
+def _mp(x: Fraction):
+    return mpmath.mpf(x.numerator) / x.denominator
+
+
+@pytest.mark.parametrize("bound", [Fraction(0), Fraction(1, 8), Fraction(1), Fraction(25, 3), Fraction(10**6)])
+@pytest.mark.parametrize("bits", [1, 8, 64, 200])
+def test_exp_neg_bounds_bracket_exp_tightly(bound, bits):
+    """lo <= 2^W exp(-x) <= hi and hi - lo < 2^(W - bits), against 300-bit mpmath, for x across
+    [0, bound] (both ends included)."""
+    rnd = random.Random(hash((bound, bits)) & 0xFFFF)
+    xs = {Fraction(0), bound} | {bound * Fraction(rnd.randrange(1001), 1000) for _ in range(25)}
+    xs |= {bound * Fraction(rnd.randrange(1, 10**9), 10**9) for _ in range(10)}
+    with mpmath.workprec(2 * bits + 400):
+        for x in sorted(xs):
+            lo, hi, w = exp_neg_bounds(x, bound, bits)
+            exact = mpmath.exp(-_mp(x)) * mpmath.mpf(2) ** w
+            assert lo <= exact <= hi, (x, bound, bits)
+            assert hi - lo < 2 ** (w - bits), (x, bound, bits, hi - lo)
+
+
+class _Bits:
+    """A RandomSource whose randbelow(2^L) returns the next L bits of U = k / 2^K (U fixed)."""
+
+    def __init__(self, k: int, K: int) -> None:
+        self.k, self.K, self.used, self.requests = k, K, 0, []
+
+    def randbelow(self, n: int) -> int:
+        length = n.bit_length() - 1
+        assert n == 1 << length, "the fixed-work samplers only ask for whole bits"
+        self.requests.append(n)
+        self.used += length
+        assert self.used <= self.K, "read more bits of U than the test supplied"
+        return (self.k >> (self.K - self.used)) & (n - 1)
+
+
+K_BITS = 4096
+
+
+def _boundaries(u, eps, du=DU, prec=1200):
+    """rho_i = (w_0 + ... + w_{i-1}) / sum w, w = exp(-x) of Eq. (7), in ``prec``-bit mpmath."""
+    with mpmath.workprec(prec):
+        w = [mpmath.exp(_mp(x)) for x in exact_exponents(u, eps, du)]
+        total = mpmath.fsum(w)
+        return [mpmath.fsum(w[:i]) / total for i in range(1, len(w))]
+
+
+def _inverse_cdf_mismatches(u, eps, sample_eps=None, offsets=(2 ** -200, 2 ** -90, 2 ** -40)):
+    """For U just below and just above every boundary rho_i (by each offset) and 40 random U:
+    the (U, expected, got) where sample_em_fixed's output is not #{i : rho_i <= U}; and how
+    many of those draws read more bits than the first try."""
+    rho = _boundaries(u, eps)
+    rnd = random.Random(len(u) * 1000 + int(eps * 7))
+    with mpmath.workprec(1200):
+        us = [rnd.getrandbits(K_BITS) for _ in range(40)]
+        for r in rho:
+            for off in offsets:
+                us.append(int(mpmath.floor((r - off) * 2 ** K_BITS)))
+                us.append(int(mpmath.ceil((r + off) * 2 ** K_BITS)))
+        bad, refined = [], 0
+        for k in (k for k in us if 0 <= k < 2 ** K_BITS):
+            want = sum(1 for r in rho if r <= mpmath.mpf(k) / 2 ** K_BITS)
+            src = _Bits(k, K_BITS)
+            got = sample_em_fixed(u, eps if sample_eps is None else sample_eps, DU, src)
+            refined += len(src.requests) > 1
+            if got != want:
+                bad.append((k, want, got))
+    return bad, refined
+
+
+@pytest.mark.parametrize("u,eps", [(CASES[0][0], CASES[0][1]), (CASES[1][0], CASES[1][1]), (CASES[2][0], Fraction(10)),
+                                   (RUNNING_PAIRS[0][0], Fraction(4)), (RUNNING_PAIRS[1][1], Fraction(10)),
+                                   ([Fraction(1), Fraction(0)], Fraction(10**6))])
+def test_fixed_sampler_is_the_exact_inverse_cdf(u, eps):
+    """sample_em_fixed(U) = #{i : rho_i <= U} for U within 2^-200 of every boundary of Eq. (7)'s
+    distribution function (and random U): Pr[v] = rho_{v+1} - rho_v = Eq. (7) exactly. The
+    near-boundary U cannot be decided at the first precision, so the continuation runs too."""
+    bad, refined = _inverse_cdf_mismatches(u, eps)
+    assert not bad
+    if eps < 10**6:  # (at eps = 10^6 the boundary is 1 - e^-833333: every U of 4096 bits lies below it)
+        assert refined >= 2 * (len(u) - 1)
+
+
+def test_inverse_cdf_test_has_power():
+    """The same check catches Eq. (7) at eps (1 + 2^-40) instead of eps: a relative error of
+    ~10^-12 in the probabilities (and the chi-square below catches eps off by a factor 3)."""
+    u, eps = RUNNING_PAIRS[0][0], Fraction(4)
+    bad, _ = _inverse_cdf_mismatches(u, eps, sample_eps=eps * (1 + Fraction(1, 2**40)))
+    assert bad
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_fixed_sampler_matches_eq7(case):
+    u, eps = CASES[case]
+    src = SeededRandomSource(3000 + case)
+    counts = Counter(sample_em_fixed(u, eps, DU, src) for _ in range(N_EXACT))
+    assert set(counts) <= set(range(len(u)))
+    assert chi2_pvalue(counts, exact_probs(u, eps)) > ALPHA
+
+
+def test_fixed_sampler_chi_square_has_power():
+    u, eps = CASES[0]
+    counts = Counter(sample_em_fixed(u, eps, DU, SeededRandomSource(7)) for _ in range(N_EXACT))
+    assert chi2_pvalue(counts, exact_probs(u, 3 * eps)) < 1e-6
+    assert chi2_pvalue(counts, exact_probs(u, 0)) < 1e-6
+
+
+@pytest.mark.parametrize("bits", [3, 6])
+def test_fixed_sampler_continuation_is_exact(bits):
+    """At a deliberately low first precision most draws need the continuation (more bits of U,
+    tighter bounds); the law is still Eq. (7), and undecided tries are as rare as the bound says."""
+    u, eps = CASES[2]
+    n = len(u)
+    src = SeededRandomSource(40 + bits)
+    bound, ts = _offset_exponents(u, eps, DU)
+    refinements: list[int] = []
+    draws = [_em_inversion(ts, bound, src, bits, refinements) for _ in range(N_EXACT)]
+    assert chi2_pvalue(Counter(draws), exact_probs(u, eps)) > ALPHA
+    first = sum(1 for b in refinements if b == bits)
+    assert first > 0
+    limit = (n - 1) * (2 * n * 2.0 ** -bits + 2.0 ** (1 - bits))   # Pr[first try undecided] <= limit
+    assert first / N_EXACT <= min(1.0, limit) + 0.02
+    assert sample_em_fixed(u, eps, DU, SeededRandomSource(1), bits=bits) in range(n)
+
+
+def test_fixed_sampler_default_precision_meets_its_bound():
+    """The documented Pr[more bits] <= 2^-62 per selection at the default precision."""
+    for n in range(1, 300):
+        bits = FIXED_WORK_BITS + 2 * n.bit_length()
+        assert (n - 1) * (2 * n * 2.0 ** -bits + 2.0 ** (1 - bits)) <= 2.0 ** -62
+
+
+class _Recorder:
+    """Records every randomness request; answers from a seeded generator (no undecided tries)."""
+
+    def __init__(self, seed: int) -> None:
+        self.r, self.requests = random.Random(seed), []
+
+    def randbelow(self, n: int) -> int:
+        self.requests.append(n)
+        return self.r.randrange(n)
+
+
+@pytest.mark.parametrize("eps", [Fraction(2, 3), Fraction(4), Fraction(10)])
+def test_fixed_samplers_work_does_not_depend_on_utilities(eps, monkeypatch):
+    """Work, not time: for M and M' (and random vectors of the same size) the fixed-work samplers
+    make the same randomness requests and compute the same number of weight bounds, and every
+    per-view integer they compute has the same number of CPython digits. The rejection sampler
+    does not (its number of proposals depends on the utilities)."""
+    mech = mechanism
+    calls = []
+    real = mech._exp_neg_offset
+
+    def counting(n, d, plan):
+        lo, hi = real(n, d, plan)
+        calls.append(tuple(-(-v.bit_length() // mech._DIGIT) for v in (n, d, (n << plan.w) // d, lo, hi)))
+        return lo, hi
+
+    monkeypatch.setattr(mech, "_exp_neg_offset", counting)
+    rnd = random.Random(5)
+    for um, ump in RUNNING_PAIRS:
+        vectors = [um, ump] + [[Fraction(rnd.randrange(11), 10) for _ in um] for _ in range(3)]
+        for sampler in (sample_em_fixed, sample_pf_fixed):
+            seen = set()
+            for v in vectors:
+                rec = _Recorder(11)
+                calls.clear()
+                for _ in range(20):
+                    sampler(v, eps, DU, rec)
+                sizes = set(calls)
+                seen.add((tuple(rec.requests), len(calls), tuple(sorted(sizes))))
+                assert len(sizes) == 1, (sampler.__name__, v, sizes)   # every view: the same digit counts
+            assert len(seen) == 1, (sampler.__name__, seen)
+    rounds = set()
+    for v in RUNNING_PAIRS[1]:
+        rec = _Recorder(11)
+        for _ in range(50):
+            sample_em_exact(v, Fraction(10), DU, rec)
+        rounds.add(len(rec.requests))
+    assert len(rounds) == 2   # the rejection sampler's randomness use tells M from M'
+
+
+@pytest.mark.parametrize("x", [Fraction(0), Fraction(1, 3), Fraction(1), Fraction(5, 2), Fraction(25, 3)])
+def test_bernoulli_exp_neg_fixed(x):
+    """Frequency vs exp(-x), and exactly U < exp(-x) for U next to exp(-x) (continuation)."""
+    bound = Fraction(25, 3)
+    n = 20000
+    src = SeededRandomSource(int(x * 6) + 17)
+    hits = sum(bernoulli_exp_neg_fixed(x, bound, src) for _ in range(n))
+    if x == 0:
+        assert hits == n
+    else:
+        assert stats.binomtest(hits, n, math.exp(-float(x))).pvalue > ALPHA
+    with mpmath.workprec(1200):
+        e = mpmath.exp(-_mp(x))
+        for off, want in ((-(2 ** -150), True), (2 ** -150, False), (-(2 ** -70), True), (2 ** -70, False)):
+            k = int(mpmath.floor((e + off) * 2 ** K_BITS))
+            if not 0 <= k < 2 ** K_BITS:
+                continue
+            src = _Bits(k, K_BITS)
+            assert bernoulli_exp_neg_fixed(x, bound, src) is want
+            assert len(src.requests) > 1   # undecided at 64 bits: the continuation decided it
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_fixed_pf_sampler_matches_pf(case):
+    u, eps = CASES[case]
+    src = SeededRandomSource(500 + case)
+    counts = Counter(sample_pf_fixed(u, eps, DU, src) for _ in range(N_EXACT))
+    assert chi2_pvalue(counts, pf_probabilities(u, eps, DU)) > ALPHA
+    assert chi2_pvalue(counts, exact_probs(u, eps)) < 1e-6 or eps < 4   # P&F is not Eq. (7)
+
+
+class _Enum:
+    """Replays a prefix of randbelow outcomes; raises _NeedChoice to branch (weights 1/n each)."""
+
+    def __init__(self, prefix):
+        self.prefix, self.i = prefix, 0
+
+    def randbelow(self, n: int) -> int:
+        if self.i == len(self.prefix):
+            raise _NeedChoice([Fraction(1, n)] * n)
+        v = self.prefix[self.i]
+        self.i += 1
+        return v
+
+
+def test_fixed_pf_decision_tree_is_exactly_pf(monkeypatch):
+    """Every randomness path of sample_pf_fixed (shuffle + a flip for EVERY view), with each flip
+    an exact rational Bernoulli(1/(1+x)) instead of Bernoulli(exp(-x)): the output law equals the
+    closed form (PF) for those q exactly - the unused flips change nothing."""
+    def rational_flip(n, d, bound, rnd, bits):
+        x = (Fraction(n, d) - Fraction(1, 16)) * 2 ** _squarings(bound)   # t' = x / 2^s + 1/16
+        q = 1 / (1 + x)
+        return rnd.randbelow(q.denominator) < q.numerator
+
+    monkeypatch.setattr(selection, "_bernoulli_offset", rational_flip)
+    for u, eps in (([Fraction(1, 5), Fraction(1, 2), Fraction(1), Fraction(0)], Fraction(3)),
+                   ([Fraction(1), Fraction(1), Fraction(2, 5)], Fraction(1))):
+        xs = [-x for x in exact_exponents(u, eps, DU)]
+        dist: dict = {}
+        stack: list = [((), Fraction(1))]
+        while stack:
+            prefix, p = stack.pop()
+            try:
+                out = sample_pf_fixed(u, eps, DU, _Enum(prefix))
+            except _NeedChoice as need:
+                stack.extend((prefix + (v,), p * w) for v, w in enumerate(need.weights))
+                continue
+            dist[out] = dist.get(out, Fraction(0)) + p
+        want = pf_from_acceptance([1 / (1 + x) for x in xs])
+        assert [dist.get(i, Fraction(0)) for i in range(len(u))] == want and sum(want) == 1
+
+
+def test_fixed_samplers_reproducible_and_defaults():
+    u, eps = CASES[0]
+    for sampler in (sample_em_fixed, sample_pf_fixed):
+        s1, s2 = SeededRandomSource(42), SeededRandomSource(42)
+        assert [sampler(u, eps, DU, s1) for _ in range(200)] == [sampler(u, eps, DU, s2) for _ in range(200)]
+    assert exponential_mechanism().sample_exact is sample_em_fixed
+    assert exponential_mechanism("rejection").sample_exact is sample_em_exact
+    assert permute_and_flip().sample_exact is sample_pf_fixed
+    assert permute_and_flip("sequential").sample_exact is sample_pf_exact
+    assert EXACT_EM_SAMPLERS == {"fixed": sample_em_fixed, "rejection": sample_em_exact}
+    policy, m, _, _ = running_example()
+    assert MemView(policy, m).selector.sample_exact is sample_em_fixed   # the deployment default
+    assert MemView(policy, m, selector="pf").selector.sample_exact is sample_pf_fixed
+    # seeded experiments keep the earlier sampler (their committed results reproduce) unless asked
+    assert MemView(policy, m, seed=0).selector.sample_exact is sample_em_exact
+    assert MemView(policy, m, seed=0, selector="pf").selector.sample_exact is sample_pf_exact
+    assert MemView(policy, m, random_source=SeededRandomSource(1)).selector.sample_exact is sample_em_exact
+    assert MemView(policy, m, seed=0, fixed_work=True).selector.sample_exact is sample_em_fixed
+    assert MemView(policy, m, fixed_work=False).selector.sample_exact is sample_em_exact
+    mech = ExponentialMechanism(Fraction(1), DU)
+    assert mech.sampler == "fixed" and 0 <= mech.sample([0.1, 0.9], source=SeededRandomSource(0)) < 2
+    old = ExponentialMechanism(Fraction(1), DU, sampler="rejection")
+    assert old.sample([0.1, 0.9], source=SeededRandomSource(0)) in (0, 1)
+    assert {sample_em_fixed([1.0, 0.5, 0.0, 1.0], 1e6, 0.6, SeededRandomSource(s)) for s in range(30)} <= {0, 3}
+
+
+def test_fixed_samplers_reject_bad_input():
+    src = SeededRandomSource(0)
+    for u, eps, du in [([], 1, DU), ([float("nan")], 1, DU), ([float("inf"), 0.1], 1, DU), ([1.5], 1, DU),
+                       ([-0.1], 1, DU), (5, 1, DU), ([None], 1, DU), ([0.5], -1, DU),
+                       ([0.5], float("nan"), DU), ([0.5], 1, 0), ([0.5], "x", DU), ([0.5], True, DU)]:
+        for sampler in (sample_em_fixed, sample_pf_fixed):
+            with pytest.raises(ParameterError):
+                sampler(u, eps, du, src)
+    for bits in (0, -3, 1.5, True, "64"):
+        with pytest.raises(ParameterError):
+            sample_em_fixed([0.5, 0.2], 1, DU, src, bits=bits)
+        with pytest.raises(ParameterError):
+            exp_neg_bounds(Fraction(1), Fraction(2), bits)
+    for x, bound in ((Fraction(-1), Fraction(2)), (Fraction(3), Fraction(2))):
+        with pytest.raises(ParameterError):
+            exp_neg_bounds(x, bound, 64)
+        with pytest.raises(ParameterError):
+            bernoulli_exp_neg_fixed(x, bound, src)
+    for bad in ("gumbel", None, 3, ["fixed"]):
+        with pytest.raises(ParameterError):
+            exact_em_sampler(bad)
+        with pytest.raises(ParameterError):
+            exponential_mechanism(bad)
+        with pytest.raises(ParameterError):
+            permute_and_flip(bad)

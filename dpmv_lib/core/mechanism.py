@@ -14,18 +14,27 @@ Two samplers of the same distribution:
 * :func:`sample_em` / :func:`sample_em_batch` - float, log-space Gumbel-max (fast, for experiments;
   for one distribution the exponents are computed exactly in rationals, see
   :func:`em_log_probabilities`);
-* :func:`sample_em_exact` - no floating point in the decision: uniform proposal + acceptance with
-  an exact Bernoulli(exp(-x)) for rational x (Canonne, Kamath & Steinke 2020). Accepted view v has
-  probability proportional to exp(-x_v), x_v = eps (u_max - u_v) / (2 Du), i.e. exactly Eq. (7).
+* :func:`sample_em_fixed` - exact, and its work is fixed by the public (|V_g|, eps, Du) (the
+  deployment default since issue 29): inversion of Eq. (7)'s distribution function with a uniform U
+  read to a fixed number of bits and interval bounds on every weight exp(-x_v) computed with a
+  fixed number of integer operations; the decision is taken only where it is certain, and with
+  probability <= 2^-62 per selection more bits are read (exactly, so the law stays Eq. 7);
+* :func:`sample_em_exact` - the rejection sampler ("rejection"): uniform proposal + acceptance
+  with an exact Bernoulli(exp(-x)) for rational x (Canonne, Kamath & Steinke 2020). Accepted view
+  v has probability proportional to exp(-x_v), x_v = eps (u_max - u_v) / (2 Du), i.e. exactly
+  Eq. (7); its number of rounds and Bernoulli trials depend on the utilities (a timing channel,
+  benchmarks/results/timing_channel.md).
 """
 from __future__ import annotations
 
 import math
 import random
 import secrets
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Protocol, Sequence
+from functools import lru_cache
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -57,11 +66,8 @@ def _exact_param(x: object, what: str, **kw: bool) -> Fraction:
     return to_fraction(x, what, **kw)  # type: ignore[arg-type]
 
 
-def exact_exponents(utilities: Sequence[Number], epsilon: Number, sensitivity: Number) -> list[Fraction]:
-    """The exponents of Eq. (7) as exact rationals, shifted by their maximum:
-    x_v = eps * (u_v - max_w u_w) / (2 Du) <= 0 (the shift cancels in the normalisation).
-
-    Utilities are read exactly (Fractions as they are, floats through their binary value)."""
+def _checked_utilities(utilities: Sequence[Number]) -> list[Fraction]:
+    """Utilities as exact rationals in [0, 1] (Eq. 6); ParameterError otherwise."""
     try:
         items = list(utilities)
     except TypeError:
@@ -72,6 +78,15 @@ def exact_exponents(utilities: Sequence[Number], epsilon: Number, sensitivity: N
     for u in us:
         if u < 0 or u > 1:
             raise ParameterError(f"utilities must lie in [0, 1] (Eq. 6), got {u}")
+    return us
+
+
+def exact_exponents(utilities: Sequence[Number], epsilon: Number, sensitivity: Number) -> list[Fraction]:
+    """The exponents of Eq. (7) as exact rationals, shifted by their maximum:
+    x_v = eps * (u_v - max_w u_w) / (2 Du) <= 0 (the shift cancels in the normalisation).
+
+    Utilities are read exactly (Fractions as they are, floats through their binary value)."""
+    us = _checked_utilities(utilities)
     eps = _exact_param(epsilon, "epsilon", nonnegative=True)
     du = _exact_param(sensitivity, "sensitivity", positive=True)
     scale, top = eps / (2 * du), max(us)
@@ -211,16 +226,301 @@ def sample_em_exact(utilities: Sequence[Number], epsilon: Number, sensitivity: N
             return i
 
 
+# ---- fixed-work exact sampling (issue 29: running time independent of the utilities) ---------
+#: Precision of the first try of the fixed-work samplers, in bits (plus 2 bit_length(|V_g|) for
+#: Eq. 7's inversion): the weight bounds are that tight and U is read to that many bits, so that
+#: Pr[more bits are needed] <= 2^-62 per selection (< 2^-62 per Bernoulli trial as well).
+FIXED_WORK_BITS = 64
+_GUARD_BITS = 6           # working bits beyond the target: Horner, exp(1/16) and squaring roundings
+_OFFSET = 4               # t' = x / 2^s + 2^-4 lies in [1/16, 1/8]: a fixed bit length, few Horner terms
+_DIGIT = sys.int_info.bits_per_digit   # CPython's big-integer digit (30 bits on 64-bit builds)
+#: A public odd 62-bit constant every per-view integer is a multiple of: no per-view value is 0 or
+#: a small cached int, and all have the same number of digits (uniform CPython integer work).
+_BLIND = (1 << 61) | 0x2545F4914F6CDD1D
+
+
+@dataclass(frozen=True)
+class _ExpPlan:
+    """The public parameters of :func:`exp_neg_bounds` for exponents in [0, bound] (see there)."""
+
+    s: int      # squarings: bound / 2^s <= 1/16
+    w: int      # working scale 2^w
+    t: int      # Horner terms
+    e_lo: int   # 2^w exp(1/16) lies in [e_lo, e_hi]
+    e_hi: int
+    recip: tuple[tuple[int, int, int], ...]   # (k, floor(2^m / k), ceil(2^m / k)) for k = t..1: no division
+    m: int                                    # reciprocal scale (a CPU's division time depends on its operands)
+
+
+def _squarings(bound: Fraction) -> int:
+    """The least s >= 0 with bound / 2^s <= 2^-_OFFSET (1/16)."""
+    s = 0
+    while bound > Fraction(1 << s, 1 << _OFFSET):
+        s += 1
+    return s
+
+
+def _reciprocals(w: int, t: int) -> tuple[tuple[tuple[int, int, int], ...], int]:
+    """(k, floor(2^m / k), ceil(2^m / k)) for k = t, ..., 1 and the scale m = w + bit_length(t) + 3:
+    multiplying by a reciprocal instead of dividing by k moves a Horner term by < 2^-6 ulp."""
+    m = w + t.bit_length() + 3
+    return tuple((k, (1 << m) // k, -(-(1 << m) // k)) for k in range(t, 0, -1)), m
+
+
+def _horner(r_lo: int, r_hi: int, w: int, recip: Sequence[tuple[int, int, int]], m: int) -> tuple[int, int]:
+    """Bounds on 2^w exp(-r) for r in [r_lo, r_hi] / 2^w, 0 <= r <= 1/8 + 2^-w, by t nested steps
+    h_k = 1 - r h_{k+1} / (k + 1), h_0 = exp(-r), from the tail h_t in [1/2, 1]. Each step is
+    decreasing in r and h_{k+1}; ``lo`` subtracts an upper bound of r h / k (rounded-up reciprocal
+    of k, floor + 1), ``hi`` a lower one (rounded-down reciprocal, floor). Multiplications and
+    shifts only: no integer division, whose time on a CPU depends on the operands."""
+    one = 1 << w
+    lo, hi = one >> 1, one
+    shift = w + m
+    for _, inv_lo, inv_hi in recip:
+        lo, hi = one - (hi * r_hi * inv_hi >> shift) - 1, one - (lo * r_lo * inv_lo >> shift)
+    return lo, hi
+
+
+@lru_cache(maxsize=256)
+def _exp_plan(bound: Fraction, bits: int) -> _ExpPlan:
+    """The plan for exponents in [0, bound] at ``bits`` bits: a function of public values only.
+
+    w = bits + s + guard, rounded up to w = -1 (mod the digit size) so that every value with bit
+    length in [w - digit + 2, w + 1] - the Horner values, exp(-x / 2^s) and, for x up to
+    ~(digit - 2) ln 2 (19 on 64-bit CPython), the squares - has the same number of digits."""
+    s = _squarings(bound)
+    w = bits + s + _GUARD_BITS
+    w += (_DIGIT - 1 - w) % _DIGIT
+    t, f = 0, 1                      # f = 8^t t! >= 2^w: the tail's width 2^(w-1) shrinks below an ulp
+    while f < 1 << w:
+        t += 1
+        f *= 8 * t
+    recip, m = _reciprocals(w, t)
+    q = 1 << (w - _OFFSET)           # exp(-1/16), then exp(1/16) = 1 / exp(-1/16) rounded outwards
+    lo, hi = _horner(q, q, w, recip, m)
+    return _ExpPlan(s, w, t, (1 << 2 * w) // hi, -(-(1 << 2 * w) // lo), recip, m)
+
+
+def _exp_neg_offset(n: int, d: int, plan: _ExpPlan) -> tuple[int, int]:
+    """Bounds on 2^w exp(-x) from t' = n / d = x / 2^s + 1/16 in [1/16, 1/8], with fixed work."""
+    w = plan.w
+    one = 1 << w
+    r = (n << w) // d                                                     # t' in [r, r + 1] / 2^w
+    lo, hi = _horner(r, r + 1, w, plan.recip, plan.m)                     # exp(-t')
+    lo, hi = lo * plan.e_lo >> w, min(one, (hi * plan.e_hi >> w) + 1)     # exp(-x / 2^s) = exp(-t') e^(1/16)
+    for _ in range(plan.s):
+        lo, hi = lo * lo >> w, min(one, (hi * hi >> w) + 1)              # exp(-x / 2^(j-1)) = exp(-x / 2^j)^2
+    return lo, hi
+
+
+def _offset(x: Fraction, s: int) -> tuple[int, int]:
+    """t' = x / 2^s + 1/16 as (numerator, denominator)."""
+    return (((x.numerator << _OFFSET) + (x.denominator << s)) * _BLIND, (x.denominator << (s + _OFFSET)) * _BLIND)
+
+
+def _check_bits(bits: object) -> int:
+    if isinstance(bits, bool) or not isinstance(bits, int) or bits < 1:
+        raise ParameterError(f"bits must be a positive integer, got {bits!r}")
+    return bits
+
+
+def _check_exponent(x: object, bound: object) -> tuple[Fraction, Fraction]:
+    x, bound = Fraction(x), Fraction(bound)  # type: ignore[arg-type]
+    if x < 0 or x > bound:
+        raise ParameterError(f"x must lie in [0, bound] = [0, {bound}], got {x}")
+    return x, bound
+
+
+def exp_neg_bounds(x: Fraction, bound: Fraction, bits: int) -> tuple[int, int, int]:
+    """Integers ``(lo, hi, W)`` with lo <= 2^W exp(-x) <= hi and hi - lo < 2^(W - bits) for a
+    rational 0 <= x <= bound, computed with a number of integer operations fixed by (bound, bits).
+
+    The weights of Eq. (7) are exp(-x_v), x_v = eps (u* - u_v) / (2 Du) in [0, eps / (2 Du)].
+    With s squarings (bound / 2^s <= 1/16): t' = x / 2^s + 1/16 is read as [r, r + 1] / 2^W,
+    exp(-t') bounded by T nested Horner steps rounded outwards, multiplied by bounds on exp(1/16)
+    and squared s times, again rounded outwards. Every step is monotone, so the bounds are
+    rigorous; T, s and W depend on (bound, bits) only, and the operands keep their sizes, so the
+    work does not depend on x.
+
+    Raises
+    ------
+    ParameterError
+        If x is negative or exceeds ``bound``, or ``bits`` is not a positive integer."""
+    bits = _check_bits(bits)
+    x, bound = _check_exponent(x, bound)
+    plan = _exp_plan(bound, bits)
+    lo, hi = _exp_neg_offset(*_offset(x, plan.s), plan)
+    return lo, hi, plan.w
+
+
+def _exact_bound(epsilon: Number, sensitivity: Number) -> Fraction:
+    """eps / (2 Du): the public bound on every exponent x_v of Eq. (7)."""
+    eps = _exact_param(epsilon, "epsilon", nonnegative=True)
+    return eps / (2 * _exact_param(sensitivity, "sensitivity", positive=True))
+
+
+def _bound_and_squarings(epsilon: Number, sensitivity: Number) -> tuple[Fraction, int]:
+    bound = _exact_bound(epsilon, sensitivity)
+    return bound, _squarings(bound)
+
+
+_bound_memo = lru_cache(maxsize=256)(lambda e, te, d, td: _bound_and_squarings(e, d))
+
+
+def _public_bound(epsilon: Number, sensitivity: Number) -> tuple[Fraction, int]:
+    """(eps / (2 Du), its squarings s), remembered per (type, value) of the public eps and Du."""
+    try:
+        return _bound_memo(epsilon, type(epsilon), sensitivity, type(sensitivity))
+    except TypeError:   # unhashable: validate and convert as usual (raises ParameterError if invalid)
+        return _bound_and_squarings(epsilon, sensitivity)
+
+
+def _offset_exponents(utilities: Sequence[Number], epsilon: Number, sensitivity: Number
+                      ) -> tuple[Fraction, list[tuple[int, int]]]:
+    """``(bound, [(n_v, d_v)])``: bound = eps / (2 Du) and n_v / d_v = x_v / 2^s + 1/16 for Eq. (7)'s
+    exponents x_v = eps (u* - u_v) / (2 Du) (s = the squarings for ``bound``), unreduced, with the
+    same few multiplications of like-sized integers for every view (no gcd, no zero operand)."""
+    us = _checked_utilities(utilities)
+    bound, s = _public_bound(epsilon, sensitivity)
+    top = max(us)
+    a, b = bound.numerator, bound.denominator
+    p, q = top.numerator * _BLIND, top.denominator * _BLIND   # u* = p / q, both multi-digit
+    # n_v / d_v = (u_d (16ap + bq 2^s) - 16aq u_n) / (16bq 2^s u_d), written with u_n + u_d >= 1
+    g1, g2, g3 = (a * (p + q) << _OFFSET) + (b * q << s), a * q << _OFFSET, b * q << (s + _OFFSET)
+    return bound, [(u.denominator * g1 - (u.numerator + u.denominator) * g2, u.denominator * g3) for u in us]
+
+
+def _bernoulli_offset(n: int, d: int, bound: Fraction, rnd: RandomSource, bits: int) -> bool:
+    """Exact Bernoulli(exp(-x)), t' = n / d = x / 2^s + 1/16 (see bernoulli_exp_neg_fixed)."""
+    length = bits
+    u = rnd.randbelow(1 << length)
+    while True:
+        plan = _exp_plan(bound, bits)
+        lo, hi = _exp_neg_offset(n, d, plan)
+        below = (u + 1) << plan.w <= lo << length   # U < (u + 1) / 2^L <= lo / 2^W <= exp(-x)
+        above = u << plan.w >= hi << length         # U >= u / 2^L >= hi / 2^W >= exp(-x)
+        if below or above:
+            return below
+        u = (u << length) | rnd.randbelow(1 << length)   # undecided: read more of U, tighten
+        bits, length = 2 * bits, 2 * length
+
+
+def bernoulli_exp_neg_fixed(x: Fraction, bound: Fraction, rnd: RandomSource, *, bits: int | None = None) -> bool:
+    """Exact Bernoulli(exp(-x)) for rational 0 <= x <= bound, with work fixed by (bound, bits).
+
+    The acceptance test of permute-and-flip on Eq. (7)'s weights (x = eps (u* - u) / (2 Du)).
+    Reads a uniform U in [0, 1) to ``bits`` bits (one ``randbelow(2^bits)``, default
+    ``FIXED_WORK_BITS``) and returns whether U < exp(-x), from :func:`exp_neg_bounds`: True if U's
+    cell lies below the lower bound, False if it lies above the upper one; otherwise (probability
+    < 2^(2 - bits)) the precision and the bits of U are doubled, so the result is exactly
+    Bernoulli(exp(-x)).
+
+    Raises
+    ------
+    ParameterError
+        If x lies outside [0, bound] or ``bits`` is not None or a positive integer."""
+    bits = FIXED_WORK_BITS if bits is None else _check_bits(bits)
+    x, bound = _check_exponent(x, bound)
+    return _bernoulli_offset(*_offset(x, _squarings(bound)), bound, rnd, bits)
+
+
+def _em_inversion(ts: Sequence[tuple[int, int]], bound: Fraction, rnd: RandomSource, bits: int,
+                  refinements: list[int] | None = None) -> int:
+    """The v with rho_v <= U < rho_{v+1}, rho_i = (w_0 + ... + w_{i-1}) / S, w = exp(-x), S = sum w,
+    for U uniform in [0, 1) read lazily; only certain comparisons decide (see sample_em_fixed).
+    ``ts``: t'_v = x_v / 2^s + 1/16 as pairs; ``refinements`` (tests) collects the precision of
+    every undecided try."""
+    length = bits
+    u = rnd.randbelow(1 << length)
+    e = len(ts).bit_length() + 1
+    while True:
+        plan = _exp_plan(bound, bits)
+        bounds = [_exp_neg_offset(n, d, plan) for n, d in ts]
+        # Sums carry the offset B = 2^(w+e) > 2 sum w, so that every operand has a fixed size:
+        # c = B + C (weights before i), s = B + S, and B + C + R = s + c_hi - c_lo etc.
+        shift = plan.w + e
+        base = 1 << shift
+        base_l = base << length
+        u0, u1 = u, u + 1
+        u0b, u1b = u0 << shift, u1 << shift
+        s_lo = base + sum(lo for lo, _ in bounds)
+        s_hi = base + sum(hi for _, hi in bounds)
+        c_lo = c_hi = base
+        index, decided = 0, True
+        for lo, hi in bounds[:-1]:
+            c_lo += lo
+            c_hi += hi
+            # rho_i lies in [C_lo / (C_lo + R_hi), C_hi / (C_hi + R_lo)], R = S - C (weights from i on)
+            le = (c_hi << length) + u0b <= u0 * (s_lo + c_hi - c_lo) + base_l   # rho_i <= u / 2^L <= U
+            gt = (c_lo << length) + u1b >= u1 * (s_hi + c_lo - c_hi) + base_l   # rho_i >= (u + 1) / 2^L > U
+            index += le
+            decided &= le or gt
+        if decided:
+            return index
+        if refinements is not None:
+            refinements.append(bits)
+        u = (u << length) | rnd.randbelow(1 << length)   # undecided: read more of U, tighten
+        bits, length = 2 * bits, 2 * length
+
+
+def _precision(bits: int | None, n: int) -> int:
+    """Bits of the first try of Eq. (7)'s inversion: ``FIXED_WORK_BITS + 2 bit_length(n)``."""
+    return FIXED_WORK_BITS + 2 * n.bit_length() if bits is None else _check_bits(bits)
+
+
+def sample_em_fixed(utilities: Sequence[Number], epsilon: Number, sensitivity: Number, rnd: RandomSource,
+                    *, bits: int | None = None) -> int:
+    """Index drawn exactly from Eq. (7) with work fixed by the public (|V_g|, eps, Du).
+
+    Inversion of Eq. (7)'s distribution function: a uniform U in [0, 1) is read to L bits (one
+    ``randbelow(2^L)``, L = ``bits``, default ``FIXED_WORK_BITS + 2 bit_length(n)``) and the
+    output is the v with rho_v <= U < rho_{v+1}, rho_i = sum_{j<i} w_j / sum_j w_j,
+    w_j = exp(-x_j), x_j = eps (u* - u_j) / (2 Du) read exactly (as :func:`exact_exponents`); so
+    Pr[v] = w_v / sum_j w_j, exactly Eq. (7). Each rho_i is bracketed from the bounds of
+    :func:`exp_neg_bounds` (one per view, fixed work) and all n - 1 comparisons are made, with no
+    early exit; a boundary is decided only when U's L-bit cell lies on one side of its bracket.
+    If one is not (probability <= (n-1)(2n 2^-bits + 2^(1-L)) <= 2^-62 at the default), the
+    precision and L are doubled with fresh bits of U: the law stays exactly Eq. (7), and only
+    that rare continuation takes utility-dependent time.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`exact_exponents` for invalid utilities, epsilon or sensitivity, or if ``bits``
+        is not None or a positive integer."""
+    bound, ts = _offset_exponents(utilities, epsilon, sensitivity)
+    return _em_inversion(ts, bound, rnd, _precision(bits, len(ts)))
+
+
+#: The exact samplers of Eq. (7) by name: "fixed" (default: fixed work) and "rejection" (CKS 2020).
+EXACT_EM_SAMPLERS: dict[str, Callable[..., int]] = {"fixed": sample_em_fixed, "rejection": sample_em_exact}
+
+
+def exact_em_sampler(name: str = "fixed") -> Callable[..., int]:
+    """The exact Eq. (7) sampler registered under ``name`` (:data:`EXACT_EM_SAMPLERS`).
+
+    Raises
+    ------
+    ParameterError
+        If ``name`` is not a registered sampler."""
+    try:
+        return EXACT_EM_SAMPLERS[name]
+    except (KeyError, TypeError):
+        raise ParameterError(f"unknown exact sampler {name!r}; use one of {sorted(EXACT_EM_SAMPLERS)}") from None
+
+
 @dataclass(frozen=True)
 class ExponentialMechanism:
     """Eq. (7) with local parameter eps and fixed sensitivity bound Du; eps-DP per release.
 
-    ``exact=True`` (the MemView default) samples with :func:`sample_em_exact`; ``False`` uses the
-    float Gumbel-max sampler."""
+    ``exact=True`` (the MemView default) samples with the exact sampler named ``sampler``
+    (:data:`EXACT_EM_SAMPLERS`: "fixed", :func:`sample_em_fixed`, by default, or "rejection",
+    :func:`sample_em_exact`); ``False`` uses the float Gumbel-max sampler."""
 
     epsilon: Fraction
     sensitivity: Fraction
     exact: bool = True
+    sampler: str = "fixed"
 
     def probabilities(self, utilities: Sequence[Number]) -> np.ndarray:
         return em_probabilities(utilities, self.epsilon, self.sensitivity)
@@ -228,8 +528,9 @@ class ExponentialMechanism:
     def sample(self, utilities: Sequence[Number], rng: np.random.Generator | None = None,
                source: RandomSource | None = None) -> int:
         if self.exact:
-            return sample_em_exact(utilities, self.epsilon, self.sensitivity,
-                                   source or (SeededRandomSource(rng) if rng is not None else SystemRandomSource()))
+            return exact_em_sampler(self.sampler)(
+                utilities, self.epsilon, self.sensitivity,
+                source or (SeededRandomSource(rng) if rng is not None else SystemRandomSource()))
         if rng is None:
             raise ParameterError("the float sampler needs a numpy Generator (rng)")
         return sample_em(utilities, self.epsilon, self.sensitivity, rng)

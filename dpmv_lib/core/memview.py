@@ -284,7 +284,12 @@ class MemView:
     ``exact=True`` (default) samples with the exact rational sampler; ``seed=None`` draws from
     the OS (deployment), an int makes runs reproducible (experiments). ``selector`` is the C3
     eps-DP selector: "em" (Eq. 7, default), "pf" (permute-and-flip) or a
-    :class:`~dpmv_lib.core.selection.Selector`. ``ledger`` may be any
+    :class:`~dpmv_lib.core.selection.Selector`. ``fixed_work`` picks a selector tag's exact
+    sampler: True, the one whose work is fixed by the public (|V_g|, eps, Du) (its running time
+    reveals nothing about the utilities: issue 29, ``benchmarks/results/timing_channel.md``);
+    False, the earlier one (same law, running time depends on the utilities); None (default):
+    True with OS randomness (deployment), False with a seed or a random source (experiments: the
+    committed results reproduce). ``ledger`` may be any
     :class:`~dpmv_lib.core.ledger.Ledger` backend (e.g. a durable one); its caps must equal the policy's.
     A failing scorer never raises out of ``release()`` (C5 fail-closed, module docstring); its
     failures are listed, operator-side only, in ``scorer_failures``.
@@ -296,7 +301,7 @@ class MemView:
     def __init__(self, policy: Policy, store: MemoryStore, *, budget: BudgetRule | None = None,
                  ledger: Ledger | None = None, scorer: Scorer | None = None, exact: bool = True,
                  seed: int | None = None, random_source: RandomSource | None = None,
-                 selector: str | Selector = "em") -> None:
+                 selector: str | Selector = "em", fixed_work: bool | None = None) -> None:
         if not isinstance(policy, Policy):
             raise PolicyError(f"MemView needs a Policy, got {type(policy).__name__}")
         if not isinstance(store, MemoryStore):
@@ -311,7 +316,9 @@ class MemView:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
                                  or seed < 0):
             raise ParameterError(f"seed must be None (OS randomness) or an integer >= 0, got {seed!r}")
-        self.selector = get_selector(selector)
+        if fixed_work is None:  # deployment (OS randomness): timing-safe; a seeded experiment: as before
+            fixed_work = seed is None and random_source is None
+        self.selector = get_selector(selector, bool(fixed_work))
         store.check_layout(policy)
         self.policy = policy
         self._store = store

@@ -15,6 +15,11 @@ uniform order, of size k with probability 1/n for each k and uniform among the k
 
 with e_k the elementary symmetric polynomial. All terms are >= 0 (stable in floats);
 equivalently Pr[r] = q_r * int_0^1 prod_{j != r} (1 - t q_j) dt (arrival times, used in tests).
+
+Exact samplers (issue 29): each selector's default ``sample_exact`` does work fixed by the public
+(|V_g|, eps, Du), so its running time does not depend on the utilities
+(:func:`~dpmv_lib.core.mechanism.sample_em_fixed`, :func:`sample_pf_fixed`); the earlier samplers,
+whose number of rounds or flips does, stay available by name ("rejection", "sequential").
 """
 from __future__ import annotations
 
@@ -28,8 +33,9 @@ import numpy as np
 
 from ._exact import Number
 from .errors import ParameterError
-from .mechanism import (RandomSource, _to_float_exponent, bernoulli_exp_neg, em_probabilities, exact_exponents,
-                        sample_em, sample_em_exact)
+from .mechanism import (FIXED_WORK_BITS, RandomSource, _bernoulli_offset, _check_bits, _offset_exponents,
+                        _to_float_exponent, bernoulli_exp_neg, em_probabilities, exact_em_sampler, exact_exponents,
+                        sample_em)
 
 
 # ---- permute-and-flip -------------------------------------------------------------------------------
@@ -93,6 +99,37 @@ def sample_pf_exact(utilities: Sequence[Number], epsilon: Number, sensitivity: N
     raise AssertionError("unreachable: the maximiser (x = 0) is always accepted")  # pragma: no cover
 
 
+def sample_pf_fixed(utilities: Sequence[Number], epsilon: Number, sensitivity: Number, rnd: RandomSource,
+                    *, bits: int | None = None) -> int:
+    """One permute-and-flip draw with no float in the decision and work fixed by the public
+    (|V_g|, eps, Du): a uniform order by Fisher-Yates (``randbelow``), then an exact
+    Bernoulli(exp(-x_r)) with fixed work for EVERY view
+    (:func:`~dpmv_lib.core.mechanism.bernoulli_exp_neg_fixed`, x_r = eps (u* - u_r) / (2 Du), the
+    exponents of Eq. (7)); the output is the first accepted view in the order - the same law (PF)
+    as :func:`sample_pf_exact`, since the flips after it are independent and unused. Only with
+    probability < n 2^(2-bits) (< 2^-59 for n <= 8 at the default ``FIXED_WORK_BITS``) does a
+    flip read more bits (exactly: the law stays (PF)).
+
+    Raises
+    ------
+    ParameterError
+        As :func:`~dpmv_lib.core.mechanism.exact_exponents` for invalid utilities, epsilon or
+        sensitivity, or if ``bits`` is not None or a positive integer."""
+    bound, ts = _offset_exponents(utilities, epsilon, sensitivity)
+    bits = FIXED_WORK_BITS if bits is None else _check_bits(bits)
+    n = len(ts)
+    order = list(range(n))
+    for i in range(n - 1):
+        j = i + rnd.randbelow(n - i)
+        order[i], order[j] = order[j], order[i]
+    accepted = [_bernoulli_offset(*ts[r], bound, rnd, bits) for r in order]
+    return order[accepted.index(True)]   # the maximiser (x = 0) is always accepted
+
+
+#: The exact permute-and-flip samplers by name: "fixed" (default: fixed work) and "sequential".
+EXACT_PF_SAMPLERS: dict[str, Callable[..., int]] = {"fixed": sample_pf_fixed, "sequential": sample_pf_exact}
+
+
 # ---- the selector abstraction -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Selector:
@@ -111,19 +148,41 @@ class Selector:
     privacy: str
 
 
-def exponential_mechanism() -> Selector:
+def exponential_mechanism(exact_sampler: str = "fixed") -> Selector:
     """Eq. (7). Privacy (McSherry & Talwar 2007): with |u_M(v) - u_M'(v)| <= Du on a shared
-    vocabulary, numerator and normaliser each move by at most exp(eps/2): eps-DP per release."""
-    return Selector("em", "Eq. (7)", em_probabilities, sample_em, sample_em_exact,
+    vocabulary, numerator and normaliser each move by at most exp(eps/2): eps-DP per release.
+
+    ``exact_sampler``: "fixed" (default, :func:`~dpmv_lib.core.mechanism.sample_em_fixed`: work
+    fixed by the public |V_g|, eps and Du) or "rejection"
+    (:func:`~dpmv_lib.core.mechanism.sample_em_exact`: running time depends on the utilities).
+
+    Raises
+    ------
+    ParameterError
+        If ``exact_sampler`` is not one of those names."""
+    return Selector("em", "Eq. (7)", em_probabilities, sample_em, exact_em_sampler(exact_sampler),
                     "eps-DP: numerator and normaliser of Eq. (7) each change by <= exp(eps/2)")
 
 
-def permute_and_flip() -> Selector:
+def permute_and_flip(exact_sampler: str = "fixed") -> Selector:
     """Permute-and-flip (McKenna & Sheldon 2020). Privacy (their Thm. 1): with
     |u_M(v) - u_M'(v)| <= Du on a shared vocabulary, acceptance probabilities
     exp(eps (u_v - u*) / (2 Du)) give an eps-DP selection - the same eps and sensitivity as
-    Eq. (7) - and its expected utility is never lower than Eq. (7)'s (their Thm. 2)."""
-    return Selector("pf", "permute-and-flip", pf_probabilities, sample_pf, sample_pf_exact,
+    Eq. (7) - and its expected utility is never lower than Eq. (7)'s (their Thm. 2).
+
+    ``exact_sampler``: "fixed" (default, :func:`sample_pf_fixed`: work fixed by the public
+    |V_g|, eps and Du) or "sequential" (:func:`sample_pf_exact`: stops at the first acceptance).
+
+    Raises
+    ------
+    ParameterError
+        If ``exact_sampler`` is not one of those names."""
+    try:
+        sampler = EXACT_PF_SAMPLERS[exact_sampler]
+    except (KeyError, TypeError):
+        raise ParameterError(f"unknown exact sampler {exact_sampler!r}; use one of "
+                             f"{sorted(EXACT_PF_SAMPLERS)}") from None
+    return Selector("pf", "permute-and-flip", pf_probabilities, sample_pf, sampler,
                     "eps-DP (McKenna & Sheldon 2020, Thm. 1), same sensitivity as Eq. (7)")
 
 
@@ -132,10 +191,17 @@ SELECTORS: dict[str, Callable[[], Selector]] = {"em": exponential_mechanism, "pf
 DP_SELECTOR_TAGS: frozenset[str] = frozenset(SELECTORS)
 
 
-def get_selector(selector: "str | Selector") -> Selector:
-    """A Selector from its tag ("em" | "pf") or as given."""
+#: The exact sampler of each selector whose running time depends on the utilities (the samplers
+#: before issue 29): what seeded experiments use, so that their committed results reproduce.
+UTILITY_TIMED_SAMPLERS = {"em": "rejection", "pf": "sequential"}
+
+
+def get_selector(selector: "str | Selector", fixed_work: bool = True) -> Selector:
+    """A Selector from its tag ("em" | "pf") or as given. For a tag, ``fixed_work`` picks the
+    exact sampler: the fixed-work one (default; deployment) or the earlier one
+    (:data:`UTILITY_TIMED_SAMPLERS`: same law, another use of the random stream)."""
     if isinstance(selector, Selector):
         return selector
     if isinstance(selector, str) and selector in SELECTORS:
-        return SELECTORS[selector]()
+        return SELECTORS[selector]() if fixed_work else SELECTORS[selector](UTILITY_TIMED_SAMPLERS[selector])
     raise ParameterError(f"unknown selector {selector!r}; use one of {sorted(SELECTORS)} or a Selector")

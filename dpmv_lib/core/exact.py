@@ -8,6 +8,7 @@ maximum privacy loss max_omega |log P[omega | M] / P[omega | M']| (inf on a supp
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -32,21 +33,7 @@ def transcript_distribution(make: Callable[[MemoryStore], MemView], store: Memor
     """P[transcript | store] for every augmented transcript of length ``horizon``."""
     if horizon < 0:
         raise ParameterError("horizon must be >= 0")
-    root = make(store)
-    dist: dict[Transcript, float] = {}
-    frontier: list[tuple[Transcript, MemView, float]] = [((), root, 1.0)]
-    for _ in range(horizon):
-        nxt = []
-        for history, iface, p in frontier:
-            q = strategy(history)
-            for slots, branch, pr in _turn_outcomes(iface, q, history):
-                nxt.append((history + (branch._make_release(q, slots),), branch, p * pr))
-        frontier = nxt
-        if len(frontier) > max_transcripts:
-            raise ParameterError(f"more than {max_transcripts} transcripts; use a smaller example")
-    for history, _, p in frontier:
-        dist[history] = dist.get(history, 0.0) + p
-    return dist
+    return _enumerate(make, store, strategy, horizon, max_transcripts, log=False)
 
 
 def transcript_log_distribution(make: Callable[[MemoryStore], MemView], store: MemoryStore,
@@ -64,19 +51,26 @@ def transcript_log_distribution(make: Callable[[MemoryStore], MemView], store: M
     """
     if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 0:
         raise ParameterError(f"horizon must be an integer >= 0, got {horizon!r}")
-    frontier: list[tuple[Transcript, MemView, float]] = [((), make(store), 0.0)]
+    return _enumerate(make, store, strategy, horizon, max_transcripts, log=True)
+
+
+def _enumerate(make: Callable[[MemoryStore], MemView], store: MemoryStore, strategy: Strategy, horizon: int,
+               max_transcripts: int, log: bool) -> dict[Transcript, float]:
+    """Every transcript with its probability (``log``: its log probability)."""
+    mul, add = (operator.add, log_add) if log else (operator.mul, operator.add)
+    frontier: list[tuple[Transcript, MemView, float]] = [((), make(store), 0.0 if log else 1.0)]
     for _ in range(horizon):
         nxt = []
-        for history, iface, lp in frontier:
+        for history, iface, w in frontier:
             q = strategy(history)
-            for slots, branch, lpr in _turn_log_outcomes(iface, q, history):
-                nxt.append((history + (branch._make_release(q, slots),), branch, lp + lpr))
+            for slots, branch, wt in _turn(iface, q, history, log):
+                nxt.append((history + (branch._make_release(q, slots),), branch, mul(w, wt)))
         frontier = nxt
         if len(frontier) > max_transcripts:
             raise ParameterError(f"more than {max_transcripts} transcripts; use a smaller example")
     dist: dict[Transcript, float] = {}
-    for history, _, lp in frontier:
-        dist[history] = log_add(dist[history], lp) if history in dist else lp
+    for history, _, w in frontier:
+        dist[history] = add(dist[history], w) if history in dist else w
     return dist
 
 
@@ -87,32 +81,21 @@ def log_add(a: float, b: float) -> float:
     return a if b == -math.inf else a + math.log1p(math.exp(b - a))
 
 
-def _turn_log_outcomes(iface: MemView, q: Query, history: Transcript):
-    """(slot releases, branch, log probability) of every outcome of one turn (log space)."""
-    partial: list[tuple[list[SlotRelease], MemView, float]] = [([], iface.fork(), 0.0)]
+def _turn(iface: MemView, q: Query, history: Transcript, log: bool):
+    """(slot releases, branch, probability or, with ``log``, log probability) of every outcome
+    of one turn with positive probability."""
+    partial: list[tuple[list[SlotRelease], MemView, float]] = [([], iface.fork(), 0.0 if log else 1.0)]
     for slot in iface._route(q, history):  # the interface's own route (C4 hook)
         grown = []
-        for done, branch, lp in partial:
+        for done, branch, w in partial:
             branch = branch.fork()
             prep = branch._prepare(q, slot, history)  # the same code path release() uses
-            for sr, lpr in branch._log_outcomes(prep):
-                grown.append((done + [sr], branch, lp + lpr))
+            if log:
+                grown += [(done + [sr], branch, w + lp) for sr, lp in branch._log_outcomes(prep)]
+            else:
+                grown += [(done + [sr], branch, w * p) for sr, p in branch._outcomes(prep) if p > 0]
         partial = grown
-    return [(done, branch.fork(), lp) for done, branch, lp in partial]
-
-
-def _turn_outcomes(iface: MemView, q: Query, history: Transcript):
-    partial: list[tuple[list[SlotRelease], MemView, float]] = [([], iface.fork(), 1.0)]
-    for slot in iface._route(q, history):  # the interface's own route (C4 hook)
-        grown = []
-        for done, branch, p in partial:
-            branch = branch.fork()
-            prep = branch._prepare(q, slot, history)  # the same code path release() uses
-            for sr, pr in branch._outcomes(prep):
-                if pr > 0:
-                    grown.append((done + [sr], branch, p * pr))
-        partial = grown
-    return [(done, branch.fork(), p) for done, branch, p in partial]
+    return [(done, branch.fork(), w) for done, branch, w in partial]
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from ..core.exact import Strategy, Transcript, _turn_outcomes, transcript_distribution
+from ..core.exact import Strategy, Transcript, _turn, transcript_distribution
 from ..core.memview import MemView, Release
 from ..evaluate.oracle import LLRDistribution, _merge, mixture
 from ..core.policy import Query, TableReadPolicy, TableRouter
@@ -70,7 +70,7 @@ def turn_branches(iface_m: MemView, iface_mp: MemView, query: Query, history: Tr
     interfaces after it (None on a side where the release has probability 0)."""
     out: dict[Release, list] = {}
     for k, iface in enumerate((iface_m, iface_mp)):
-        for slots, branch, p in _turn_outcomes(iface, query, history):
+        for slots, branch, p in _turn(iface, query, history, log=False):
             rel = branch._make_release(query, slots)
             row = out.setdefault(rel, [rel, 0.0, 0.0, None, None])
             row[1 + k] += p

@@ -23,12 +23,15 @@ processes waiting for it in ONE transaction (leader election by the lock; no ext
    the posted requests of its user (same HMAC key id), decides them one after the other and
    then its own, each exactly as a separate ``try_charge_many`` (the prospective check
    eps <= B_a - L_a with Fractions sees every charge admitted before it), appends their audit
-   records to the hash chain and stores each requester's answer (decisions and L_a) in the
+   records to the hash chain (each names its request: ``origin`` "<owner>:<number>", part of
+   the record hash) and stores each requester's answer (the seq of its first record) in the
    table ``dpmv_gc`` of the ledger file - in the same transaction - then COMMITs, releases the
    lock and syncs the write-ahead log (one fsync for the whole batch, outside the lock: see
    ``SqliteLedger._wal_sync``; where SQLite syncs at COMMIT itself, inside it).
-4. A waiter that then gets the lock reads its answer row. If it holds its request number, the
-   release was committed: it returns that answer. If not (it posted after the leader read the
+4. A waiter that then gets the lock reads its answer row. If it holds its request number and the
+   verified chain holds its records there (``GroupCommit.answer``: read in the snapshot that
+   verifies the chain, one per charge, same attributes and eps, its origin), the release was
+   committed: it returns their decisions and totals. If not (it posted after the leader read the
    queue, or the leader died before COMMIT), it takes the lock exclusively, reads its answer
    once more (another waiter may have led meanwhile) and else becomes the leader (step 3).
 
@@ -60,7 +63,9 @@ Why this keeps the guarantees:
 * Integrity: the leader verifies the user's chain before deciding, as for its own charge; a
   request names its user and a key id (HMAC of a fixed label, or "none"), and only a leader
   with the same key commits it. The answer table is a delivery channel, not part of the audit
-  chain: the decisions it carries are in the chain, verified by every later transaction.
+  chain, and carries no decision: a waiter takes its decisions from its own records in the
+  verified chain, so a forged, replayed or altered answer row only makes it commit its release
+  itself (tests/test_group_commit_forgery.py).
 """
 from __future__ import annotations
 

@@ -204,6 +204,30 @@ def test_cached_grid_reuses_and_recomputes(tmp_path):
     assert set(g3["b_a"]) == {1.0}
 
 
+def test_the_grid_does_not_depend_on_the_number_of_workers():
+    """compute_grid over forked processes (issue 30: the usable cores by default) gives the grid
+    of one process, byte for byte."""
+    bench = mini_benchmark(8)
+    links = {"food.low_sugar": ["diabetes"], "finance.strict_budget": ["debt"]}
+    spec = S.GridSpec(b_as=(1, 2), ks=(2, 3), modes=S.MODES, horizon=6, plan_horizon=6)
+    one = S.compute_grid(bench, bench.pairs, spec, view_links=links, n_seeds=2, workers=1)
+    two = S.compute_grid(bench, bench.pairs, spec, view_links=links, n_seeds=2, workers=2)
+    assert one.to_csv(index=False) == two.to_csv(index=False)
+    with pytest.raises(ParameterError, match="workers"):
+        S.compute_grid(bench, bench.pairs, spec, view_links=links, workers=0)
+
+
+def test_parallel_map_keeps_order_and_runs_in_other_processes():
+    import os
+
+    from dpmv_lib.experiments.common import parallel_map
+
+    pids = parallel_map(lambda x: (x * x, os.getpid()), range(12), workers=2)  # (a lambda: not pickled)
+    assert [v for v, _ in pids] == [x * x for x in range(12)]
+    assert any(p != os.getpid() for _, p in pids)
+    assert parallel_map(lambda x: x + 1, [1, 2], workers=1) == [2, 3] and parallel_map(str, [], workers=2) == []
+
+
 # ---- permute-and-flip rows (beyond the paper) -----------------------------------------------------------
 def test_grid_pf_modes_obey_theorem1_and_share_the_ledger():
     bench = mini_benchmark(8)

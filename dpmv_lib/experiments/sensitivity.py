@@ -42,6 +42,7 @@ from ..core.memview import MemView, Release, SlotRelease
 from .rq2 import with_paper
 from .verdicts import BootClaim, Case, ExactClaim, decide, highest, lowest
 from .rq2_support import MemoScorer, SlotStep, lockstep_steps
+from .common import parallel_map
 from .rq2_horizon import pooled_ceiling, prefix_distributions, steps_to_turns
 
 
@@ -389,36 +390,62 @@ def pair_grid_rows(policy: Any, pair: Any, mode: str, b_a: float, k: int | None,
 
 
 def compute_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links: Mapping[str, Sequence[str]],
-                 max_atoms: int = 4096, fpr: float = 0.05, n_seeds: int = 1, progress: bool = False) -> pd.DataFrame:
+                 max_atoms: int = 4096, fpr: float = 0.05, n_seeds: int = 1, progress: bool = False,
+                 workers: int | None = None) -> pd.DataFrame:
     """The exact grid (module docstring) over ``pairs``: one row per (mode, B_a, K, T).
 
     With ``n_seeds`` > 1 also ``ceiling_auc_seeds``: the ceiling when ``n_seeds`` independent
     transcripts of each pair (the EM seeds) are observed together - the bound of the seed-averaged
     learned auditor of Table 3. For a fixed query trajectory every seed has the same exact
-    distribution, so it is the ``n_seeds``-fold convolution of one transcript's."""
+    distribution, so it is the ``n_seeds``-fold convolution of one transcript's.
+
+    ``workers``: processes over the settings (None: the usable cores; 1: this process). Each
+    setting is computed alone, by the same code, so the grid does not depend on it."""
     if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1:
         raise ParameterError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
-    from ..core.scorer import LexiconScorer
-
     if not pairs:
         raise ParameterError("the grid needs at least one pair")
-    scorer = MemoScorer(LexiconScorer())
     settings = spec.settings()
-    it: Iterable = settings
-    if progress:
-        from tqdm.auto import tqdm
-        it = tqdm(settings, desc="budget grid", unit="setting")
-    out = []
-    for mode, b, k in it:
+    job = _GridJob(bench, tuple(pairs), spec, view_links, max_atoms, fpr, n_seeds)
+    out = [row for rows in parallel_map(job, settings, workers=workers, progress=progress, desc="budget grid",
+                                        unit="setting") for row in rows]
+    cols = ["mode", "b_a", "k", "T", "eps", *GRID_METRICS, "ceiling_auc_seeds", "ceiling_tpr", "auc_err",
+            "mean_pair_auc", "n_pairs", "n_seeds"]
+    df = pd.DataFrame(out)
+    return df[[c for c in dict.fromkeys(cols) if c in df.columns]].sort_values(["mode", "b_a", "k", "T"]).reset_index(drop=True)
+
+
+@dataclass
+class _GridJob:
+    """The grid rows of one setting (mode, B_a, K), every T (run by :func:`parallel_map`)."""
+
+    bench: Any
+    pairs: tuple[Any, ...]
+    spec: GridSpec
+    view_links: Mapping[str, Sequence[str]]
+    max_atoms: int
+    fpr: float
+    n_seeds: int
+    scorer: Any = None
+
+    def __call__(self, setting: tuple[str, float, int | None]) -> list[dict[str, Any]]:
+        from ..core.scorer import LexiconScorer
+
+        mode, b, k = setting
+        spec, n_seeds, max_atoms = self.spec, self.n_seeds, self.max_atoms
+        if self.scorer is None:  # one memo per process, shared by its settings
+            self.scorer = MemoScorer(LexiconScorer())
+        scorer = self.scorer
         rows, dists = [], {}
-        for pair in pairs:
-            r, d = pair_grid_rows(bench.policy(pair), pair, mode, b, k, horizon=spec.horizon,
-                                  plan_horizon=spec.plan_horizon, view_links=view_links, scorer=scorer,
+        for pair in self.pairs:
+            r, d = pair_grid_rows(self.bench.policy(pair), pair, mode, b, k, horizon=spec.horizon,
+                                  plan_horizon=spec.plan_horizon, view_links=self.view_links, scorer=scorer,
                                   max_atoms=max_atoms)
             rows.extend(r)
             dists[pair.pair_id] = (pair.attribute, d)
         per = pd.DataFrame(rows)
         powered: dict[int, Any] = {}
+        out = []
         for T, g in per.groupby("T", sort=True):
             by_attr: dict[str, list] = {}
             by_attr_seeds: dict[str, list] = {}
@@ -429,8 +456,8 @@ def compute_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links
                     if key not in powered:
                         powered[key] = (d[T], d[T].power(n_seeds, max_atoms=max_atoms))
                     by_attr_seeds.setdefault(attr, []).append(powered[key][1])
-            auc, tpr, err = pooled_ceiling(by_attr, fpr)
-            seeds_auc = pooled_ceiling(by_attr_seeds, fpr)[0] if n_seeds > 1 else auc
+            auc, tpr, err = pooled_ceiling(by_attr, self.fpr)
+            seeds_auc = pooled_ceiling(by_attr_seeds, self.fpr)[0] if n_seeds > 1 else auc
             touch = g["touch"].sum()
             base = {"b_a": b, "T": int(T), "ceiling_auc": auc, "ceiling_tpr": tpr, "auc_err": err,
                     "ceiling_auc_seeds": seeds_auc, "n_seeds": n_seeds,
@@ -443,10 +470,7 @@ def compute_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links
                 out.append({"mode": mode, "k": int(k), "eps": float(Fraction(str(b)) / int(k)), **base})
             else:
                 out.extend({"mode": mode, "k": kk, "eps": math.nan, **base} for kk in spec.ks)
-    cols = ["mode", "b_a", "k", "T", "eps", *GRID_METRICS, "ceiling_auc_seeds", "ceiling_tpr", "auc_err",
-            "mean_pair_auc", "n_pairs", "n_seeds"]
-    df = pd.DataFrame(out)
-    return df[[c for c in dict.fromkeys(cols) if c in df.columns]].sort_values(["mode", "b_a", "k", "T"]).reset_index(drop=True)
+        return out
 
 
 def save_grid(grid: pd.DataFrame, path: str | Path) -> Path:
@@ -530,7 +554,7 @@ def grid_key(bench: Any, pairs: Sequence[Any], spec: GridSpec, view_links: Mappi
 
 def cached_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links: Mapping[str, Sequence[str]],
                 path: str | Path, max_atoms: int = 4096, n_seeds: int = 1, progress: bool = False,
-                log: Callable[[str], None] = print) -> pd.DataFrame:
+                log: Callable[[str], None] = print, workers: int | None = None) -> pd.DataFrame:
     """:func:`compute_grid`, stored at ``path`` (CSV) with a ``.key`` sidecar; reused when the key
     (data, pairs, spec, links, code) matches, recomputed otherwise."""
     path = Path(path)
@@ -544,7 +568,7 @@ def cached_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links:
         except (ParameterError, ValueError, OSError) as exc:
             log(f"[grid] recomputing: unreadable {path} ({exc})")
     grid = compute_grid(bench, pairs, spec, view_links=view_links, max_atoms=max_atoms, n_seeds=n_seeds,
-                        progress=progress)
+                        progress=progress, workers=workers)
     save_grid(grid, path)
     side.write_text(key + "\n")
     return grid

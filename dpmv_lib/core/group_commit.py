@@ -62,10 +62,9 @@ Why this keeps the guarantees:
   release itself).
 * Integrity: the leader verifies the user's chain before deciding, as for its own charge; a
   request names its user and a key id (HMAC of a fixed label, or "none"), and only a leader
-  with the same key commits it. The answer table is a delivery channel, not part of the audit
-  chain, and carries no decision: a waiter takes its decisions from its own records in the
-  verified chain, so a forged, replayed or altered answer row only makes it commit its release
-  itself (tests/test_group_commit_forgery.py).
+  with the same key commits it. The answer table carries no decision: a waiter takes them from
+  its own records in the verified chain, so a forged, replayed or altered answer row only makes
+  it commit its release itself (tests/test_group_commit_forgery.py).
 """
 from __future__ import annotations
 

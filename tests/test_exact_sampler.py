@@ -72,11 +72,18 @@ def exact_probs(u, eps) -> np.ndarray:
     return em_probabilities(u, float(eps), float(DU))
 
 
+# the exact samplers of Eq. (7): the rejection sampler and the fixed-work one (issue 29), with
+# the seed offsets they have always used
+EXACT_SAMPLERS = pytest.mark.parametrize("sampler,seed0", [(sample_em_exact, 1000), (sample_em_fixed, 3000)],
+                                         ids=["rejection", "fixed"])
+
+
+@EXACT_SAMPLERS
 @pytest.mark.parametrize("case", range(len(CASES)))
-def test_exact_sampler_matches_eq7(case):
+def test_exact_sampler_matches_eq7(sampler, seed0, case):
     u, eps = CASES[case]
-    src = SeededRandomSource(1000 + case)
-    counts = Counter(sample_em_exact(u, eps, DU, src) for _ in range(N_EXACT))
+    src = SeededRandomSource(seed0 + case)
+    counts = Counter(sampler(u, eps, DU, src) for _ in range(N_EXACT))
     assert set(counts) <= set(range(len(u)))
     assert chi2_pvalue(counts, exact_probs(u, eps)) > ALPHA
 
@@ -91,10 +98,11 @@ def test_float_samplers_match_eq7(case):
     assert chi2_pvalue(single, exact_probs(u, eps)) > ALPHA
 
 
-def test_chi_square_has_power():
+@EXACT_SAMPLERS
+def test_chi_square_has_power(sampler, seed0):
     """The test above can fail: exact draws are rejected against Eq. (7) at a wrong eps."""
     u, eps = CASES[0]
-    counts = Counter(sample_em_exact(u, eps, DU, SeededRandomSource(7)) for _ in range(N_EXACT))
+    counts = Counter(sampler(u, eps, DU, SeededRandomSource(7)) for _ in range(N_EXACT))
     assert chi2_pvalue(counts, exact_probs(u, 3 * eps)) < 1e-6
     assert chi2_pvalue(counts, exact_probs(u, 0)) < 1e-6
 
@@ -377,22 +385,6 @@ def test_inverse_cdf_test_has_power():
     u, eps = RUNNING_PAIRS[0][0], Fraction(4)
     bad, _ = _inverse_cdf_mismatches(u, eps, sample_eps=eps * (1 + Fraction(1, 2**40)))
     assert bad
-
-
-@pytest.mark.parametrize("case", range(len(CASES)))
-def test_fixed_sampler_matches_eq7(case):
-    u, eps = CASES[case]
-    src = SeededRandomSource(3000 + case)
-    counts = Counter(sample_em_fixed(u, eps, DU, src) for _ in range(N_EXACT))
-    assert set(counts) <= set(range(len(u)))
-    assert chi2_pvalue(counts, exact_probs(u, eps)) > ALPHA
-
-
-def test_fixed_sampler_chi_square_has_power():
-    u, eps = CASES[0]
-    counts = Counter(sample_em_fixed(u, eps, DU, SeededRandomSource(7)) for _ in range(N_EXACT))
-    assert chi2_pvalue(counts, exact_probs(u, 3 * eps)) < 1e-6
-    assert chi2_pvalue(counts, exact_probs(u, 0)) < 1e-6
 
 
 @pytest.mark.parametrize("bits", [3, 6])

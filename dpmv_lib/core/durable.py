@@ -328,7 +328,7 @@ class SqliteLedger(_ChainLedger):
                                      for r, (a, e) in zip(rows, items)):
             return None
         totals = json.loads(rows[-1][6])  # (verified: the running totals equal the replay)
-        return tuple(bool(r[3]) for r in rows), {a: Fraction(v) for a, v in totals.items()}
+        return tuple(bool(r[3]) for r in rows), {a: self._frac_cached(v) for a, v in totals.items()}
 
     def integrity_check(self) -> str:
         """SQLite's PRAGMA integrity_check ("ok" when the file is sound)."""

@@ -31,8 +31,6 @@ def transcript_distribution(make: Callable[[MemoryStore], MemView], store: Memor
                             strategy: Strategy, horizon: int, max_transcripts: int = 200_000
                             ) -> dict[Transcript, float]:
     """P[transcript | store] for every augmented transcript of length ``horizon``."""
-    if horizon < 0:
-        raise ParameterError("horizon must be >= 0")
     return _enumerate(make, store, strategy, horizon, max_transcripts, log=False)
 
 
@@ -49,14 +47,14 @@ def transcript_log_distribution(make: Callable[[MemoryStore], MemView], store: M
     ParameterError
         If ``horizon`` < 0 or more than ``max_transcripts`` transcripts arise.
     """
-    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 0:
-        raise ParameterError(f"horizon must be an integer >= 0, got {horizon!r}")
     return _enumerate(make, store, strategy, horizon, max_transcripts, log=True)
 
 
 def _enumerate(make: Callable[[MemoryStore], MemView], store: MemoryStore, strategy: Strategy, horizon: int,
                max_transcripts: int, log: bool) -> dict[Transcript, float]:
     """Every transcript with its probability (``log``: its log probability)."""
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 0:
+        raise ParameterError(f"horizon must be an integer >= 0, got {horizon!r}")
     mul, add = (operator.add, log_add) if log else (operator.mul, operator.add)
     frontier: list[tuple[Transcript, MemView, float]] = [((), make(store), 0.0 if log else 1.0)]
     for _ in range(horizon):

@@ -50,10 +50,9 @@ from ._exact import to_fraction
 from ._memo import remember
 from .errors import BudgetError, ParameterError, PolicyError, QueryError, StoreError
 from .ledger import BudgetRule, InMemoryLedger, Ledger, OnlineBudget
-from .mechanism import (RandomSource, SeededRandomSource, SystemRandomSource, _to_float_exponent,
-                        em_log_probabilities, em_probabilities, exact_exponents)
+from .mechanism import RandomSource, SeededRandomSource, SystemRandomSource, em_log_probabilities, em_probabilities
 from .policy_format import short_repr
-from .selection import Selector, get_selector, pf_probabilities
+from .selection import Selector, get_selector, pf_log_probabilities, pf_probabilities
 from .policy import Policy, Query, View
 from .scorer import LexiconScorer, Scorer
 from .store import MemoryStore
@@ -211,10 +210,8 @@ def selector_log_probabilities(selector: Selector, utilities: Sequence[Fraction]
     a probability that is exactly 0 (an exponent below the float range; a custom selector's 0).
 
     Eq. (7): :func:`~dpmv_lib.core.mechanism.em_log_probabilities` (exact exponents, then a
-    log-sum-exp). Permute-and-flip: log Pr[r] = x_r + log S_r with x_r = eps (u_r - u*) / (2 Du)
-    exact and S_r = sum_k k! (n-1-k)! / n! e_k({1 - e^{x_j}: j != r}) in [1/n, 1] (the (PF)
-    formula of :mod:`~dpmv_lib.core.selection` without its factor q_r). Any other selector: the
-    log of its float probabilities.
+    log-sum-exp). Permute-and-flip: :func:`~dpmv_lib.core.selection.pf_log_probabilities`
+    (x_r + log S_r, S_r in [1/n, 1]). Any other selector: the log of its float probabilities.
 
     Raises
     ------
@@ -225,26 +222,9 @@ def selector_log_probabilities(selector: Selector, utilities: Sequence[Fraction]
     if selector.probabilities is em_probabilities:
         return [float(x) for x in em_log_probabilities(utilities, epsilon, sensitivity)]
     if selector.probabilities is pf_probabilities:
-        return _pf_log_probabilities(utilities, epsilon, sensitivity)
+        return pf_log_probabilities(utilities, epsilon, sensitivity)
     probs = selector.probabilities(utilities, epsilon, sensitivity)
     return [math.log(p) if p > 0 else -math.inf for p in map(float, probs)]
-
-
-def _pf_log_probabilities(utilities: Sequence[Fraction], epsilon: Fraction, sensitivity: Fraction) -> list[float]:
-    xs = [_to_float_exponent(x) for x in exact_exponents(utilities, epsilon, sensitivity)]
-    n = len(xs)
-    q = [math.exp(x) for x in xs]
-    weights = [1.0 / (n * math.comb(n - 1, k)) for k in range(n)]
-    out = []
-    for r in range(n):
-        e = [1.0] + [0.0] * (n - 1)  # e_0..e_{n-1} of {1 - q_j : j != r}
-        for j in range(n):
-            if j != r:
-                for k in range(n - 1, 0, -1):
-                    e[k] += (1.0 - q[j]) * e[k - 1]
-        s = math.fsum(w * ek for w, ek in zip(weights, e))  # >= 1/n: never underflows
-        out.append(xs[r] + math.log(s) if xs[r] > -math.inf else -math.inf)
-    return out
 
 
 class _Memo:

@@ -61,12 +61,28 @@ def pf_from_acceptance(q: Sequence[Any]) -> list[Any]:
     for x in q:
         if not (0 <= x <= 1):
             raise ParameterError(f"acceptance probabilities must lie in [0, 1], got {x}")
+    return [q[r] * s for r, s in enumerate(_pf_sums(q, one, exact))]
+
+
+def _pf_sums(q: Sequence[Any], one: Any, exact: bool) -> list[Any]:
+    """S_r = sum_k k! (n-1-k)! / n! e_k({1 - q_j: j != r}) for every r: Pr[r] = q_r S_r (PF).
+    With q_max = 1, S_r lies in [1/n, 1] (never underflows)."""
+    n = len(q)
     weights = [(Fraction(1, n * comb(n - 1, k)) if exact else one / (n * comb(n - 1, k))) for k in range(n)]
     out = []
     for r in range(n):
         e = _elementary_symmetric([one - q[j] for j in range(n) if j != r], one)
-        out.append(q[r] * sum((w * ek for w, ek in zip(weights, e)), one * 0))
+        out.append(sum((w * ek for w, ek in zip(weights, e)), one * 0))
     return out
+
+
+def pf_log_probabilities(utilities: Sequence[Number], epsilon: Number, sensitivity: Number) -> list[float]:
+    """log Pr[v] of permute-and-flip: x_v + log S_v with the exact exponents x_v (Eq. 7's) and
+    S_v in [1/n, 1] (:func:`_pf_sums`), so a probability below the float range keeps a finite
+    log; -inf only for an exponent below the float range."""
+    xs = [_to_float_exponent(x) for x in exact_exponents(utilities, epsilon, sensitivity)]
+    sums = _pf_sums([math.exp(x) for x in xs], 1.0, False)
+    return [x + math.log(s) if x > -math.inf else -math.inf for x, s in zip(xs, sums)]
 
 
 def pf_probabilities(utilities: Sequence[Number], epsilon: Number, sensitivity: Number) -> np.ndarray:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from dpmv_lib.experiments import adversary as A
@@ -161,6 +162,16 @@ def test_attack_table_and_summary(bench, test_pairs):
     assert s.loc["RawReadSet", "adaptive_auc"] >= s.loc["RawReadSet", "fixed_auc"]
     with pytest.raises(ParameterError):
         A.summary_at(per_t, 5)
+
+
+def test_attack_table_same_for_any_worker_count(bench, test_pairs):
+    """The games run over forked workers (issue 30); one and two workers give identical tables."""
+    sub = bench.subset([p.pair_id for p in test_pairs[:3]])
+    methods = ("RawReadSet", "DP-MemView (on)")
+    one = A.attack_table(sub, methods, horizon=3, workers=1)
+    two = A.attack_table(sub, methods, horizon=3, workers=2)
+    for a, b in zip(one, two):
+        pd.testing.assert_frame_equal(a, b)
 
 
 def test_greedy_bad_arguments(bench, test_pairs):

@@ -144,3 +144,54 @@ def test_smoke_audit_aucs_equal_bf16_vs_fp32(smoke_transcripts, minilm):
         out[prec] = s.set_index("method")[["auc", "tpr", "auc_per_seed"]].round(3)
     assert out["fp32"].shape[0] == len(RQ1_METHODS)   # 7 paper methods + 2 permute-and-flip rows
     assert out["fp32"].equals(out["bf16"]), (out["fp32"], out["bf16"])
+
+
+# ---- OpenVINO runtime (issue 30: a faster CPU runtime for the same model) ------------------------
+TEXTS_OV = ["Keep regular meal times and snacks built into the plan.", "Book the museum tickets online.",
+            "Put extra money toward the highest-interest balance first and don't take on new loans. " * 8,
+            "ok", "Ask your doctor whether the new prescription changes what you can eat before the run."]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_openvino_runtime_matches_pytorch_vectors(minilm, precision):
+    """Same tokenizer, mean pooling and norm: the f32 runtime reproduces PyTorch fp32 (cosine
+    >= 0.99999), the bf16 one stays within 0.9999 of fp32; ids name the runtime so caches never mix."""
+    pytest.importorskip("openvino")
+    ov = get_encoder(f"minilm-ov@{precision}")
+    assert ov.id == "ov-all-MiniLM-L6-v2-256" + ("" if precision == "fp32" else "-bf16")
+    x = ov.encode(TEXTS_OV)
+    assert x.shape == (5, 384) and x.dtype == np.float32
+    assert np.allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
+    cos = np.sum(x.astype(np.float64) * minilm["fp32"].encode(TEXTS_OV), axis=1)
+    assert cos.min() >= (0.99999 if precision == "fp32" else 0.9999), cos
+    assert np.array_equal(ov.encode(TEXTS_OV), x)                       # deterministic for one batch order
+    assert ov.encode([]).shape == (0, 384)
+
+
+def test_openvino_spec_errors(tmp_path):
+    pytest.importorskip("openvino")
+    with pytest.raises(ParameterError, match="precision"):
+        get_encoder("minilm-ov@fp16")
+    with pytest.raises(ParameterError, match="sentence-transformers model directory"):
+        get_encoder(f"st-ov:{tmp_path}")
+    (tmp_path / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
+    (tmp_path / "modules.json").write_text('[{"idx": 1, "name": "1", "path": "1_Pooling", '
+                                           '"type": "sentence_transformers.models.Pooling"}]')
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode_cls_token": true}')
+    with pytest.raises(ParameterError, match="mean pooling only"):
+        get_encoder(f"st-ov:{tmp_path}")
+
+
+def test_run_encoder_is_shared_and_cached_on_disk(tmp_path):
+    """run_encoder: one instance per (spec, results dir) in a process, embeddings on disk under
+    <results>/cache/embeddings/<id>/ so a later process reuses them."""
+    from dpmv_lib.experiments.common import run_encoder
+
+    a = run_encoder("minilm@fp32", tmp_path)
+    assert a is run_encoder("minilm@fp32", tmp_path) and a is not run_encoder("minilm@fp32", tmp_path / "other")
+    x = a.encode(TEXTS_OV[:2])
+    assert a.misses == 2 and list((tmp_path / "cache" / "embeddings" / a.id).glob("*.npz"))
+    fresh = CachedEncoder(a.base, tmp_path / "cache" / "embeddings")
+    assert np.array_equal(fresh.encode(TEXTS_OV[:2]), x) and fresh.misses == 0
+    assert run_encoder("hashing", tmp_path).id.startswith("hashing")      # never cached: cheaper than a lookup

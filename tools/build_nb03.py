@@ -143,8 +143,7 @@ failures) and the mean gap on the 0-4 scale. The LLM judge (`llm:` profiles) is 
     code("""from dpmv_lib.bench.datasets import load_benchmark
 from dpmv_lib.common.paths import resolve
 from dpmv_lib.evaluate import judge_agreement as JA
-from dpmv_lib.experiments.common import markdown_table
-from dpmv_lib.evaluate.encoders import get_encoder
+from dpmv_lib.experiments.common import markdown_table, run_encoder
 from dpmv_lib.evaluate.judge import make_judge
 from dpmv_lib.experiments.judge_degradation import evaluate_judge
 from dpmv_lib.experiments.judge_restatement import restatement_report
@@ -153,7 +152,7 @@ from dpmv_lib.experiments.rq1 import select_pairs
 judge_spec = cfg.judge or prof.judge
 tables_dir = resolve(results_dir) / "tables"
 if judge_spec == "rubric":
-    judge = make_judge("rubric", get_encoder(cfg.encoder or prof.encoder))
+    judge = make_judge("rubric", run_encoder(cfg.encoder or prof.encoder, results_dir))
     deg = evaluate_judge(judge)
     print(deg.judge_id)
     TB.write_table(deg.intended(), markdown_table(deg.intended()), tables_dir, "03_judge_degradation")
@@ -208,9 +207,9 @@ labelled pairs (seeded) by the mean kappa of "shown" over tRec and Unsup items, 
 other half (`judge_agreement.fit_item_thresholds`; MiniLM judge only: the hashing encoder of the
 smoke profile keeps its own scale). `current` marks the values in use, `chosen` the fitted ones;
 the values in use are the fitted ones (`rubric_judge.MARGINS`)."""),
-    code("""if judge is not None and judge.id.startswith("rubric-v4[st-"):
+    code("""if judge is not None and not judge.id.startswith("rubric-v4[hashing"):
     grid, chosen = JA.fit_item_thresholds(units, {t: load_benchmark(t, data_dir) for t in sorted(set(units["track"]))},
-                                          get_encoder(cfg.encoder or prof.encoder),
+                                          run_encoder(cfg.encoder or prof.encoder, results_dir),
                                           current=(judge.thresholds[0], judge.margins[1]))
     TB.write_table(grid, markdown_table(grid), tables_dir, "03_judge_threshold_fit")
     display(styled(grid, precision=3))
@@ -318,7 +317,7 @@ evaluation pairs themselves, so its power is optimistic by the choice among five
     code("""from dpmv_lib.bench.datasets import load_gold_rules
 from dpmv_lib.experiments import auditor_power as AP
 
-power = AP.auditor_power(res.transcripts, get_encoder(cfg.encoder or prof.encoder), res.oracle, horizon=T,
+power = AP.auditor_power(res.transcripts, run_encoder(cfg.encoder or prof.encoder, results_dir), res.oracle, horizon=T,
                          view_links=load_gold_rules(data_dir)["view_links"], seed=seed, n_boot=N_BOOT)
 ptab = AP.power_table(power)
 TB.write_table(ptab, markdown_table(ptab), tables_dir, "03_auditor_power")

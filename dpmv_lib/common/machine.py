@@ -72,3 +72,11 @@ def cpu_summary(info: dict[str, Any] | None = None) -> str:
     info = info or cpu_info()
     isa = "unknown" if info["isa"] is None else (" ".join(info["isa"]) or "none of " + " ".join(RELEVANT_ISA))
     return f"{info['model'] or 'unknown CPU'} ({info['arch']}, {info['cores']} cores); ISA: {isa}"
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask; else ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)

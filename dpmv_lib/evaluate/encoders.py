@@ -9,6 +9,8 @@ Specs (``get_encoder(spec)``):
   works for ``st:<path>``);
 * ``"st:<path>"`` - any local sentence-transformers model directory (e.g. all-mpnet-base-v2, the
   paper's auditor encoder) or, with ``HF_HUB_OFFLINE`` unset, a hub id;
+* ``"minilm-ov"`` / ``"st-ov:<path>"`` - the same models run by OpenVINO on the CPU
+  (:class:`OpenVINOEncoder`; mean-pooling models, local paths);
 * ``"hashing"`` / ``"hashing:<dim>"`` - a fast, deterministic signed feature-hashing encoder over
   word unigrams and bigrams (smoke profile and tests; lexical, not semantic).
 
@@ -19,9 +21,11 @@ disk keyed by (encoder id, sha256 of the text), in append-only shard files writt
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Protocol, Sequence
@@ -128,6 +132,98 @@ class SentenceTransformerEncoder:
         return _normalise(x.float().cpu().numpy())
 
 
+class OpenVINOEncoder:
+    """A sentence-transformers model run by OpenVINO on the CPU (issue 30): the same embeddings as
+    :class:`SentenceTransformerEncoder` (tokenizer, transformer, mean pooling, L2 norm) from a
+    faster runtime. The transformer is converted in memory (``openvino.convert_model``, a few
+    seconds per process) and compiled with the precision of :func:`auto_precision` (bf16 hint on
+    CPUs with native bf16, else f32). ``id`` starts with ``ov-`` so caches never mix runtimes;
+    ``benchmarks/bench_encoder.py`` measures speed and cosine to the PyTorch vectors.
+
+    Parameters
+    ----------
+    path : local sentence-transformers model directory (``modules.json``, ``1_Pooling``).
+    name : name used in ``id`` (default: the directory name).
+    precision : ``"auto"``, ``"fp32"`` or ``"bf16"``.
+
+    Raises
+    ------
+    ParameterError
+        openvino is not installed, the directory is not a mean-pooling sentence-transformers
+        model, or the precision is unknown.
+    """
+
+    def __init__(self, path: str | Path, *, name: str | None = None, batch_size: int = 64,
+                 precision: str = "auto", max_seq_length: int | None = None) -> None:
+        if precision not in PRECISIONS:
+            raise ParameterError(f"unknown encoder precision {precision!r}; use one of {PRECISIONS}")
+        try:
+            import openvino as ov
+        except ImportError as exc:
+            raise ParameterError("the OpenVINO encoder runtime needs the openvino package "
+                                 "(pip install 'dpmv[openvino]'); the PyTorch runtime ('minilm') needs none") from exc
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        self.path = Path(path)
+        self.max_seq_length = int(max_seq_length or _st_max_seq_length(self.path))
+        _require_mean_pooling(self.path)
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
+            model = AutoModel.from_pretrained(str(self.path)).eval()
+        except Exception as exc:  # noqa: BLE001 - re-raised with a clear message
+            raise ParameterError(f"cannot load transformer model {str(self.path)!r}: {exc}") from exc
+        example = dict(self.tokenizer(["a", "b c"], padding=True, return_tensors="pt"))
+        self._inputs = tuple(example)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # tracer warnings about the attention mask: shapes stay dynamic
+            converted = ov.convert_model(model, example_input=example)
+        self.precision = auto_precision("cpu") if precision == "auto" else precision
+        hint = "bf16" if self.precision == "bf16" else "f32"
+        self._compiled = ov.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": hint,
+                                                                     "PERFORMANCE_HINT": "LATENCY"})
+        self._request = self._compiled.create_infer_request()
+        self.dim = int(model.config.hidden_size)
+        self.batch_size = int(batch_size)
+        suffix = "" if self.precision == "fp32" else f"-{self.precision}"
+        self.id = f"ov-{name or self.path.name}-{self.max_seq_length}{suffix}"
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = _check_texts(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))   # longest first, as ST does
+        for s in range(0, len(order), self.batch_size):
+            idx = order[s:s + self.batch_size]
+            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                 max_length=self.max_seq_length, return_tensors="np")
+            hidden = self._request.infer({k: enc[k] for k in self._inputs})[0]
+            mask = enc["attention_mask"][..., None].astype(np.float32)
+            out[idx] = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+        return _normalise(out)
+
+
+def _st_max_seq_length(path: Path) -> int:
+    try:
+        return int(json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"])
+    except (OSError, KeyError, ValueError) as exc:
+        raise ParameterError(f"{path} is not a sentence-transformers model directory "
+                             f"(sentence_bert_config.json with max_seq_length): {exc}") from exc
+
+
+def _require_mean_pooling(path: Path) -> None:
+    try:
+        modules = json.loads((path / "modules.json").read_text())
+        pool = next(m for m in modules if m["type"].endswith("Pooling"))
+        cfg = json.loads((path / pool["path"] / "config.json").read_text())
+    except (OSError, KeyError, ValueError, StopIteration) as exc:
+        raise ParameterError(f"{path}: cannot read the pooling module of a sentence-transformers model: {exc}") from exc
+    modes = [k for k, v in cfg.items() if k.startswith("pooling_mode") and v]
+    if modes != ["pooling_mode_mean_tokens"]:
+        raise ParameterError(f"{path}: the OpenVINO runtime supports mean pooling only, the model uses {modes}")
+
+
 def auto_precision(device: str = "cpu", info: dict | None = None) -> str:
     """"bf16" on a CPU whose ISA flags include avx512_bf16 or amx_bf16 (from
     :func:`dpmv_lib.common.machine.cpu_info`), else "fp32" (also on CUDA and where the ISA is unknown:
@@ -219,7 +315,6 @@ class CachedEncoder:
             if not np.all(np.isfinite(emb)):
                 raise ValueError("non-finite values")
         except Exception as exc:  # noqa: BLE001 - a corrupt shard is skipped, never used
-            import warnings
             warnings.warn(f"ignoring corrupt embedding cache shard {f}: {exc}")
             self.bad_shards.append(str(f))
             return
@@ -268,18 +363,22 @@ def get_encoder(spec: str = "minilm", *, cache_dir: str | Path | None = None, **
             except ValueError:
                 raise ParameterError(f"bad hashing encoder spec {spec!r}; use 'hashing:<dim>'") from None
         base: Encoder = HashingEncoder(dim)
-    elif spec.split("@", 1)[0] == "minilm" or spec.startswith("st:"):
+    elif spec.split("@", 1)[0] in ("minilm", "minilm-ov") or spec.startswith(("st:", "st-ov:")):
         body, _, prec = spec.partition("@")
         if prec:
             if prec not in PRECISIONS:
                 raise ParameterError(f"unknown encoder precision {prec!r} in {spec!r}; use one of {PRECISIONS}")
             kwargs = {**kwargs, "precision": prec}
-        if body == "minilm":
-            base = SentenceTransformerEncoder(minilm_path(), name="all-MiniLM-L6-v2", **kwargs)
+        runtime = SentenceTransformerEncoder
+        if body.startswith(("minilm-ov", "st-ov:")):
+            runtime = OpenVINOEncoder  # type: ignore[assignment]
+        if body.startswith("minilm"):
+            base = runtime(minilm_path(), name="all-MiniLM-L6-v2", **kwargs)
         else:
-            base = SentenceTransformerEncoder(body[3:], **kwargs)
+            base = runtime(body.split(":", 1)[1], **kwargs)
     else:
-        raise ParameterError(f"unknown encoder spec {spec!r}; use 'minilm[@fp32|@bf16]', 'st:<path>' or 'hashing[:dim]'")
+        raise ParameterError(f"unknown encoder spec {spec!r}; use 'minilm[-ov][@fp32|@bf16]', 'st[-ov]:<path>' "
+                             f"or 'hashing[:dim]'")
     if cache_dir is None or isinstance(base, HashingEncoder):  # hashing is cheaper than a cache lookup
         return base
     return CachedEncoder(base, cache_dir)

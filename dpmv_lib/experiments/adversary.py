@@ -441,29 +441,41 @@ def _text_attack(pair, policy, method, bank, adaptive, horizon, rng) -> AttackRu
 
 
 def attack_table(bench, methods: Sequence[str], *, horizon: int = 16, B_a=2, K: int = 3, seed: int = 0,
-                 split: str | None = "test") -> tuple[pd.DataFrame, pd.DataFrame]:
+                 split: str | None = "test", workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Leakage vs horizon of the greedy adaptive and the fixed attacker, per method.
 
     Returns (per_t, per_pair): per_t has one row per (method, attacker, T) with the pooled
     exact AUC of the final log-LR over pairs (mixture per attribute, macro over attributes, as
     :func:`.oracle.oracle_summary`), the mean per-pair AUC and the max realised loss; per_pair
-    lists each pair's played queries and AUC at ``horizon``."""
+    lists each pair's played queries and AUC at ``horizon``. The (method, attacker, pair) games
+    are independent and deterministic given ``seed``; they run over ``workers`` processes
+    (None: the usable cores; :func:`.common.parallel_map`) with the same result for any count."""
+    from .common import parallel_map
+
     pairs = [p for p in bench if split is None or p.split == split]
     if not pairs:
         raise ParameterError(f"no pairs in split {split!r}")
+    games = [(method, attacker, adaptive, i) for method in methods
+             for attacker, adaptive in (("adaptive", True), ("fixed", False)) for i in range(len(pairs))]
+
+    def play(game):
+        method, _, adaptive, i = game
+        run = greedy_attack(pairs[i], bench.policy(pairs[i]), method, adaptive=adaptive, horizon=horizon,
+                            B_a=B_a, K=K, seed=seed)
+        return run.kind, run.queries, run.cumulative()
+
+    runs = iter(parallel_map(play, games, workers=workers))
     per_t, per_pair = [], []
     for method in methods:
-        for attacker, adaptive in (("adaptive", True), ("fixed", False)):
+        for attacker in ("adaptive", "fixed"):
             cums: dict[str, list[list[LLRDistribution]]] = {}
             for pair in pairs:
-                run = greedy_attack(pair, bench.policy(pair), method, adaptive=adaptive, horizon=horizon,
-                                    B_a=B_a, K=K, seed=seed)
-                cum = run.cumulative()
+                kind, queries, cum = next(runs)
                 cums.setdefault(pair.attribute, []).append(cum)
                 per_pair.append({"method": method, "attacker": attacker, "pair_id": pair.pair_id,
-                                 "attribute": pair.attribute, "kind": run.kind, "auc": cum[-1].auc(),
-                                 "max_loss": cum[-1].max_loss(), "n_distinct_queries": len(set(run.queries)),
-                                 "queries": " ".join(map(str, run.queries))})
+                                 "attribute": pair.attribute, "kind": kind, "auc": cum[-1].auc(),
+                                 "max_loss": cum[-1].max_loss(), "n_distinct_queries": len(set(queries)),
+                                 "queries": " ".join(map(str, queries))})
             for T in range(1, horizon + 1):
                 aucs = [mixture([c[T - 1] for c in cs]).auc() for cs in cums.values()]
                 all_d = [c[T - 1] for cs in cums.values() for c in cs]

@@ -5,18 +5,22 @@ tables: :func:`dpmv_lib.experiments.verdicts.claims_markdown`).
 """
 from __future__ import annotations
 
+import functools
 import math
 import multiprocessing as mp
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
 
+from ..common.machine import usable_cores
 from ..core.errors import ParameterError
+
+if TYPE_CHECKING:
+    from ..evaluate.encoders import Encoder
 
 
 def reference_dir() -> Path:
@@ -61,7 +65,7 @@ class ExperimentConfig:
     learned_horizons: tuple[int, ...] | None = None  # None: (4, 16, 32) for smoke, else (1, 2, 4, 8, 16, 24, 32)
     n_boot: int | None = None       # bootstrap replicates; None: 200 for smoke, else 1000
     audit_unit: str = "auto"
-    workers: int = 1
+    workers: int | None = None      # processes for the conditioning; None: the usable cores
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -82,6 +86,23 @@ class ExperimentConfig:
         from ..common.paths import resolve
 
         return resolve(self.results_dir) / "cache"
+
+
+def run_encoder(spec: str, results_dir: str | Path = "results") -> "Encoder":
+    """The encoder that every step of a run shares (issue 30): one model load per process and each
+    distinct text embedded once per encoder id, cached on disk under
+    ``<results_dir>/cache/embeddings/<encoder id>/`` (:class:`..evaluate.encoders.CachedEncoder`),
+    so notebooks 03-05, the judge and the auditors reuse each other's embeddings."""
+    from ..common.paths import resolve
+
+    return _shared_encoder(spec, str(resolve(results_dir) / "cache" / "embeddings"))
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_encoder(spec: str, cache_dir: str) -> "Encoder":
+    from ..evaluate.encoders import get_encoder
+
+    return get_encoder(spec, cache_dir=cache_dir)
 
 
 # ---- notebook helpers: timing, markdown, the score-channel and horizon summaries -----------------------
@@ -115,14 +136,6 @@ class Timer:
         rows = [{"step": k, "seconds": round(v, 1)} for k, v in self.seconds.items()]
         rows.append({"step": "total (wall)", "seconds": round(self.total, 1)})
         return pd.DataFrame(rows)
-
-
-def usable_cores() -> int:
-    """The CPUs this process may run on (its affinity mask; else ``os.cpu_count()``)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 _TASK: list[Callable[[Any], Any]] = []  # the function of the running parallel_map (inherited by fork)

@@ -56,7 +56,7 @@ def _slug(text: str) -> str:
 
 def cached_transcripts(bench: Any, responder: Any, methods: Sequence[str], *, seeds: Sequence[int], turns: int,
                        B_a: Any = 2, K: int = 3, plan_horizon: int | None = 16,
-                       cache_dir: str | Path | None = None, workers: int = 1, progress: bool = False,
+                       cache_dir: str | Path | None = None, workers: int | None = 1, progress: bool = False,
                        log: Callable[[str], None] = print) -> pd.DataFrame:
     """The transcript table (:func:`dpmv_lib.generate.generation.generate_transcripts`) of ``methods`` over
     the first ``turns`` turns, with one parquet per method in ``cache_dir`` keyed by the benchmark

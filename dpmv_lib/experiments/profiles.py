@@ -15,7 +15,7 @@ class Profile:
     pairs: int | None            # PairedMem pairs evaluated (None = all 320)
     transfer_pairs: int | None   # transfer pairs evaluated (None = all 67)
     responder: str               # "surrogate" | "smollm2" | "hf:<path>" | "llamacpp[:<gguf>][@f16]" | "openai:<base_url>|<model>"
-    encoder: str                 # auditor + rubric-judge encoder: "hashing" | "minilm[@fp32|@bf16]" | "st:<path>[@...]"
+    encoder: str                 # auditor + rubric-judge encoder: "hashing" | "minilm[-ov][@fp32|@bf16]" | "st[-ov]:<path>[@...]"
                                  # (no suffix: bf16 on CPUs with avx512_bf16/amx_bf16, else fp32; the
                                  # auditor embeds each whole response, exactly C.5)
     judge: str                   # "rubric" | "llm:<spec>"
@@ -46,7 +46,7 @@ PROFILES: dict[str, Profile] = {
                      pairs=16, transfer_pairs=8, responder="surrogate", encoder="hashing",
                      judge="rubric", em_seeds=(0, 1)),
     "default": Profile("default", "the main job on a laptop CPU, all tables",
-                       pairs=None, transfer_pairs=None, responder="surrogate", encoder="minilm",
+                       pairs=None, transfer_pairs=None, responder="surrogate", encoder="minilm-ov",
                        judge="rubric"),
     # Full scale (issue 12 section 4): all pairs, T = 16, EM seeds {0, 1, 2}; OpenVINO f32 is the
     # batch-invariant engine measured fastest without AMX (benchmarks/results/generation.md).

@@ -35,6 +35,7 @@ from ..bench.benchmark import Benchmark
 from ..generate.interfaces import PF_METHODS
 from ..core.errors import ParameterError, StoreError
 from ..common.paths import resolve
+from .common import run_encoder
 from .profiles import Profile, get_profile
 from . import verdicts as V
 from .rq1_claims import evaluate_claims, DP_MODES, MEMORY_TEXT, PAPER_METHODS  # noqa: F401 (re-exported names of RQ1)
@@ -63,7 +64,7 @@ class RQ1Config:
     methods: tuple[str, ...] = RQ1_METHODS
     # contract-violating variants whose views go to the exact oracle only (max loss vs B_a)
     oracle_ablations: tuple[str, ...] = ("IncompleteCharge", "CappedArgmax", "NoCap", "ScoreChannel")
-    workers: int = 1
+    workers: int | None = None            # processes for the conditioning; None: the usable cores
     progress: bool = True
     write: bool = True
 
@@ -171,7 +172,6 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     from ..evaluate import judge as J
     from ..evaluate import oracle as O
     from . import tables as TB
-    from ..evaluate.encoders import get_encoder
     from ..generate.generation import InterfaceParams, generate_transcripts
     from ..generate.responders import make_responder
 
@@ -207,7 +207,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
 
     # 3. auditor + dagger check
     t = time.perf_counter()
-    encoder = get_encoder(config.encoder or prof.encoder, cache_dir=results / "cache" / "embeddings")
+    encoder = run_encoder(config.encoder or prof.encoder, results)
     acfg = A.AuditConfig(horizons=config.horizons, n_boot=config.n_boot, seed=config.seed, unit=config.audit_unit)
     audit_sum, scores = A.run_audit(transcripts, encoder, acfg, progress=config.progress)
     identical = A.conditioning_identical(transcripts, horizon=config.T)

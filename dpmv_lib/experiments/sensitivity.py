@@ -120,7 +120,7 @@ def unique_settings(settings: pd.DataFrame) -> list[tuple[float, int]]:
 
 
 def budget_transcripts(bench: Any, responder: Any, settings: pd.DataFrame, *, seeds: Sequence[int], turns: int = 16,
-                       cache_dir: str | Path | None = None, workers: int = 1, progress: bool = False,
+                       cache_dir: str | Path | None = None, workers: int | None = 1, progress: bool = False,
                        log: Callable[[str], None] = print) -> pd.DataFrame:
     """DP-MemView (on) transcripts (and (on, P&F) for "pf" rows) for every distinct (B_a, K) of
     ``settings``, cached per setting

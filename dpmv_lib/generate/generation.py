@@ -40,6 +40,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..bench.benchmark import Benchmark, Pair
+from ..common.machine import usable_cores
 from ..common.progress import ProgressLog
 from .cache import GenerationCache, content_address
 from ..core.errors import GenerationError, ParameterError
@@ -110,9 +111,12 @@ def _worker_rows(pair_indices: list[int]) -> list[tuple]:
 def conditioning_table(benchmark: Benchmark, methods: Sequence[str] = RQ1_METHODS, *,
                        seeds: Sequence[int] = (0, 1, 2), sides: Sequence[str] = SIDES,
                        turns: int | None = None, params: InterfaceParams = InterfaceParams(),
-                       workers: int = 1, progress: bool = True) -> list[tuple]:
-    """Stage 1: rows (see ``_ROW_FIELDS``) for every pair x method x seed x side x turn."""
+                       workers: int | None = 1, progress: bool = True) -> list[tuple]:
+    """Stage 1: rows (see ``_ROW_FIELDS``) for every pair x method x seed x side x turn, over
+    ``workers`` forked processes (None: the usable cores); the rows do not depend on the count."""
     _check_args(benchmark, methods, seeds, sides, workers)
+    if workers is None:
+        workers = usable_cores()
     ifaces = {m: make_interface(m, B_a=params.B_a, K=params.K, plan_horizon=params.plan_horizon,
                                 exact=params.exact) for m in methods}
     n = len(benchmark.pairs)
@@ -158,8 +162,8 @@ def _check_args(benchmark, methods, seeds, sides, workers) -> None:
     for s in seeds:
         if isinstance(s, bool) or not isinstance(s, int) or s < 0:
             raise ParameterError(f"EM seeds must be ints >= 0, got {s!r}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ParameterError(f"workers must be an int >= 1, got {workers!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ParameterError(f"workers must be None (the usable cores) or an int >= 1, got {workers!r}")
 
 
 # ---- stages 2-4 ------------------------------------------------------------------------------------
@@ -257,7 +261,7 @@ def generate_responses(prompts: Sequence[Prompt], responder: Responder, *, cache
 def generate_transcripts(benchmark: Benchmark, responder: Responder, methods: Sequence[str] = RQ1_METHODS, *,
                          seeds: Sequence[int] = (0, 1, 2), sides: Sequence[str] = SIDES,
                          turns: int | None = None, params: InterfaceParams = InterfaceParams(),
-                         cache: Any = "auto", batch_size: int | None = None, workers: int = 1,
+                         cache: Any = "auto", batch_size: int | None = None, workers: int | None = 1,
                          progress: bool = True, stats: GenerationStats | None = None) -> pd.DataFrame:
     """The transcript table for ``benchmark`` under ``responder`` (schema: docs/architecture.md).
 

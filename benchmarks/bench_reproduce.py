@@ -1,0 +1,226 @@
+"""`make reproduce` timed per notebook and per stage, before and after, in one run (issue 30).
+
+For each git revision in ``--refs`` (default: ``HEAD``) a detached worktree is checked out under
+``--work`` (beside a link to this checkout's ``../shared``) and the notebooks run there as
+``make reproduce`` runs them (``python -m dpmv_lib.run --profile <profile>``) with this
+checkout's interpreter, into the worktree's own ``results/`` with an empty cache: the cost of a
+fresh clone after the install. Recorded per revision: wall time per notebook (run manifest),
+each notebook's slow cells (papermill's cell durations), the stage timings the experiments write
+(``results/tables/*_run.json``) and the peak resident memory of the whole process tree (the
+runner and its kernels, sampled every 0.5 s). With two or more revisions every table the runs
+write (``results/tables/*.csv``) is compared with the first: byte-identical, or the largest
+absolute difference of every AUC column and whether every verdict and boolean column agrees.
+
+    .venv/bin/python benchmarks/bench_reproduce.py --refs 61eb918 HEAD
+    .venv/bin/python benchmarks/bench_reproduce.py --refs HEAD --only 03 06   # quicker look
+
+Writes ``benchmarks/results/reproduce.json`` and ``reproduce.md`` (``--out``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+
+from machine_info import describe, machine  # noqa: E402  (also puts this checkout on sys.path)
+
+ROOT = Path(__file__).resolve().parent.parent
+SLOW_CELL_S = 2.0
+VERDICT_COLS = ("verdict", "supported", "meets_goal", "check", "holds", "flip")
+
+
+def _git(*args: str, cwd: Path = ROOT) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def checkout(ref: str, work: Path, i: int) -> tuple[str, Path]:
+    """A fresh detached worktree of ``ref`` at ``work/<i>-<sha>/main`` with ``../shared`` linked."""
+    sha = _git("rev-parse", ref)
+    base = work / f"{i}-{sha[:12]}"
+    tree = base / "main"
+    if tree.exists():
+        _git("worktree", "remove", "--force", str(tree))
+    base.mkdir(parents=True, exist_ok=True)
+    _git("worktree", "add", "--detach", "--force", str(tree), sha)
+    shared = base / "shared"
+    if not shared.exists():
+        shared.symlink_to((ROOT.parent / "shared").resolve())
+    return sha, tree
+
+
+class TreeRSS:
+    """Peak summed RSS of a process and all its descendants, sampled every ``every`` s."""
+
+    def __init__(self, pid: int, every: float = 0.5) -> None:
+        self.proc, self.every, self.peak = psutil.Process(pid), every, 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            try:
+                for p in [self.proc, *self.proc.children(recursive=True)]:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+            except psutil.Error:
+                return
+            self.peak = max(self.peak, total)
+            self._stop.wait(self.every)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._t.join()
+        return self.peak
+
+
+def slow_cells(notebook: Path) -> list[dict]:
+    """Cells that took more than SLOW_CELL_S, labelled by their first source line."""
+    if not notebook.exists():
+        return []
+    nb = json.loads(notebook.read_text())
+    out = []
+    for i, c in enumerate(nb["cells"]):
+        dur = (c.get("metadata", {}).get("papermill") or {}).get("duration")
+        if c["cell_type"] == "code" and dur and dur > SLOW_CELL_S:
+            first = "".join(c["source"]).strip().splitlines()[0][:90]
+            out.append({"cell": i, "seconds": round(dur, 1), "first_line": first})
+    return out
+
+
+def run_one(i: int, ref: str, work: Path, profile: str, only: list[str]) -> dict:
+    sha, tree = checkout(ref, work, i)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    cmd = [sys.executable, "-m", "dpmv_lib.run", "--profile", profile, *(["--only", *only] if only else [])]
+    print(f"[{ref} = {sha[:10]}] {' '.join(cmd)} in {tree}", flush=True)
+    t = time.perf_counter()
+    with open(tree / "bench_reproduce.log", "w") as log:
+        proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
+        rss = TreeRSS(proc.pid)
+        rc = proc.wait()
+        peak = rss.stop()
+    wall = time.perf_counter() - t
+    results = tree / "results" if profile == "default" else tree / "results" / profile
+    manifest = json.loads((results / "manifest.json").read_text()) if (results / "manifest.json").exists() else {}
+    notebooks = [{"name": n["name"], "status": n["status"], "wall_s": n.get("wall_s"),
+                  "slow_cells": slow_cells(results / "notebooks" / f"{n['name']}.ipynb")}
+                 for n in manifest.get("notebooks", []) if n.get("run") == "this"]
+    stages = {}
+    for f in sorted((results / "tables").glob("*_run.json")):
+        d = json.loads(f.read_text())
+        stages[f.stem] = {k: round(float(v), 1) for k, v in (d.get("timings_s") or d).items()
+                          if isinstance(v, (int, float))}
+    rec = {"ref": ref, "commit": sha, "profile": profile, "rc": rc, "wall_s": round(wall, 1),
+           "notebook_s": round(sum(n["wall_s"] or 0 for n in notebooks), 1),
+           "peak_rss_gb": round(peak / 2**30, 2), "notebooks": notebooks, "stages": stages,
+           "results": str(results)}
+    print(f"[{ref}] rc {rc}, notebooks {rec['notebook_s']} s, peak RSS {rec['peak_rss_gb']} GB", flush=True)
+    return rec
+
+
+def compare_tables(a: Path, b: Path) -> list[dict]:
+    """Every CSV table of run ``a`` against run ``b``: identical bytes, else AUC and verdict drift."""
+    rows = []
+    for fa in sorted((a / "tables").glob("*.csv")):
+        fb = b / "tables" / fa.name
+        if not fb.exists():
+            rows.append({"table": fa.name, "identical": False, "note": "missing in the later run"})
+            continue
+        if fa.read_bytes() == fb.read_bytes():
+            rows.append({"table": fa.name, "identical": True})
+            continue
+        da, db = pd.read_csv(fa), pd.read_csv(fb)
+        row = {"table": fa.name, "identical": False}
+        if da.shape != db.shape or list(da.columns) != list(db.columns):
+            row["note"] = f"shape {da.shape} -> {db.shape}"
+            rows.append(row)
+            continue
+        auc = [c for c in da.columns if "auc" in c.lower() and pd.api.types.is_numeric_dtype(da[c])]
+        if auc:
+            row["max_auc_diff"] = float((da[auc] - db[auc]).abs().max().max())
+        verdict = [c for c in da.columns if any(v in c.lower() for v in VERDICT_COLS)]
+        row["verdicts_same"] = bool(all(da[c].astype(str).equals(db[c].astype(str)) for c in verdict)) if verdict else None
+        num = [c for c in da.columns if pd.api.types.is_numeric_dtype(da[c])]
+        row["max_numeric_diff"] = float((da[num] - db[num]).abs().max().max()) if num else None
+        rows.append(row)
+    return rows
+
+
+def markdown(recs: list[dict], comparisons: dict[str, list[dict]], info: dict) -> str:
+    lines = ["# `make reproduce`, timed per notebook and stage (issue 30)", "",
+             f"Machine: {describe(info)}; load average at start {info.get('loadavg_at_start')}.", "",
+             "Each revision ran in a fresh worktree with an empty cache (`python -m dpmv_lib.run`, "
+             "install time excluded); peak RSS is the summed resident memory of the runner and its kernels.", "",
+             "| notebook | " + " | ".join(f"{r['ref']} ({r['commit'][:8]})" for r in recs) + " |",
+             "| --- |" + " --- |" * len(recs)]
+    names = list(dict.fromkeys(n["name"] for r in recs for n in r["notebooks"]))
+    for name in names:
+        cells = []
+        for r in recs:
+            n = next((n for n in r["notebooks"] if n["name"] == name), None)
+            cells.append(f"{n['wall_s']:.0f} s" if n and n["wall_s"] is not None else "-")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("| **all notebooks** | " + " | ".join(f"**{r['notebook_s']:.0f} s** ({r['notebook_s'] / 60:.1f} min)"
+                                                    for r in recs) + " |")
+    lines.append("| peak RSS | " + " | ".join(f"{r['peak_rss_gb']:.2f} GB" for r in recs) + " |")
+    lines.append("| exit code | " + " | ".join(str(r["rc"]) for r in recs) + " |")
+    lines += ["", "## Stages (seconds, from the experiments' `*_run.json`)", ""]
+    keys = list(dict.fromkeys((s, k) for r in recs for s, d in r["stages"].items() for k in d))
+    lines += ["| run file | stage | " + " | ".join(r["ref"] for r in recs) + " |", "| --- | --- |" + " --- |" * len(recs)]
+    for s, k in keys:
+        lines.append(f"| {s} | {k} | " + " | ".join(str(r["stages"].get(s, {}).get(k, "-")) for r in recs) + " |")
+    lines += ["", f"## Slow cells (> {SLOW_CELL_S:g} s)", ""]
+    for r in recs:
+        lines.append(f"**{r['ref']}**")
+        lines.append("")
+        for n in r["notebooks"]:
+            for c in n["slow_cells"]:
+                lines.append(f"- {n['name']} cell {c['cell']}: {c['seconds']} s `{c['first_line']}`")
+        lines.append("")
+    for ref, rows in comparisons.items():
+        same = sum(r["identical"] for r in rows)
+        lines += [f"## Tables: {ref} against {recs[0]['ref']}", "",
+                  f"{same} of {len(rows)} CSV tables byte-identical.", ""]
+        diff = [r for r in rows if not r["identical"]]
+        if diff:
+            lines += ["| table | max AUC diff | max numeric diff | verdicts same | note |", "| --- | --- | --- | --- | --- |"]
+            for r in diff:
+                f = lambda x: "-" if x is None else (f"{x:.2g}" if isinstance(x, float) else str(x))  # noqa: E731
+                lines.append(f"| {r['table']} | {f(r.get('max_auc_diff'))} | {f(r.get('max_numeric_diff'))} | "
+                             f"{f(r.get('verdicts_same'))} | {r.get('note', '')} |")
+            lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--refs", nargs="+", default=["HEAD"])
+    ap.add_argument("--profile", default="default")
+    ap.add_argument("--only", nargs="*", default=[])
+    ap.add_argument("--work", default="/tmp/dpmv-bench-reproduce")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "reproduce"))
+    a = ap.parse_args(argv)
+    info = machine()
+    recs = [run_one(i, ref, Path(a.work), a.profile, a.only) for i, ref in enumerate(a.refs)]
+    comparisons = {r["ref"]: compare_tables(Path(recs[0]["results"]), Path(r["results"])) for r in recs[1:]}
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"machine": info, "runs": recs, "tables": comparisons}, indent=1))
+    out.with_suffix(".md").write_text(markdown(recs, comparisons, info))
+    print(out.with_suffix(".md").read_text())
+    return max(r["rc"] for r in recs)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -6,13 +6,15 @@ For each git revision in ``--refs`` (default: ``HEAD``) a detached worktree is c
 checkout's interpreter, into the worktree's own ``results/`` with an empty cache: the cost of a
 fresh clone after the install. Recorded per revision: wall time per notebook (run manifest),
 each notebook's slow cells (papermill's cell durations), the stage timings the experiments write
-(``results/tables/*_run.json``) and the peak resident memory of the whole process tree (the
-runner and its kernels, sampled every 0.5 s). With two or more revisions every table the runs
-write (``results/tables/*.csv``) is compared with the first: byte-identical, or the largest
-absolute difference of every AUC column and whether every verdict and boolean column agrees.
+(``results/tables/*_run.json``) and the peak memory of the whole process tree (the runner, its
+kernels and their forked workers: summed PSS and RSS, sampled every 0.5 s). With two or more
+revisions every table the runs write (``results/tables/*.csv``) is compared with the first:
+byte-identical, or the largest absolute difference of every AUC column and whether every verdict
+and boolean column agrees.
 
     .venv/bin/python benchmarks/bench_reproduce.py --refs 61eb918 HEAD
     .venv/bin/python benchmarks/bench_reproduce.py --refs HEAD --only 03 06   # quicker look
+    .venv/bin/python benchmarks/bench_reproduce.py --add --refs 61eb918       # one more run, same report
 
 Writes ``benchmarks/results/reproduce.json`` and ``reproduce.md`` (``--out``).
 """
@@ -56,33 +58,38 @@ def checkout(ref: str, work: Path, i: int) -> tuple[str, Path]:
     return sha, tree
 
 
-class TreeRSS:
-    """Peak summed RSS of a process and all its descendants, sampled every ``every`` s."""
+class TreeMemory:
+    """Peak summed memory of a process and all its descendants, sampled every ``every`` s: RSS, and
+    PSS where Linux reports it (forked workers share pages copy-on-write; RSS counts them once
+    per process, PSS splits them, so its sum is the memory the run really holds)."""
 
     def __init__(self, pid: int, every: float = 0.5) -> None:
-        self.proc, self.every, self.peak = psutil.Process(pid), every, 0
+        self.proc, self.every, self.peak_rss, self.peak_pss = psutil.Process(pid), every, 0, 0
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            total = 0
+            rss = pss = 0
             try:
-                for p in [self.proc, *self.proc.children(recursive=True)]:
-                    try:
-                        total += p.memory_info().rss
-                    except psutil.Error:
-                        pass
+                procs = [self.proc, *self.proc.children(recursive=True)]
             except psutil.Error:
                 return
-            self.peak = max(self.peak, total)
+            for p in procs:
+                try:
+                    full = p.memory_full_info()
+                    rss += full.rss
+                    pss += getattr(full, "pss", full.rss)
+                except psutil.Error:
+                    pass
+            self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
             self._stop.wait(self.every)
 
-    def stop(self) -> int:
+    def stop(self) -> tuple[int, int]:
         self._stop.set()
         self._t.join()
-        return self.peak
+        return self.peak_rss, self.peak_pss
 
 
 def slow_cells(notebook: Path) -> list[dict]:
@@ -104,12 +111,13 @@ def run_one(i: int, ref: str, work: Path, profile: str, only: list[str]) -> dict
     env = {**os.environ, "PYTHONPATH": str(tree)}
     cmd = [sys.executable, "-m", "dpmv_lib.run", "--profile", profile, *(["--only", *only] if only else [])]
     print(f"[{ref} = {sha[:10]}] {' '.join(cmd)} in {tree}", flush=True)
+    load = [round(x, 2) for x in os.getloadavg()]
     t = time.perf_counter()
     with open(tree / "bench_reproduce.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
-        rss = TreeRSS(proc.pid)
+        mem = TreeMemory(proc.pid)
         rc = proc.wait()
-        peak = rss.stop()
+        peak_rss, peak_pss = mem.stop()
     wall = time.perf_counter() - t
     results = tree / "results" if profile == "default" else tree / "results" / profile
     manifest = json.loads((results / "manifest.json").read_text()) if (results / "manifest.json").exists() else {}
@@ -121,11 +129,12 @@ def run_one(i: int, ref: str, work: Path, profile: str, only: list[str]) -> dict
         d = json.loads(f.read_text())
         stages[f.stem] = {k: round(float(v), 1) for k, v in (d.get("timings_s") or d).items()
                           if isinstance(v, (int, float))}
-    rec = {"ref": ref, "commit": sha, "profile": profile, "rc": rc, "wall_s": round(wall, 1),
+    rec = {"ref": ref, "commit": sha, "profile": profile, "rc": rc, "wall_s": round(wall, 1), "loadavg_at_start": load,
            "notebook_s": round(sum(n["wall_s"] or 0 for n in notebooks), 1),
-           "peak_rss_gb": round(peak / 2**30, 2), "notebooks": notebooks, "stages": stages,
+           "peak_rss_gb": round(peak_rss / 2**30, 2), "peak_pss_gb": round(peak_pss / 2**30, 2), "notebooks": notebooks, "stages": stages,
            "results": str(results)}
-    print(f"[{ref}] rc {rc}, notebooks {rec['notebook_s']} s, peak RSS {rec['peak_rss_gb']} GB", flush=True)
+    print(f"[{ref}] rc {rc}, notebooks {rec['notebook_s']} s, peak PSS {rec['peak_pss_gb']} GB "
+          f"(RSS {rec['peak_rss_gb']} GB)", flush=True)
     return rec
 
 
@@ -146,13 +155,14 @@ def compare_tables(a: Path, b: Path) -> list[dict]:
             row["note"] = f"shape {da.shape} -> {db.shape}"
             rows.append(row)
             continue
-        auc = [c for c in da.columns if "auc" in c.lower() and pd.api.types.is_numeric_dtype(da[c])]
+        numeric = [c for c in da.columns if pd.api.types.is_numeric_dtype(da[c]) and not pd.api.types.is_bool_dtype(da[c])
+                   and pd.api.types.is_numeric_dtype(db[c]) and not pd.api.types.is_bool_dtype(db[c])]
+        auc = [c for c in numeric if "auc" in c.lower()]
         if auc:
             row["max_auc_diff"] = float((da[auc] - db[auc]).abs().max().max())
         verdict = [c for c in da.columns if any(v in c.lower() for v in VERDICT_COLS)]
         row["verdicts_same"] = bool(all(da[c].astype(str).equals(db[c].astype(str)) for c in verdict)) if verdict else None
-        num = [c for c in da.columns if pd.api.types.is_numeric_dtype(da[c])]
-        row["max_numeric_diff"] = float((da[num] - db[num]).abs().max().max()) if num else None
+        row["max_numeric_diff"] = float((da[numeric] - db[numeric]).abs().max().max()) if numeric else None
         rows.append(row)
     return rows
 
@@ -161,7 +171,7 @@ def markdown(recs: list[dict], comparisons: dict[str, list[dict]], info: dict) -
     lines = ["# `make reproduce`, timed per notebook and stage (issue 30)", "",
              f"Machine: {describe(info)}; load average at start {info.get('loadavg_at_start')}.", "",
              "Each revision ran in a fresh worktree with an empty cache (`python -m dpmv_lib.run`, "
-             "install time excluded); peak RSS is the summed resident memory of the runner and its kernels.", "",
+             "install time excluded); peak memory is the summed PSS of the runner, its kernels and their workers.", "",
              "| notebook | " + " | ".join(f"{r['ref']} ({r['commit'][:8]})" for r in recs) + " |",
              "| --- |" + " --- |" * len(recs)]
     names = list(dict.fromkeys(n["name"] for r in recs for n in r["notebooks"]))
@@ -173,8 +183,11 @@ def markdown(recs: list[dict], comparisons: dict[str, list[dict]], info: dict) -
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("| **all notebooks** | " + " | ".join(f"**{r['notebook_s']:.0f} s** ({r['notebook_s'] / 60:.1f} min)"
                                                     for r in recs) + " |")
-    lines.append("| peak RSS | " + " | ".join(f"{r['peak_rss_gb']:.2f} GB" for r in recs) + " |")
+    lines.append("| peak memory (summed PSS) | " + " | ".join(f"{r.get('peak_pss_gb', float('nan')):.2f} GB" for r in recs) + " |")
+    lines.append("| peak summed RSS (shared pages counted per process) | "
+                 + " | ".join(f"{r['peak_rss_gb']:.2f} GB" for r in recs) + " |")
     lines.append("| exit code | " + " | ".join(str(r["rc"]) for r in recs) + " |")
+    lines.append("| load average at start (1/5/15 min) | " + " | ".join(str(r.get("loadavg_at_start", "-")) for r in recs) + " |")
     lines += ["", "## Stages (seconds, from the experiments' `*_run.json`)", ""]
     keys = list(dict.fromkeys((s, k) for r in recs for s, d in r["stages"].items() for k in d))
     lines += ["| run file | stage | " + " | ".join(r["ref"] for r in recs) + " |", "| --- | --- |" + " --- |" * len(recs)]
@@ -210,11 +223,18 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*", default=[])
     ap.add_argument("--work", default="/tmp/dpmv-bench-reproduce")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "reproduce"))
+    ap.add_argument("--add", action="store_true", help="append these runs to the records already in "
+                    "<out>.json (a rerun in quieter conditions, say) instead of starting afresh")
     a = ap.parse_args(argv)
     info = machine()
-    recs = [run_one(i, ref, Path(a.work), a.profile, a.only) for i, ref in enumerate(a.refs)]
-    comparisons = {r["ref"]: compare_tables(Path(recs[0]["results"]), Path(r["results"])) for r in recs[1:]}
     out = Path(a.out)
+    recs = json.loads(out.with_suffix(".json").read_text())["runs"] if a.add else []
+    for i, ref in enumerate(a.refs, start=len(recs)):
+        rec = run_one(i, ref, Path(a.work), a.profile, a.only)
+        if any(r["ref"] == rec["ref"] for r in recs):
+            rec["ref"] = f"{rec['ref']} (run {i + 1})"
+        recs.append(rec)
+    comparisons = {r["ref"]: compare_tables(Path(recs[0]["results"]), Path(r["results"])) for r in recs[1:]}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"machine": info, "runs": recs, "tables": comparisons}, indent=1))
     out.with_suffix(".md").write_text(markdown(recs, comparisons, info))

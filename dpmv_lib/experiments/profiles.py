@@ -46,7 +46,7 @@ PROFILES: dict[str, Profile] = {
                      pairs=16, transfer_pairs=8, responder="surrogate", encoder="hashing",
                      judge="rubric", em_seeds=(0, 1)),
     "default": Profile("default", "the main job on a laptop CPU, all tables",
-                       pairs=None, transfer_pairs=None, responder="surrogate", encoder="minilm-ov",
+                       pairs=None, transfer_pairs=None, responder="surrogate", encoder="minilm",
                        judge="rubric"),
     # Full scale (issue 12 section 4): all pairs, T = 16, EM seeds {0, 1, 2}; OpenVINO f32 is the
     # batch-invariant engine measured fastest without AMX (benchmarks/results/generation.md).

@@ -2,14 +2,20 @@
 
     python -m dpmv_lib.run [--profile NAME] [--only NOTEBOOK ...] [-p KEY VALUE ...]
                            [--seed N] [--results-dir DIR] [--notebooks-dir DIR] [--timeout S]
+    python -m dpmv_lib.run --status [--profile NAME | --results-dir DIR]
 
 Notebooks are ``notebooks/NN_*.ipynb`` (01_data_construction, 02_mechanism,
-03_rq1_privacy_utility, 04_rq2_safeguards, 05_budget_sensitivity, 06_adaptive_adversary); those
+03_rq1_privacy_utility, 04_rq2_safeguards, 05_budget_sensitivity, 06_adaptive_adversary,
+07_memview_playground); those
 that exist run in order. Each gets the parameters ``profile``, ``seed`` and ``results_dir``, ``INTERACTIVE=False``
 (batch runs have no browser) and any ``-p`` override that its parameters cell declares. Executed copies go to ``{results_dir}/notebooks/`` and a
 ``{results_dir}/manifest.json`` records the git commit, profile, parameters, seeds, package
 versions, the machine (CPU model, ISA flags, cores: :func:`dpmv_lib.common.machine.cpu_info`) and wall
-time per notebook. The default profile writes to ``results/``; any other
+time per notebook, and per notebook the fingerprint of what produced it (the source of the
+dpmv_lib modules it imports, the data manifests, the profile: :mod:`dpmv_lib.common.fingerprint`).
+``--status`` compares those fingerprints with the checkout: each notebook of each result set is
+``current``, ``stale`` (with what changed) or ``unknown`` (no fingerprint recorded, or the run did
+not finish); it exits 0 either way. The default profile writes to ``results/``; any other
 profile to ``results/<profile>/`` so smoke runs never overwrite the committed results.
 
 Exit codes: 0 all notebooks ran; 1 a notebook failed (the run stops there); 2 bad arguments
@@ -37,13 +43,15 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from .core.errors import DPMVError, ParameterError
+from .common import fingerprint as fp
 from .common.machine import cpu_info
-from .common.paths import project_root
+from .common.paths import project_root, resolve
 from .common.progress import ENV as PROGRESS_ENV
 from .experiments.profiles import PROFILES, get_profile
 
 NOTEBOOK_ORDER = ("01_data_construction", "02_mechanism", "03_rq1_privacy_utility",
-                  "04_rq2_safeguards", "05_budget_sensitivity", "06_adaptive_adversary")
+                  "04_rq2_safeguards", "05_budget_sensitivity", "06_adaptive_adversary",
+                  "07_memview_playground")
 NOTEBOOK_RE = re.compile(r"^(\d\d)_\w+\.ipynb$")
 RESERVED = ("profile", "seed", "results_dir")
 # Injected when a notebook's parameters cell declares them (``-p`` may override): batch runs have
@@ -54,8 +62,16 @@ KERNEL_NAME = "python3"
 # Set for the kernels unless the caller already set them: no model hub at run time, and
 # reproducible string hashing (set iteration order) inside every notebook.
 KERNEL_ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                       "PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false"}
+                       "PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false",
+                       # no progress bars in executed copies (model loading, tqdm): the progress log
+                       # follows long steps (issue 31: small, readable executed notebooks)
+                       "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 MANIFEST_SCHEMA = 1
+PACKAGE_DIR = Path(__file__).resolve().parent
+# Kernel sockets: Unix sockets in the run's own temp folder (no TCP port, hence no "running over
+# TCP without encryption" warning from every kernel); a socket path must stay under ~100 bytes.
+IPC_PATH_MAX = 90
 
 log = logging.getLogger("dpmv.run")
 
@@ -226,6 +242,22 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
         raise
 
 
+def strip_widget_state(path: Path) -> None:
+    """Drop ipywidgets state from an executed copy (``metadata.widgets`` and widget views, whose
+    plain-text fallback stays): a batch run has no live widgets, only their serialised blobs."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    changed = nb.get("metadata", {}).pop("widgets", None) is not None
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            if WIDGET_VIEW in out.get("data", {}):
+                del out["data"][WIDGET_VIEW]
+                changed = True
+    if changed:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+
 def _previous_entries(manifest_path: Path, profile: str) -> dict[str, dict[str, Any]]:
     """Entries of an earlier manifest in the same results dir and profile (kept for --only runs)."""
     try:
@@ -238,11 +270,65 @@ def _previous_entries(manifest_path: Path, profile: str) -> dict[str, dict[str, 
             and e.get("status") == "ok"}
 
 
+# ---- fingerprints and --status -------------------------------------------------------------------
+def _source_files(notebook: Path, root: Path) -> dict[str, str] | str:
+    """The notebook's source hashes, or why they could not be taken (the run goes on)."""
+    try:
+        return fp.source_files(notebook, PACKAGE_DIR, root)
+    except (OSError, ValueError, SyntaxError) as exc:
+        log.warning("%s: no fingerprint (%s)", notebook.name, exc)
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _fingerprint(files: dict[str, str] | str, params: Mapping[str, Any], root: Path,
+                 settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The entry's recorded fingerprint: ``files`` taken before the notebook ran, the data after
+    (notebook 01 writes it)."""
+    if isinstance(files, str):
+        return {"error": files}
+    data_dir = resolve(str(params.get("data_dir", "data")), root)
+    try:
+        return fp.Fingerprint(files, fp.data_sets(data_dir), settings).to_dict()
+    except OSError as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def status_text(profile: str | None = None, results_dir: str | Path | None = None,
+                notebooks_dir: str | Path | None = None) -> str:
+    """The ``--status`` list: each notebook of each result set under ``results/`` (or only those
+    of ``profile``, or only ``results_dir``) as current, stale (with the reasons) or unknown."""
+    root = project_root()
+    if results_dir is not None:
+        manifests = [resolve(results_dir, root) / "manifest.json"]
+        if not manifests[0].is_file():
+            raise ParameterError(f"no run manifest at {manifests[0]}")
+    else:
+        manifests = fp.find_result_sets(root / "results")
+    profiles = {n: p.to_dict() for n, p in PROFILES.items()}
+    cache: dict[tuple[str, str], Any] = {}
+    sets: dict[str, list[fp.NotebookStatus]] = {}
+    for m in manifests:
+        try:
+            rows = fp.result_status(m, root=root, package_dir=PACKAGE_DIR, profiles=profiles, cache=cache)
+        except ValueError as exc:
+            rows = [fp.NotebookStatus(_display_path(m, root), "?", "(manifest)", "unknown", (str(exc),))]
+        if profile is None or any(r.profile == profile for r in rows):
+            sets[_display_path(m, root)] = rows
+    try:
+        names = [nb.name for nb in discover_notebooks(notebooks_dir)]
+    except ParameterError:
+        names = []
+    head = ("Result sets against this checkout (current: today's code, data and profile made them; "
+            "stale: what changed since; unknown: no fingerprint or an unfinished run)")
+    return head + "\n" + fp.format_status(sets, names)
+
+
 # ---- kernel --------------------------------------------------------------------------------
 @contextlib.contextmanager
-def _kernel_environment() -> Iterator[str]:
+def _kernel_environment() -> Iterator[dict[str, Any]]:
     """Make kernel ``python3`` this interpreter (not whatever a user-level kernelspec says) and
-    set the offline/hash-seed defaults for the kernels; restores os.environ afterwards."""
+    set the offline/hash-seed defaults for the kernels; restores os.environ afterwards. Yields
+    the papermill engine options: IPC transport in the temp folder where Unix sockets fit."""
     saved = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="dpmv-kernel-") as tmp:
         spec_dir = Path(tmp) / "kernels" / KERNEL_NAME
@@ -257,10 +343,20 @@ def _kernel_environment() -> Iterator[str]:
         for k, v in KERNEL_ENV_DEFAULTS.items():
             os.environ.setdefault(k, v)
         try:
-            yield sys.executable
+            yield _engine_options(Path(tmp))
         finally:
             os.environ.clear()
             os.environ.update(saved)
+
+
+def _engine_options(tmp: Path) -> dict[str, Any]:
+    """``config`` for nbclient's kernel manager: the kernel talks over Unix sockets under ``tmp``
+    (TCP, and the kernel's plain-text transport warning, only where those cannot be used)."""
+    prefix = tmp / "kernel"
+    if os.name != "posix" or len(str(prefix)) > IPC_PATH_MAX:
+        return {}
+    from traitlets.config import Config
+    return {"config": Config({"KernelManager": {"transport": "ipc", "ip": str(prefix)}})}
 
 
 def _in_ci() -> bool:
@@ -363,7 +459,7 @@ def run_notebooks(profile: str = "default", *, only: Sequence[str] | None = None
     t_run = time.perf_counter()
     todo = [e for e in entries if e["run"] == "this"]
     by_name = {nb.name: nb for nb in selected}
-    with _kernel_environment():
+    with _kernel_environment() as engine_options:
         # long steps (generation) append done/total, rate and ETA here: `tail -f` it
         os.environ.setdefault(PROGRESS_ENV, str(rd_abs / "progress.log"))
         manifest["kernel_environment"] = {k: os.environ[k] for k in KERNEL_ENV_DEFAULTS}
@@ -378,6 +474,7 @@ def run_notebooks(profile: str = "default", *, only: Sequence[str] | None = None
             entry.update(status="running", started=_now(), parameters=params,
                          git_commit=git["commit"])
             write_json_atomic(manifest_path, manifest)
+            files = _source_files(nb.path, root)      # the code the kernel is about to import
             echo(f"[{i}/{len(todo)}] {nb.name} (profile {prof.name}) -> {entry['output']}")
             t0 = time.perf_counter()
             try:
@@ -385,7 +482,7 @@ def run_notebooks(profile: str = "default", *, only: Sequence[str] | None = None
                                     kernel_name=KERNEL_NAME, language="python", cwd=str(root),
                                     log_output=log_output,
                                     progress_bar=progress, start_timeout=120,
-                                    execution_timeout=timeout)
+                                    execution_timeout=timeout, **engine_options)
             except BaseException as exc:
                 entry["wall_s"] = round(time.perf_counter() - t0, 3)
                 if isinstance(exc, PapermillExecutionError):
@@ -404,7 +501,9 @@ def run_notebooks(profile: str = "default", *, only: Sequence[str] | None = None
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     raise
                 raise NotebookFailed(nb.name, output, detail) from exc
-            entry.update(status="ok", wall_s=round(time.perf_counter() - t0, 3))
+            strip_widget_state(output)
+            entry.update(status="ok", wall_s=round(time.perf_counter() - t0, 3),
+                         fingerprint=_fingerprint(files, params, root, prof.to_dict()))
             write_json_atomic(manifest_path, manifest)
             echo(f"      {nb.name}: ok in {entry['wall_s']:.1f} s")
     manifest.update(status="ok", finished=_now(), wall_s=round(time.perf_counter() - t_run, 3))
@@ -420,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m dpmv_lib.run",
         description="Execute the DP-MemView notebooks in order with papermill under a profile.",
         epilog="profiles: " + "; ".join(f"{n} ({pr.description})" for n, pr in PROFILES.items()))
-    p.add_argument("--profile", default="default", help="parameter set (default: %(default)s)")
+    p.add_argument("--profile", help="parameter set (default: default; with --status: only its result sets)")
     p.add_argument("--only", nargs="+", metavar="NOTEBOOK",
                    help='run only these notebooks: "02", "02_mechanism" or "02_mechanism.ipynb"')
     p.add_argument("-p", "--param", nargs=2, action="append", metavar=("KEY", "VALUE"), default=[],
@@ -432,6 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--notebooks-dir", help="directory holding NN_*.ipynb (default: notebooks/)")
     p.add_argument("--timeout", type=float, default=None, help="per-cell time limit in seconds")
     p.add_argument("--list", action="store_true", help="list notebooks and profiles, then exit")
+    p.add_argument("--status", action="store_true", help="say for each notebook of each result set "
+                   "whether its results are current or stale (and why) against this checkout, then exit")
     return p
 
 
@@ -443,8 +544,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{nb.name}: parameters {', '.join(nb.parameters) or '(none)'}")
             print("profiles: " + ", ".join(PROFILES))
             return 0
+        if args.status:
+            print(status_text(args.profile, args.results_dir, args.notebooks_dir))
+            return 0
         overrides = parse_overrides(args.param)
-        run_notebooks(args.profile, only=args.only, overrides=overrides, seed=args.seed,
+        run_notebooks(args.profile or "default", only=args.only, overrides=overrides, seed=args.seed,
                       results_dir=args.results_dir, notebooks_dir=args.notebooks_dir,
                       timeout=args.timeout,
                       command=["python", "-m", "dpmv_lib.run", *(argv if argv is not None else sys.argv[1:])])

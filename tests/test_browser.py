@@ -1,8 +1,11 @@
-"""Notebooks 02-05 in a real browser (issue 13): JupyterLab on loopback, headless Chromium.
+"""Notebooks 02-05 and 07 in a real browser (issues 13, 31): JupyterLab on loopback, headless Chromium.
 
 * notebook 05 runs with the smoke profile and ``INTERACTIVE = True``; the B_a slider (key), the T
   slider (typed value and a drag), the mode toggle and the view toggle each change the displayed
   setting and the figure with exactly one frame and no collapse of the widget; no console errors;
+* notebook 07 (the MemView playground) runs with the smoke profile and ``INTERACTIVE = True``; picking
+  another pair, typing a turn, typing a query, choosing its intent, the B_a slider (key) and the method
+  toggle each change the summary and the figure with exactly one frame and no collapse; no console errors;
 * notebooks 02-04 run with the smoke profile without an error and show their tables as styled
   HTML tables (every cell that calls ``styled`` renders one).
 
@@ -87,6 +90,22 @@ def _severe(br) -> list[str]:
     return [e["message"][:300] for e in br.severe()]
 
 
+def _stepper(br, start):
+    """``step(act, *expect)``: do one input; exactly one new frame, whose label names ``expect``,
+    and the widget keeps its height."""
+    seen = {start["src"]}
+
+    def step(act, *expect):
+        m = br.measure(act)
+        assert all(e in m.label for e in expect), f"label {m.label!r} lacks {expect}"
+        assert m.src not in seen, "the figure did not change"
+        seen.add(m.src)
+        assert m.frames == 1, f"{m.frames} frames for one input"
+        assert m.height_min >= 0.9 * m.height_before, f"the widget collapsed ({m.height_before} -> {m.height_min} px)"
+        return m
+    return step
+
+
 def test_notebook05_widget_in_the_browser(lab, tmp_path):
     L, srv, br, work = lab
     rel, nb = _prepare("05_budget_sensitivity", work, interactive=True)
@@ -98,16 +117,7 @@ def test_notebook05_widget_in_the_browser(lab, tmp_path):
     br.element(".dpmv-explorer").screenshot(str(shots / "widget_exact_grid.png"))
     start = br.read()
     assert "mode=on" in start["label"] and "B_a=2" in start["label"] and "T=16" in start["label"]
-    seen = {start["src"]}
-
-    def step(act, *expect):
-        m = br.measure(act)
-        assert all(e in m.label for e in expect), f"label {m.label!r} lacks {expect}"
-        assert m.src not in seen, "the figure did not change"
-        seen.add(m.src)
-        assert m.frames == 1, f"{m.frames} frames for one input"
-        assert m.height_min >= 0.9 * m.height_before, f"the widget collapsed ({m.height_before} -> {m.height_min} px)"
-        return m
+    step = _stepper(br, start)
 
     step(lambda: wd.key_b_a(True), "B_a=4", "T=16")
     step(lambda: wd.type_T(20), "B_a=4", "T=20")
@@ -124,6 +134,35 @@ def test_notebook05_widget_in_the_browser(lab, tmp_path):
     step(lambda: wd.click_toggle("dpmv-view", "paper's view"), "paper's view")
     step(lambda: wd.click_toggle("dpmv-mode", "on"), "mode=on", "paper's view")
     br.element(".dpmv-explorer").screenshot(str(shots / "widget_paper_view.png"))
+    assert not _severe(br), f"browser console errors: {_severe(br)}"
+
+
+def test_notebook07_playground_in_the_browser(lab, tmp_path):
+    L, srv, br, work = lab
+    rel, nb = _prepare("07_memview_playground", work, interactive=True)
+    _run(br, rel, nb)
+    root = ".dpmv-playground"
+    br.install_probe(root)
+    br.element(f"{root} img.widget-image")
+    wd = L.WidgetDriver(br, root=root)
+    shots = _shots(tmp_path)
+    br.element(root).screenshot(str(shots / "playground_start.png"))
+    start = br.read()
+    assert "pair=pm-diabetes-000" in start["label"] and "turn=4/16" in start["label"], start["label"]
+    step = _stepper(br, start)
+
+    picked = {}
+    step(lambda: picked.setdefault("pair", wd.key_select("dpmv-pair")), "turn=4/16")
+    assert picked["pair"] != "pm-diabetes-000" and f"pair={picked['pair']}" in br.read()["label"]
+    step(lambda: wd.type_slider("dpmv-turn", 9), f"pair={picked['pair']}", "turn=9/16")
+    step(lambda: wd.type_text("dpmv-query", "Any quick dinner ideas for tonight?"), "turn=9/16", "typed")
+    step(lambda: picked.setdefault("intent", wd.key_select("dpmv-intent")), "typed")
+    assert f"intent={picked['intent']}" in br.read()["label"]
+    step(lambda: wd.key_b_a(True), "B_a=4", "typed")
+    step(lambda: wd.click_toggle("dpmv-method", "DP-MemView (pre)"), "DP-MemView (pre)", "B_a=4")
+    br.element(root).screenshot(str(shots / "playground_after.png"))
+    assert "responses" in br.driver.execute_script(
+        "return document.querySelector(arguments[0]).innerText", root)
     assert not _severe(br), f"browser console errors: {_severe(br)}"
 
 

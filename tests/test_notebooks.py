@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -26,6 +27,21 @@ REQUIRED_PARAMETERS = ("profile", "seed", "results_dir", "INTERACTIVE")
 SLOW_NOTEBOOKS: set[str] = set()
 # Notebooks that write the benchmark data: give them a throwaway data_dir so tests never touch data/.
 WRITES_DATA = ("01_data_construction",)
+
+
+def _git(*args: str) -> str | None:
+    """git's stdout in the project, or None without git or a repository."""
+    try:
+        r = subprocess.run(["git", *args], cwd=project_root(), capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def _unclean() -> set[str] | None:
+    """Untracked (not ignored) and changed paths under results/ and data/ (git status lines)."""
+    out = _git("status", "--porcelain", "--untracked-files=all", "--", "results", "data")
+    return None if out is None else set(out.splitlines())
 
 
 def _ids(paths: list[Path]) -> list[str]:
@@ -72,10 +88,21 @@ def test_notebook_runs_in_smoke_profile(path: Path, tmp_path: Path):
     if path.stem in WRITES_DATA and "data_dir" in declared:
         overrides["data_dir"] = str(tmp_path / "data")
     rd = tmp_path / "results"
+    before = _unclean()
     manifest = runner.run_notebooks("smoke", only=[path.stem], overrides=overrides,
                                     results_dir=rd, notebooks_dir=path.parent, log_output=False,
                                     progress=False, echo=lambda *_: None)
     assert manifest["status"] == "ok"
+    # Clean runs (issue 31): nothing new in the checkout's results/ or data/ (all went to rd), and
+    # each file it wrote is, at its place in a default run (results/<same path>), committed or
+    # git-ignored once a default run has written it there.
+    if before is not None:
+        new = sorted(_unclean() - before)
+        assert not new, f"the smoke run wrote outside its results dir: {new}"
+        home = [f"results/{p.relative_to(rd).as_posix()}" for p in rd.rglob("*") if p.is_file()]
+        home = [h for h in home if (project_root() / h).is_file()]
+        stray = _git("ls-files", "--others", "--exclude-standard", "--", *home) if home else ""
+        assert not stray, f"a default run leaves these neither committed nor ignored: {stray.split()}"
     on_disk = json.loads((rd / "manifest.json").read_text())
     entry = next(e for e in on_disk["notebooks"] if e["name"] == path.stem)
     assert on_disk["status"] == "ok" and entry["status"] == "ok" and entry["wall_s"] > 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -162,11 +163,18 @@ def test_write_json_atomic_leaves_no_temp_files(tmp_path):
 
 
 # ---- real executions (a kernel start each, a few seconds) -------------------------------------
-def test_run_injects_parameters_and_writes_manifest(nbdir, tmp_path):
+def test_run_injects_parameters_and_writes_manifest(nbdir, tmp_path, capfd):
     rd = tmp_path / "res"
     rc = runner.main(["--profile", "smoke", "--seed", "7", "--notebooks-dir", str(nbdir),
                       "--results-dir", str(rd), "-p", "x", "5", "-p", "label", "hello world"])
     assert rc == 0
+    # the log (papermill's and the kernels' stdout/stderr) carries no kernel transport noise, and
+    # the kernels' Unix sockets lived in the run's temp folder, not in the working directory
+    log = "".join(capfd.readouterr())
+    noise = [ln for ln in log.splitlines() if re.search(
+        r"without encryption|didn't respond|Kernel.*(WARNING|warn)|zmq|DeprecationWarning", ln)]
+    assert not noise, noise
+    assert not list(project_root().glob("kernel-ipc*"))
     seen = json.loads((rd / "01_alpha.json").read_text())
     assert seen == {"profile": "smoke", "seed": 7, "results_dir": str(rd), "x": 5,
                     "label": "hello world", "INTERACTIVE": False, "cwd": str(project_root()),
@@ -197,6 +205,13 @@ def test_run_injects_parameters_and_writes_manifest(nbdir, tmp_path):
         assert e["status"] == "ok" and e["run"] == "this" and e["wall_s"] > 0
         assert e["parameters"]["x"] == 5 and e["parameters"]["INTERACTIVE"] is False
         assert Path(e["output"]).exists()
+        # what produced it: the notebook (no dpmv_lib imports here), the data sets, the profile
+        f = e["fingerprint"]
+        assert list(f["files"]) == [(nbdir / f"{e['name']}.ipynb").resolve().as_posix()]
+        assert set(f["data_sets"]) >= {"pairedmem", "policy", "transfer"}
+        assert f["profile_settings"] == m["profile_settings"]
+    status = runner.status_text(results_dir=rd, notebooks_dir=nbdir)
+    assert re.search(r"^  01_alpha +current$", status, re.M) and re.search(r"^  02_beta +current$", status, re.M)
 
     # --only reruns one notebook; the other's earlier entry is kept and marked as previous
     rc = runner.main(["--profile", "smoke", "--only", "02", "--notebooks-dir", str(nbdir),

@@ -1,12 +1,9 @@
 """Build notebooks/03_rq1_privacy_utility.ipynb (committed without outputs). Run: .venv/bin/python tools/build_nb03.py"""
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import nbformat as nbf
+from nbbuild import write_notebook
 
-ROOT = Path(__file__).resolve().parent.parent
 md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 
 cells = [
@@ -350,12 +347,4 @@ encoder, judge, embedding unit and the time per stage."""),
 styled(pd.DataFrame(sorted(res.paths.items()), columns=["output", "path"]).astype(str))"""),
 ]
 
-nb = nbf.v4.new_notebook()
-nb.cells = cells
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nb.metadata["language_info"] = {"name": "python"}
-out = ROOT / "notebooks" / "03_rq1_privacy_utility.ipynb"
-for i, c in enumerate(nb.cells):  # stable ids: a rebuild changes only the cells whose text changed
-    c.id = hashlib.sha256(f"{i}:{c.cell_type}:{c.source}".encode()).hexdigest()[:8]
-nbf.write(nb, str(out))
-print(f"wrote {out}")
+write_notebook(cells, "03_rq1_privacy_utility")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # `make test`: the pytest suite, with pytest's exit code 5 ("no tests collected") counted as success.
+# It first prints `python -m dpmv_lib.run --status` (which committed results are stale; never fails).
 #
 # The llama.cpp backend is tested for real, so the suite needs llama-cpp-python (extra `llamacpp`),
 # which PyPI ships as source only. The first time (no install stamp, or one recording other
@@ -24,6 +25,11 @@ finish() {  # exit with the combined status: 0 when every pytest run passed or c
     done
     exit 0
 }
+
+# which committed result sets are current or stale against this checkout (information only:
+# stale results never fail the tests; README "Where results go")
+"$PY" -m dpmv_lib.run --status || echo "== (could not list the result status)"
+echo
 
 if bash tools/install_llamacpp.sh --check "$PY" "$STAMP"; then
     "$PY" -m pytest -q "$@"

@@ -348,14 +348,42 @@ class WidgetDriver:
         self._el(".dpmv-b_a .noUi-handle").send_keys(Keys.ARROW_RIGHT if right else Keys.ARROW_LEFT)
 
     def type_T(self, value: int) -> None:
+        self.type_slider("dpmv-T", value)
+
+    def type_slider(self, cls: str, value: int) -> None:
+        """Type ``value`` into the readout of the slider with CSS class ``cls`` (sent on Enter)."""
         from selenium.webdriver import ActionChains
         from selenium.webdriver.common.keys import Keys
 
-        ro = self._el(".dpmv-T .widget-readout")
+        ro = self._el(f".{cls} .widget-readout")
         ActionChains(self.browser.driver).double_click(ro).perform()
         ro.send_keys(Keys.CONTROL, "a")
         ro.send_keys(str(value))
         ro.send_keys(Keys.ENTER)
+
+    def type_text(self, cls: str, text: str) -> None:
+        """Replace the text of the Text widget with CSS class ``cls`` and press Enter (a Text with
+        ``continuous_update=False`` sends its value then)."""
+        from selenium.webdriver.common.keys import Keys
+
+        box = self._el(f".{cls} input")
+        box.click()
+        box.send_keys(Keys.CONTROL, "a")
+        box.send_keys(text)
+        box.send_keys(Keys.ENTER)
+
+    def key_select(self, cls: str, down: bool = True) -> str:
+        """Move the Dropdown with CSS class ``cls`` one option down (or up) as a user does: click
+        it open, an arrow key, Enter (headless Chromium ignores an arrow key on a closed select);
+        returns the option now selected."""
+        from selenium.webdriver.common.keys import Keys
+        from selenium.webdriver.support.ui import Select
+
+        sel = self._el(f".{cls} select")
+        sel.click()
+        sel.send_keys(Keys.ARROW_DOWN if down else Keys.ARROW_UP)
+        sel.send_keys(Keys.ENTER)
+        return Select(sel).first_selected_option.text.strip()
 
     def click_toggle(self, cls: str, label: str) -> None:
         from selenium.webdriver.common.by import By

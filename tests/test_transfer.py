@@ -1,10 +1,14 @@
-"""The public-corpus transfer track v2 (paper C.3): evidence rules, the reviewed allow-list and its
+"""The public-corpus transfer track v3 (paper C.3): evidence rules, the reviewed allow-list and its
 M' checks, background conflicts, the pregnancy persona rule, gold support, byte-identical rebuilds
-on a tiny synthetic corpus, and the measured quality figures of the committed track (issue 10.5)."""
+on a tiny synthetic corpus, and the measured quality figures of the committed track (issues 10.5
+and 28: >= 25 distinct evidence sentences per attribute, <= 4 slots per sentence, a source kind for
+every sentence, a reason for every rejection)."""
 from __future__ import annotations
 
+import csv
 import json
 import math
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -65,6 +69,19 @@ def test_rules_accept_first_person_current_statements(attribute, text):
     ("diabetes", "I have type 1 diabetes.", "not_the_attribute"),
     ("diabetes", "I have been diagnosed with Gestational Diabetes.", "not_the_attribute"),
     ("diabetes", "Diabetes runs in families.", "not_first_person"),
+    ("diabetes", "I am not diabetic or alcoholic.", "not_the_attribute"),
+    ("diabetes", "I have never taken any medicine for diabetes.", "not_the_attribute"),
+    ("diabetes", "I use an insulin pump for my diabetes.", "not_the_attribute"),
+    ("diabetes", "I am taking Metformin for PCOS.", "not_the_attribute"),
+    ("diabetes", "Diabetes and high blood pressure runs in my family.", "about_someone_else"),
+    ("diabetes", "My parents are diabetic.", "about_someone_else"),
+    ("diabetes", "So for your type 2 diabetes, I want an A1c test.", "about_someone_else"),
+    ("diabetes", "Yes, I used insulin last time as well.", "not_current"),
+    ("pregnancy", "I got a negative result after checking for pregnancy.", "not_the_attribute"),
+    ("pregnancy", "I am not married or pregnant.", "not_the_attribute"),
+    ("pregnancy", "I've been pregnant four times.", "not_the_attribute"),
+    ("debt", "I'll be in debt until I'm 52.", "hypothetical"),
+    ("debt", "I am smart enough not to bury myself in debt.", "not_the_attribute"),
 ])
 def test_rules_reject(attribute, text, reason):
     assert reason in TE.evidence_problems(text, attribute)
@@ -97,18 +114,47 @@ def test_replacement_checks_catch_residual_signal_and_counter_evidence(attribute
     assert any(p.startswith(bad) for p in TE.replacement_problems(m, m_prime, attribute))
 
 
+def test_word_edit_distance():
+    assert TQ.word_edit_distance("I lost my job yesterday.", "I lost my phone yesterday.") == 1
+    assert TQ.word_edit_distance("I am pregnant.", "I am pregnant.") == 0
+    assert TQ.word_edit_distance("I am a diabetic.", "I am 64 and a retired teacher.") == 4
+    d = TQ.edit_distribution([("I lost my job.", "I lost my keys."), ("I am 29 weeks pregnant.", "I am 29 years old.")])
+    assert (d["n"], d["words_min"], d["words_max"], sum(d["share_bins"].values())) == (2, 1, 2, 2)
+
+
 def test_replacement_checks_accept_neutral_edits():
     assert TE.replacement_problems("I lost my job yesterday.", "I lost my phone yesterday.", "job_loss") == []
     assert TE.replacement_problems("I am a diabetic.", "I am a vegetarian.", "diabetes") == []
 
 
 def test_review_file_is_valid_and_passes_the_rules():
-    review = TE.load_review()
+    review, rejected = TE.load_review(), TE.load_rejections()
     for a, entries in review.items():
         for text, r in entries.items():
             assert TE.evidence_problems(text, a) == [], text
             assert TE.replacement_problems(text, r.m_prime, a) == [], r.m_prime
-            assert r.reason.strip()
+            assert r.reason.strip() and r.ref, text
+            assert r.ref.split(":")[0] in TC.KIND_OF_SOURCE, r.ref
+    raw = json.loads(TE.REVIEW_FILE.read_text(encoding="utf-8"))["rejected_on_review"]
+    for a, rows in raw.items():
+        assert len(rejected[a]) == len(rows) > 0
+        for row in rows:   # a reason for every rejection; mental-health posts are hashed, never quoted
+            assert row["reason"].strip() and row["ref"], row
+            assert ("text" in row) is (row["ref"].split(":")[0] not in TE.SENSITIVE_SOURCES), row
+
+
+def test_rejected_candidates_are_counted_apart_from_unreviewed_ones():
+    texts = [TC.SourceText("ed-train", "ed-train:1", "I lost my job yesterday."),
+             TC.SourceText("cams", "cams:7", "I just got laid off from my job."),
+             TC.SourceText("sad-mturk", "sad-mturk:3", "I lost my job last week.")]
+    rejected = {"I lost my job yesterday.": "test", TE.review_key("I just got laid off from my job.", "cams"): "test"}
+    assert TE.review_key("I just got laid off from my job.", "cams").startswith("sha256:")
+    assert TE.review_key("I lost my job yesterday.", "ed-train") == "I lost my job yesterday."
+    kept, why = TE.select_evidence(texts, "job_loss", review={}, rejected=rejected)
+    assert not kept and (why["rejected_on_review"], why["not_reviewed"]) == (2, 1)
+    kept, _ = TE.select_evidence(texts, "job_loss")
+    assert [e.source_kind for e in kept] == ["crowd-written", "real forum post", "crowd-written"]
+    assert set(TC.KIND_OF_SOURCE.values()) <= set(TC.SOURCE_KINDS)
 
 
 def test_review_errors_name_the_problem(tmp_path: Path):
@@ -123,6 +169,15 @@ def test_review_errors_name_the_problem(tmp_path: Path):
     p.write_text("{not json")
     with pytest.raises(CorpusError, match="cannot read the transfer review"):
         TE.load_review(p)
+    ok = {"text": "I am a diabetic.", "m_prime": "I am a vegetarian.", "reason": "x", "ref": "t:1"}
+    p.write_text(json.dumps({"evidence": {"diabetes": [ok]},
+                             "rejected_on_review": {"diabetes": [{"ref": "t:2", "text": "I am diabetic."}]}}))
+    with pytest.raises(CorpusError, match="needs a ref, a text or sha256, and a reason"):
+        TE.load_rejections(p)
+    p.write_text(json.dumps({"evidence": {"diabetes": [ok]},
+                             "rejected_on_review": {"diabetes": [{"ref": "t:1", "text": ok["text"], "reason": "y"}]}}))
+    with pytest.raises(CorpusError, match="both accepted and rejected"):
+        TE.load_rejections(p)
 
 
 # ---- background consistency and persona ----------------------------------------------------------
@@ -150,6 +205,17 @@ def test_missing_corpora_names_files(tmp_path: Path):
     (tmp_path / "c" / "locomo").mkdir(parents=True)
     with pytest.raises(CorpusError, match="prompts_valid.csv"):
         TC.check_corpora(tmp_path / "c")
+    # a whole folder missing is named as such, with where to get it
+    root = _fake_corpora(tmp_path / "full")
+    assert TC.check_corpora(root) == root
+    import shutil
+    shutil.rmtree(root / "first_person_finance")
+    with pytest.raises(CorpusError, match=r"absent folders: first_person_finance/;.*SAD_v1\.csv.*Dreaddit") as exc:
+        TC.check_corpora(root)
+    assert "first_person_health" not in str(exc.value)
+    shutil.rmtree(root / "first_person_health" / "meqsum")
+    with pytest.raises(CorpusError, match=r"absent folders: first_person_finance/, first_person_health/meqsum/;"):
+        TC.check_corpora(root)
 
 
 # ---- a tiny synthetic corpus with the real layout ------------------------------------------------
@@ -216,7 +282,58 @@ def _fake_corpora(root: Path) -> Path:
     gm.mkdir()
     (gm / "chatdoctor5k.json").write_text(json.dumps(
         [{"input": f"Hi doctor, {t}"} for t in (*_EV["diabetes"], *_EV["pregnancy"][1:])]))
+    _fake_first_person(root)
     return root
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def _fake_first_person(root: Path) -> None:
+    """first_person_health/ and first_person_finance/ in their real layouts (issue 28)."""
+    (root / TC.ICLINIQ_FILE).parent.mkdir(parents=True)
+    (root / TC.ICLINIQ_FILE).write_text(json.dumps({"chat": [{"input": [
+        {"role": "user", "content": "Hello doctor,i am a known diabetic for the past 15 years.My feet hurt."}],
+        "ideal": "x"}]}) + "\n")
+    _write_csv(root / TC.MEQSUM_FILE, ["File", "CHQ", "Summary"],
+               [["1.txt", "SUBJECT: sugar\nMESSAGE: i am 64 yrs old and a type II diabetic", "x"]])
+    for f in TC.ACI_FILES:
+        _write_csv(root / f, ["dataset", "encounter_id", "dialogue", "note"],
+                   [["virtassist", "D2N001", "[doctor] hi , martha .\n[patient] i'm doing okay , i cook a lot .", "n"]])
+    for f in TC.MTS_FILES:
+        _write_csv(root / f, ["ID", "section_header", "section_text", "dialogue"],
+                   [["0", "GENHX", "x", "Doctor: Hello.\nPatient: I walk my dog every day.\nDoctor: Good."]])
+    for f in TC.DREADDIT_FILES:
+        _write_csv(root / f, ["subreddit", "post_id", "sentence_range", "text", "id"],
+                   [["assistance", "p1", "[0, 2]", "My rent is due.\nI cook at home", "17"]])
+    for f in TC.SDCNL_FILES:
+        _write_csv(root / f, ["", "title", "selftext"], [["0", "rent", "I pay my rent on time."]])
+    _write_csv(root / TC.CAMS_FILE, ["selftext", "cause", "inference"], [["I pay my bills.", "0", "x"]])
+    _write_csv(root / TC.SAD_FILE, ["sID", "sentence", "Source"],
+               [["1", "I cook pasta.", "Inquire"], ["2", "I bake bread.", "mTurk_synthetic"], ["3", "I ran.", "popbots_live"]])
+
+
+def test_first_person_readers_parse_the_layouts(tmp_path: Path):
+    root = _fake_corpora(tmp_path / "c")
+    health = {t.ref: t for t in TC.read_health(root)}
+    assert health["icliniq:0"].text == "Hello doctor, I am a known diabetic for the past 15 years. My feet hurt."
+    assert TE.sentences(health["icliniq:0"].text)[0] == "I am a known diabetic for the past 15 years."
+    assert health["meqsum:1.txt"].text == "I am 64 yrs old and a type II diabetic."
+    assert health["aci-bench:train:D2N001:0"].text == "I'm doing okay, I cook a lot."
+    assert health["mts-dialog:TrainingSet:0:0"].text == "I walk my dog every day."
+    fin = {t.ref: t for t in TC.read_finance(root)}
+    assert fin["dreaddit:train:17"].text == "My rent is due. I cook at home."
+    assert {"sdcnl:training:0:title", "sdcnl:training:0:selftext", "cams:0"} <= set(fin)
+    assert (fin["sad-livejournal:1"].source, fin["sad-mturk:2"].source) == ("sad-livejournal", "sad-mturk")
+    assert not any(r.startswith("sad") and r.endswith(":3") for r in fin)   # chatbot logs are not read
+    assert {TC.source_kind(t.source) for t in [*health.values(), *fin.values()]} <= set(TC.SOURCE_KINDS)
+    with pytest.raises(CorpusError, match="unknown evidence source"):
+        TC.source_kind("nowhere")
 
 
 @pytest.fixture(scope="module")
@@ -317,18 +434,52 @@ def test_committed_balanced_reuse(quality, committed, attribute):
     placements = sum(len(p.meta["evidence_positions"]) for p in committed[0] if p.attribute == attribute)
     distinct = quality["distinct_evidence"][attribute]
     assert distinct >= 1 and quality["max_reuse"][attribute] <= math.ceil(placements / distinct)
-    # the >= 20 goal per attribute: test_committed_distinct_evidence_shortfall_is_only_where_the_corpora_run_out
 
 
-def test_committed_distinct_evidence_shortfall_is_only_where_the_corpora_run_out(quality):
-    """The >= 20 goal holds for pregnancy and job loss; diabetes and debt are short because the
-    corpora hold no more reviewed sentences (every allow-listed one that fits is used)."""
-    review = TE.load_review()
+@pytest.mark.parametrize("attribute", lexicon.ATTRIBUTES)
+def test_committed_evidence_goals_of_issue_28(quality, committed, attribute):
+    """>= 25 distinct evidence sentences, none in more than 4 evidence slots (counted from the
+    stores), a source kind recorded for every one (in the pairs and in evidence.jsonl), every
+    real-text sentence of the reviewed pool used, and every rule-passing candidate reviewed."""
+    bench = committed[0]
+    assert (TC.MIN_DISTINCT_EVIDENCE, TC.MAX_EVIDENCE_REUSE) == (25, 4)
+    slots = Counter(p.m.contents[i] for p in bench if p.attribute == attribute
+                    for i in differing_positions(p.m, p.m_prime))
+    assert len(slots) == quality["distinct_evidence"][attribute] >= 25
+    assert max(slots.values()) == quality["max_reuse"][attribute] <= 4
+    kinds = {e["M"]: e["source_kind"] for p in bench if p.attribute == attribute for e in p.meta["evidence"]}
+    assert set(kinds) == set(slots) and quality["evidence_without_source_kind"] == 0
+    for p in bench:
+        for e in p.meta["evidence"]:
+            assert e["source_kind"] == TC.KIND_OF_SOURCE[e["source"]] and e["source_kind"] in TC.SOURCE_KINDS
+    assert Counter(kinds.values()) == quality["distinct_evidence_by_kind"][attribute]
+    pool = [json.loads(ln) for ln in (DATA / "transfer" / "evidence.jsonl").read_text().splitlines()]
+    pool = [e for e in pool if e["attribute"] == attribute]
+    assert all(e["source_kind"] == TC.KIND_OF_SOURCE[e["source"]] for e in pool)
+    real = {e["text"] for e in pool if e["source_kind"].startswith("real ")}
+    assert real and real <= set(slots)                       # real text first: every real sentence is used
+    counts = bench.manifest["counts"]
+    assert counts["evidence_rejections"][attribute].get("not_reviewed", 0) == 0
+    assert counts["evidence_rejections"][attribute].get("rejected_on_review", 0) >= len(TE.load_rejections()[attribute]) > 0
+    ed = quality["m_prime_edit_distance"][attribute]
+    assert ed["n"] == len(slots) and ed["share_median"] <= 0.5 and sum(ed["share_bins"].values()) == ed["n"]
+
+
+def test_data_card_reports_the_committed_counts(quality, committed):
+    """data/README.md shows the source kinds per attribute (ours beside the paper's), the edit
+    distances and the 67-pair difference from the paper's 80, all equal to the committed figures."""
+    card = (DATA / "README.md").read_text(encoding="utf-8")
     for a in lexicon.ATTRIBUTES:
-        if quality["distinct_evidence"][a] < TC.MIN_DISTINCT_EVIDENCE:
-            assert quality["distinct_evidence"][a] == len(review[a])
-    assert {a for a in lexicon.ATTRIBUTES if quality["distinct_evidence"][a] >= TC.MIN_DISTINCT_EVIDENCE} == {
-        "pregnancy", "job_loss"}
+        row = next(ln for ln in card.splitlines() if ln.startswith(f"| {a.replace('_', ' ')} |"))
+        cells = [c.strip().strip("*") for c in row.split("|")[1:-1]]
+        by_kind = quality["distinct_evidence_by_kind"][a]
+        assert cells[1:1 + len(TC.SOURCE_KINDS)] == [str(by_kind.get(k, 0)) for k in TC.SOURCE_KINDS], row
+        assert cells[1 + len(TC.SOURCE_KINDS)] == str(quality["distinct_evidence"][a]), row
+        ed = quality["m_prime_edit_distance"][a]
+        assert f"| {a.replace('_', ' ')} (M -> M') | {ed['words_min']} / {ed['words_median']} / {ed['words_max']} |" in card
+    n = quality["pairs_per_attribute"]
+    assert re.search(rf"{quality['pairs']} pairs \({n['diabetes']} \+ {n['debt']} \+ {n['job_loss']} \+ {n['pregnancy']}\)"
+                     r" instead of the\s+paper's 80", card)
 
 
 def test_committed_transfer_invariants(committed):
@@ -389,7 +540,8 @@ def test_quality_table_marks_goals(quality):
     rows = {r["figure"]: r for r in TQ.quality_table(quality)}
     assert rows["unsupported_target_required"]["met"] and rows["rule_violations"]["met"]
     assert rows["distinct_evidence"]["met"] is (min(quality["distinct_evidence"].values()) >= TC.MIN_DISTINCT_EVIDENCE)
-    assert all(r["v1"] for r in rows.values())
+    assert all(r["met"] for r in rows.values()), [r for r in rows.values() if not r["met"]]
+    assert all(r["v1"] and r["v2"] for r in rows.values())
 
 
 def test_quality_report_detects_each_kind_of_defect(committed):

@@ -54,6 +54,7 @@ from dpmv_lib.bench import lexicon
 from dpmv_lib.bench import pairedmem_specs as PS
 from dpmv_lib.bench import pairedmem_gold as PG
 from dpmv_lib.bench import phrasebank as PB
+from dpmv_lib.bench import transfer_corpora as TC
 from dpmv_lib.bench import transfer_quality as TQ
 from dpmv_lib.bench.datasets import load_benchmark
 from dpmv_lib.common.paths import project_root, resolve
@@ -187,19 +188,29 @@ written.append(figures / "01_pairedmem_structure.png")"""),
 
 T3 evidence rules (`dpmv_lib.bench.transfer_evidence.evidence_problems`): the sentence states the speaker's own
 current state (first person; no resolved past state, post-birth pregnancy, hypothetical, question,
-other person; diabetes must be type-2 compatible), carries no other attribute's signal and hits a
-scorer cue. Only sentences that pass the rules **and** are in the reviewed allow-list
-`dpmv_lib/bench/transfer_review.json` are used; each entry holds a hand-written a-neutral $M'$ replacement,
-checked in code for any attribute signal, residual-signal word or counter-evidence. Evidence is
-placed at every $I_a$ position that the pair's target-relevant turns read, so each target-required
-behaviour is supported on $M$. Background sentences are the speaker's own first-person LoCoMo
-sentences, minus those that contradict the evidence (conflict lexicon); pregnancy pairs only for
-speakers whose LoCoMo annotations fit (`transfer.pregnancy_persona_fits`). The quality table below
-is computed from the stores (`transfer.quality_report`), v1 = the audited first build."""),
+negation, other person; diabetes must be type-2 compatible: no type 1, gestational, DKA, insipidus,
+pump), carries no other attribute's signal and hits a scorer cue. Evidence comes from real patient
+questions (iCliniq-style, MeQSum, LiveQA), real posts (Dreaddit, SDCNL, CAMS, SAD/LiveJournal),
+dialogues (ACI-Bench, MTS-Dialog), crowd-written (EmpatheticDialogues, SAD/mTurk) and machine-generated
+text (GenMedGPT-5k); every sentence records its source kind and the pool puts real text first. Every
+candidate that passes the rules is reviewed in `dpmv_lib/bench/transfer_review.json`: accepted with a
+hand-written a-neutral $M'$ replacement (checked in code for any attribute signal, residual-signal word
+or counter-evidence) or rejected with its reason. Evidence is placed at every $I_a$ position that the
+pair's target-relevant turns read, so each target-required behaviour is supported on $M$; no sentence
+fills more than 4 slots. Background sentences are the speaker's own first-person LoCoMo sentences,
+minus those that contradict the evidence (conflict lexicon); pregnancy pairs only for speakers whose
+LoCoMo annotations fit (`transfer.pregnancy_persona_fits`), hence 67 pairs instead of the paper's 80.
+The quality table below is computed from the stores (`transfer.quality_report`); v1 = the audited
+first build, v2 = the build before issue 28. Then: distinct evidence sentences by source kind, and the
+word edit distance between each evidence sentence and its $M'$."""),
     code("""if db.transfer is not None:
-    tq = pd.DataFrame(TQ.quality_table(TQ.quality_report(db.transfer)))
+    tqr = TQ.quality_report(db.transfer)
+    tq = pd.DataFrame(TQ.quality_table(tqr))
     display(tq)
-    written += dr.write_table(tq.astype(str), tables, "01_transfer_quality")"""),
+    written += dr.write_table(tq.astype(str), tables, "01_transfer_quality")
+    display(pd.DataFrame(tqr["distinct_evidence_by_kind"]).T.reindex(columns=list(TC.SOURCE_KINDS)).fillna(0).astype(int))
+    display(pd.DataFrame({a: {k: v for k, v in d.items() if k != "share_bins"} | d["share_bins"]
+                          for a, d in tqr["m_prime_edit_distance"].items()}).T)"""),
     code("""t7 = dr.table7(db)
 display(t7)
 written += dr.write_table(t7.astype(str), tables, "table7_transfer_evidence")

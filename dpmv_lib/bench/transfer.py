@@ -1,4 +1,4 @@
-"""The public-corpus transfer track, v2 (paper C.3, Table 7, steps T1-T4).
+"""The public-corpus transfer track, v3 (paper C.3, Table 7, steps T1-T4; issues 10 and 28).
 
 * T1 skeleton: one pair per (LoCoMo speaker history, attribute); each copies the scaffold (template
   policy, I_a), the 32-query trajectory and the gold of a matching PairedMem pair. Pregnancy pairs
@@ -8,12 +8,16 @@
   slots by keyword rules (:data:`~dpmv_lib.bench.transfer_evidence.SLOT_KEYWORDS`), minus sentences
   that contradict an attribute the speaker has a pair for
   (:data:`~dpmv_lib.bench.transfer_evidence.CONFLICTS`). Target evidence = first-person corpus
-  sentences (EmpatheticDialogues prompts; LiveQA and GenMedGPT-5k patient messages) that pass the T3
-  rules (:func:`~dpmv_lib.bench.transfer_evidence.evidence_problems`) and are on the reviewed
-  allow-list (``transfer_review.json``), which also holds each sentence's hand-written a-neutral M'
-  replacement. Evidence is placed at a set of I_a positions that every target-relevant turn reads
-  (:func:`~dpmv_lib.bench.transfer_support.support_positions`), so each target-required behaviour is
-  supported by what the turn reads on M; M and M' differ exactly there.
+  sentences (real patient questions: iCliniq-style, MeQSum, LiveQA; real posts: Dreaddit, SDCNL,
+  CAMS, SAD/LiveJournal; dialogues: ACI-Bench, MTS-Dialog; crowd-written: EmpatheticDialogues,
+  SAD/mTurk; machine-generated: GenMedGPT-5k) that pass the T3 rules
+  (:func:`~dpmv_lib.bench.transfer_evidence.evidence_problems`) and are on the reviewed allow-list
+  (``transfer_review.json``), which also holds each sentence's hand-written a-neutral M' replacement
+  and the reason for every rejected candidate. Each sentence records its source kind; the pool puts
+  real text first (:data:`KIND_TIER`). Evidence is placed at a set of I_a positions that every
+  target-relevant turn reads (:func:`~dpmv_lib.bench.transfer_support.support_positions`), so each
+  target-required behaviour is supported by what the turn reads on M; M and M' differ exactly there.
+  Least-used sentences are placed first, none in more than MAX_EVIDENCE_REUSE slots.
 * T3 validation: :func:`~dpmv_lib.bench.transfer_support.pair_problems` (scaffold, D = evidence
   positions within I_a, target signal on M, no signal/residual/counter-evidence on M', support of
   every gold behaviour) and :func:`~dpmv_lib.bench.transfer_quality.quality_report` (the measured
@@ -48,9 +52,10 @@ from ..core.errors import CorpusError, StoreError
 from ..core.policy import Policy
 from ..core.scorer import cue_hits
 from ..core.store import MemoryStore
-from .transfer_corpora import (ATTRIBUTES, FORMAT_VERSION, MIN_DISTINCT_EVIDENCE, TRACK, WHERE,
-                               check_corpora, read_empathetic, read_locomo, read_medical)
-from .transfer_evidence import (Evidence, Review, SLOT_PRIORITY, background_sentences, load_review,
+from .transfer_corpora import (ATTRIBUTES, FORMAT_VERSION, KIND_OF_SOURCE, MAX_EVIDENCE_REUSE, MIN_DISTINCT_EVIDENCE,
+                               SOURCE_KINDS, TRACK, WHERE, SourceText, check_corpora, read_empathetic, read_finance,
+                               read_health, read_locomo, read_medical)
+from .transfer_evidence import (Evidence, Review, SLOT_PRIORITY, background_sentences, load_rejections, load_review,
                                 select_evidence)
 from .transfer_support import _views_at, linked_view, pair_problems, support_positions
 from .transfer_quality import quality_report
@@ -74,21 +79,34 @@ class TransferBuild:
         return transfer_counts(self)
 
 
+# preference tiers of source kinds (issue 28: prefer real text): real, dialogue, crowd, machine
+KIND_TIER: Mapping[str, int] = {"real patient question": 0, "real forum post": 0, "role-played dialogue": 1,
+                                "annotator-written dialogue": 1, "crowd-written": 2, "machine-generated": 3}
+
+
+def _kind_tier(source: str) -> int:
+    return KIND_TIER.get(KIND_OF_SOURCE.get(source, ""), len(SOURCE_KINDS))
+
+
 def _interleave(kept: list[Evidence], rng: random.Random) -> list[Evidence]:
-    """Use order of the evidence pool: whole sentences before clauses, sources (ED, LiveQA,
-    GenMedGPT) taken in turn so that no single corpus dominates, seeded order within a source."""
-    fam = lambda e: e.source.split("-")[0]  # noqa: E731
-    groups: dict[tuple[int, str], list[Evidence]] = defaultdict(list)
+    """Use order of the evidence pool: real text first (KIND_TIER), then whole sentences before
+    clauses, sources taken in turn so that no single corpus dominates, seeded order within a source."""
+    groups: dict[tuple[int, int, str], list[Evidence]] = defaultdict(list)
     for e in kept:
-        groups[(0 if e.unit == "sentence" else 1, fam(e))].append(e)
+        groups[(_kind_tier(e.source), 0 if e.unit == "sentence" else 1, e.source.split("-")[0])].append(e)
     out: list[Evidence] = []
-    for unit in (0, 1):
-        lists = [groups[k] for k in sorted(groups) if k[0] == unit]
+    for tier_unit in sorted({k[:2] for k in groups}):
+        lists = [groups[k] for k in sorted(groups) if k[:2] == tier_unit]
         for lst in lists:
             rng.shuffle(lst)
         for row in itertools.zip_longest(*lists):
             out.extend(e for e in row if e is not None)
     return out
+
+
+def _real_first(texts: Sequence[SourceText]) -> list[SourceText]:
+    """Corpus texts in preference order (stable): of near-duplicates the real one is kept."""
+    return sorted(texts, key=lambda t: _kind_tier(t.source))
 
 
 _SPLIT_ORDER = {"test": 0, "validation": 1, "train": 2}
@@ -126,14 +144,14 @@ def _attribute_cues(policies: Mapping[str, Policy], behaviours: Mapping[str, Beh
 
 def _place(pool: Sequence[Evidence], usage: Counter, policy: Policy, base: Pair,
            positions: Sequence[int]) -> list[tuple[int, int]] | None:
-    """Pool index per support position: distinct within the pair, its M text hits a cue of every
-    view required at that position and its M' text none; least used first (then pool order).
-    None if some position has no fitting sentence."""
+    """Pool index per support position: distinct within the pair, used in fewer than
+    MAX_EVIDENCE_REUSE slots so far, its M text hits a cue of every view required at that position
+    and its M' text none; least used first (then pool order). None if some position has no fitting sentence."""
     placed: list[tuple[int, int]] = []
     for pos in positions:
         views = _views_at(policy, base, pos)
         taken = {k for k, _ in placed}
-        fit = [k for k, e in enumerate(pool) if k not in taken
+        fit = [k for k, e in enumerate(pool) if k not in taken and usage[k] < MAX_EVIDENCE_REUSE
                and all(cue_hits(v.cues, e.text) for v in views) and not any(cue_hits(v.cues, e.edited) for v in views)]
         if not fit:
             return None
@@ -144,24 +162,32 @@ def _place(pool: Sequence[Evidence], usage: Counter, policy: Policy, base: Pair,
 def build_transfer(pairedmem_pairs: Sequence[Pair], policies: Mapping[str, Policy],
                    corpora_dir: str | Path | None = None, seed: int = 0, n_speakers: int | None = None,
                    progress: bool = False, behaviours: Mapping[str, Behaviour] | None = None,
-                   review: Mapping[str, Mapping[str, Review]] | None = None) -> TransferBuild:
+                   review: Mapping[str, Mapping[str, Review]] | None = None,
+                   rejected: Mapping[str, Mapping[str, str]] | None = None) -> TransferBuild:
     """T1-T4 (C.3): one pair per (speaker, attribute); pregnancy only for fitting personas.
 
-    ``behaviours`` defaults to the PairedMem catalogue; ``review`` to :func:`load_review`."""
+    ``behaviours`` defaults to the PairedMem catalogue; ``review`` to :func:`load_review` and
+    ``rejected`` to :func:`load_rejections` (to none when ``review`` is given)."""
     root = check_corpora(corpora_dir)
     if behaviours is None:
         from .pairedmem_gold import behaviour_catalogue   # the frozen gold catalogue (T4)
         behaviours = behaviour_catalogue()
-    review = load_review() if review is None else review
+    if review is None:
+        review, rejected = load_review(), load_rejections() if rejected is None else rejected
+    rejected = {} if rejected is None else rejected
     speakers = read_locomo(root)
     if n_speakers is not None:
         speakers = speakers[:n_speakers]
-    ed, med = read_empathetic(root), read_medical(root)
-    sources = {"diabetes": med + ed, "pregnancy": med + ed, "debt": ed + med, "job_loss": ed + med}
+    ed, med, health, fin = read_empathetic(root), read_medical(root), read_health(root), read_finance(root)
+    sources = {"diabetes": health + med + ed, "pregnancy": health + med + ed, "debt": fin + ed + med,
+               "job_loss": fin + ed + health + med}
     evidence: dict[str, tuple[Evidence, ...]] = {}
     reasons: dict[str, dict[str, int]] = {}
     for a in ATTRIBUTES:
-        kept, why = select_evidence(sources[a], a, review.get(a, {}))
+        kept, why = select_evidence(_real_first(sources[a]), a, review.get(a, {}), rejected.get(a, {}))
+        unknown = sorted({e.source for e in kept if e.source_kind not in SOURCE_KINDS})
+        if unknown:
+            raise CorpusError(f"{a} evidence from sources of no known kind: {unknown}; add them to KIND_OF_SOURCE")
         kept = _interleave(kept, random.Random(f"transfer:{seed}:evidence:{a}"))
         evidence[a], reasons[a] = tuple(kept), dict(sorted(why.items()))
     speaker_attrs = {sp.speaker_id: [a for a in ATTRIBUTES if a != "pregnancy" or sp.pregnancy_fits]
@@ -229,8 +255,8 @@ def build_transfer(pairedmem_pairs: Sequence[Pair], policies: Mapping[str, Polic
                     "persona": dict(bg_info[sp.speaker_id]["persona"]),
                     "co_present": [], "group": sorted(pol.attribute(a).group),
                     "evidence_positions": list(positions), "overlap_positions": [], "nontarget_positions": {},
-                    "evidence": [{"position": pos, "source": pool[k].source, "ref": pool[k].ref, "unit": pool[k].unit,
-                                  "M": pool[k].text, "M_prime": pool[k].edited,
+                    "evidence": [{"position": pos, "source": pool[k].source, "source_kind": pool[k].source_kind,
+                                  "ref": pool[k].ref, "unit": pool[k].unit, "M": pool[k].text, "M_prime": pool[k].edited,
                                   "review": review[a][pool[k].text].reason} for k, pos in placed],
                     "seed": seed}
             pair = Pair(pid, TRACK, a, base.template, base.policy_id, base.overlap, "test", m, mp, base.turns, meta)
@@ -239,9 +265,12 @@ def build_transfer(pairedmem_pairs: Sequence[Pair], policies: Mapping[str, Polic
                 raise StoreError(f"T3 validation of {pid} fails: {problems[:3]}")
             pairs.append(pair)
     params = {"seed": seed, "n_speakers": len(speakers), "min_distinct_evidence": MIN_DISTINCT_EVIDENCE,
+              "max_evidence_reuse": MAX_EVIDENCE_REUSE,
               "review_sha256": hashlib.sha256(json.dumps(
                   {a: sorted((r.text, r.m_prime) for r in v.values()) for a, v in sorted(review.items())},
-                  sort_keys=True).encode()).hexdigest()}
+                  sort_keys=True).encode()).hexdigest(),
+              "rejections_sha256": hashlib.sha256(json.dumps(
+                  {a: sorted(v.items()) for a, v in sorted(rejected.items())}, sort_keys=True).encode()).hexdigest()}
     return TransferBuild(seed, policies, tuple(pairs), dict(behaviours), evidence, reasons, bg_info, params)
 
 
@@ -251,6 +280,8 @@ def transfer_counts(build: TransferBuild) -> dict[str, Any]:
     by_src: dict[str, dict[str, int]] = {}
     for a, evs in build.evidence.items():
         by_src[a] = dict(sorted(Counter(e.source for e in evs).items()))
+    used_kind = {a: Counter(k for k, _ in {(e["source_kind"], e["M"]) for p in build.pairs if p.attribute == a
+                                           for e in p.meta["evidence"]}) for a in ATTRIBUTES}
     return {
         "pairs": len(build.pairs),
         "speakers": len({p.meta["speaker"] for p in build.pairs}),
@@ -260,6 +291,9 @@ def transfer_counts(build: TransferBuild) -> dict[str, Any]:
         "evidence_positions_per_pair": dict(sorted(Counter(len(p.meta["evidence_positions"]) for p in build.pairs).items())),
         "evidence_candidates_kept": {a: len(v) for a, v in build.evidence.items()},
         "evidence_kept_by_source": by_src,
+        "evidence_kept_by_kind": {a: dict(sorted(Counter(e.source_kind for e in evs).items()))
+                                  for a, evs in build.evidence.items()},
+        "evidence_used_by_kind": {a: dict(sorted(c.items())) for a, c in used_kind.items()},
         "evidence_rejections": {a: {k: v for k, v in r.items() if k != "kept"} for a, r in build.evidence_reasons.items()},
         "evidence_sentences_used": {a: len({e["M"] for p in build.pairs if p.attribute == a for e in p.meta["evidence"]})
                                     for a in ATTRIBUTES},

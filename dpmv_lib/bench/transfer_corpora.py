@@ -1,7 +1,8 @@
 """Transfer track inputs (paper C.3): the public corpora it reads (LoCoMo speaker histories,
-EmpatheticDialogues prompts, LiveQA and GenMedGPT-5k patient messages), with a
-:class:`~dpmv_lib.core.errors.CorpusError` naming every missing file and where to get it.
-Overview in :mod:`dpmv_lib.bench.transfer`.
+EmpatheticDialogues prompts, LiveQA and GenMedGPT-5k patient messages; issue 28: the patient text
+of first_person_health/ and the money posts of first_person_finance/), the kind of text each
+source is (:data:`KIND_OF_SOURCE`), and a :class:`~dpmv_lib.core.errors.CorpusError` naming every
+missing folder and file and where to get it. Overview in :mod:`dpmv_lib.bench.transfer`.
 """
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from ..common.paths import default_corpora_dir
 
 
 TRACK = "transfer"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 ATTRIBUTES = lexicon.ATTRIBUTES
 HOME_SLOT: Mapping[str, str] = {"diabetes": "health", "pregnancy": "health", "debt": "finance", "job_loss": "work"}
-MIN_DISTINCT_EVIDENCE = 20    # goal: distinct evidence sentences per attribute (issue 10)
+MIN_DISTINCT_EVIDENCE = 25    # goal: distinct evidence sentences per attribute (issue 28; 20 in issue 10)
+MAX_EVIDENCE_REUSE = 4        # no evidence sentence in more than this many evidence slots (issue 28)
 LOCOMO_FILES = tuple(f"locomo/{n}.json" for n in (26, 30, 41, 42, 43, 44, 47, 48, 49, 50))
 ED_FILES = ("empathetic_dialogues/prompts_valid.csv", "empathetic_dialogues/prompts_test.csv",
             "empathetic_dialogues/prompts_train_lowercased.csv")
@@ -30,7 +32,19 @@ LIVEQA_FILES = ("medical_questions/liveqa/TREC-2017-LiveQA-Medical-Train-1.xml",
                 "medical_questions/liveqa/TREC-2017-LiveQA-Medical-Train-2.xml",
                 "medical_questions/liveqa/TREC-2017-LiveQA-Medical-Test.xml")
 GENMED_FILE = "medical_questions/genmedgpt5k/chatdoctor5k.json"
-REQUIRED_FILES: tuple[str, ...] = (*LOCOMO_FILES, *ED_FILES, *LIVEQA_FILES, GENMED_FILE)
+ICLINIQ_FILE = "first_person_health/icliniq_2k/train_2kchat.jsonl"
+MEQSUM_FILE = "first_person_health/meqsum/MeQSum_ACL2019.csv"
+ACI_FILES = tuple(f"first_person_health/aci_bench/{n}.csv" for n in (
+    "train", "valid", "clinicalnlp_taskB_test1", "clinicalnlp_taskC_test2", "clef_taskC_test3"))
+MTS_FILES = tuple(f"first_person_health/mts_dialog/MTS-Dialog-{n}.csv" for n in (
+    "TrainingSet", "ValidationSet", "TestSet-1-MEDIQA-Chat-2023", "TestSet-2-MEDIQA-Sum-2023"))
+DREADDIT_FILES = ("first_person_finance/dreaddit/dreaddit-train.csv", "first_person_finance/dreaddit/dreaddit-test.csv")
+SDCNL_FILES = ("first_person_finance/sdcnl/training-set.csv", "first_person_finance/sdcnl/testing-set.csv")
+CAMS_FILE = "first_person_finance/cams/added_CAMS_data.csv"
+SAD_FILE = "first_person_finance/sad/SAD_v1.csv"
+HEALTH_FILES: tuple[str, ...] = (ICLINIQ_FILE, MEQSUM_FILE, *ACI_FILES, *MTS_FILES)
+FINANCE_FILES: tuple[str, ...] = (*DREADDIT_FILES, *SDCNL_FILES, CAMS_FILE, SAD_FILE)
+REQUIRED_FILES: tuple[str, ...] = (*LOCOMO_FILES, *ED_FILES, *LIVEQA_FILES, GENMED_FILE, *HEALTH_FILES, *FINANCE_FILES)
 WHERE = {
     "locomo": "LoCoMo (snap-research/locomo, data/locomo10.zip, one JSON per conversation)",
     "empathetic_dialogues": "EmpatheticDialogues situation prompts (HenryPengZou/JointMatch data/empatheticdialogues "
@@ -38,7 +52,34 @@ WHERE = {
                             "prompts_train_lowercased.csv)",
     "medical_questions/liveqa": "TREC 2017 LiveQA medical task XML (abachaa/LiveQA_MedicalTask_TREC2017)",
     "medical_questions/genmedgpt5k": "GenMedGPT-5k (Kent0n-Li/ChatDoctor, chatdoctor5k.json)",
+    "first_person_health/icliniq_2k": "iCliniq-style patient questions (Om-Tiwari/GraphRAG-chatDoctor, train_2kchat.jsonl)",
+    "first_person_health/meqsum": "MeQSum consumer health questions (abachaa/MeQSum, xlsx -> MeQSum_ACL2019.csv)",
+    "first_person_health/aci_bench": "ACI-Bench visit transcripts (wyim/aci-bench, data/challenge_data/*.csv)",
+    "first_person_health/mts_dialog": "MTS-Dialog conversations (abachaa/MTS-Dialog, Main-Dataset/*.csv)",
+    "first_person_finance/dreaddit": "Dreaddit post segments, debt-trimmed (rradulov/dreaddit, raw_data/*.csv)",
+    "first_person_finance/sdcnl": "SDCNL posts, debt-trimmed (ayaanzhaque/SDCNL, data/*-set.csv)",
+    "first_person_finance/cams": "CAMS posts, debt-trimmed (drmuskangarg/CAMS, CAMS/data/added_CAMS_data.csv)",
+    "first_person_finance/sad": "SAD stress sentences (PervasiveWellbeingTech/Stress-Annotated-Dataset-SAD, SAD_v1.zip -> SAD_v1.csv)",
 }
+# ---- source kinds (issue 28): what kind of text each source tag is; real text is preferred
+SOURCE_KINDS: tuple[str, ...] = ("real patient question", "real forum post", "role-played dialogue",
+                                 "annotator-written dialogue", "crowd-written", "machine-generated")
+KIND_OF_SOURCE: Mapping[str, str] = {
+    "liveqa": "real patient question", "meqsum": "real patient question", "icliniq": "real patient question",
+    "dreaddit": "real forum post", "sdcnl": "real forum post", "cams": "real forum post",
+    "sad-livejournal": "real forum post",
+    "aci-bench": "role-played dialogue", "mts-dialog": "annotator-written dialogue",
+    "ed-valid": "crowd-written", "ed-test": "crowd-written", "ed-train": "crowd-written", "sad-mturk": "crowd-written",
+    "genmed": "machine-generated",
+}
+
+
+def source_kind(source: str) -> str:
+    """The kind of text a source tag holds (one of SOURCE_KINDS); CorpusError for an unknown tag."""
+    try:
+        return KIND_OF_SOURCE[source]
+    except KeyError:
+        raise CorpusError(f"unknown evidence source {source!r}; known: {sorted(KIND_OF_SOURCE)}") from None
 
 
 # =============================================================================================
@@ -50,9 +91,12 @@ def check_corpora(corpora_dir: str | Path | None = None) -> Path:
     missing = [f for f in REQUIRED_FILES if not (root / f).is_file()]
     if missing:
         sources = sorted({WHERE[k] for f in missing for k in WHERE if f.startswith(k)})
+        folders = sorted({k.split("/")[0] if not (root / k.split("/")[0]).is_dir() else k
+                          for k in WHERE if not (root / k).is_dir()})
+        absent = f"absent folders: {', '.join(f + '/' for f in folders)}; " if folders else ""
         raise CorpusError(
             f"the transfer track needs public corpus files under {root} (set corpora_dir or DPMV_CORPORA); "
-            f"missing: {', '.join(missing)}. Get them from: " + "; ".join(sources)
+            f"{absent}missing: {', '.join(missing)}. Get them from: " + "; ".join(sources)
             + ". See ../shared/corpora/README.md for the exact snapshots.")
     return root
 
@@ -109,7 +153,7 @@ def read_locomo(corpora_dir: str | Path | None = None) -> list[Speaker]:
 
 @dataclass(frozen=True)
 class SourceText:
-    source: str   # "ed-valid", "ed-test", "ed-train", "liveqa", "genmed"
+    source: str   # a tag of KIND_OF_SOURCE: "ed-valid", "liveqa", "genmed", "icliniq", "dreaddit", ...
     ref: str      # row / question id inside the source
     text: str
 
@@ -157,6 +201,93 @@ def read_medical(corpora_dir: str | Path | None = None) -> list[SourceText]:
         t = " ".join(str(d.get("input", "")).split())
         if t:
             out.append(SourceText("genmed", f"genmed:{k}", t))
+    return out
+
+
+def _tidy(text: str) -> str:
+    """Whitespace-normalised text with lines as sentence breaks (a line without final punctuation
+    gets a full stop), a space after sentence punctuation glued to the next word, and the pronoun
+    'I' restored where a writer typed 'i' (case and spacing only: the words are the writer's)."""
+    lines = [" ".join(ln.split()) for ln in str(text).splitlines()]
+    t = " ".join(ln if ln[-1] in ".!?:;," else ln + "." for ln in lines if ln)
+    t = re.sub(r"\bi\b", "I", t)
+    return re.sub(r"(?<=[a-z][.!?,])(?=[A-Z])", " ", t)
+
+
+def _csv_rows(root: Path, f: str) -> list[dict[str, str]]:
+    try:
+        with (root / f).open(encoding="utf-8", newline="") as fh:
+            return list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise CorpusError(f"cannot read {root / f}: {exc}") from None
+
+
+def _turns(dialogue: str, speaker: str) -> list[str]:
+    """The turns of one speaker in a transcript whose lines start with a speaker tag."""
+    out, cur = [], None
+    for ln in dialogue.splitlines():
+        m = re.match(r"\s*(\[\w+\]|\w[\w_ ]{0,20}:)\s*(.*)", ln)
+        if m:
+            cur = m.group(2) if m.group(1).strip("[]:").lower() == speaker else None
+            if cur is not None:
+                out.append(cur)
+        elif cur is not None and ln.strip() and out:
+            out[-1] += " " + ln.strip()
+    return out
+
+
+def read_health(corpora_dir: str | Path | None = None) -> list[SourceText]:
+    """First-person patient text (first_person_health/): iCliniq-style and MeQSum questions (real),
+    ACI-Bench patient turns (role-played), MTS-Dialog patient turns (annotator-written)."""
+    root = check_corpora(corpora_dir)
+    out = []
+    try:
+        lines = (root / ICLINIQ_FILE).read_text(encoding="utf-8").splitlines()
+        for k, ln in enumerate(lines):
+            if ln.strip():
+                msgs = [m["content"] for c in json.loads(ln)["chat"] for m in c["input"] if m.get("role") == "user"]
+                out.append(SourceText("icliniq", f"icliniq:{k}", _tidy(" ".join(msgs))))
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise CorpusError(f"cannot read {root / ICLINIQ_FILE}: {exc}") from None
+    for r in _csv_rows(root, MEQSUM_FILE):
+        chq = re.sub(r"^\s*SUBJECT:.*?(?:\n|$)", "", r["CHQ"], count=1) if "MESSAGE:" in r["CHQ"] else r["CHQ"]
+        out.append(SourceText("meqsum", f"meqsum:{r['File']}", _tidy(chq.replace("MESSAGE:", ""))))
+    for f in ACI_FILES:
+        for r in _csv_rows(root, f):
+            for j, t in enumerate(_turns(r["dialogue"], "patient")):
+                t = re.sub(r"\s+([,.?!;:])", r"\1", re.sub(r"\s+(?='|n't\b)", "", t))
+                out.append(SourceText("aci-bench", f"aci-bench:{Path(f).stem}:{r['encounter_id']}:{j}",
+                                      _restore_case(_tidy(t))))
+    for f in MTS_FILES:
+        for r in _csv_rows(root, f):
+            for j, t in enumerate(_turns(r["dialogue"], "patient")):
+                out.append(SourceText("mts-dialog", f"mts-dialog:{Path(f).stem.split('-', 2)[-1]}:{r['ID']}:{j}", _tidy(t)))
+    return out
+
+
+def read_finance(corpora_dir: str | Path | None = None) -> list[SourceText]:
+    """First-person money text (first_person_finance/): Dreaddit, SDCNL and CAMS Reddit posts (real;
+    SDCNL/CAMS are mental-health posts: only single sentences are ever used), SAD sentences
+    (LiveJournal: real; mTurk: crowd-written; chatbot logs are not read)."""
+    root = check_corpora(corpora_dir)
+    out = []
+    for f in DREADDIT_FILES:
+        split = Path(f).stem.split("-")[-1]
+        for r in _csv_rows(root, f):
+            out.append(SourceText("dreaddit", f"dreaddit:{split}:{r['id']}", _tidy(r["text"])))
+    for f in SDCNL_FILES:
+        split = Path(f).stem.split("-")[0]
+        for k, r in enumerate(_csv_rows(root, f)):
+            for col in ("title", "selftext"):
+                if r.get(col, "").strip():
+                    out.append(SourceText("sdcnl", f"sdcnl:{split}:{k}:{col}", _tidy(r[col])))
+    for k, r in enumerate(_csv_rows(root, CAMS_FILE)):
+        out.append(SourceText("cams", f"cams:{k}", _tidy(r["selftext"])))
+    for r in _csv_rows(root, SAD_FILE):
+        src = r["Source"]
+        tag = "sad-livejournal" if src.startswith("Inquire") else "sad-mturk" if src.startswith("mTurk") else ""
+        if tag:
+            out.append(SourceText(tag, f"{tag}:{r['sID']}", _tidy(r["sentence"])))
     return out
 
 

@@ -4,6 +4,7 @@ evidence (:func:`evidence_problems`), M' replacement checks, the reviewed allow-
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter, defaultdict
@@ -14,7 +15,7 @@ from typing import Mapping, Sequence
 from . import lexicon
 from ..core.errors import CorpusError
 from ..core.scorer import cue_hits
-from .transfer_corpora import ATTRIBUTES, SourceText, Speaker
+from .transfer_corpora import ATTRIBUTES, KIND_OF_SOURCE, SourceText, Speaker
 
 
 _SENT = re.compile(r"(?<=[.!?])\s+")
@@ -41,16 +42,25 @@ TARGET_PATTERNS: Mapping[str, tuple[str, ...]] = {
                  r"\bI(?:'ve| have)? been (?:unemployed|out of work|jobless)\b", r"\bafter getting (?:fired|laid off)\b",
                  r"\b(?:was|got|been) let go from my job\b"),
 }
+# a negation shortly before the target word (format with the word's regex)
+NEGATED = r"(?:\b(?:not|no|never|nor|without)\b|n't)(?:\W+\w+){{0,4}}?\W+{}"
 # the mention is not the target attribute (diabetes: type-2 or compatible only, so no type-1,
 # gestational, juvenile, insulin-dependent or DKA cues; tests, wishes, resolved debt...)
 NOT_TARGET: Mapping[str, tuple[str, ...]] = {
     "diabetes": (r"insipidus", r"gestational", r"type[- ]?(?:1|i|one)\b", r"\bt1d\b", r"juvenile", r"in children",
                  r"pre-?diabet", r"newborn", r"(?:do not|don't) have", r"insulin[- ]dependent", r"ketoacidosis",
-                 r"\bdka\b", r"overdos\w*", r"too much insulin"),
+                 r"\bdka\b", r"overdos\w*", r"too much insulin", r"\bpumps?\b", r"insulin resistan\w*",
+                 r"pre-?eclamp\w*", r"\bpco[ds]\b|polycystic", r"hormon\w*", r"ovulat\w*", r"gyn(?:a)?ecolog\w*",
+                 NEGATED.format(r"(?:diabet\w*|metformin|insulin)")),
     "pregnancy": (r"pregnancy test", r"get(?:ting)? pregnant", r"trying to (?:conceive|get pregnant)",
                   r"(?:not|wasn't|isn't) pregnant", r"without being pregnant", r"in vitro", r"ectopic",
-                  r"pregnant pause", r"teen pregnancy", r"terminated", r"abortion", r"miscarr\w*"),
-    "debt": (r"paid off", r"able to pay off", r"debt[- ]free", r"out of debt", r"no debt", r"debt nonexistent",
+                  r"pregnant pause", r"teen pregnancy", r"terminated", r"abort\w*", r"miscarr\w*", r"negative",
+                  r"pregnancy (?:strips?|kits?|symptoms?)", r"(?:check\w*|test\w*|confirm\w*) (?:for |the |my )?pregnancy",
+                  r"planning (?:for )?(?:a )?pregnancy", r"next pregnancy", r"not sure (?:whether|if)",
+                  r"decide to (?:get )?pregnant", r"pregnant (?:\w+ )?(?:times|twice)", r"successful pregnancy",
+                  NEGATED.format(r"pregnan\w*")),
+    "debt": (r"paid off", r"able to pay off", r"debt[- ]free", r"out of debt", r"no debt", r"debt nonexistent", r"debt is paid",
+             NEGATED.format(r"(?:in|into) debt"),
              r"(?:doesn't|don't) have (?:any |the )?debt", r"cleared", r"completed all debt", r"garbage collector",
              r"long overdue"),
     "job_loss": (r"new job", r"found a (?:\w+ )?job", r"got a (?:\w+ )?job", r"another job", r"hired", r"fired up",
@@ -61,20 +71,22 @@ FIRST_PERSON = r"\b(?:I|I'm|I've|I'd|me|my)\b"
 THIRD_PARTY = (r"\bmy (?:wife|husband|partner|girlfriend|boyfriend|son|daughter|mom|mother|dad|father|sisters?|"
                r"brothers?|friends?|cousin|aunt|uncle|grandma|grandmother|grandpa|grandfather|boss|co-?worker|"
                r"neighbou?r|kids?|child|children|dog|cat|cows?|niece|nephew|roommate|fiance\w*|in-?laws?|relative|"
-               r"colleague|team)\b|\b(?:he|she|his|her|him|hers|they|their|someone|somebody|co-?worker|"
+               r"colleague|team|parents?|step-?(?:dad|mom|mum|father|mother)|grand-?parents)\b|"
+               r"\b(?:he|she|his|her|him|hers|they|their|someone|somebody|co-?worker|your|family|families|parents|"
+               r"relatives|fetus|hereditary|"
                r"uncle|relative|patient|supervisor|manager|management|employees?|guys|anyone|husband|wife|"
                r"boyfriend|girlfriend|person who|people|the dog|the cat)\b")
 QUESTION = r"\?|^(?:what|how|why|when|where|which|who|is|are|can|could|should|do|does|did|will)\b"
 HYPOTHETICAL = (r"\b(?:if|would|might|may|could|maybe|perhaps|suspect\w*|worr(?:ied|y)|afraid|frightened|scared|"
                 r"in case|think|thought|wonder\w*|possib\w*|chance|risk|hope|hoping|hopefully|going to|gonna|will|"
-                r"expecting to|want to|wish|plan(?:ning)? to|soon|someday|what if)\b")
+                r"expecting to|want to|wish|plan(?:ning)? to|soon|someday|what if|'ll|appears?|seems?|doubt)\b")
 RESOLVED = (r"\b(?:used to|years? ago|when I was|back in|last year|once|finally|no longer|recovered|cured|was born|"
             r"gave birth|miscarr\w*|lost the baby|in the past|ended up|ran out|after being|after a long period|"
             r"several years|for years|born|previous|in the end|both times|each subsequent|history of|"
-            r"last (?:\w+ )?season|(?:19|20)\d\d|the day I|remember\w*|when I got)\b")
+            r"last (?:\w+ )?season|(?:19|20)\d\d|the day I|remember\w*|when I got|last time)\b")
 # attribute-specific resolved states (after the birth; re-employed; debt cleared; remission)
 RESOLVED_BY_ATTRIBUTE: Mapping[str, str] = {
-    "diabetes": r"\b(?:in remission|reversed|went away)\b",
+    "diabetes": r"\b(?:in remission|reversed|went away|years back|was taking|was into|I had diabetes)\b",
     "pregnancy": (r"\b(?:delivered|delivery|deliver|postpartum|post-partum|after (?:the |my )?(?:birth|pregnancy)|"
                   r"c-section|ca?esarean|breast-?feed\w*|nursing|newborn|had (?:my|a|the|our) baby|"
                   r"since (?:the )?birth|during (?:my|the) pregnancy|my pregnancy was|last pregnancy|"
@@ -157,6 +169,7 @@ class Evidence:
     text: str         # the sentence placed in M
     edited: str       # its reviewed a-neutral replacement, placed in M' ("" if not allow-listed)
     unit: str         # "sentence" or "clause"
+    source_kind: str = ""   # what kind of text the source is (transfer_corpora.SOURCE_KINDS)
 
 
 def evidence_problems(text: str, attribute: str) -> list[str]:
@@ -199,6 +212,8 @@ def replacement_problems(m_text: str, m_prime_text: str, attribute: str) -> list
 
 # ---- the reviewed allow-list ---------------------------------------------------------------------
 REVIEW_FILE = Path(__file__).with_name("transfer_review.json")
+# sources of mental-health posts: a candidate rejected on review is recorded by a hash, not quoted
+SENSITIVE_SOURCES: tuple[str, ...] = ("sdcnl", "cams")
 
 
 @dataclass(frozen=True)
@@ -213,9 +228,15 @@ class Review:
     ref: str = ""
 
 
-def load_review(path: str | Path | None = None) -> dict[str, dict[str, Review]]:
-    """The reviewed allow-list: attribute -> M sentence -> Review. CorpusError names any problem
-    (unknown attribute, missing field, a replacement that fails :func:`replacement_problems`)."""
+def review_key(text: str, source: str = "") -> str:
+    """How a rejected candidate is recorded: its text, or ``sha256:<16 hex>`` of it for a
+    sensitive source (SENSITIVE_SOURCES), so that the review file does not quote those posts."""
+    if source.split(":")[0] in SENSITIVE_SOURCES:
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return text
+
+
+def _read_review(path: str | Path | None) -> tuple[Path, Mapping]:
     path = Path(path) if path is not None else REVIEW_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -223,6 +244,13 @@ def load_review(path: str | Path | None = None) -> dict[str, dict[str, Review]]:
         raise CorpusError(f"cannot read the transfer review allow-list {path}: {exc}") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("evidence"), Mapping):
         raise CorpusError(f"{path}: expected an object with an 'evidence' object attribute -> [entries]")
+    return path, data
+
+
+def load_review(path: str | Path | None = None) -> dict[str, dict[str, Review]]:
+    """The reviewed allow-list: attribute -> M sentence -> Review. CorpusError names any problem
+    (unknown attribute, missing field, a replacement that fails :func:`replacement_problems`)."""
+    path, data = _read_review(path)
     out: dict[str, dict[str, Review]] = {a: {} for a in ATTRIBUTES}
     for a, rows in data["evidence"].items():
         if a not in ATTRIBUTES:
@@ -239,19 +267,47 @@ def load_review(path: str | Path | None = None) -> dict[str, dict[str, Review]]:
     return out
 
 
+def load_rejections(path: str | Path | None = None) -> dict[str, dict[str, str]]:
+    """Candidates rejected on review: attribute -> :func:`review_key` -> reason. Each entry needs a
+    ref, a text or sha256, and a non-empty reason; none may also be on the allow-list."""
+    path, data = _read_review(path)
+    accepted = load_review(path)
+    rows_by_attr = data.get("rejected_on_review", {})
+    if not isinstance(rows_by_attr, Mapping):
+        raise CorpusError(f"{path}: 'rejected_on_review' must be an object attribute -> [entries]")
+    out: dict[str, dict[str, str]] = {a: {} for a in ATTRIBUTES}
+    for a, rows in rows_by_attr.items():
+        if a not in ATTRIBUTES:
+            raise CorpusError(f"{path}: unknown attribute {a!r} in rejected_on_review; valid: {list(ATTRIBUTES)}")
+        for r in rows:
+            key = ""
+            if isinstance(r, Mapping):
+                key = r.get("text") or (f"sha256:{r['sha256']}" if r.get("sha256") else "")
+            if not key or not isinstance(r.get("reason"), str) or not r["reason"].strip() or not r.get("ref"):
+                raise CorpusError(f"{path}: each rejected {a} entry needs a ref, a text or sha256, and a reason, got {r!r}")
+            if key in accepted[a]:
+                raise CorpusError(f"{path}: {a} sentence both accepted and rejected: {key!r}")
+            if key in out[a]:
+                raise CorpusError(f"{path}: rejected {a} candidate listed twice: {key!r}")
+            out[a][key] = r["reason"]
+    return out
+
+
 def _dedupe_key(text: str) -> str:
     """Near-duplicate key: lower case without auxiliaries, pronoun forms and punctuation."""
     t = re.sub(r"\b(?:i've|i'm|i have|i was|i|been|have|has|had|am|was|is|are|just|recently|also)\b", " ", text.lower())
     return re.sub(r"[^a-z0-9]+", "", t)
 
 
-def select_evidence(texts: Sequence[SourceText], attribute: str,
-                    review: Mapping[str, Review] | None = None) -> tuple[list[Evidence], Counter]:
+def select_evidence(texts: Sequence[SourceText], attribute: str, review: Mapping[str, Review] | None = None,
+                    rejected: Mapping[str, str] | None = None) -> tuple[list[Evidence], Counter]:
     """T2/T3 evidence selection for one attribute. A sentence (or, failing that, the clause holding
     the target mention) passes iff :func:`evidence_problems` is empty. With ``review`` (the
     allow-list for this attribute) a passing unit is kept only if it is allow-listed, and its M'
     text is the reviewed replacement; without it every passing unit is returned with edited="".
-    Returns (kept, counts by first failed rule / 'not_reviewed' / 'duplicate' / 'kept')."""
+    ``rejected`` (:func:`load_rejections` for this attribute) names the candidates rejected on review.
+    Returns (kept, counts by first failed rule / 'duplicate' / 'rejected_on_review' /
+    'not_reviewed' (passes the rules, never reviewed) / 'kept')."""
     kept: list[Evidence] = []
     reasons: Counter = Counter()
     seen: set[str] = set()
@@ -276,16 +332,18 @@ def select_evidence(texts: Sequence[SourceText], attribute: str,
             if why:
                 reasons[why] += 1
                 continue
-            if review is not None and unit not in review:
-                reasons["not_reviewed"] += 1
-                continue
             key = _dedupe_key(unit)
             if key in seen:
                 reasons["duplicate"] += 1
                 continue
+            if review is not None and unit not in review:
+                listed = rejected is not None and review_key(unit, st.source) in rejected
+                reasons["rejected_on_review" if listed else "not_reviewed"] += 1
+                continue
             seen.add(key)
             reasons["kept"] += 1
-            kept.append(Evidence(attribute, st.source, st.ref, unit, review[unit].m_prime if review is not None else "", kind))
+            kept.append(Evidence(attribute, st.source, st.ref, unit, review[unit].m_prime if review is not None else "",
+                                 kind, KIND_OF_SOURCE.get(st.source, "unknown")))
     return kept, reasons
 
 

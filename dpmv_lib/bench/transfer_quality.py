@@ -1,4 +1,4 @@
-"""Transfer track measured quality (issue 10): the figures computed from the stores
+"""Transfer track measured quality (issues 10 and 28): the figures computed from the stores
 (:func:`quality_report`) that tests assert on the committed data, and the Table 7 rows.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any, Mapping
 
 from ..core.store import differing_positions
-from .transfer_corpora import ATTRIBUTES, MIN_DISTINCT_EVIDENCE, pregnancy_persona_fits
+from .transfer_corpora import ATTRIBUTES, MAX_EVIDENCE_REUSE, MIN_DISTINCT_EVIDENCE, SOURCE_KINDS, pregnancy_persona_fits
 from .transfer_evidence import CONFLICTS, RESIDUAL_SIGNAL, evidence_problems, replacement_problems
 from .transfer_support import supported
 
@@ -16,6 +16,32 @@ from .transfer_support import supported
 # =============================================================================================
 # measured quality (issue 10, item 5): every figure here is asserted on the committed data
 # =============================================================================================
+def word_edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance between two sentences in words (lower case, punctuation dropped)."""
+    x, y = re.findall(r"[\w'’]+", a.lower()), re.findall(r"[\w'’]+", b.lower())
+    row = list(range(len(y) + 1))
+    for i, wx in enumerate(x, 1):
+        prev, row[0] = row[0], i
+        for j, wy in enumerate(y, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (wx != wy))
+    return row[-1]
+
+
+EDIT_BINS = ((0.25, "<=0.25"), (0.5, "0.25-0.5"), (0.75, "0.5-0.75"), (1.0, ">0.75"))
+
+
+def edit_distribution(pairs_mp: list[tuple[str, str]]) -> dict[str, Any]:
+    """Word edit distance of (M, M') evidence sentences: min / median / max words changed, the
+    median share of changed words (distance / longer length) and counts per share bin."""
+    d = sorted(word_edit_distance(m, mp) for m, mp in pairs_mp)
+    share = sorted(word_edit_distance(m, mp) / max(len(m.split()), len(mp.split()), 1) for m, mp in pairs_mp)
+    if not d:
+        return {"n": 0}
+    bins = Counter(next(lbl for hi, lbl in EDIT_BINS if r <= hi) for r in share)
+    return {"n": len(d), "words_min": d[0], "words_median": d[len(d) // 2], "words_max": d[-1],
+            "share_median": round(share[len(share) // 2], 3), "share_bins": {lbl: bins.get(lbl, 0) for _, lbl in EDIT_BINS}}
+
+
 def quality_report(track: Any, personas: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Any]:
     """The transfer-track quality figures, computed from the stores (not from build bookkeeping).
 
@@ -31,7 +57,10 @@ def quality_report(track: Any, personas: Mapping[str, Mapping[str, int]] | None 
       counter-evidence; m_prime_residual_anywhere: M' positions anywhere with a residual word;
     * background_conflicts: M positions outside D whose text matches CONFLICTS[attribute];
     * pregnancy_pairs_persona_misfit: pregnancy pairs whose speaker fails the persona rule;
-    * distinct_evidence / max_reuse / max_reuse_within_pair: evidence sentence usage."""
+    * distinct_evidence / max_reuse / max_reuse_within_pair: evidence sentence usage;
+    * distinct_evidence_by_kind / evidence_without_source_kind: the source kind recorded in the
+      pair meta for each D position (SOURCE_KINDS), and D positions with none;
+    * m_prime_edit_distance: :func:`edit_distribution` of the distinct (M, M') evidence sentences."""
     pairs = list(track.pairs)
     policies = track.policies
     total = unsup = 0
@@ -41,6 +70,9 @@ def quality_report(track: Any, personas: Mapping[str, Mapping[str, int]] | None 
     residual_anywhere = conflicts = misfit = 0
     conflict_examples: list[str] = []
     used: dict[str, Counter] = {a: Counter() for a in ATTRIBUTES}
+    kinds: dict[str, dict[str, str]] = {a: {} for a in ATTRIBUTES}
+    edits: dict[str, dict[str, str]] = {a: {} for a in ATTRIBUTES}
+    no_kind = 0
     within = 0
     for p in pairs:
         pol = policies[p.policy_id]
@@ -52,9 +84,15 @@ def quality_report(track: Any, personas: Mapping[str, Mapping[str, int]] | None 
         not_ev += d != set(p.meta.get("evidence_positions", ()))
         texts = [p.m.contents[i] for i in sorted(d)]
         within = max(within, max(Counter(texts).values(), default=0))
+        kind_at = {e.get("position"): e.get("source_kind", "") for e in p.meta.get("evidence", ())}
         for i in sorted(d):
             m_t, mp_t = p.m.contents[i], p.m_prime.contents[i]
             used[p.attribute][m_t] += 1
+            edits[p.attribute][m_t] = mp_t
+            if kind_at.get(i) in SOURCE_KINDS:
+                kinds[p.attribute][m_t] = kind_at[i]
+            else:
+                no_kind += 1
             probs = evidence_problems(m_t, p.attribute)
             if probs:
                 rule_bad[(p.attribute, m_t)] = probs
@@ -89,8 +127,11 @@ def quality_report(track: Any, personas: Mapping[str, Mapping[str, int]] | None 
         "background_conflict_examples": conflict_examples,
         "pregnancy_pairs_persona_misfit": misfit,
         "distinct_evidence": {a: len(c) for a, c in used.items()},
+        "distinct_evidence_by_kind": {a: dict(sorted(Counter(k.values()).items())) for a, k in kinds.items()},
+        "evidence_without_source_kind": no_kind,
         "max_reuse": {a: max(c.values(), default=0) for a, c in used.items()},
         "max_reuse_within_pair": within,
+        "m_prime_edit_distance": {a: edit_distribution(sorted(e.items())) for a, e in edits.items()},
     }
 
 
@@ -106,15 +147,33 @@ V1_FIGURES: Mapping[str, str] = {
     "pregnancy_pairs_persona_misfit": "12 of 20 male-named (audit); 13 by quality_report (+ Caroline)",
     "distinct_evidence": "diabetes 6, pregnancy 40, debt 9, job_loss 23",
     "max_reuse": "diabetes 7, debt 5, job_loss 2, pregnancy 1",
+    "distinct_evidence_by_kind": "not recorded",
+    "m_prime_edit_distance": "not measured (rule-based edits)",
+}
+# The v2 track's figures (67 pairs, data at commit 1e14f58, before issue 28), measured once by this
+# quality_report; the source kinds are those of the v2 sources (EmpatheticDialogues, GenMedGPT-5k).
+V2_FIGURES: Mapping[str, str] = {
+    "unsupported_target_required": "0 of 1,180",
+    "rule_violations": "0 of 59",
+    "m_prime_problems": "0",
+    "pairs_differing_outside_group": "0",
+    "background_conflicts": "0",
+    "pregnancy_pairs_persona_misfit": "0",
+    "distinct_evidence": "diabetes 5, pregnancy 25, debt 9, job_loss 20",
+    "max_reuse": "diabetes 14, pregnancy 2, debt 7, job_loss 3",
+    "distinct_evidence_by_kind": ("diabetes: machine-generated 5; pregnancy: crowd-written 6, machine-generated 19; "
+                                  "debt: crowd-written 9; job_loss: crowd-written 20"),
+    "m_prime_edit_distance": "median words (share): diabetes 3 (0.25), pregnancy 4 (0.29), debt 6 (0.4), job_loss 3 (0.33)",
 }
 
 
 def quality_table(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Rows (figure, v1, now, goal, met) for notebook 01 / data/README: the issue-10.5 goals."""
+    """Rows (figure, v1, v2, now, goal, met) for notebook 01 / data/README: the goals of issues 10.5 and 28."""
     rows = []
 
     def add(fig: str, now: Any, goal: str, met: bool) -> None:
-        rows.append({"figure": fig, "v1": V1_FIGURES.get(fig, ""), "now": now, "goal": goal, "met": met})
+        rows.append({"figure": fig, "v1": V1_FIGURES.get(fig, ""), "v2": V2_FIGURES.get(fig, ""), "now": now,
+                     "goal": goal, "met": met})
 
     add("unsupported_target_required", f"{report['unsupported_target_required']} of {report['target_required']}",
         "0", report["unsupported_target_required"] == 0)
@@ -129,5 +188,14 @@ def quality_table(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     add("distinct_evidence", ", ".join(f"{a} {n}" for a, n in report["distinct_evidence"].items()),
         f">= {MIN_DISTINCT_EVIDENCE} per attribute", min(report["distinct_evidence"].values()) >= MIN_DISTINCT_EVIDENCE)
     add("max_reuse", ", ".join(f"{a} {n}" for a, n in report["max_reuse"].items()),
-        "balanced: <= ceil(placements / distinct); 1 within a pair", report["max_reuse_within_pair"] == 1)
+        f"<= {MAX_EVIDENCE_REUSE} slots per sentence, balanced; 1 within a pair",
+        max(report["max_reuse"].values()) <= MAX_EVIDENCE_REUSE and report["max_reuse_within_pair"] == 1)
+    add("distinct_evidence_by_kind", "; ".join(f"{a}: " + ", ".join(f"{k} {n}" for k, n in c.items())
+                                              for a, c in report["distinct_evidence_by_kind"].items()),
+        "a source kind for every evidence sentence; real text preferred", report["evidence_without_source_kind"] == 0)
+    ed = report["m_prime_edit_distance"]
+    add("m_prime_edit_distance", "median words (share): " + ", ".join(
+        f"{a} {v.get('words_median')} ({v.get('share_median')})" for a, v in ed.items()),
+        "minimal: median share of changed words <= 0.5",
+        all(v.get("share_median", 1) <= 0.5 for v in ed.values() if v.get("n")))
     return rows

@@ -22,9 +22,8 @@ matplotlib.use("Agg")
 import mpmath
 import pytest
 
-from dpmv_lib.bench.benchmark import GoldTurn, Pair, Turn
 from dpmv_lib.core.errors import QueryError
-from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget
+from dpmv_lib.core.ledger import InMemoryLedger
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Query
 from dpmv_lib.core.scorer import LexiconScorer

@@ -173,7 +173,7 @@ def test_run_injects_parameters_and_writes_manifest(nbdir, tmp_path, capfd):
     log = "".join(capfd.readouterr())
     noise = [ln for ln in log.splitlines() if re.search(
         r"without encryption|didn't respond|Kernel.*(WARNING|warn)|zmq|DeprecationWarning", ln)]
-    assert not noise, noise
+    assert not noise, "\n".join(noise)   # whole lines: the traceback says which send failed
     assert not list(project_root().glob("kernel-ipc*"))
     seen = json.loads((rd / "01_alpha.json").read_text())
     assert seen == {"profile": "smoke", "seed": 7, "results_dir": str(rd), "x": 5,

@@ -36,7 +36,7 @@ and the header names each tree's git commit (and whether it had uncommitted chan
 ``--baseline DIR`` also measures the ``dpmv_lib`` of another checkout (e.g. ``git archive`` of
 the starting commit), interleaved with this one setting by setting so that both see the same
 machine conditions; PostgreSQL settings are skipped for a tree without
-``dpmv_lib/core/durable_pg.py``. ``--committed JSON`` (default: the committed
+``dpmv_lib/ledgers/postgres.py``. ``--committed JSON`` (default: the committed
 benchmarks/results/ledger_rerun.json, the run before group commit) adds that earlier run's
 numbers as the first, "committed" columns (another time, maybe another load). For the durable
 settings the table also gives releases per commit: the charge requests (one per release) over
@@ -46,7 +46,7 @@ calls and write COMMITs), i.e. how many releases group commit put into one trans
 Writes benchmarks/results/ledger[_LABEL].json and .md.
 
 ``DPMV_BENCH_WITNESS_SYNC=1`` opens the SQLite ledgers with ``FileWitness(<db>.witness, sync=True)``
-(the rollback witness fsynced per write transaction; in a tree with dpmv_lib/core/witness.py).
+(the rollback witness fsynced per write transaction; in a tree with dpmv_lib/ledgers/witness.py).
 
 Quiet-machine run (both trees interleaved: ~1.5 min on 2 cores; several minutes when every fsync takes ~4 ms)::
 
@@ -109,7 +109,7 @@ def worker(spec: dict) -> None:
         if backend == "sqlite":
             kw = {}
             if os.environ.get("DPMV_BENCH_WITNESS_SYNC") == "1" \
-                    and (Path(spec["tree"]) / "dpmv_lib/core/witness.py").exists():  # the witness, fsynced (issue 29)
+                    and (Path(spec["tree"]) / "dpmv_lib/ledgers/witness.py").exists():  # the witness, fsynced (issue 29)
                 kw["witness"] = _core("witness").FileWitness(str(spec["db"]) + ".witness", sync=True)
             return _core("durable").SqliteLedger.for_policy(spec["db"], user, policy, **kw)
         return _core("durable_pg").PostgresLedger.for_policy(spec["db"], user, policy)

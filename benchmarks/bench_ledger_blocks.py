@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_ledger as B  # noqa: E402  (RawFloor, QUERY)
 from machine_info import describe, loadavg, machine  # noqa: E402
-from dpmv_lib.core.durable import SqliteLedger  # noqa: E402
-from dpmv_lib.core.examples import running_example  # noqa: E402
+from dpmv_lib.ledgers.sqlite import SqliteLedger  # noqa: E402
+from dpmv_lib.checks.examples import running_example  # noqa: E402
 from dpmv_lib.core.ledger import OnlineBudget  # noqa: E402
 from dpmv_lib.core.memview import MemView  # noqa: E402
 from dpmv_lib.core.policy import Query  # noqa: E402

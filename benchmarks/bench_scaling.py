@@ -134,7 +134,7 @@ def build(params: dict[str, Any], ledger: str, tmp: str | None, *, seed: int = 0
     if ledger == "memory":
         led: Any = InMemoryLedger.for_policy(policy)
     elif ledger == "sqlite":
-        from dpmv_lib.core.durable import SqliteLedger
+        from dpmv_lib.ledgers.sqlite import SqliteLedger
         if tmp is None:
             raise ValueError("the sqlite ledger needs a directory")
         path = Path(tmp) / f"ledger-{time.monotonic_ns()}.db"

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_timing_channel.py [--n 10000] [--eps 4 10] [--seed 0]
 
-Adjacent stores: the paper's running example (``dpmv_lib.core.examples.running_example``), M
+Adjacent stores: the paper's running example (``dpmv_lib.checks.examples.running_example``), M
 against each neighbour (M' without the diabetes evidence, M' without the debt evidence).
 
 Part 1, the selection (what issue 29 part 3 is about). For every (query, slot) whose utilities
@@ -61,7 +61,7 @@ import numpy as np
 
 from machine_info import describe, loadavg, machine  # noqa: E402  (benchmarks/ is on sys.path as a script)
 
-from dpmv_lib.core.examples import RUNNING_EXAMPLE_POLICY, running_example  # noqa: E402
+from dpmv_lib.checks.examples import RUNNING_EXAMPLE_POLICY, running_example  # noqa: E402
 from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget  # noqa: E402
 from dpmv_lib.core.mechanism import SystemRandomSource  # noqa: E402
 from dpmv_lib.core.memview import MemView  # noqa: E402

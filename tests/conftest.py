@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from dpmv_lib.core.examples import RUNNING_EXAMPLE_POLICY, running_example
+from dpmv_lib.checks.examples import RUNNING_EXAMPLE_POLICY, running_example
 from dpmv_lib.core.policy import Query
 
 

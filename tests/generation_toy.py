@@ -3,7 +3,7 @@ interface/generation tests (no dependency on the generated data under data/)."""
 from __future__ import annotations
 
 from dpmv_lib.bench.benchmark import Benchmark, Behaviour, GoldTurn, Pair, Turn
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.policy import Query
 
 # (text, intent, qtype): 8 target-relevant, 4 same-domain neutral, 4 distractor per 16-turn block

@@ -7,17 +7,17 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.core import counterexamples as cx
-from dpmv_lib.core.accounting import (composite_cost, posterior_odds_bounds, reconstructed_bound,
+from dpmv_lib.checks import counterexamples as cx
+from dpmv_lib.checks.accounting import (composite_cost, posterior_odds_bounds, reconstructed_bound,
                                  reported_ledger)
 from dpmv_lib.experiments.diagnostics import running_queries
 from dpmv_lib.core.errors import PolicyError
 from dpmv_lib.core.exact import exact_privacy_loss, transcript_distribution
-from dpmv_lib.core.instances import random_case
+from dpmv_lib.checks.instances import random_case
 from dpmv_lib.core.ledger import OnlineBudget
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.store import differing_positions
-from dpmv_lib.core.variants import CappedArgmax, IncompleteCharge, NoCap
+from dpmv_lib.checks.variants import CappedArgmax, IncompleteCharge, NoCap
 
 
 def _run(iface, queries):

@@ -53,7 +53,7 @@ def test_theorem1_holds_for_the_optimal_adaptive_attacker(seed, B):
 
 
 def test_tight_case_approaches_the_cap_and_the_cap_blocks():
-    from dpmv_lib.core.instances import tight_em_loss
+    from dpmv_lib.checks.instances import tight_em_loss
     for n in (6, 64):
         inst = A.tight_instance(2, n)
         opt = A.optimal_adaptive(inst.make, inst.m, inst.m_prime, inst.queries, 2)

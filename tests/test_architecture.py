@@ -14,10 +14,12 @@ PKG = Path(__file__).resolve().parents[1] / "dpmv_lib"
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "common": set(),
-    "bench": {"core", "common"},
-    "generate": {"core", "common", "bench"},
-    "evaluate": {"core", "common", "bench", "generate"},
-    "experiments": {"core", "common", "bench", "generate", "evaluate"},
+    "ledgers": {"core"},
+    "checks": {"core"},
+    "bench": {"core", "common", "checks"},
+    "generate": {"core", "common", "bench", "checks"},
+    "evaluate": {"core", "common", "bench", "generate", "checks"},
+    "experiments": {"core", "common", "bench", "generate", "evaluate", "checks", "ledgers"},
     "run": {"core", "common", "experiments"},
     "__init__": {"core"},
 }

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib.core.contract_report import CONDITIONS
-from dpmv_lib.core.contract import (CONTRACT_VARIANTS, check_contract, default_strategies, main,
+from dpmv_lib.checks.contract_report import CONDITIONS
+from dpmv_lib.checks.contract import (CONTRACT_VARIANTS, check_contract, default_strategies, main,
                                     synthetic_pairs, variant_factory)
 from dpmv_lib.core.errors import ParameterError, StoreError
 from dpmv_lib.core.exact import exact_privacy_loss
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
 from dpmv_lib.core.memview import MemView, SlotPlan
 from dpmv_lib.core.policy import Query
 from dpmv_lib.core.scorer import cue_hits
-from dpmv_lib.core.variants import VARIANTS
+from dpmv_lib.checks.variants import VARIANTS
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = 3
@@ -210,7 +210,7 @@ def test_cli_exit_codes(capsys):
 
 
 def test_cli_module_entry_point():
-    r = subprocess.run([sys.executable, "-m", "dpmv_lib.core.contract", "--variant", "CappedArgmax", "--horizon", "1",
+    r = subprocess.run([sys.executable, "-m", "dpmv_lib.checks.contract", "--variant", "CappedArgmax", "--horizon", "1",
                         "--samples", "1"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stderr
     assert "C3    FAIL" in r.stdout and "CappedArgmax FAILS" in r.stdout

@@ -16,7 +16,7 @@ with a SqliteLedger and report each release's charges only AFTER ``release`` ret
   so they race from their first release on (without that hold, whether they overlap depends on
   the scheduler: a CI run with a compiler busy on the other core once had no SQLite transaction
   with two processes' releases). On SQLite the releases are group-committed
-  (dpmv_lib.core.group_commit): the first transaction must hold several processes' releases.
+  (dpmv_lib.ledgers.group_commit): the first transaction must hold several processes' releases.
 * group commit, SQLite: a leader (tests/helpers/gc_leader.py) collects the posted releases of
   3 waiting processes and is SIGKILLed just before COMMIT: nothing of its batch is in the
   ledger and every waiter re-commits its own release (0 lost, 0 partial). Or a waiter is
@@ -39,9 +39,9 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib.core.durable import SqliteLedger
-from dpmv_lib.core.ledger_records import replay
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.ledgers.sqlite import SqliteLedger
+from dpmv_lib.ledgers.records import replay
+from dpmv_lib.checks.examples import running_example
 from tests.helpers.gc_leader import holds_request
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def ledger_db(request, tmp_path):
 
 def _open(db, policy):
     if isinstance(db, str):
-        from dpmv_lib.core.durable_pg import PostgresLedger
+        from dpmv_lib.ledgers.postgres import PostgresLedger
         return PostgresLedger.for_policy(db, "alice", policy)
     return SqliteLedger.for_policy(db, "alice", policy)
 

@@ -7,16 +7,16 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.core import group_commit
-from dpmv_lib.core.ledger_records import AuditRecord, replay, replay_ledger
-from dpmv_lib.core.durable import InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore
-from dpmv_lib.core.chain_ledger import CommitStats, export_state, import_state
+from dpmv_lib.ledgers import group_commit
+from dpmv_lib.ledgers.records import AuditRecord, replay, replay_ledger
+from dpmv_lib.ledgers.sqlite import InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore
+from dpmv_lib.ledgers.chain import CommitStats, export_state, import_state
 from dpmv_lib.core.errors import BudgetError, DPMVError, UnknownAttributeError
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import Ledger, OnlineBudget
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Query
-from dpmv_lib.core.variants import NoCap
+from dpmv_lib.checks.variants import NoCap
 
 DINNER = Query("Any ideas for an affordable dinner?", "affordable_dinner")
 MEAL = Query("Plan my meals this week", "meal_plan")
@@ -267,7 +267,7 @@ def test_group_commit_leader_takes_posted_requests_exactly_once(example, db):
     key) with its own charge in one transaction and stores its answer there; an answered request
     posted again is not charged twice; garbage, requests of dead processes and requests under
     another key id, torn reads (digest mismatch) and withdrawn requests are never charged
-    (dpmv_lib.core.group_commit)."""
+    (dpmv_lib.ledgers.group_commit)."""
     import os
     import subprocess
     import sys
@@ -351,7 +351,7 @@ def test_audit_timestamp_format_unchanged():
     microseconds, "+00:00", and the current time."""
     import re
     from datetime import datetime, timezone
-    from dpmv_lib.core.ledger_records import _now
+    from dpmv_lib.ledgers.records import _now
     for _ in range(3):
         before = datetime.now(timezone.utc)
         ts = _now()
@@ -523,7 +523,7 @@ def test_forked_child_reopens_and_charges_through_the_inherited_ledger(example, 
     the parent's connection goes on working and sees the child's charge."""
     import os
 
-    from dpmv_lib.core import _proc
+    from dpmv_lib.ledgers import _proc
 
     policy = example[0]
     third = Fraction(1, 3)
@@ -738,8 +738,8 @@ def test_request_files_and_queue_directories_do_not_outlive_their_processes(exam
     qdir = led._gc.dir
     assert os.listdir(qdir) == [led._gc.owner]  # registered at its first charge
 
-    script = ("import sys; from fractions import Fraction; from dpmv_lib.core.durable import SqliteLedger; "
-              "from dpmv_lib.core.examples import running_example; "
+    script = ("import sys; from fractions import Fraction; from dpmv_lib.ledgers.sqlite import SqliteLedger; "
+              "from dpmv_lib.checks.examples import running_example; "
               "led = SqliteLedger.for_policy(sys.argv[1], 'alice', running_example()[0]); "
               "assert led.try_charge(frozenset({'debt'}), Fraction(1, 3)); "
               "import os; print(led._gc.owner); assert led._gc.owner in os.listdir(led._gc.dir)")

@@ -15,15 +15,15 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.core.durable import SqliteLedger
-from dpmv_lib.core.chain_ledger import export_state
-from dpmv_lib.core.ledger_records import replay
+from dpmv_lib.ledgers.sqlite import SqliteLedger
+from dpmv_lib.ledgers.chain import export_state
+from dpmv_lib.ledgers.records import replay
 from dpmv_lib.core.errors import BudgetError, DPMVError, LedgerFormatError, LedgerIntegrityError
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import Ledger, OnlineBudget
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Query
-from dpmv_lib.core.variants import NoCap
+from dpmv_lib.checks.variants import NoCap
 
 F = Fraction
 KEY = bytes(range(32))
@@ -34,7 +34,7 @@ FINAL = {"debt": F(2), "diabetes": F(5, 3)}
 
 
 def _pg():
-    from dpmv_lib.core.durable_pg import PostgresLedger, PostgresLedgerStore
+    from dpmv_lib.ledgers.postgres import PostgresLedger, PostgresLedgerStore
     return PostgresLedger, PostgresLedgerStore
 
 

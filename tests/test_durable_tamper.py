@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib.core import _chain
-from dpmv_lib.core.chain_verify import ChainHead
-from dpmv_lib.core.durable import SqliteLedger, SqliteLedgerStore, key_from_env
+from dpmv_lib.ledgers import hashchain
+from dpmv_lib.ledgers.chain_verify import ChainHead
+from dpmv_lib.ledgers.sqlite import SqliteLedger, SqliteLedgerStore, key_from_env
 from dpmv_lib.core.errors import BudgetError, LedgerFormatError, LedgerIntegrityError, LedgerRollbackError
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import OnlineBudget
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Query
@@ -233,9 +233,9 @@ def _forge(db: Path, policy, drop_seq: int, *, downgrade: bool = False) -> None:
     fp, created, genesis = conn.execute(
         "SELECT fingerprint, created, genesis FROM ledger_user WHERE user_id = 'alice'").fetchone()
     if downgrade:  # claim the ledger was never keyed
-        genesis = _chain.genesis_hash(None, "alice", fp, created, _chain.CHAIN_UNKEYED, caps)
+        genesis = hashchain.genesis_hash(None, "alice", fp, created, hashchain.CHAIN_UNKEYED, caps)
         conn.execute("UPDATE ledger_user SET chain = ?, genesis = ? WHERE user_id = 'alice'",
-                     (_chain.CHAIN_UNKEYED, genesis))
+                     (hashchain.CHAIN_UNKEYED, genesis))
     rows = conn.execute("SELECT seq, ts, attributes, epsilon, checked FROM audit_log WHERE user_id = 'alice' "
                         "ORDER BY seq").fetchall()
     conn.execute("DELETE FROM audit_log WHERE user_id = 'alice'")
@@ -251,8 +251,8 @@ def _forge(db: Path, policy, drop_seq: int, *, downgrade: bool = False) -> None:
         seq += 1
         cols = (ts, attrs_j, eps_t, int(not blocked), checked,
                 json.dumps({a: str(caps[a] - spent[a]) for a in attrs}), json.dumps(blocked),
-                _chain.totals_text(spent))
-        h = _chain.record_hash(None, "alice", seq, h, cols)
+                hashchain.totals_text(spent))
+        h = hashchain.record_hash(None, "alice", seq, h, cols)
         conn.execute("INSERT INTO audit_log (user_id, seq, ts, attributes, epsilon, admitted, checked, "
                      "remaining, blocked, totals, hash) VALUES ('alice', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      (seq, *cols, h))
@@ -437,7 +437,7 @@ def test_record_hash_fast_path_is_the_documented_mac(key):
     import random
 
     def reference(user, seq, prev, cols):
-        msg = _chain._DOMAIN + json.dumps(["record", user, seq, prev, *cols], separators=(",", ":"),
+        msg = hashchain._DOMAIN + json.dumps(["record", user, seq, prev, *cols], separators=(",", ":"),
                                           ensure_ascii=True).encode("ascii")
         if key is None:
             return hashlib.sha256(msg).hexdigest()
@@ -450,14 +450,14 @@ def test_record_hash_fast_path_is_the_documented_mac(key):
     for i, t in enumerate(texts):
         cols = (t, texts[-i], "2/3", i % 2, 1 - i % 2, t[::-1], "[]", '{"x":"0"}')
         for user, seq, prev in (("alice", i + 1, "ab" * 32), (t or "u", 10**30 + i, t)):
-            assert _chain.record_hash(key, user, seq, prev, cols) == reference(user, seq, prev, cols)
-            tail = _chain.columns_text(cols[1:])  # (kept by a caller that writes them again)
-            assert _chain.record_hash(key, user, seq, prev, cols, tail) == reference(user, seq, prev, cols)
+            assert hashchain.record_hash(key, user, seq, prev, cols) == reference(user, seq, prev, cols)
+            tail = hashchain.columns_text(cols[1:])  # (kept by a caller that writes them again)
+            assert hashchain.record_hash(key, user, seq, prev, cols, tail) == reference(user, seq, prev, cols)
     for odd in (True, 1.5, None, Fraction(1, 3)):
         cols = ("ts", "[]", "0", odd, 1, "{}", "[]", "{}")
-        assert _chain.columns_text(cols[1:]) is None
+        assert hashchain.columns_text(cols[1:]) is None
         if isinstance(odd, Fraction):
             with pytest.raises(TypeError):
-                _chain.record_hash(key, "alice", 1, "x", cols)
+                hashchain.record_hash(key, "alice", 1, "x", cols)
         else:
-            assert _chain.record_hash(key, "alice", 1, "x", cols) == reference("alice", 1, "x", cols)
+            assert hashchain.record_hash(key, "alice", 1, "x", cols) == reference("alice", 1, "x", cols)

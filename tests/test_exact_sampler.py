@@ -27,7 +27,7 @@ from scipy import stats
 
 from dpmv_lib.core import mechanism, selection
 from dpmv_lib.core.errors import ParameterError
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.mechanism import (EXACT_EM_SAMPLERS, FIXED_WORK_BITS, ExponentialMechanism, SeededRandomSource,
                                      SystemRandomSource, _em_inversion, _offset_exponents, _squarings,
                                      bernoulli_exp_neg, bernoulli_exp_neg_fixed, em_probabilities, exact_em_sampler,

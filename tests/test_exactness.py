@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.core.contract import check_contract
+from dpmv_lib.checks.contract import check_contract
 from dpmv_lib.core.ledger import OnlineBudget
 from dpmv_lib.core.mechanism import em_probabilities, exact_exponents, sample_em_exact, SeededRandomSource
 from dpmv_lib.core.memview import FAILSAFE_UTILITY, MemView

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpmv_lib.core.durable import SqliteLedger
-from dpmv_lib.core.chain_ledger import import_state, parse_state
-from dpmv_lib.core.ledger_records import replay
+from dpmv_lib.ledgers.sqlite import SqliteLedger
+from dpmv_lib.ledgers.chain import import_state, parse_state
+from dpmv_lib.ledgers.records import replay
 from dpmv_lib.core.errors import DPMVError
-from dpmv_lib.core.examples import RUNNING_EXAMPLE_POLICY, running_example
+from dpmv_lib.checks.examples import RUNNING_EXAMPLE_POLICY, running_example
 from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Policy, Query
@@ -254,7 +254,7 @@ def test_mutated_ledger_state(data):
     mv = MemView(POLICY, M, seed=1)
     for _ in range(2):
         mv.release(DINNER)
-    from dpmv_lib.core.chain_ledger import export_state
+    from dpmv_lib.ledgers.chain import export_state
     state = json.loads(json.dumps(export_state(mv.ledger, POLICY.fingerprint(), "u")))
     path = data.draw(st.sampled_from(_paths(state)[1:]))
     parent = state

@@ -25,8 +25,8 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.core import group_commit
-from dpmv_lib.core.durable import SqliteLedger
+from dpmv_lib.ledgers import group_commit
+from dpmv_lib.ledgers.sqlite import SqliteLedger
 
 CAPS = {"debt": Fraction(4), "diabetes": Fraction(4)}
 FP = "fp-forgery-test"

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from dpmv_lib.core import policy as pol
 from dpmv_lib.core.errors import (BudgetError, ParameterError, PolicyError, QueryError, StoreError,
                              UnknownAttributeError)
-from dpmv_lib.core.examples import RUNNING_EXAMPLE_POLICY, running_example
+from dpmv_lib.checks.examples import RUNNING_EXAMPLE_POLICY, running_example
 from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Policy, Query

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from generation_toy import toy_benchmark
 
-from dpmv_lib.core.accounting import reconstructed_bound, reported_ledger
+from dpmv_lib.checks.accounting import reconstructed_bound, reported_ledger
 from dpmv_lib.core.errors import BudgetError, ParameterError
 from dpmv_lib.core.exact import fixed_strategy, transcript_distribution
 from dpmv_lib.generate.filters import DeletionFilter

@@ -11,7 +11,7 @@ from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudge
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Policy, Query
 from dpmv_lib.core.store import MemoryStore
-from dpmv_lib.core.variants import (VARIANTS, CappedArgmax, IncompleteCharge, NoCap, ScoreChannel,
+from dpmv_lib.checks.variants import (VARIANTS, CappedArgmax, IncompleteCharge, NoCap, ScoreChannel,
                                StoreDependentVocabulary)
 
 TWO_THIRDS = Fraction(2, 3)
@@ -191,7 +191,7 @@ def test_shared_plans_and_generic_releases_change_nothing(running, policy_dict, 
     overridden _epsilon turns the sharing off). The meal plan reads less of the food slot than
     the dinner query (two plans for one slot). With a durable ledger (one transaction per
     release: ``_admit_batch``) a blocked slot's shared release is taken without ``_prepare``."""
-    from dpmv_lib.core.durable import SqliteLedger
+    from dpmv_lib.ledgers.sqlite import SqliteLedger
 
     m = running[1]
     policy_dict["reads"] = [{"intent": "meal_plan", "slot": "food", "positions": [2]}]

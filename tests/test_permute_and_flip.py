@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpmv_lib.core.accounting import reconstructed_bound
-from dpmv_lib.core.contract import check_contract
+from dpmv_lib.checks.accounting import reconstructed_bound
+from dpmv_lib.checks.contract import check_contract
 from dpmv_lib.experiments.diagnostics import running_adaptive_strategy, running_queries
 from dpmv_lib.core.errors import ParameterError
 from dpmv_lib.core.exact import exact_privacy_loss, fixed_strategy, transcript_distribution
-from dpmv_lib.core.instances import random_case
+from dpmv_lib.checks.instances import random_case
 from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
 from dpmv_lib.core.mechanism import SeededRandomSource, em_probabilities, exact_exponents
 from dpmv_lib.core.memview import MemView

@@ -13,7 +13,7 @@ from fractions import Fraction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpmv_lib.core.instances import random_case
+from dpmv_lib.checks.instances import random_case
 from dpmv_lib.core.ledger import InMemoryLedger
 from dpmv_lib.core.memview import MemView, Release
 from dpmv_lib.core.policy import Query

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dpmv_lib.core.durable import SqliteLedger
+from dpmv_lib.ledgers.sqlite import SqliteLedger
 from dpmv_lib.core.errors import BudgetError, LedgerRollbackError
-from dpmv_lib.core.witness import FileWitness, WitnessMark
+from dpmv_lib.ledgers.witness import FileWitness, WitnessMark
 
 CAPS = {"debt": Fraction(4), "diabetes": Fraction(4)}
 FP = "fp-witness-test"
@@ -217,7 +217,7 @@ def test_postgres_ledger_with_a_file_witness_refuses_a_rolled_back_user(pg_dsn, 
     ``witness=<dir>``) catches rows rolled back on the server."""
     import psycopg
 
-    from dpmv_lib.core.durable_pg import PostgresLedger
+    from dpmv_lib.ledgers.postgres import PostgresLedger
 
     w = tmp_path / "pg.witness"
     with PostgresLedger(pg_dsn, "alice", CAPS, FP, witness=w) as led:

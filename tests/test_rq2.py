@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpmv_lib.core import counterexamples as cx
+from dpmv_lib.checks import counterexamples as cx
 from dpmv_lib.evaluate import oracle
 from dpmv_lib.experiments import rq2
 from dpmv_lib.experiments import common
@@ -19,14 +19,14 @@ from dpmv_lib.experiments import pipeline
 from dpmv_lib.experiments import rq2_horizon
 from dpmv_lib.experiments import rq2_score
 from dpmv_lib.experiments import rq2_support
-from dpmv_lib.core.accounting import reconstructed_bound
+from dpmv_lib.checks.accounting import reconstructed_bound
 from dpmv_lib.bench.benchmark import Benchmark, Behaviour, GoldTurn, Pair, Turn
 from dpmv_lib.core.errors import ParameterError
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import OnlineBudget
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Query
-from dpmv_lib.core.variants import StoreDependentVocabulary
+from dpmv_lib.checks.variants import StoreDependentVocabulary
 
 QUERIES = [("Any ideas for an affordable dinner?", "affordable_dinner", "target"),
            ("Plan my meals for the week.", "meal_plan", "target"),

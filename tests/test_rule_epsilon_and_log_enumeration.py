@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dpmv_lib.core.contract import check_contract, variant_factory
-from dpmv_lib.core.counterexamples import ConstantBudget, capped_argmax_case, incomplete_charge_case, no_cap_case, \
+from dpmv_lib.checks.contract import check_contract, variant_factory
+from dpmv_lib.checks.counterexamples import ConstantBudget, capped_argmax_case, incomplete_charge_case, no_cap_case, \
     store_dependent_vocabulary_case
 from dpmv_lib.core.errors import BudgetError
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.exact import (exact_privacy_loss, fixed_strategy, log_add, log_privacy_loss, privacy_loss,
                                  transcript_distribution, transcript_log_distribution)
 from dpmv_lib.core.ledger import OnlineBudget

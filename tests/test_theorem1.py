@@ -11,11 +11,11 @@ import math
 
 import pytest
 
-from dpmv_lib.core import counterexamples as cx
+from dpmv_lib.checks import counterexamples as cx
 from dpmv_lib.core.errors import ParameterError
 from dpmv_lib.experiments.diagnostics import running_adaptive_strategy, running_queries, theorem1_check
 from dpmv_lib.core.exact import exact_privacy_loss, fixed_strategy, transcript_distribution
-from dpmv_lib.core.instances import random_case, tight_em_case, tight_em_loss
+from dpmv_lib.checks.instances import random_case, tight_em_case, tight_em_loss
 from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
 from dpmv_lib.core.memview import MemView
 

@@ -161,7 +161,7 @@ asserted by `tests/test_benchmark_quality.py` on the committed data):
 1. **Charge structure** (Table 4). Same-domain neutral queries read no position of $I_a$, so only the
    8 target-relevant queries of a 16-turn block touch $I_a$. Running the real NoCap and
    IncompleteCharge variants (online, $\varepsilon = B_a/K = 2/3$) over the first 16 turns of every
-   pair gives the reconstructed bound of `dpmv_lib.core.accounting.reconstructed_bound`; the preallocated
+   pair gives the reconstructed bound of `dpmv_lib.checks.accounting.reconstructed_bound`; the preallocated
    plan has $C_a = 8$ ($\varepsilon = B_a / C_a = 1/4$).
 2. **Split leakage.** Train, validation and test draw on disjoint parts of every phrase list (split fixed
    at S1), so no validation or test evidence *core* (sentence modulo opening frame and pronouns,

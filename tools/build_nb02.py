@@ -44,7 +44,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from dpmv_lib.experiments import diagnostics as dg
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget
 from dpmv_lib.common.paths import resolve
 from dpmv_lib.experiments.profiles import get_profile
@@ -105,7 +105,7 @@ dg.save_table(fig2, tables, "02_figure2_turn")
 styled(fig2)"""),
     md("""## 4. Appendix B.5: each safeguard is necessary
 
-Each construction keeps all conditions but one (`dpmv_lib.core.counterexamples`): one slot with the
+Each construction keeps all conditions but one (`dpmv_lib.checks.counterexamples`): one slot with the
 generic view $v_0$ and an informative view $v_1$, $u(v_1;X)=\\phi(X)$, $u(v_0;X)=1-\\phi(X)$,
 $\\Delta u=1$, so one admitted selection with $\\varepsilon_0$ moves $\\Pr[v_1]$ by exactly
 $e^{\\varepsilon_0/2}$. The exact loss is the maximum over all enumerated augmented transcripts of
@@ -137,7 +137,7 @@ have none; the variants may."""),
     code("""thm = dg.theorem1_table(sizes["horizon"])
 dg.save_table(thm, tables, "02_theorem1_running_example")
 styled(thm)"""),
-    md("""The same check on small random policies (`dpmv_lib.core.instances.random_case`): 2–3 slots,
+    md("""The same check on small random policies (`dpmv_lib.checks.instances.random_case`): 2–3 slots,
 overlapping groups, some empty or partial reads, a scorer whose utilities may move by the full
 $\\Delta u=1$, a table router and a history-dependent router, fixed and adaptive query strategies,
 online and preallocated budgets."""),

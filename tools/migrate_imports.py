@@ -35,17 +35,26 @@ ROOMS: dict[str, tuple[str, ...]] = {
 }
 MOVES: dict[str, str] = {m: f"{room}.{m}" for room, mods in ROOMS.items() for m in mods}
 MOVES["experiments"] = "experiments.rq1"
+# issue 32: the durable ledgers and the checks left core (dpmv_lib.core.<old> -> dpmv_lib.<new>)
+CORE_MOVES: dict[str, str] = {
+    "durable": "ledgers.sqlite", "durable_pg": "ledgers.postgres", "chain_ledger": "ledgers.chain",
+    "chain_verify": "ledgers.chain_verify", "ledger_records": "ledgers.records",
+    "group_commit": "ledgers.group_commit", "_chain": "ledgers.hashchain", "_proc": "ledgers._proc",
+    "witness": "ledgers.witness", **{m: f"checks.{m}" for m in (
+        "contract", "contract_walk", "contract_report", "counterexamples", "instances", "variants",
+        "examples", "accounting")}}
+MOVES.update({m: new for m, new in CORE_MOVES.items() if m in MOVES})
 # modules split in issue 15: a name imported from one of them is sent to the module defining it now
 SPLITS: dict[str, tuple[str, ...]] = {
     "experiments.rq2": ("experiments.common", "experiments.pipeline", "experiments.rq2_score",
                         "experiments.rq2_support", "experiments.rq2_horizon"),
     "evaluate.judge": ("evaluate.rubric", "evaluate.rubric_judge", "evaluate.llm_judge"),
-    "core.contract": ("core.contract_report", "core.contract_walk"),
+    "core.contract": ("checks.contract", "checks.contract_report", "checks.contract_walk"),
     "bench.pairedmem": ("bench.pairedmem_specs", "bench.pairedmem_realise", "bench.pairedmem_gold",
                         "generate.writer"),
     "bench.transfer": ("bench.transfer_corpora", "bench.transfer_evidence", "bench.transfer_support",
                        "bench.transfer_quality"),
-    "core.durable": ("core.ledger_records", "core.chain_verify", "core.chain_ledger"),
+    "core.durable": ("ledgers.sqlite", "ledgers.records", "ledgers.chain_verify", "ledgers.chain"),
     "experiments.sensitivity": ("experiments.sensitivity_widget",),
 }
 RENAMED: dict[tuple[str, str], str] = {("experiments.rq2", "RQ2Config"): "ExperimentConfig"}
@@ -198,8 +207,22 @@ def _split_names_sub(text: str) -> str:
     return pat.sub(rep, text)
 
 
+def _core_moves_sub(text: str) -> str:
+    """``dpmv_lib.core.<moved>`` and ``dpmv_lib/core/<moved>.py`` -> the room it has since issue 32."""
+    names = "|".join(sorted(CORE_MOVES, key=len, reverse=True))
+    text = re.sub(rf"\bdpmv_lib\.core\.({names})\b", lambda m: "dpmv_lib." + CORE_MOVES[m.group(1)], text)
+    text = re.sub(rf"\bdpmv_lib/core/({names})\.py\b",
+                  lambda m: "dpmv_lib/" + CORE_MOVES[m.group(1)].replace(".", "/") + ".py", text)
+
+    def imp(m: re.Match) -> str:
+        pkg, _, leaf = CORE_MOVES[m.group(2)].rpartition(".")
+        alias = m.group(3) or (f" as {m.group(2)}" if leaf != m.group(2) else "")
+        return f"{m.group(1)}from dpmv_lib.{pkg} import {leaf}{alias}"
+    return re.sub(rf"^(\s*)from dpmv_lib\.core import ({names})( as \w+)?$", imp, text, flags=re.M)
+
+
 def rewrite_text(text: str) -> str:
-    return _split_names_sub(_paths_sub(_dotted_sub(text)))
+    return _core_moves_sub(_split_names_sub(_paths_sub(_dotted_sub(text))))
 
 
 def split_attribute_uses(text: str) -> str:

@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from fractions import Fraction
 from typing import Any, Callable, Mapping, Sequence
 
-from ..core.accounting import reconstructed_bound, reported_ledger
+from ..checks.accounting import reconstructed_bound, reported_ledger
 from .benchmark import Pair
 from ..core.ledger import OnlineBudget, planned_charges
 from .phrasebank import view_links
@@ -95,7 +95,7 @@ def _background_positions(p: Pair) -> list[int]:
 # goal 1: charge structure
 # ---------------------------------------------------------------------------------------------
 def _run_variant(cls_name: str, policy: Policy, p: Pair, horizon: int, K: int) -> tuple[Fraction | float, Fraction]:
-    from ..core.variants import IncompleteCharge, NoCap
+    from ..checks.variants import IncompleteCharge, NoCap
     from ..core.memview import Release
     cls = {"NoCap": NoCap, "IncompleteCharge": IncompleteCharge}[cls_name]
     kwargs: dict[str, Any] = {}

@@ -251,7 +251,7 @@ class SmallInstance:
 def running_example_instances(B_a, K: int = 2) -> list[SmallInstance]:
     """The running example (Figure 2) with every cap set to B_a, online budget K, lexicon scorer;
     Q = one query per intent; M vs M' for diabetes and for debt."""
-    from ..core.examples import running_example
+    from ..checks.examples import running_example
     from ..core.ledger import OnlineBudget
 
     policy, m, m_d, m_b = running_example()
@@ -265,7 +265,7 @@ def running_example_instances(B_a, K: int = 2) -> list[SmallInstance]:
 def random_instance(seed: int, B_a, K: int = 2, adaptive_policy: bool = False) -> SmallInstance:
     """Notebook 02's random instance ``seed`` (:func:`.instances.random_case`) with caps B_a;
     ``adaptive_policy`` swaps in its history-dependent router and read policy (C4)."""
-    from ..core.instances import random_case
+    from ..checks.instances import random_case
     from ..core.ledger import OnlineBudget
 
     case = random_case(seed, adaptive=adaptive_policy)
@@ -279,7 +279,7 @@ def random_instance(seed: int, B_a, K: int = 2, adaptive_policy: bool = False) -
 
 def tight_instance(B_a, n_views: int = 6) -> SmallInstance:
     """:func:`.instances.tight_em_case`: one selection spends B_a and its loss approaches B_a."""
-    from ..core.instances import tight_em_case
+    from ..checks.instances import tight_em_case
     from ..core.ledger import OnlineBudget
 
     case = tight_em_case(n_views, cap=B_a)

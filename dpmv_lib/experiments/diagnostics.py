@@ -21,17 +21,17 @@ from typing import Callable, Iterable, Sequence
 
 import pandas as pd
 
-from ..core import counterexamples as cx
+from ..checks import counterexamples as cx
 from .plots import save_figure
-from ..core.accounting import reconstructed_bound
+from ..checks.accounting import reconstructed_bound
 from ..core.exact import Strategy, fixed_strategy, transcript_distribution
-from ..core.examples import running_example
+from ..checks.examples import running_example
 from ..core.ledger import BudgetRule, OnlineBudget, PreallocatedBudget, planned_charges
 from ..core.memview import MemView, Release
 from ..core.policy import Policy, Query
 from ..core.store import MemoryStore
 from .tables import write_table
-from ..core.variants import VARIANTS
+from ..checks.variants import VARIANTS
 
 REL_TOL = 1e-9
 
@@ -222,9 +222,9 @@ def theorem1_table(horizon: int = 3, strategies: Iterable[str] = ("fixed", "adap
 
 
 def random_theorem1_table(seeds: Iterable[int], horizon: int = 3) -> pd.DataFrame:
-    """Theorem 1 on small random policies (:mod:`dpmv_lib.core.instances`): per seed, table or adaptive
+    """Theorem 1 on small random policies (:mod:`dpmv_lib.checks.instances`): per seed, table or adaptive
     router, fixed or adaptive query strategy and budget mode, the exact max loss vs B_a."""
-    from ..core.instances import random_case
+    from ..checks.instances import random_case
     rows = []
     for seed in seeds:
         for adaptive_policy in (False, True):
@@ -256,7 +256,7 @@ def counterexample_row(case: cx.Counterexample) -> dict:
 
 
 def counterexample_table(**kwargs) -> pd.DataFrame:
-    """One row per B.5 construction (see :mod:`dpmv_lib.core.counterexamples`)."""
+    """One row per B.5 construction (see :mod:`dpmv_lib.checks.counterexamples`)."""
     return pd.DataFrame([counterexample_row(c) for c in cx.all_cases(**kwargs)])
 
 

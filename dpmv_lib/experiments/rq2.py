@@ -5,16 +5,16 @@ or of the benchmark pairs; this module holds the accounting and Table 4, its sib
 
 * **Accounting** (Table 4 "DP bound"): the public releases of every transcript are turned back
   into :class:`~dpmv_lib.core.memview.Release` objects and passed to
-  :func:`dpmv_lib.core.accounting.reconstructed_bound` (the target attribute's cost including charges
+  :func:`dpmv_lib.checks.accounting.reconstructed_bound` (the target attribute's cost including charges
   omitted from its ledger; inf for a deterministic release) next to
-  :func:`~dpmv_lib.core.accounting.reported_ledger` (what the interface's own ledger says).
+  :func:`~dpmv_lib.checks.accounting.reported_ledger` (what the interface's own ledger says).
 * **Table 4 assembly** with the paper's numbers and deltas, and the RQ2 claims evaluated from
   the table (:func:`rq2_claims`).
 * **Score channel** (C3/C6, :mod:`~dpmv_lib.experiments.rq2_score`): a calibrated logistic-regression auditor on the released top
   internal score sequence (``ScoreChannel`` extras), same split protocol as the embedding
   auditor of :mod:`dpmv_lib.evaluate.audit`, plus the exact pair-level fact that the score sequence
   differs between M and M'.
-* **C1 support failure** (:mod:`~dpmv_lib.experiments.rq2_support`): :class:`~dpmv_lib.core.variants.StoreDependentVocabulary` run in lockstep
+* **C1 support failure** (:mod:`~dpmv_lib.experiments.rq2_support`): :class:`~dpmv_lib.checks.variants.StoreDependentVocabulary` run in lockstep
   on M and M' under the same public prefix; the exact view supports (``_outcomes``) show which
   views have positive probability under one store and zero under the other.
 * **Leakage vs horizon** (:mod:`~dpmv_lib.experiments.rq2_horizon`): the exact optimal auditor of :mod:`dpmv_lib.evaluate.oracle`
@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from .plots import save_figure
-from ..core.accounting import reconstructed_bound, reported_ledger
+from ..checks.accounting import reconstructed_bound, reported_ledger
 from ..core.errors import ParameterError
 from ..core.memview import Release, SlotRelease
 from ..core.policy import Query
@@ -139,9 +139,9 @@ def accounting_per_pair(transcripts: pd.DataFrame, horizons: Sequence[int] = (16
                         methods: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per (method, pair, side, seed, horizon T) of a view-releasing method:
 
-    * ``recon_bound``: :func:`~dpmv_lib.core.accounting.reconstructed_bound` of the pair's target
+    * ``recon_bound``: :func:`~dpmv_lib.checks.accounting.reconstructed_bound` of the pair's target
       attribute over the first T releases (inf if a deterministic release touched I_a);
-    * ``ledger``: the target's own ledger after T turns (:func:`~dpmv_lib.core.accounting.reported_ledger`);
+    * ``ledger``: the target's own ledger after T turns (:func:`~dpmv_lib.checks.accounting.reported_ledger`);
     * ``omitted``: admitted private selections that touched I_a but did not charge a (C2);
     * ``admitted_target``: admitted selections that touched I_a."""
     _require(transcripts, {"method", "pair_id", "attribute", "side", "seed", "turn", "query", "intent",

@@ -1,4 +1,4 @@
-"""RQ2 C1 support failure: :class:`~dpmv_lib.core.variants.StoreDependentVocabulary` (and any
+"""RQ2 C1 support failure: :class:`~dpmv_lib.checks.variants.StoreDependentVocabulary` (and any
 interface) run in lockstep on M and M' under the same public prefix; the exact view supports show
 which views have positive probability under one store and zero under the other.
 """
@@ -165,10 +165,10 @@ def benchmark_support_failures(benchmark: Any, pairs: Sequence[Any], *, horizon:
                                progress: bool = False) -> pd.DataFrame:
     """Support records (:func:`support_records`) for every pair and variant over the first
     ``horizon`` turns, online budget eps = B_a / K (Table 4 setting). Default variants: the
-    C1-violating :class:`~dpmv_lib.core.variants.StoreDependentVocabulary` and compliant MemView."""
+    C1-violating :class:`~dpmv_lib.checks.variants.StoreDependentVocabulary` and compliant MemView."""
     from ..core.ledger import OnlineBudget
     from ..core.scorer import LexiconScorer
-    from ..core.variants import StoreDependentVocabulary
+    from ..checks.variants import StoreDependentVocabulary
 
     variants = dict(variants or {"StoreDependentVocabulary": StoreDependentVocabulary, "DP-MemView": MemView})
     scorer = MemoScorer(LexiconScorer())

@@ -14,7 +14,7 @@ interface run on M and M' (no responses needed):
   linked to the pair's target attribute (public gold rules) under M (supported personalisation,
   a proxy for tRec) and under M' (unsupported, a proxy for Unsup);
 * ``bound_max`` / ``bound_mean``: the reconstructed target bound
-  (:func:`dpmv_lib.core.accounting.reconstructed_bound`) after T turns;
+  (:func:`dpmv_lib.checks.accounting.reconstructed_bound`) after T turns;
 * ``admit_rate``: the share of target-touching selections that were admitted (not the fallback).
 
 The widgets read only this grid (:func:`grid_lookup` gives one cell):
@@ -35,7 +35,7 @@ import pandas as pd
 
 from .plots import save_figure
 from ..core._exact import to_fraction
-from ..core.accounting import reconstructed_bound
+from ..checks.accounting import reconstructed_bound
 from ..core.errors import ParameterError
 from ..generate.interfaces import PF_METHODS
 from ..core.memview import MemView, Release, SlotRelease
@@ -537,7 +537,7 @@ def grid_lookup(grid: pd.DataFrame, *, mode: str, b_a: Any, k: Any, T: int) -> p
 # the modules whose source decides a grid (its cache key); dotted names below dpmv_lib
 GRID_CODE_MODULES: tuple[str, ...] = ("experiments.sensitivity", "experiments.rq2", "experiments.rq2_score",
                                       "experiments.rq2_support", "experiments.rq2_horizon", "evaluate.oracle",
-                                      "core.accounting")
+                                      "checks.accounting")
 
 
 def grid_key(bench: Any, pairs: Sequence[Any], spec: GridSpec, view_links: Mapping[str, Sequence[str]],

@@ -57,7 +57,7 @@ from ..core.policy import Policy, Query
 from ..core.scorer import LexiconScorer, Scorer
 from ..core.selection import get_selector
 from ..core.store import MemoryStore
-from ..core.variants import CappedArgmax, IncompleteCharge, NoCap, ScoreChannel
+from ..checks.variants import CappedArgmax, IncompleteCharge, NoCap, ScoreChannel
 
 GUIDANCE_HEADER = "Response guidance:"
 MEMORY_HEADER = "Notes from the user's memory:"

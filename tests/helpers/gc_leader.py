@@ -1,4 +1,4 @@
-"""A group-commit leader that stops just before COMMIT (crash tests of dpmv_lib.core.group_commit).
+"""A group-commit leader that stops just before COMMIT (crash tests of dpmv_lib.ledgers.group_commit).
 
     python -m tests.helpers.gc_leader DB USER CAP K N_WAITERS
 
@@ -17,9 +17,9 @@ import os
 import sys
 import time
 
-from dpmv_lib.core import group_commit
-from dpmv_lib.core.durable import SqliteLedger
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.ledgers import group_commit
+from dpmv_lib.ledgers.sqlite import SqliteLedger
+from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import OnlineBudget
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Query

@@ -17,8 +17,8 @@ import os
 import sys
 import time
 
-from dpmv_lib.core.durable import SqliteLedger
-from dpmv_lib.core.examples import running_example
+from dpmv_lib.ledgers.sqlite import SqliteLedger
+from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import OnlineBudget
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Query
@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
     policy, m, _, _ = running_example()
     policy = policy.with_caps(cap)
     if db.startswith(("host=", "postgresql://")):  # a PostgreSQL DSN: the PostgresLedger backend
-        from dpmv_lib.core.durable_pg import PostgresLedger
+        from dpmv_lib.ledgers.postgres import PostgresLedger
         ledger = PostgresLedger.for_policy(db, user, policy)
     else:
         ledger = SqliteLedger.for_policy(db, user, policy)

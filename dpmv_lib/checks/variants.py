@@ -10,9 +10,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .memview import MemView, SlotRelease, _Prepared
-from .policy import View
-from .scorer import cue_hits
+from ..core.memview import MemView, SlotRelease, _Prepared
+from ..core.policy import View
+from ..core.scorer import cue_hits
 
 
 class IncompleteCharge(MemView):

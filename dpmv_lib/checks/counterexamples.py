@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, Mapping, Sequence
 
-from ._exact import Number, to_fraction
-from .errors import ParameterError
-from .exact import Strategy, fixed_strategy
-from .ledger import BudgetRule
-from .memview import MemView
-from .policy import Policy, Query, View
-from .store import MemoryStore, check_adjacent
+from ..core._exact import Number, to_fraction
+from ..core.errors import ParameterError
+from ..core.exact import Strategy, fixed_strategy
+from ..core.ledger import BudgetRule
+from ..core.memview import MemView
+from ..core.policy import Policy, Query, View
+from ..core.store import MemoryStore, check_adjacent
 from .variants import CappedArgmax, IncompleteCharge, NoCap, ScoreChannel, StoreDependentVocabulary
 
 MARKER = "evidence"

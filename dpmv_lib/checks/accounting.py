@@ -6,11 +6,11 @@ import math
 from fractions import Fraction
 from typing import Sequence
 
-from .errors import PolicyError
-from .memview import Release
-from .policy import Policy
-from .selection import DP_SELECTOR_TAGS
-from .store import MemoryStore, differing_positions
+from ..core.errors import PolicyError
+from ..core.memview import Release
+from ..core.policy import Policy
+from ..core.selection import DP_SELECTOR_TAGS
+from ..core.store import MemoryStore, differing_positions
 
 
 def reconstructed_bound(releases: Sequence[Release], attribute: str) -> Fraction | float:

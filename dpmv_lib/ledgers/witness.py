@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from .errors import BudgetError
+from ..core.errors import BudgetError
 
 _MAGIC = "dpmv-witness-1"
 _SLOT = 160  # bytes per slot: "<magic> <seq> <hash> <digest>\n", space padded

@@ -1,5 +1,5 @@
 """The hash-chained ledger's schema, chain head and verification (C5 across crashes and
-processes): the :class:`_ChainVerify` half of :class:`~dpmv_lib.core.chain_ledger._ChainLedger`
+processes): the :class:`_ChainVerify` half of :class:`~dpmv_lib.ledgers.chain._ChainLedger`
 and the transaction wrapper :class:`_Tx`.
 """
 from __future__ import annotations
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
-from . import _chain
-from ._memo import remember
-from .errors import BudgetError, LedgerFormatError, LedgerIntegrityError, LedgerRollbackError, UnknownAttributeError
-from .ledger_records import AuditRecord, _SCHEMA_VERSION, _fmt, _now, _replay_step
+from . import hashchain
+from ..core._memo import remember
+from ..core.errors import BudgetError, LedgerFormatError, LedgerIntegrityError, LedgerRollbackError, UnknownAttributeError
+from .records import AuditRecord, _SCHEMA_VERSION, _fmt, _now, _replay_step
 
 
 # ---- SQLite backend ----------------------------------------------------------------------------
@@ -35,7 +35,7 @@ CREATE TABLE audit_log (
 # format 2 -> 3: the origin column (empty for every format-2 record, whose hash is unchanged)
 _MIGRATE_2_3 = "ALTER TABLE audit_log ADD COLUMN origin TEXT NOT NULL DEFAULT ''"
 # the order rows are read and written in: seq, the MAC'd columns, origin, hash
-_LOG_COLUMNS = "seq, " + ", ".join(_chain.RECORD_COLUMNS) + ", origin, hash"
+_LOG_COLUMNS = "seq, " + ", ".join(hashchain.RECORD_COLUMNS) + ", origin, hash"
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\- ]+")
 
 
@@ -67,7 +67,7 @@ class _Verified:
 
 
 class _ChainVerify:
-    """The opening and verification half of :class:`~dpmv_lib.core.chain_ledger._ChainLedger` (a mixin:
+    """The opening and verification half of :class:`~dpmv_lib.ledgers.chain._ChainLedger` (a mixin:
     the attributes it reads are set there): schema and registration checks, full and incremental
     verification of the hash chain and of the running totals, the verified chain head."""
 
@@ -118,7 +118,7 @@ class _ChainVerify:
                     raise self._refuse(f"its ledger_user row (header and chain head) is missing but "
                                        f"{n_e} totals rows and {n_l} audit records exist")
                 created = _now()
-                genesis = _chain.genesis_hash(self._key, self.user_id, self.policy_fingerprint, created,
+                genesis = hashchain.genesis_hash(self._key, self.user_id, self.policy_fingerprint, created,
                                               self._chain, self._caps)
                 db.execute("INSERT INTO ledger_user (user_id, fingerprint, created, chain, genesis, head_seq, "
                            "head_hash) VALUES (?, ?, ?, ?, ?, 0, ?)",
@@ -133,9 +133,9 @@ class _ChainVerify:
                 raise BudgetError(f"ledger of user {self.user_id!r} in {self.path} was created for policy "
                                   f"{fingerprint} but is opened with policy {self.policy_fingerprint}")
             if chain != self._chain:
-                if chain == _chain.CHAIN_KEYED:
+                if chain == hashchain.CHAIN_KEYED:
                     raise self._refuse("its audit chain is HMAC-keyed but no key was given")
-                if chain == _chain.CHAIN_UNKEYED:
+                if chain == hashchain.CHAIN_UNKEYED:
                     raise self._refuse("a key was given but its audit chain is unkeyed (sha256): it was "
                                        "created without a key, or a keyed chain was rewritten without it")
                 raise self._refuse(f"unknown chain kind {chain!r}")
@@ -149,7 +149,7 @@ class _ChainVerify:
             if stored != self._caps:
                 raise BudgetError(f"ledger of user {self.user_id!r} has caps {_fmt(stored)} but is opened "
                                   f"with caps {_fmt(self._caps)}")
-            expect = _chain.genesis_hash(self._key, self.user_id, fingerprint, str(created), chain, self._caps)
+            expect = hashchain.genesis_hash(self._key, self.user_id, fingerprint, str(created), chain, self._caps)
             if genesis != expect:
                 raise self._refuse("its genesis hash does not match its header "
                                    + ("(wrong key, or user/fingerprint/created/caps edited)" if self._key
@@ -368,18 +368,18 @@ class _ChainVerify:
 
     def _row_hash(self, row: Sequence[Any], prev: str) -> str:
         seq, cols, origin = row[0], tuple(row[1:-2]), row[-2]
-        if tuple(map(type, cols)) == _chain.COLUMN_TYPES and type(origin) is str:  # the usual case
+        if tuple(map(type, cols)) == hashchain.COLUMN_TYPES and type(origin) is str:  # the usual case
             rest = cols[1:]  # (exact str and int values: equal columns have the same JSON text)
             tail = self._tails.get(rest)
             if tail is None:
-                tail = remember(self._tails, rest, _chain.columns_text(rest), 256)
-            return _chain.record_hash(self._key, self.user_id, seq, prev, cols, tail, origin)
-        for name, typ, val in zip(_chain.RECORD_COLUMNS + ("origin",), _chain.COLUMN_TYPES + (str,),
+                tail = remember(self._tails, rest, hashchain.columns_text(rest), 256)
+            return hashchain.record_hash(self._key, self.user_id, seq, prev, cols, tail, origin)
+        for name, typ, val in zip(hashchain.RECORD_COLUMNS + ("origin",), hashchain.COLUMN_TYPES + (str,),
                                   cols + (origin,)):
             if type(val) is not typ:
                 raise self._refuse(f"column {name} of audit record #{seq} is {type(val).__name__}, "
                                    f"expected {typ.__name__}")
-        return _chain.record_hash(self._key, self.user_id, seq, prev, cols, origin=origin)
+        return hashchain.record_hash(self._key, self.user_id, seq, prev, cols, origin=origin)
 
     def verify(self, anchor: ChainHead | tuple[int, str] | None = None) -> ChainHead:
         """Verify the whole chain now and return its head (C5 audit).

@@ -24,8 +24,8 @@ import os
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
-from ._memo import remember
-from .errors import BudgetError
+from ..core._memo import remember
+from ..core.errors import BudgetError
 
 CHAIN_KEYED = "hmac-sha256"
 CHAIN_UNKEYED = "sha256"

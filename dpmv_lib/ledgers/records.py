@@ -1,6 +1,6 @@
 """Durable ledger records (C5 audit): the audit record, replay of an audit log into exact totals
 (:func:`replay`, :func:`replay_ledger`) and the versioned ledger-state export/import.
-The backends are in :mod:`dpmv_lib.core.durable`.
+The backends are in :mod:`dpmv_lib.ledgers.sqlite`.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Sequence
 
-from ._exact import Number, to_fraction
-from .errors import BudgetError, UnknownAttributeError
-from .ledger import ChargeRecord, InMemoryLedger
+from ..core._exact import Number, to_fraction
+from ..core.errors import BudgetError, UnknownAttributeError
+from ..core.ledger import ChargeRecord, InMemoryLedger
 
 
 STATE_FORMAT = "dpmv-ledger-state"

@@ -1,6 +1,6 @@
 """Group commit for the SQLite ledger: concurrent releases on one file share one fsync (C5).
 
-Several processes that charge the same user's :class:`~dpmv_lib.core.durable.SqliteLedger` used to
+Several processes that charge the same user's :class:`~dpmv_lib.ledgers.sqlite.SqliteLedger` used to
 run one ``BEGIN IMMEDIATE ... COMMIT`` (one fsync) each, one after the other. Here whichever
 process holds the writer lock (``flock`` on ``<db>.lock``) commits the pending requests of all
 processes waiting for it in ONE transaction (leader election by the lock; no extra daemon):
@@ -81,9 +81,9 @@ from fractions import Fraction
 from typing import Any, Sequence
 
 from . import _proc
-from ._memo import remember
-from .errors import BudgetError
-from .ledger import check_charge_args
+from ..core._memo import remember
+from ..core.errors import BudgetError
+from ..core.ledger import check_charge_args
 
 STALE_S = 60.0             # posted requests older than this are dropped unread
 HINT_SLOTS = 64            # commit hints in the shared map (users hash to one of them)

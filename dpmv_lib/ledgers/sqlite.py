@@ -9,24 +9,24 @@ all of them) and ``charge_unchecked`` (ablations only). This module adds
   record, COMMIT), so a charge is durable before MemView samples or returns the view and concurrent
   processes can never jointly overrun a cap. Values are stored exactly as rational text ("2/3"),
   never as floats.
-* an operator-visible audit log (:class:`~dpmv_lib.core.ledger_records.AuditRecord`): every
+* an operator-visible audit log (:class:`~dpmv_lib.ledgers.records.AuditRecord`): every
   prospective charge with its attributes, eps, admitted or blocked (and by which attributes), what
   remains, a timestamp and a sequence number. A blocked selection falls back to the generic view
   silently for the application (paper, C5) but is visible here. The log is hash-chained per user
   (each record commits to the previous hash and to the running totals; HMAC-SHA256 with an operator
-  ``key``, see :mod:`dpmv_lib.core._chain`) and the stored totals must equal its replay: on open and
+  ``key``, see :mod:`dpmv_lib.ledgers.hashchain`) and the stored totals must equal its replay: on open and
   before every charge, else :class:`~dpmv_lib.core.errors.LedgerIntegrityError` and nothing is
   written.
-* :func:`~dpmv_lib.core.chain_ledger.export_state` /
-  :func:`~dpmv_lib.core.chain_ledger.import_state` (JSON with caps, spent, policy fingerprint, log;
-  fingerprint checked) and :func:`~dpmv_lib.core.ledger_records.replay`, which recomputes the ledger
+* :func:`~dpmv_lib.ledgers.chain.export_state` /
+  :func:`~dpmv_lib.ledgers.chain.import_state` (JSON with caps, spent, policy fingerprint, log;
+  fingerprint checked) and :func:`~dpmv_lib.ledgers.records.replay`, which recomputes the ledger
   from the log exactly and checks every recorded decision.
 * :class:`LedgerStore` - per-user ledgers (:class:`InMemoryLedgerStore`,
   :class:`SqliteLedgerStore`).
 
 What every backend shares - deciding, chaining and writing a charge, verifying the chain - is
-:class:`~dpmv_lib.core.chain_ledger._ChainLedger` (with :mod:`~dpmv_lib.core.chain_verify`); this
-module holds the SQLite backend, its group commit (:mod:`~dpmv_lib.core.group_commit`) and the
+:class:`~dpmv_lib.ledgers.chain._ChainLedger` (with :mod:`~dpmv_lib.ledgers.chain_verify`); this
+module holds the SQLite backend, its group commit (:mod:`~dpmv_lib.ledgers.group_commit`) and the
 stores.
 """
 from __future__ import annotations
@@ -41,14 +41,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
-from ._exact import Number
+from ..core._exact import Number
 from . import _proc, group_commit
-from ._chain import key_from_env  # noqa: F401  (re-exported: the documented way to read the key)
-from .errors import BudgetError
-from .ledger import InMemoryLedger, Ledger
-from .policy import Policy
+from .hashchain import key_from_env  # noqa: F401  (re-exported: the documented way to read the key)
+from ..core.errors import BudgetError
+from ..core.ledger import InMemoryLedger, Ledger
+from ..core.policy import Policy
 from .chain_verify import _SCHEMA, _Tx
-from .chain_ledger import _ChainLedger
+from .chain import _ChainLedger
 
 
 class SqliteLedger(_ChainLedger):
@@ -56,7 +56,7 @@ class SqliteLedger(_ChainLedger):
 
     ``SqliteLedger(path, user_id, caps, policy_fingerprint, key=None)`` creates the user's
     ledger at zero or reopens it. Reopening checks the stored fingerprint and caps against the
-    given ones and verifies the whole hash-chained audit log (see ``dpmv_lib.core._chain``): every
+    given ones and verifies the whole hash-chained audit log (see ``dpmv_lib.ledgers.hashchain``): every
     record's hash, contiguous sequence numbers, every decision (strict replay), the running
     totals in each record, the chain head and that the stored spent budgets equal the replay.
     Before every charge (inside its ``BEGIN IMMEDIATE`` transaction) and every read of
@@ -81,7 +81,7 @@ class SqliteLedger(_ChainLedger):
     before ``BEGIN IMMEDIATE``: a waiting process blocks in the kernel and wakes as soon as the
     holder commits, instead of sleeping in SQLite's busy handler (``timeout`` remains only as
     the fallback against writers that do not take the side lock). Checked charges are
-    group-committed (:mod:`dpmv_lib.core.group_commit`): the lock holder commits the posted releases
+    group-committed (:mod:`dpmv_lib.ledgers.group_commit`): the lock holder commits the posted releases
     of all waiting processes with its own in one transaction and one fsync, each decided
     exactly as a separate ``try_charge_many``; a release is acknowledged only from an answer row
     committed in that same transaction."""
@@ -306,7 +306,7 @@ class SqliteLedger(_ChainLedger):
 
     def _charge(self, items: Sequence[tuple[frozenset[str], Fraction]], checked: bool
                 ) -> tuple[tuple[bool, ...], dict[str, Fraction]]:
-        if checked and self._gc is not None:  # group commit (dpmv_lib.core.group_commit)
+        if checked and self._gc is not None:  # group commit (dpmv_lib.ledgers.group_commit)
             return group_commit.charge(self, items)
         return super()._charge(items, checked)
 

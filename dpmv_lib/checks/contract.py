@@ -21,7 +21,7 @@ It enumerates every slot-level outcome exactly (the interface's own ``_route/_pr
 hooks, on forked in-memory ledgers), so it needs a :class:`~dpmv_lib.core.memview.MemView` (subclass);
 it then cross-checks ``release()`` by sampling and computes the exact transcript privacy loss
 (Theorem 1: at most B_a) in log space, so it stays finite for large eps (inf only where the
-supports really differ). ``python -m dpmv_lib.core.contract --variant all`` prints the report.
+supports really differ). ``python -m dpmv_lib.checks.contract --variant all`` prints the report.
 """
 from __future__ import annotations
 
@@ -29,14 +29,14 @@ import argparse
 import sys
 from typing import Any, Mapping, Sequence
 
-from .errors import DPMVError, ParameterError, StoreError
+from ..core.errors import DPMVError, ParameterError, StoreError
 from .examples import running_example
-from .exact import log_privacy_loss
-from .ledger import OnlineBudget
-from .memview import MemView, Release
-from .policy import Policy, Query
-from .scorer import cue_hits
-from .store import MemoryStore, check_adjacent
+from ..core.exact import log_privacy_loss
+from ..core.ledger import OnlineBudget
+from ..core.memview import MemView, Release
+from ..core.policy import Policy, Query
+from ..core.scorer import cue_hits
+from ..core.store import MemoryStore, check_adjacent
 from .variants import VARIANTS
 from .contract_report import CONDITIONS, ConditionResult, ContractReport, Factory, LossCheck, Strategy, _TOL
 from .contract_walk import _Findings, _Ids, _compare, _views_of, _walk
@@ -194,7 +194,7 @@ def _summary(reports: dict[str, ContractReport]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dpmv_lib.core.contract",
+    ap = argparse.ArgumentParser(prog="python -m dpmv_lib.checks.contract",
                                  description="Check an interface against the DP-MemView contract C1-C6.")
     ap.add_argument("--variant", default="DP-MemView",
                     help=f"interface to check: one of {sorted(CONTRACT_VARIANTS)} or 'all' (default DP-MemView)")

@@ -15,12 +15,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import ParameterError
-from .exact import Strategy, fixed_strategy
-from .ledger import BudgetRule, OnlineBudget, PreallocatedBudget, planned_charges
-from .memview import MemView, Release
-from .policy import Policy, Query, View
-from .store import MemoryStore, check_adjacent
+from ..core.errors import ParameterError
+from ..core.exact import Strategy, fixed_strategy
+from ..core.ledger import BudgetRule, OnlineBudget, PreallocatedBudget, planned_charges
+from ..core.memview import MemView, Release
+from ..core.policy import Policy, Query, View
+from ..core.store import MemoryStore, check_adjacent
 
 CAPS = (Fraction(1, 2), Fraction(2, 3), Fraction(1), Fraction(3, 2), Fraction(2))
 

@@ -1,4 +1,4 @@
-"""The exact lockstep walk of the contract checker (:mod:`dpmv_lib.core.contract`): every
+"""The exact lockstep walk of the contract checker (:mod:`dpmv_lib.checks.contract`): every
 slot-level outcome of an interface on M and M' under the same public prefix, enumerated through
 its own ``_route/_prepare/_outcomes`` hooks on forked in-memory ledgers, and the C1-C6 comparisons
 of the two walks.
@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, Mapping, Sequence
 
-from .errors import ParameterError
-from .exact import log_add
-from .ledger import InMemoryLedger
-from .mechanism import _exact_utility
-from .selection import exponential_mechanism
-from .memview import MemView, Release, SlotRelease
-from .policy import Policy, Query
-from .store import MemoryStore
+from ..core.errors import ParameterError
+from ..core.exact import log_add
+from ..core.ledger import InMemoryLedger
+from ..core.mechanism import _exact_utility
+from ..core.selection import exponential_mechanism
+from ..core.memview import MemView, Release, SlotRelease
+from ..core.policy import Policy, Query
+from ..core.store import MemoryStore
 from .contract_report import Factory, Strategy, Violation, _TOL
 
 

@@ -1,7 +1,7 @@
 """The backend-independent, hash-chained durable ledger (:class:`_ChainLedger`): it decides,
 chains and writes every charge in one transaction, with the verification of
-:mod:`dpmv_lib.core.chain_verify`; backends (:mod:`dpmv_lib.core.durable`,
-:mod:`dpmv_lib.core.durable_pg`) provide the connection and the locking.
+:mod:`dpmv_lib.ledgers.chain_verify`; backends (:mod:`dpmv_lib.ledgers.sqlite`,
+:mod:`dpmv_lib.ledgers.postgres`) provide the connection and the locking.
 """
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ._exact import Number, to_fraction
-from . import _chain, _proc
-from ._memo import remember
-from .errors import BudgetError
-from .ledger import ChargeRecord, InMemoryLedger, Ledger, check_charge_args
-from .policy import Policy
-from .ledger_records import (AuditRecord, STATE_FORMAT, STATE_VERSION, _as_record, _check_caps, _fmt, _now,
+from ..core._exact import Number, to_fraction
+from . import hashchain, _proc
+from ..core._memo import remember
+from ..core.errors import BudgetError
+from ..core.ledger import ChargeRecord, InMemoryLedger, Ledger, check_charge_args
+from ..core.policy import Policy
+from .records import (AuditRecord, STATE_FORMAT, STATE_VERSION, _as_record, _check_caps, _fmt, _now,
                              _replay_step, replay)
 from .chain_verify import _ChainVerify, _LOG_COLUMNS, _PLAIN_NAME, _Tx, _Verified
 from .witness import FileWitness, Witness, WitnessMark
@@ -63,8 +63,8 @@ class _ChainLedger(_ChainVerify):
         if not isinstance(policy_fingerprint, str) or not policy_fingerprint:
             raise BudgetError(f"policy_fingerprint must be a non-empty string, got {policy_fingerprint!r}")
         self._caps = _check_caps(caps)
-        self._key = _chain.check_key(key)
-        self._chain = _chain.chain_kind(self._key)
+        self._key = hashchain.check_key(key)
+        self._chain = hashchain.chain_kind(self._key)
         self.path = location
         self.user_id = user_id
         self.policy_fingerprint = policy_fingerprint
@@ -254,7 +254,7 @@ class _ChainLedger(_ChainVerify):
         rem, blk, tot = self._texts(remaining, blocked, spent)
         cols = (ts, self._json_list(frozenset(attrs)) if isinstance(attrs, frozenset) else json.dumps(list(attrs)),
                 str(eps), int(ok), int(checked), rem, blk, tot)
-        h = _chain.record_hash(self._key, self.user_id, seq, v.hash, cols)
+        h = hashchain.record_hash(self._key, self.user_id, seq, v.hash, cols)
         return _Verified(seq, h, v.hash, dict(spent)), (self.user_id, seq, *cols, "", h)
 
     def _texts(self, remaining: Mapping[str, Fraction], blocked: Sequence[str],
@@ -278,7 +278,7 @@ class _ChainLedger(_ChainVerify):
     def _totals_text(self, spent: Mapping[str, Fraction]) -> str:
         if self._plain:
             return "{" + ",".join(f'"{a}":"{spent[a]}"' for a in self._sorted_caps) + "}"
-        return _chain.totals_text(spent)
+        return hashchain.totals_text(spent)
 
     def _write(self, db: "_Tx", rows: list[tuple[Any, ...]], new: _Verified, changed: Iterable[str]) -> None:
         """Append the records, update the changed totals and the chain head (same transaction)."""
@@ -353,9 +353,9 @@ class _ChainLedger(_ChainVerify):
                 seq += 1
                 cols = (ts, attrs_t, eps_t, int(ok), int(checked), rem, blk, tot)
                 if hit is None and not ok and checked:
-                    tail = _chain.columns_text(cols[1:])  # (all but the time: the same next time)
+                    tail = hashchain.columns_text(cols[1:])  # (all but the time: the same next time)
                     remember(memo, mkey, (eps, attrs_t, rem, blk, eps_t, tail), 256)
-                prev, h = h, _chain.record_hash(key, uid, seq, h, cols, tail, origin)
+                prev, h = h, hashchain.record_hash(key, uid, seq, h, cols, tail, origin)
                 rows.append((uid, seq, *cols, origin, h))
                 oks.append(ok)
             out.append(tuple(oks))

@@ -1,8 +1,8 @@
 """A PostgreSQL backend for the durable, hash-chained ledger (C5 across machines).
 
 :class:`PostgresLedger` has the interface and the integrity semantics of
-:class:`~dpmv_lib.core.durable.SqliteLedger` (the decision, chaining and verification code is shared:
-``dpmv_lib.core.chain_ledger._ChainLedger`` and ``dpmv_lib.core._chain``); only the connection and the locking
+:class:`~dpmv_lib.ledgers.sqlite.SqliteLedger` (the decision, chaining and verification code is shared:
+``dpmv_lib.ledgers.chain._ChainLedger`` and ``dpmv_lib.ledgers.hashchain``); only the connection and the locking
 differ. Each write transaction (the prospective check, the charges of all slots of a release and
 their audit records: ``try_charge_many``) first takes a transaction-scoped advisory lock on the
 user (``pg_advisory_xact_lock``), so writers of one user are serialised by the server (waiters
@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from ._exact import Number
+from ..core._exact import Number
 from . import _proc
 from .chain_verify import _SCHEMA, _Tx
-from .chain_ledger import _ChainLedger
-from .errors import BudgetError
-from .policy import Policy
+from .chain import _ChainLedger
+from ..core.errors import BudgetError
+from ..core.policy import Policy
 
 # The SQLite schema, with the sequence columns as BIGINT (PostgreSQL INTEGER is 32-bit).
 _PG_SCHEMA = _SCHEMA.replace("seq INTEGER", "seq BIGINT").rstrip().rstrip(";") + "\n"

@@ -1,4 +1,4 @@
-"""Result types of the contract checker (:mod:`dpmv_lib.core.contract`): the conditions C1-C6,
+"""Result types of the contract checker (:mod:`dpmv_lib.checks.contract`): the conditions C1-C6,
 violations with evidence, per-condition results, exact loss checks and the report.
 """
 from __future__ import annotations
@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable
 
-from .errors import ParameterError
-from .memview import MemView, Release
-from .policy import Policy, Query
-from .store import MemoryStore
+from ..core.errors import ParameterError
+from ..core.memview import MemView, Release
+from ..core.policy import Policy, Query
+from ..core.store import MemoryStore
 
 
 Strategy = Callable[[tuple[Release, ...]], Query]

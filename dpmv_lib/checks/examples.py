@@ -5,8 +5,8 @@ affordable-dinner query activates the food and finance slots.
 """
 from __future__ import annotations
 
-from .policy import Policy
-from .store import MemoryStore
+from ..core.policy import Policy
+from ..core.store import MemoryStore
 
 RUNNING_EXAMPLE_POLICY = {
     "name": "running-example",

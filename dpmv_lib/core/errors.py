@@ -6,6 +6,11 @@ class DPMVError(ValueError):
     """Base class for all dpmv errors (a ValueError, so generic handlers still catch it)."""
 
 
+class DPMVTypeError(DPMVError, TypeError):
+    """An argument of the wrong type. A TypeError, and a DPMVError like every dpmv error; each
+    domain has its own (``PolicyTypeError`` is both a PolicyError and a DPMVTypeError)."""
+
+
 class PolicyError(DPMVError):
     """The public policy is malformed (unknown position, missing generic view, bad cap...)."""
 
@@ -53,3 +58,23 @@ class CorpusError(DPMVError):
 
 class GenerationError(DPMVError):
     """A response backend or the generation cache failed (HTTP status, timeout, bad model path...)."""
+
+
+class PolicyTypeError(PolicyError, DPMVTypeError):
+    """A policy argument of the wrong type (e.g. MemView given something that is not a Policy)."""
+
+
+class StoreTypeError(StoreError, DPMVTypeError):
+    """A store argument of the wrong type."""
+
+
+class QueryTypeError(QueryError, DPMVTypeError):
+    """A query, slot name or released history of the wrong type."""
+
+
+class BudgetTypeError(BudgetError, DPMVTypeError):
+    """A budget rule, ledger, scorer or amount of the wrong type."""
+
+
+class ParameterTypeError(ParameterError, DPMVTypeError):
+    """A parameter of the wrong type (e.g. a seed that is not an integer)."""

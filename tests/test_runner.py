@@ -163,6 +163,41 @@ def test_write_json_atomic_leaves_no_temp_files(tmp_path):
 
 
 # ---- real executions (a kernel start each, a few seconds) -------------------------------------
+def _without_shutdown_race(log: str) -> str:
+    """``log`` without ipykernel's own shutdown race: an async ZMQStream callback of the kernel (a
+    control/shell reply or the closing "idle" status) that sends on a socket the exiting kernel has
+    already closed logs "Uncaught exception in ZMQStream callback" and a traceback that ends in a
+    ``zmq.error`` exception. It comes after the last cell, under load, on any transport (ipykernel
+    PR 1518 fixed one case of it, ENOTSOCK on IOPub). Only that block is dropped; anything else the
+    kernel or the transport says stays."""
+    out, block = [], None
+    for line in log.splitlines():
+        if block is None and "Uncaught exception in ZMQStream callback" in line:
+            block = [line]
+            continue
+        if block is not None:
+            block.append(line)
+            if line.startswith("zmq.error."):             # ZMQError, ContextTerminated, ...
+                block = None                         # a complete shutdown-race block: dropped
+            elif not (line.startswith(("Traceback", "  ", "During handling", "The above")) or not line):
+                out += block                         # not the race: keep every line of it
+                block = None
+            continue
+        out.append(line)
+    return "\n".join(out + (block or []))
+
+
+def test_the_shutdown_race_filter_drops_only_that_block():
+    race = ("Uncaught exception in ZMQStream callback\nTraceback (most recent call last):\n"
+            '  File "zmq/eventloop/zmqstream.py", line 585, in _log_error\n'
+            '  File "zmq/backend/cython/_zmq.py", line 1468, in zmq.backend.cython._zmq._send_copy\n'
+            "zmq.error.ZMQError: Socket operation on non-socket")
+    other = "Uncaught exception in ZMQStream callback\nTraceback (most recent call last):\nValueError: x"
+    assert _without_shutdown_race("a\n" + race + "\nb") == "a\nb"
+    assert _without_shutdown_race("a\n" + other) == "a\n" + other
+    assert "without encryption" in _without_shutdown_race(race + "\nMessage signing is without encryption")
+
+
 def test_run_injects_parameters_and_writes_manifest(nbdir, tmp_path, capfd):
     rd = tmp_path / "res"
     rc = runner.main(["--profile", "smoke", "--seed", "7", "--notebooks-dir", str(nbdir),
@@ -170,7 +205,7 @@ def test_run_injects_parameters_and_writes_manifest(nbdir, tmp_path, capfd):
     assert rc == 0
     # the log (papermill's and the kernels' stdout/stderr) carries no kernel transport noise, and
     # the kernels' Unix sockets lived in the run's temp folder, not in the working directory
-    log = "".join(capfd.readouterr())
+    log = _without_shutdown_race("".join(capfd.readouterr()))
     noise = [ln for ln in log.splitlines() if re.search(
         r"without encryption|didn't respond|Kernel.*(WARNING|warn)|zmq|DeprecationWarning", ln)]
     assert not noise, "\n".join(noise)   # whole lines: the traceback says which send failed

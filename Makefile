@@ -14,11 +14,12 @@ PYTEST_ARGS ?=
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 
-.PHONY: help install install-llamacpp export-openvino reproduce seeds test smoke bench clean-venv FORCE
+.PHONY: help install install-llamacpp export-openvino reproduce seeds test lint smoke bench clean-venv FORCE
 
 help:
 	@echo "make reproduce   run every notebook in order (profile $(PROFILE)); results in results/"
 	@echo "make test        run the test suite (pytest)"
+	@echo "make lint        ruff (dpmv_lib tests tools benchmarks) and mypy (dpmv_lib; strict on core)"
 	@echo "make seeds       notebooks 03-05 again with --seed 1 and 2 (verdicts by seed) into results/seeds/"
 	@echo "make smoke       run every notebook with the smoke profile into results/smoke/"
 	@echo "make bench       run benchmarks/bench_*.py (results in benchmarks/results/)"
@@ -63,6 +64,12 @@ reproduce: $(STAMP) $(if $(filter llm%,$(PROFILE)),export-openvino)
 # also compiles the llama.cpp extra, in the background while the rest of the suite runs.
 test: $(STAMP)
 	@bash tools/run_tests.sh $(PY) $(LLAMA_STAMP) $(PYTEST_ARGS)
+
+# issue 32: the style and type checks (configured in pyproject.toml: [tool.ruff], [tool.mypy]);
+# .ci/run runs them before the tests
+lint: $(STAMP)
+	$(VENV)/bin/ruff check dpmv_lib tests tools benchmarks
+	$(VENV)/bin/mypy dpmv_lib
 
 # issue 27: notebooks 03-05 again with --seed 1 and 2 (every random stream moves), beside the main
 # run under <results>/seeds/<s>/; notebooks 03 and 05 show the verdicts by seed

@@ -21,8 +21,9 @@
   llama.cpp F16 and BF16, transformers f32 and bf16, OpenVINO GenAI f32 and bf16), greedy,
   end-to-end generated tokens/s at batch 32 and 64 (median of up to ``--repeats`` runs within
   ``--budget`` s per engine and batch), whether each engine's texts are the same at both batch
-  sizes and, for the first ``--solo`` prompts, alone (batch 1), how many of the 128 responses differ between bf16 and f32, and the CPU model and ISA
-  flags; the ``auto`` responder reads this part.
+  sizes and, for the first ``--solo`` prompts, alone (batch 1), how many of the 128 responses
+  differ between bf16 and f32, and the CPU model and ISA flags; the ``auto`` responder reads
+  this part.
 
 Writes benchmarks/results/generation.json and generation.md (a part not run keeps its previous
 numbers). Load averages are recorded before and after each part: other developers share the
@@ -171,7 +172,8 @@ def model_flops(path) -> dict:
     blocks = sum(int(t.n_elements) for t in r.tensors if t.name.startswith("blk.") and len(t.shape) > 1)
     out = next((int(t.n_elements) for t in r.tensors if t.name == "output.weight"), None)
     out = out or next(int(t.n_elements) for t in r.tensors if t.name == "token_embd.weight")
-    return {"prompt_token_gflop": round(2 * blocks / 1e9, 4), "generated_token_gflop": round(2 * (blocks + out) / 1e9, 4)}
+    return {"prompt_token_gflop": round(2 * blocks / 1e9, 4),
+            "generated_token_gflop": round(2 * (blocks + out) / 1e9, 4)}
 
 
 def gemm_peak_gflops(n: int = 2048, reps: int = 5) -> float:
@@ -320,7 +322,7 @@ def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: in
     ref = out["results"].get("llamacpp:smollm2@f16", {}).get("runs")
     if ref:
         base = {r["batch_size"]: r["tokens_per_s"] for r in ref}
-        for spec, res in out["results"].items():
+        for res in out["results"].values():
             for run in res.get("runs", []):
                 run["x_llamacpp_f16"] = round(run["tokens_per_s"] / base[run["batch_size"]], 2)
     out["load_after"] = loadavg()
@@ -341,16 +343,19 @@ def write(results: dict) -> None:
     path.write_text(json.dumps(old, indent=1) + "\n")
     lines = ["# Generation benchmark (issue 4)", "",
              f"Machine: {describe(old['machine'])}, Python {old['machine']['python']}, "
-             f"torch {old['machine']['packages'].get('torch')}, transformers {old['machine']['packages'].get('transformers')}. "
+             f"torch {old['machine']['packages'].get('torch')}, "
+             f"transformers {old['machine']['packages'].get('transformers')}. "
              "The cores are shared with other developers' jobs; load averages (1/5/15 min) are listed.", ""]
     s = old.get("surrogate")
     if s:
         lines += ["## Surrogate: all RQ1 transcripts of the default profile", "",
                   f"{s['pairs']} pairs x 2 stores x {s['turns']} turns x {len(s['methods'])} methods "
                   f"(EM seeds {s['em_seeds']} for the stochastic ones) = **{s['rows']:,} rows** "
-                  f"({s['unique_requests']:,} unique requests after deduplication), {s['workers']} worker processes.", "",
+                  f"({s['unique_requests']:,} unique requests after deduplication), "
+                  f"{s['workers']} worker processes.", "",
                   "| measure | value |", "|---|---|",
-                  f"| end to end | **{s['wall_s']} s** (target < {s['target_s']} s: {'met' if s['meets_target'] else 'NOT met'}) |",
+                  f"| end to end | **{s['wall_s']} s** "
+                  f"(target < {s['target_s']} s: {'met' if s['meets_target'] else 'NOT met'}) |",
                   f"| stages (conditioning / surrogate / table) | {s['stages_s']['conditioning']} / "
                   f"{s['stages_s']['generation']} / {s['stages_s']['table']} s |",
                   f"| DP-MemView conditioning, float sampler | {s['dp_conditioning_s_by_sampler']['float']} s |",
@@ -383,16 +388,19 @@ def write(results: dict) -> None:
     if m:
         bd = m["bound"]
         lines += ["## SmolLM2-135M-Instruct on CPU (llama.cpp, greedy) [llamacpp]", "",
-                  f"The same {m['prompts']} prompts and max_new_tokens {m['max_new_tokens']} through `LlamaCppResponder` "
-                  f"(llama-cpp-python {m['llama_cpp_python']}): batched sequences with their own KV cells, no padding, "
-                  f"the {m['prompt_tokens']['shared_prefix']}-token chat-template prefix evaluated once. Prompt tokens mean "
+                  f"The same {m['prompts']} prompts and max_new_tokens {m['max_new_tokens']} through "
+                  f"`LlamaCppResponder` (llama-cpp-python {m['llama_cpp_python']}): batched sequences with their "
+                  f"own KV cells, no padding, the {m['prompt_tokens']['shared_prefix']}-token chat-template prefix "
+                  f"evaluated once. Prompt tokens mean "
                   f"{m['prompt_tokens']['mean']}, max {m['prompt_tokens']['max']}.", "",
-                  "| weights | prefix cache | max batch | threads | generated tokens | prompt tokens evaluated | wall s | "
+                  "| weights | prefix cache | max batch | threads | generated tokens | prompt tokens evaluated "
+                  "| wall s | "
                   "tokens/s (end to end) | decode-only tokens/s | prefill share of wall | same texts | load |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in m["runs"]:
-            lines.append(f"| {r['weights']} | {'on' if r['prefix_cache'] else 'off'} | {r['batch_size']} | {r['threads']} | "
-                         f"{r['generated_tokens']} | {r['prompt_tokens_evaluated']} | {r['wall_s']} | **{r['tokens_per_s']}** | "
+            lines.append(f"| {r['weights']} | {'on' if r['prefix_cache'] else 'off'} | {r['batch_size']} | "
+                         f"{r['threads']} | {r['generated_tokens']} | {r['prompt_tokens_evaluated']} | "
+                         f"{r['wall_s']} | **{r['tokens_per_s']}** | "
                          f"{r['decode_tokens_per_s']} | {r['prefill_plus_1_s'] / max(r['wall_s'], 1e-9):.0%} | "
                          f"{'yes' if r['same_texts_as_first_run'] else 'NO'} | {r['load'][0]} -> {r['load'][1]} |")
         best = max(m["runs"], key=lambda r: r["tokens_per_s"])
@@ -404,17 +412,21 @@ def write(results: dict) -> None:
                   f"(best {best['tokens_per_s']}, {best['weights']}, batch {best['batch_size']}); decode only "
                   f"{'met' if best_dec['decode_tokens_per_s'] >= m['target_tokens_per_s'] else 'NOT met'} "
                   f"(best {best_dec['decode_tokens_per_s']}).", "",
-                  f"Compute bound on this machine: float32 GEMM peaks at {m['gemm_peak_gflops']} GFLOP/s (numpy, all cores). "
-                  f"A prompt token costs {m['prompt_token_gflop']} GFLOP and a generated token {m['generated_token_gflop']} "
+                  f"Compute bound on this machine: float32 GEMM peaks at {m['gemm_peak_gflops']} GFLOP/s "
+                  "(numpy, all cores). "
+                  f"A prompt token costs {m['prompt_token_gflop']} GFLOP and a generated token "
+                  f"{m['generated_token_gflop']} "
                   f"(matrix products only). A response here has {bd['generated_per_prompt']} generated tokens per "
-                  f"{bd['unshared_prompt_tokens']} unshared prompt tokens, so {bd['gflop_per_generated_token']} GFLOP per "
+                  f"{bd['unshared_prompt_tokens']} unshared prompt tokens, so {bd['gflop_per_generated_token']} "
+                  "GFLOP per "
                   f"generated token: at most **{bd['max_end_to_end_tokens_per_s']} tokens/s end to end** and "
                   f"{bd['max_decode_tokens_per_s']} decode-only, even at the GEMM peak.", ""]
     e = old.get("engines")
     if e:
         bss = e["batch_sizes"]
         lines += ["## Every engine side by side [engines]", "",
-                  f"Machine: {describe(e['machine'])}. {e['prompts']} real prompts, max_new_tokens {e['max_new_tokens']}, "
+                  f"Machine: {describe(e['machine'])}. {e['prompts']} real prompts, "
+                  f"max_new_tokens {e['max_new_tokens']}, "
                   f"greedy, generated tokens/s end to end (load and warm-up excluded), median of up to {e['repeats']} "
                   f"runs (fewer once a run set passes {e['budget_s']} s); measured {e.get('date')}.", "",
                   "| engine (spec) | " + " | ".join(f"batch {b}" for b in bss) + " | x llama.cpp F16 | "
@@ -424,22 +436,28 @@ def write(results: dict) -> None:
                 lines.append(f"| `{spec}` | " + " | ".join("-" for _ in bss) + f" | - | - | {res.get('skipped')} |")
                 continue
             by = {r["batch_size"]: r for r in res["runs"]}
+            invariant = ("yes" if res["batch_invariant"] else
+                         f"NO ({res['texts_differing_across_batch_sizes']:d} differ across batch sizes, "
+                         f"{res.get('solo_texts_differing', '-')} of {res.get('solo_prompts', '-')} alone)")
             lines.append(f"| `{spec}` | " + " | ".join(f"**{by[b]['tokens_per_s']}**" if b in by else "-" for b in bss)
                          + " | " + " / ".join(str(by[b].get("x_llamacpp_f16", "-")) for b in bss if b in by)
-                         + f" | {'yes' if res['batch_invariant'] else 'NO (%d differ across batch sizes, %s of %s alone)' % (res['texts_differing_across_batch_sizes'], res.get('solo_texts_differing', '-'), res.get('solo_prompts', '-'))}"
+                         + f" | {invariant}"
                          f" | {res['runs'][0]['load'][0]} -> {res['runs'][-1]['load'][1]}"
                          + (f" (run {res['merged_from']})" if res.get("merged_from") else "") + " |")
-        lines += ["", "Responses whose text differs between bf16 and the f32 (llama.cpp: F16) reference of the same engine:", ""]
+        lines += ["", "Responses whose text differs between bf16 and the f32 (llama.cpp: F16) reference of the "
+                  "same engine:", ""]
         for spec, d in e["bf16_vs_f32_differences"].items():
             lines.append(f"- `{spec}` vs `{d['reference']}`: **{d['differ']} of {d['of']}**")
-        lines += ["", "`auto` (dpmv_lib/generate/responders/engine_select.py) picks the fastest batch-invariant engine of this "
+        lines += ["", "`auto` (dpmv_lib/generate/responders/engine_select.py) picks the fastest batch-invariant "
+                  "engine of this "
                   "table at the largest batch when the CPU's ISA flags equal the ones recorded here.", ""]
     (OUT / "generation.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="generation benchmark (issue 4)")
-    ap.add_argument("--parts", nargs="+", default=["surrogate", "smollm2", "llamacpp"], choices=["surrogate", "smollm2", "llamacpp", "engines"])
+    ap.add_argument("--parts", nargs="+", default=["surrogate", "smollm2", "llamacpp"],
+                    choices=["surrogate", "smollm2", "llamacpp", "engines"])
     ap.add_argument("--engines", nargs="+", default=list(ENGINE_SPECS), help="responder specs of the engines part")
     ap.add_argument("--repeats", type=int, default=3, help="engines part: timed runs per engine and batch size")
     ap.add_argument("--merge", action="store_true", help="engines part: keep the recorded results of engines not run")

@@ -23,8 +23,8 @@ each, split over the processes):
   MemView costs with a durable ledger that adds nothing but its SQL);
 * 4 processes with K=64 and every slot sampling (each process moves to a fresh user of the same
   file every 32 releases, before the caps bind, so every charge is admitted);
-* PostgresLedger, 1 process, 4 processes on one user and 4 processes with a user each, against a throw-away server on loopback
-  (tests/helpers/pg_server.py), when PostgreSQL and psycopg are installed.
+* PostgresLedger, 1 process, 4 processes on one user and 4 processes with a user each, against a
+  throw-away server on loopback (tests/helpers/pg_server.py), when PostgreSQL and psycopg are installed.
 
 The SQLite settings with 1, 2 and 4 processes (not K=64) run ``--repeat`` times, each repeat
 running them one after the other, the trees interleaved run by run; the table shows the run with
@@ -108,8 +108,9 @@ def worker(spec: dict) -> None:
             return None
         if backend == "sqlite":
             kw = {}
+            # the witness, fsynced (issue 29)
             if os.environ.get("DPMV_BENCH_WITNESS_SYNC") == "1" \
-                    and (Path(spec["tree"]) / "dpmv_lib/ledgers/witness.py").exists():  # the witness, fsynced (issue 29)
+                    and (Path(spec["tree"]) / "dpmv_lib/ledgers/witness.py").exists():
                 kw["witness"] = _core("witness").FileWitness(str(spec["db"]) + ".witness", sync=True)
             return _core("durable").SqliteLedger.for_policy(spec["db"], user, policy, **kw)
         return _core("durable_pg").PostgresLedger.for_policy(spec["db"], user, policy)
@@ -300,7 +301,8 @@ class RawFloor:
         s = time.perf_counter_ns()
         conn.execute("BEGIN IMMEDIATE")
         if self.reads:
-            conn.execute("SELECT head_seq, head_hash, genesis FROM ledger_user WHERE user_id = ?", ("alice",)).fetchone()
+            conn.execute("SELECT head_seq, head_hash, genesis FROM ledger_user WHERE user_id = ?",
+                         ("alice",)).fetchone()
             conn.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?", ("alice",)).fetchall()
             conn.execute(f"SELECT {COLS} FROM audit_log WHERE user_id = ? AND seq >= ? ORDER BY seq",
                          ("alice", seq)).fetchall()
@@ -382,7 +384,8 @@ def measure(trees: dict[str, str], a: argparse.Namespace, tmp: str) -> tuple[dic
                                          median_runs_us=[x["floor_reads"]["median_us"] for x in runs[lab]])
             res[lab]["sqlite1_over_raw_reads_runs"] = [round(x["median_us"] / x["floor_reads"]["median_us"], 2)
                                                        for x in runs[lab]]
-            res[lab]["raw_mv"] = dict(picked["floor_mv"], median_runs_us=[x["floor_mv"]["median_us"] for x in runs[lab]])
+            res[lab]["raw_mv"] = dict(picked["floor_mv"],
+                                      median_runs_us=[x["floor_mv"]["median_us"] for x in runs[lab]])
             res[lab]["sqlite1_over_raw_mv_runs"] = [round(x["median_us"] / x["floor_mv"]["median_us"], 2)
                                                     for x in runs[lab]]
             res[lab]["raw_gap"] = dict(picked["floor_gap"],
@@ -510,7 +513,8 @@ def main(argv=None) -> int:
     t_start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dpmv-bench-") as tmp:
         res, notes = measure(trees, a, tmp)
-    out = {"benchmark": "ledger", "trees": trees, "git": commits, "releases_per_setting": a.releases, "repeat": a.repeat,
+    out = {"benchmark": "ledger", "trees": trees, "git": commits, "releases_per_setting": a.releases,
+           "repeat": a.repeat,
            "machine": mach, "loadavg_at_end": loadavg(), "total_s": round(time.monotonic() - t_start, 1),
            "results": res, "notes": notes}
     committed = load_committed(a.committed) if a.committed else None
@@ -520,7 +524,8 @@ def main(argv=None) -> int:
     lines = [f"# Durable ledger under load{' (' + a.label + ')' if a.label else ''}", "",
              f"Machine: {describe(mach)}; load average at start {mach.get('loadavg_at_start')}, at end "
              f"{out['loadavg_at_end']} (the averages lag: they include load from before the run; on this VM "
-             f"fsync latency drifts between ~0.1 and ~4 ms with load). {a.releases} releases per setting, README policy (running example, "
+             f"fsync latency drifts between ~0.1 and ~4 ms with load). {a.releases} releases per setting, "
+             "README policy (running example, "
              f"OnlineBudget(K=3), query affordable_dinner: 2 charged slots) unless noted"
              + ("; trees measured interleaved, setting by setting: " if len(trees) > 1 else "; tree: ")
              + ", ".join(f"{k} = {v} ({_commit_text(commits[k])})" for k, v in trees.items())

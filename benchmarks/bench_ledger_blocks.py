@@ -52,7 +52,8 @@ class Subjects:
             self.memory.release(QUERY)
             self.floor.one()
         return {"ledger release": lambda: self.durable.release(QUERY), "floor": self.floor.one,
-                "in-memory release, then floor": mem_then_floor, "in-memory release": lambda: self.memory.release(QUERY)}
+                "in-memory release, then floor": mem_then_floor,
+                "in-memory release": lambda: self.memory.release(QUERY)}
 
 
 def timed(f, n: int) -> list[int]:
@@ -98,7 +99,8 @@ def main(argv=None) -> int:
              f"Machine: {describe(machine())}; load average at start {loadavg()}. "
              f"{a.releases} of each per block size and run, in alternating blocks (floor, ledger, "
              "in-memory + floor).", "",
-             "| run | block | floor median | ledger median | in-memory + floor median | ledger / floor | (in-memory + floor) / floor |",
+             "| run | block | floor median | ledger median | in-memory + floor median | ledger / floor "
+             "| (in-memory + floor) / floor |",
              "|---|---|---|---|---|---|---|"]
     pos_line = ""
     with tempfile.TemporaryDirectory() as tmp:
@@ -108,17 +110,19 @@ def main(argv=None) -> int:
             blocks(subj, names, 50, 300)  # warm-up: every file and path once
             got = blocks(subj, names, block, a.releases)
             f, led, mf = (med_us(got[k]) for k in names)
-            lines.append(f"| {run} | {block} | {f:.1f} us | {led:.1f} us | {mf:.1f} us | {led / f:.2f}x | {mf / f:.2f}x |")
+            lines.append(f"| {run} | {block} | {f:.1f} us | {led:.1f} us | {mf:.1f} us | {led / f:.2f}x "
+                         f"| {mf / f:.2f}x |")
             if block == 50:
                 cols = []
                 for k in names:
                     xs = got[k]
-                    by = [[x for i, x in enumerate(xs) if lo <= i % 50 < hi] for lo, hi in ((0, 1), (1, 5), (5, 30), (30, 50))]
+                    by = [[x for i, x in enumerate(xs) if lo <= i % 50 < hi]
+                          for lo, hi in ((0, 1), (1, 5), (5, 30), (30, 50))]
                     cols.append(f"{k}: " + ", ".join(f"{med_us(b):.1f}" for b in by))
                 pos_line = (f"Run {run}, blocks of 50, median by position in the block (0 / 1-4 / 5-29 / 30-49, us): "
                             + "; ".join(cols) + ".")
             if run == a.repeat and block == 50:  # the last run's files (reported once)
-                frames = (wal_frames(subj.ledger._conn, lambda: subj.durable.release(QUERY)),
+                frames = (wal_frames(subj.ledger._conn, lambda: subj.durable.release(QUERY)),  # noqa: B023 - called within the iteration
                           wal_frames(subj.floor.conn, subj.floor.one))
             subj.ledger.close()
         shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None

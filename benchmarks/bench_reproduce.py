@@ -131,7 +131,8 @@ def run_one(i: int, ref: str, work: Path, profile: str, only: list[str]) -> dict
                           if isinstance(v, (int, float))}
     rec = {"ref": ref, "commit": sha, "profile": profile, "rc": rc, "wall_s": round(wall, 1), "loadavg_at_start": load,
            "notebook_s": round(sum(n["wall_s"] or 0 for n in notebooks), 1),
-           "peak_rss_gb": round(peak_rss / 2**30, 2), "peak_pss_gb": round(peak_pss / 2**30, 2), "notebooks": notebooks, "stages": stages,
+           "peak_rss_gb": round(peak_rss / 2**30, 2), "peak_pss_gb": round(peak_pss / 2**30, 2),
+           "notebooks": notebooks, "stages": stages,
            "results": str(results)}
     print(f"[{ref}] rc {rc}, notebooks {rec['notebook_s']} s, peak PSS {rec['peak_pss_gb']} GB "
           f"(RSS {rec['peak_rss_gb']} GB)", flush=True)
@@ -155,13 +156,15 @@ def compare_tables(a: Path, b: Path) -> list[dict]:
             row["note"] = f"shape {da.shape} -> {db.shape}"
             rows.append(row)
             continue
-        numeric = [c for c in da.columns if pd.api.types.is_numeric_dtype(da[c]) and not pd.api.types.is_bool_dtype(da[c])
+        numeric = [c for c in da.columns
+                   if pd.api.types.is_numeric_dtype(da[c]) and not pd.api.types.is_bool_dtype(da[c])
                    and pd.api.types.is_numeric_dtype(db[c]) and not pd.api.types.is_bool_dtype(db[c])]
         auc = [c for c in numeric if "auc" in c.lower()]
         if auc:
             row["max_auc_diff"] = float((da[auc] - db[auc]).abs().max().max())
         verdict = [c for c in da.columns if any(v in c.lower() for v in VERDICT_COLS)]
-        row["verdicts_same"] = bool(all(da[c].astype(str).equals(db[c].astype(str)) for c in verdict)) if verdict else None
+        row["verdicts_same"] = (bool(all(da[c].astype(str).equals(db[c].astype(str)) for c in verdict))
+                                if verdict else None)
         row["max_numeric_diff"] = float((da[numeric] - db[numeric]).abs().max().max()) if numeric else None
         rows.append(row)
     return rows
@@ -183,14 +186,17 @@ def markdown(recs: list[dict], comparisons: dict[str, list[dict]], info: dict) -
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("| **all notebooks** | " + " | ".join(f"**{r['notebook_s']:.0f} s** ({r['notebook_s'] / 60:.1f} min)"
                                                     for r in recs) + " |")
-    lines.append("| peak memory (summed PSS) | " + " | ".join(f"{r.get('peak_pss_gb', float('nan')):.2f} GB" for r in recs) + " |")
+    lines.append("| peak memory (summed PSS) | "
+                 + " | ".join(f"{r.get('peak_pss_gb', float('nan')):.2f} GB" for r in recs) + " |")
     lines.append("| peak summed RSS (shared pages counted per process) | "
                  + " | ".join(f"{r['peak_rss_gb']:.2f} GB" for r in recs) + " |")
     lines.append("| exit code | " + " | ".join(str(r["rc"]) for r in recs) + " |")
-    lines.append("| load average at start (1/5/15 min) | " + " | ".join(str(r.get("loadavg_at_start", "-")) for r in recs) + " |")
+    lines.append("| load average at start (1/5/15 min) | "
+                 + " | ".join(str(r.get("loadavg_at_start", "-")) for r in recs) + " |")
     lines += ["", "## Stages (seconds, from the experiments' `*_run.json`)", ""]
     keys = list(dict.fromkeys((s, k) for r in recs for s, d in r["stages"].items() for k in d))
-    lines += ["| run file | stage | " + " | ".join(r["ref"] for r in recs) + " |", "| --- | --- |" + " --- |" * len(recs)]
+    lines += ["| run file | stage | " + " | ".join(r["ref"] for r in recs) + " |",
+              "| --- | --- |" + " --- |" * len(recs)]
     for s, k in keys:
         lines.append(f"| {s} | {k} | " + " | ".join(str(r["stages"].get(s, {}).get(k, "-")) for r in recs) + " |")
     lines += ["", f"## Slow cells (> {SLOW_CELL_S:g} s)", ""]
@@ -207,7 +213,8 @@ def markdown(recs: list[dict], comparisons: dict[str, list[dict]], info: dict) -
                   f"{same} of {len(rows)} CSV tables byte-identical.", ""]
         diff = [r for r in rows if not r["identical"]]
         if diff:
-            lines += ["| table | max AUC diff | max numeric diff | verdicts same | note |", "| --- | --- | --- | --- | --- |"]
+            lines += ["| table | max AUC diff | max numeric diff | verdicts same | note |",
+                      "| --- | --- | --- | --- | --- |"]
             for r in diff:
                 f = lambda x: "-" if x is None else (f"{x:.2g}" if isinstance(x, float) else str(x))  # noqa: E731
                 lines.append(f"| {r['table']} | {f(r.get('max_auc_diff'))} | {f(r.get('max_numeric_diff'))} | "

@@ -116,7 +116,8 @@ def main(argv=None) -> int:
                          f"{st.get('oracle')} | {st.get('judge')} | {st.get('tables')} | {x['embedding_unit']} |")
     if "embedding_units" in res:
         eu = res["embedding_units"]
-        lines += ["", f"Embedding units on {eu['pairs']} PairedMem pairs ({eu['distinct_responses']} distinct responses): "
+        lines += ["", f"Embedding units on {eu['pairs']} PairedMem pairs "
+                  f"({eu['distinct_responses']} distinct responses): "
                   f"cosine(response, sentence-mean) median {eu['cosine_response_vs_sentence']['median']:.3f}, "
                   f"5th percentile {eu['cosine_response_vs_sentence']['p05']:.3f}.", "",
                   "| method | AUC (response, exact C.5) | AUC (sentence mean) |", "| --- | --- | --- |"]

@@ -21,7 +21,8 @@ from pathlib import Path
 from machine_info import describe, machine  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = {"04": ROOT / "notebooks" / "04_rq2_safeguards.ipynb", "05": ROOT / "notebooks" / "05_budget_sensitivity.ipynb"}
+NOTEBOOKS = {"04": ROOT / "notebooks" / "04_rq2_safeguards.ipynb",
+             "05": ROOT / "notebooks" / "05_budget_sensitivity.ipynb"}
 OUT = ROOT / "benchmarks" / "results"
 
 
@@ -71,7 +72,8 @@ def main(argv=None) -> int:
     lines = ["# Notebooks 04 and 05 benchmark (papermill)", "",
              f"Machine: {describe(res['machine'])}, Python {res['machine']['python']}, load average at start "
              f"{res['machine']['loadavg_at_start']} (other processes shared the cores).", "",
-             "| profile | run | notebook | wall (s) | load (1 min) | steps (s) |", "| --- | --- | --- | --- | --- | --- |"]
+             "| profile | run | notebook | wall (s) | load (1 min) | steps (s) |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for prof, r in res["runs"].items():
         for kind, nbs in r.items():
             for key, x in nbs.items():

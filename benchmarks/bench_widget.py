@@ -120,24 +120,29 @@ def run_impl(impl: str, grid: Path, n: int, work: Path) -> dict:
     by_kind = {k: round(statistics.median([r["latency_ms"] for r in rows if r["input"] == k]), 1)
                for k in dict.fromkeys(r["input"] for r in rows)}
     return {"impl": impl, "inputs": len(rows), "median_ms": round(statistics.median(lat), 1), "p90_ms": round(q[8], 1),
-            "max_ms": max(lat), "median_by_input_ms": by_kind, "frames_mean": round(statistics.mean(r["frames"] for r in rows), 2),
+            "max_ms": max(lat), "median_by_input_ms": by_kind,
+            "frames_mean": round(statistics.mean(r["frames"] for r in rows), 2),
             "frames_max": max(r["frames"] for r in rows), "collapses": sum(r["collapsed"] for r in rows),
             "run_all_s": round(run_s, 1), "console_severe": severe, "rows": rows}
 
 
 def markdown(res: dict) -> str:
     lines = ["# Budget widget redraw latency in the browser (notebook 05)", "",
-             f"Machine: {describe(res['machine'])}; load average before/after: {res['load_before']} / {res['load_after']}.",
+             f"Machine: {describe(res['machine'])}; load average before/after: "
+             f"{res['load_before']} / {res['load_after']}.",
              f"Grid: `{res['grid']}` ({res['grid_cells']} cells). JupyterLab + headless Chromium (selenium); "
-             f"{res['inputs']} inputs per implementation (B_a key, mode click, typed T in turn, every one a new setting).",
+             f"{res['inputs']} inputs per implementation (B_a key, mode click, typed T in turn, every one a new "
+             "setting).",
              "Latency: input event -> last widget image loaded (browser clock). Command: "
              "`PYTHONPATH=. .venv/bin/python benchmarks/bench_widget.py`.", "",
-             "| implementation | median ms | p90 ms | max ms | median by input (ms) | frames/input (mean, max) | collapses | console errors |",
+             "| implementation | median ms | p90 ms | max ms | median by input (ms) | frames/input (mean, max) "
+             "| collapses | console errors |",
              "|---|---|---|---|---|---|---|---|"]
     for r in res["results"]:
         kinds = ", ".join(f"{k} {v:g}" for k, v in r["median_by_input_ms"].items())
         lines.append(f"| {r['impl']} | {r['median_ms']:g} | {r['p90_ms']:g} | {r['max_ms']:g} | {kinds} | "
-                     f"{r['frames_mean']:g}, {r['frames_max']} | {r['collapses']} of {r['inputs']} | {len(r['console_severe'])} |")
+                     f"{r['frames_mean']:g}, {r['frames_max']} | {r['collapses']} of {r['inputs']} | "
+                     f"{len(r['console_severe'])} |")
     lines += ["", "`before`: `sensitivity_widget.make_widget` (pyplot figure into an Output area: clear + show); "
               "`after`: `budget_explorer.make_explorer` (artists updated in place and blitted over a background "
               "cached per mode, PNG into a fixed-size Image). A collapse is the widget's height falling below 90 % "
@@ -165,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     grid = Path(a.grid).resolve()
     import pandas as pd
 
-    res = {"machine": machine(), "load_before": loadavg(), "grid": str(grid.relative_to(ROOT) if grid.is_relative_to(ROOT) else grid),
+    res = {"machine": machine(), "load_before": loadavg(),
+           "grid": str(grid.relative_to(ROOT) if grid.is_relative_to(ROOT) else grid),
            "grid_cells": len(pd.read_csv(grid)), "inputs": a.inputs, "results": []}
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="dpmv-bench-widget-") as work:

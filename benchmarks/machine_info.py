@@ -31,7 +31,8 @@ def machine() -> dict:
             vers[p] = metadata.version(p)
         except metadata.PackageNotFoundError:
             vers[p] = None
-    return {"cpus": os.cpu_count(), "cpu": cpu_info(), "python": platform.python_version(), "platform": platform.platform(),
+    return {"cpus": os.cpu_count(), "cpu": cpu_info(), "python": platform.python_version(),
+            "platform": platform.platform(),
             "packages": vers, "loadavg_at_start": loadavg()}
 
 

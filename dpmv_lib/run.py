@@ -7,8 +7,9 @@
 Notebooks are ``notebooks/NN_*.ipynb`` (01_data_construction, 02_mechanism,
 03_rq1_privacy_utility, 04_rq2_safeguards, 05_budget_sensitivity, 06_adaptive_adversary,
 07_memview_playground); those
-that exist run in order. Each gets the parameters ``profile``, ``seed`` and ``results_dir``, ``INTERACTIVE=False``
-(batch runs have no browser) and any ``-p`` override that its parameters cell declares. Executed copies go to ``{results_dir}/notebooks/`` and a
+that exist run in order. Each gets the parameters ``profile``, ``seed`` and ``results_dir``,
+``INTERACTIVE=False`` (batch runs have no browser) and any ``-p`` override that its parameters cell
+declares. Executed copies go to ``{results_dir}/notebooks/`` and a
 ``{results_dir}/manifest.json`` records the git commit, profile, parameters, seeds, package
 versions, the machine (CPU model, ISA flags, cores: :func:`dpmv_lib.common.machine.cpu_info`) and wall
 time per notebook, and per notebook the fingerprint of what produced it (the source of the
@@ -222,7 +223,7 @@ def package_versions(names: Sequence[str] = KEY_PACKAGES) -> dict[str, str | Non
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:

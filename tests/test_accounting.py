@@ -12,7 +12,7 @@ from dpmv_lib.checks.accounting import (composite_cost, posterior_odds_bounds, r
                                  reported_ledger)
 from dpmv_lib.experiments.diagnostics import running_queries
 from dpmv_lib.core.errors import PolicyError
-from dpmv_lib.core.exact import exact_privacy_loss, transcript_distribution
+from dpmv_lib.core.exact import privacy_loss_of, transcript_distribution
 from dpmv_lib.checks.instances import random_case
 from dpmv_lib.core.ledger import OnlineBudget
 from dpmv_lib.core.memview import MemView
@@ -106,7 +106,7 @@ def test_corollary1_exact_loss_below_kappa(seed):
     touched = sorted(set().union(*groups))
     mp = case.m.replace({i: case.m.contents[i] + " y" for i in touched})
     kappa, _ = composite_cost(case.policy, case.m, mp)
-    loss = exact_privacy_loss(case.factory(), case.m, mp, case.strategy("fixed"), case.horizon).max_loss
+    loss = privacy_loss_of(case.factory(), case.m, mp, case.strategy("fixed"), case.horizon).max_loss
     assert loss <= float(kappa) * (1 + 1e-9)
 
 

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from dpmv_lib.evaluate.audit import (AuditConfig, PlattScaler, _indep_auc, apply_dagger, auc_score, conditioning_identical,
-                            embed_responses, prefix_features, run_audit, tpr_at_fpr)
+from dpmv_lib.evaluate.audit import (AuditConfig, PlattScaler, _indep_auc, apply_dagger, auc_score,
+                                     conditioning_identical, embed_responses, prefix_features, run_audit, tpr_at_fpr)
 from dpmv_lib.evaluate.encoders import HashingEncoder
 from dpmv_lib.core.errors import ParameterError
 from rq1_synth import make_transcripts

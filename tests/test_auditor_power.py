@@ -28,7 +28,8 @@ def test_power_table_picks_the_best_auditor_and_checks_the_goal():
     assert t.at["DP-MemView (on)", "best power"] == pytest.approx(0.16 / 0.20)
     assert bool(t.at["DP-MemView (on)", "meets_goal"]) and bool(t.at["CappedArgmax", "meets_goal"])
     assert t.at["CappedArgmax", "auc c5"] == pytest.approx(0.96)
-    lower = _summary().assign(auc=lambda d: d["auc"] - 0.1, power=lambda d: (d["auc"] - 0.1 - 0.5) / (d["ceiling"] - 0.5))
+    lower = _summary().assign(auc=lambda d: d["auc"] - 0.1,
+                              power=lambda d: (d["auc"] - 0.1 - 0.5) / (d["ceiling"] - 0.5))
     assert not AP.power_table(lower).set_index("method").at["DP-MemView (on)", "meets_goal"]
 
 

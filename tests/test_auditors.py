@@ -148,7 +148,8 @@ def test_uncalibrated_scores_are_the_decision_function():
         tr, va, te = (k.index[k["split"] == s].to_numpy() for s in ("train", "validation", "test"))
         aud = fit_auditor(x[tr], keys["y"][tr], x[va], keys["y"][va], response_model="surrogate", method="Views",
                           attribute=attr, horizon=2)
-        d = pd.Series(aud.clf.decision_function(x[te]), index=pd.MultiIndex.from_frame(k.loc[te, ["pair_id", "side", "seed"]]))
+        d = pd.Series(aud.clf.decision_function(x[te]),
+                      index=pd.MultiIndex.from_frame(k.loc[te, ["pair_id", "side", "seed"]]))
         r = raw[raw["attribute"] == attr].set_index(["pair_id", "side", "seed"])["score"]
         assert np.allclose(r.sort_index().to_numpy(), d.sort_index().to_numpy())
         m = d.groupby(level=["pair_id", "side"]).mean().reset_index()   # seed-averaged, as summarise

@@ -117,7 +117,8 @@ def _paper_inputs():
 
 def test_paper_view_table_and_figure():
     t3, priv, grid = _paper_inputs()
-    ceil = pd.DataFrame([{"selector": "em", "b_a": 8.0, "k": 3, "attribute": a, "ceiling_auc": v, "ceiling_auc_seeds": v + 0.1}
+    ceil = pd.DataFrame([{"selector": "em", "b_a": 8.0, "k": 3, "attribute": a, "ceiling_auc": v,
+                          "ceiling_auc_seeds": v + 0.1}
                          for a, v in (("diabetes", 0.6), ("debt", 0.7))])
     pv = E.paper_view_table(t3, priv, horizon=16, attr_ceilings=ceil)
     assert set(pv["attribute"]) == {E.MACRO, "diabetes", "debt"} and len(pv) == 6 * 3

@@ -11,10 +11,10 @@ from dpmv_lib.checks.contract_report import CONDITIONS
 from dpmv_lib.checks.contract import (CONTRACT_VARIANTS, check_contract, default_strategies, main,
                                     synthetic_pairs, variant_factory)
 from dpmv_lib.core.errors import ParameterError, StoreError
-from dpmv_lib.core.exact import exact_privacy_loss
+from dpmv_lib.core.exact import privacy_loss_of
 from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
-from dpmv_lib.core.memview import MemView, SlotPlan
+from dpmv_lib.core.memview import MemView, SlotPlan, SlotRelease
 from dpmv_lib.core.policy import Query
 from dpmv_lib.core.scorer import cue_hits
 from dpmv_lib.checks.variants import VARIANTS
@@ -38,7 +38,7 @@ def test_memview_passes_every_condition(example):
     rep = _check(MemView, policy)
     assert rep.passed and rep.failed == (), rep.table()
     assert rep.operations > 500 and rep.sampled_runs == 2 * 7 * 2 * SAMPLES
-    assert all(l.ok for l in rep.losses) and max(l.max_loss for l in rep.losses) > 0
+    assert all(loss.ok for loss in rep.losses) and max(loss.max_loss for loss in rep.losses) > 0
     assert "PASSES" in rep.table()
 
 
@@ -87,7 +87,7 @@ class MemoryBudget(MemView):
 
     def plan(self, query, slot, history=()):
         p = super().plan(query, slot, history)
-        text = " ".join(self._store.read(self.policy.positions_of(slot)))
+        text = " ".join(self.store.read(self.policy.positions_of(slot)))
         hits = sum(cue_hits(v.cues, text) for v in self.policy.slot(slot).views)
         if p.epsilon is not None and hits >= 3:
             return SlotPlan(p.slot, p.read_set, p.affected, p.charged, p.epsilon / 2)
@@ -99,10 +99,10 @@ class MemoryAdmission(MemView):
 
     label, violates = "MemoryAdmission", "C4"
 
-    def _admit(self, charged, epsilon):
-        if any("sugar" in t.lower() for t in self._store.contents.values()):
+    def admit(self, charged, epsilon):
+        if any("sugar" in t.lower() for t in self.store.contents.values()):
             return False
-        return super()._admit(charged, epsilon)
+        return super().admit(charged, epsilon)
 
 
 class ForgetfulLedger(MemView):
@@ -110,7 +110,7 @@ class ForgetfulLedger(MemView):
 
     label, violates = "ForgetfulLedger", "C5"
 
-    def _admit(self, charged, epsilon):
+    def admit(self, charged, epsilon):
         return all(self.ledger.spent()[a] + epsilon <= self.policy.caps[a] for a in charged)
 
 
@@ -119,15 +119,17 @@ class LeakyFallback(MemView):
 
     label, violates = "LeakyFallback", "C5"
 
-    def _sample(self, prep):
-        if not prep.admitted and prep.plan.read_set:
-            return self._released(prep, self._vocabulary(prep.plan.slot)[-1].id, "generic")
-        return super()._sample(prep)
+    def select(self, prepared):
+        p = prepared.plan
+        if not prepared.admitted and p.read_set:
+            return SlotRelease(p.slot, self.vocabulary(p.slot)[-1].id, p.read_set, p.affected, p.charged,
+                               p.epsilon, "generic")
+        return super().select(prepared)
 
-    def _outcomes(self, prep):
-        if not prep.admitted and prep.plan.read_set:
-            return [(self._sample(prep), 1.0)]
-        return super()._outcomes(prep)
+    def outcomes(self, prepared):
+        if not prepared.admitted and prepared.plan.read_set:
+            return [(self.select(prepared), 1.0)]
+        return super().outcomes(prepared)
 
 
 class HiddenRouting(MemView):
@@ -138,7 +140,7 @@ class HiddenRouting(MemView):
 
     def release(self, query, history=()):
         rel = super().release(query, history)
-        if "collector" in " ".join(self._store.contents.values()):
+        if "collector" in " ".join(self.store.contents.values()):
             return type(rel)(rel.query, tuple(s for s in rel.slots if s.slot != "finance"), rel.ledger)
         return rel
 
@@ -168,7 +170,7 @@ def test_loss_matches_exact_enumeration(example):
     q = Query("dinner?", "affordable_dinner")
     rep = check_contract(variant_factory(MemView), policy, [("diabetes", m, m_d)], {"dinner": [q]},
                          horizon=2, samples=1)
-    ref = exact_privacy_loss(lambda s: MemView(policy, s, seed=0), m, m_d, lambda h: q, 2)
+    ref = privacy_loss_of(lambda s: MemView(policy, s, seed=0), m, m_d, lambda h: q, 2)
     assert rep.losses[0].max_loss == pytest.approx(ref.max_loss, rel=1e-12)
     assert rep.losses[0].n_transcripts == ref.n_transcripts
 

@@ -217,7 +217,8 @@ def _go_together(db, policy, procs: list[subprocess.Popen], timeout: float = 120
             while not ready():
                 dead = [p.returncode for p in procs if p.poll() is not None]
                 assert not dead, f"a child exited before its first release: {dead}"
-                assert time.monotonic() < deadline, f"the children did not wait for the writer lock within {timeout:.0f} s"
+                assert time.monotonic() < deadline, \
+                    f"the children did not wait for the writer lock within {timeout:.0f} s"
                 time.sleep(0.005)
         finally:
             if isinstance(db, str):

@@ -6,6 +6,7 @@ import math
 import pytest
 
 from dpmv_lib.experiments import diagnostics as dg
+from dpmv_lib.experiments.tables import write_table
 from dpmv_lib.core.ledger import OnlineBudget
 
 
@@ -40,10 +41,11 @@ def test_counterexample_and_theorem1_tables():
     assert rnd["holds"].all() and len(rnd) == 16
 
 
-def test_sizes_and_save_table(tmp_path):
+def test_sizes_and_write_table(tmp_path):
     assert dg.notebook_sizes("smoke")["horizon"] < dg.notebook_sizes("default")["horizon"]
     assert dg.notebook_sizes("paper", horizon=5)["horizon"] == 5
     with pytest.raises(ValueError, match="unknown size"):
         dg.notebook_sizes("smoke", turns=3)
-    csv, md = dg.save_table(dg.running_example_table(), tmp_path / "t", "x")
+    layout = dg.running_example_table()
+    csv, md = write_table(layout, tmp_path / "t", "x", layout.to_markdown(index=False))   # as notebook 02 writes it
     assert csv.exists() and md.read_text().startswith("|")

@@ -139,7 +139,8 @@ def test_export_import_roundtrip_and_replay(example, tmp_path):
     dst = SqliteLedger.for_policy(tmp_path / "b.db", "alice", policy)
     dst.import_state(state)
     assert dst.spent() == src.spent()
-    strip = lambda log: [{k: v for k, v in r.to_dict().items() if k != "seq"} for r in log]
+    def strip(log):
+        return [{k: v for k, v in r.to_dict().items() if k != "seq"} for r in log]
     assert strip(dst.log) == strip(src.log)
     # the imported ledger keeps enforcing the same caps
     assert dst.remaining() == src.remaining()
@@ -350,12 +351,12 @@ def test_audit_timestamp_format_unchanged():
     """_now() (formatted once per second) writes what datetime.isoformat wrote before: UTC,
     microseconds, "+00:00", and the current time."""
     import re
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
     from dpmv_lib.ledgers.records import _now
     for _ in range(3):
-        before = datetime.now(timezone.utc)
+        before = datetime.now(UTC)
         ts = _now()
-        after = datetime.now(timezone.utc)
+        after = datetime.now(UTC)
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", ts), ts
         parsed = datetime.fromisoformat(ts)
         assert before.replace(microsecond=0) <= parsed <= after, (before, ts, after)
@@ -501,7 +502,7 @@ def test_processes_opening_a_new_file_together_all_succeed(example, tmp_path):
         path = tmp_path / f"new{trial}.db"
         go_r, go_w = os.pipe()
 
-        def open_it():
+        def open_it(go_r=go_r, go_w=go_w, path=path):
             os.close(go_w)
             os.read(go_r, 1)
             SqliteLedger.for_policy(path, "alice", policy).close()

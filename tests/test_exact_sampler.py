@@ -111,7 +111,7 @@ def test_exact_sampler_on_memview_utilities():
     """The utilities MemView really feeds the sampler (float scores) for the Figure 2 query."""
     policy, m, _, _ = running_example()
     mv = MemView(policy, m, seed=0)
-    prep = mv._prepare(Query("Any ideas for an affordable dinner?", "affordable_dinner"), "food", ())
+    prep = mv.prepare(Query("Any ideas for an affordable dinner?", "affordable_dinner"), "food", ())
     u, eps = list(prep.utilities), prep.plan.epsilon
     src = SeededRandomSource(3)
     counts = Counter(sample_em_exact(u, eps, policy.sensitivity, src) for _ in range(N_EXACT))

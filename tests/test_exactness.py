@@ -80,7 +80,7 @@ def test_lexicon_scorer_reads_float_weights_exactly_and_validates():
 
 def test_memview_feeds_exact_rationals_to_the_sampler(running, dinner):
     policy, m, _, _ = running
-    prep = MemView(policy, m, seed=0)._prepare(dinner, "food", ())
+    prep = MemView(policy, m, seed=0).prepare(dinner, "food", ())
     assert prep.admitted and all(isinstance(u, Fraction) for u in prep.utilities)
     assert prep.utilities == (Fraction(1, 2), Fraction(1), Fraction(4, 5), Fraction(0))
 
@@ -222,9 +222,9 @@ def test_failing_slot_is_uniform_and_charged_as_planned(running):
     policy, m, _, _ = running
     mv = MemView(policy, m, scorer=Tripwire(), seed=0)
     before = mv.ledger.spent()
-    prep = mv._prepare(DINNER, "food", ())
+    prep = mv.prepare(DINNER, "food", ())
     assert prep.admitted and prep.utilities == (FAILSAFE_UTILITY,) * 4
-    outs = mv._outcomes(prep)
+    outs = mv.outcomes(prep)
     assert [p for _, p in outs] == pytest.approx([0.25] * 4, abs=1e-15)
     assert {sr.charged for sr, _ in outs} == {prep.plan.charged} and {sr.mechanism for sr, _ in outs} == {"em"}
     after = mv.ledger.spent()
@@ -237,7 +237,7 @@ def test_memory_dependent_scorer_failure_passes_the_exact_contract_check(running
     eps of Eq. (7) on M' because Du = 3/5 >= 1/2."""
     report = _check(running, Tripwire())
     assert report.passed, report.table()
-    assert max(l.max_loss for l in report.losses) > 0  # the failure is visible, within the cap
+    assert max(loss.max_loss for loss in report.losses) > 0  # the failure is visible, within the cap
 
 
 BAD_VALUES = [math.nan, math.inf, -math.inf, -0.1, 1.5, Fraction(3, 2), Fraction(-1, 10**17), "0.5", None, True,
@@ -265,4 +265,4 @@ def test_invalid_utility_fails_closed(running, bad, exact):
     assert rel.spent == {"diabetes": Fraction(2, 3), "debt": Fraction(4, 3)}  # food + finance at eps 2/3
     assert rel.slots[1].mechanism == "em"  # finance has no failing view: an ordinary release
     assert [(f.slot, f.view) for f in mv.scorer_failures] == [("food", "food.cheap")]
-    assert mv._prepare(DINNER, "food", ()).utilities == (FAILSAFE_UTILITY,) * 4
+    assert mv.prepare(DINNER, "food", ()).utilities == (FAILSAFE_UTILITY,) * 4

@@ -148,7 +148,8 @@ def test_smoke_run_end_to_end(tmp_path, pairedmem):
     t = res.table2.set_index(["track", "method"])
     assert t.loc[("pairedmem", "GenericOnly"), "by_construction"]
     assert t.loc[("pairedmem", "RawReadSet"), "auc"] > 0.6
-    assert (tmp_path / "tables" / "table2_rq1.csv").exists() and (tmp_path / "figures" / "rq1_privacy_utility.png").exists()
+    assert (tmp_path / "tables" / "table2_rq1.csv").exists()
+    assert (tmp_path / "figures" / "rq1_privacy_utility.png").exists()
     assert (tmp_path / "figures" / "rq1_auc_intervals.png").exists()
     c = res.claims.set_index("id")
     assert set(c["verdict"]) <= {"HOLDS", "DOES NOT HOLD", "INCONCLUSIVE", "ERROR", "NOT EVALUATED"}

@@ -179,16 +179,22 @@ for _v, _why in [(["3"], "group of attribute 'debt'"), ([True, 4], "group of att
                  ([3, 99], "names unknown positions [99]"), (None, "group of attribute 'debt'"),
                  ([3.0], "group of attribute 'debt'")]:
     policy_case(f"group {_v!r}", _set(debt, "group", _v), _why)
-policy_case("duplicate slot", lambda d: d["slots"].append(copy.deepcopy(_slot(d, "work"))), "duplicate slot names ['work']")
-policy_case("duplicate view id in a slot", _set(food_view(2), "id", "food.low_sugar"), "duplicate view id 'food.low_sugar'")
+policy_case("duplicate slot", lambda d: d["slots"].append(copy.deepcopy(_slot(d, "work"))),
+            "duplicate slot names ['work']")
+policy_case("duplicate view id in a slot", _set(food_view(2), "id", "food.low_sugar"),
+            "duplicate view id 'food.low_sugar'")
 policy_case("duplicate view id across slots", lambda d: _slot(d, "work")["views"][1].__setitem__("id", "food.cheap"),
             "duplicate view id 'food.cheap'")
-policy_case("duplicate position id", lambda d: d["positions"].append({"id": 2, "slot": "food"}), "duplicate position ids [2]")
-policy_case("duplicate attribute", lambda d: d["attributes"].append(dict(debt(d))), "duplicate attribute names ['debt']")
+policy_case("duplicate position id", lambda d: d["positions"].append({"id": 2, "slot": "food"}),
+            "duplicate position ids [2]")
+policy_case("duplicate attribute", lambda d: d["attributes"].append(dict(debt(d))),
+            "duplicate attribute names ['debt']")
 policy_case("duplicate read entry", lambda d: d.__setitem__("reads", [
-    {"intent": "meal_plan", "slot": "food", "positions": [2]}, {"intent": "meal_plan", "slot": "food", "positions": [3]}]),
+    {"intent": "meal_plan", "slot": "food", "positions": [2]},
+    {"intent": "meal_plan", "slot": "food", "positions": [3]}]),
     "read entry ('meal_plan', 'food') is given twice")
-policy_case("read repeats a position", _read(positions=[2, 2]), "read positions of entry ('meal_plan', 'food')", "repeats")
+policy_case("read repeats a position", _read(positions=[2, 2]), "read positions of entry ('meal_plan', 'food')",
+            "repeats")
 policy_case("read outside its slot", _read(positions=[2, 4]), "names positions [4] outside that slot")
 policy_case("read of unknown position", _read(positions=[999]), "names positions [999] outside that slot")
 policy_case("read of negative position", _read(positions=[-1]), "names positions [-1] outside that slot")
@@ -202,21 +208,28 @@ policy_case("read entry incomplete", _read(positions=...), "each read entry need
 policy_case("route to unknown slot", lambda d: d["routes"].update(travel=["travel"]),
             "route for intent 'travel' names unknown slot 'travel'")
 policy_case("route repeats a slot", lambda d: d["routes"].update(meal_plan=["food", "food"]), "repeats a slot")
-policy_case("route is a string", lambda d: d["routes"].update(meal_plan="food"), "route for intent 'meal_plan' must be a list")
-policy_case("route slot is a number", lambda d: d["routes"].update(meal_plan=[1]), "slot in the route for intent 'meal_plan'")
-policy_case("route slot is empty", lambda d: d["routes"].update(meal_plan=[""]), "slot in the route for intent 'meal_plan'")
+policy_case("route is a string", lambda d: d["routes"].update(meal_plan="food"),
+            "route for intent 'meal_plan' must be a list")
+policy_case("route slot is a number", lambda d: d["routes"].update(meal_plan=[1]),
+            "slot in the route for intent 'meal_plan'")
+policy_case("route slot is empty", lambda d: d["routes"].update(meal_plan=[""]),
+            "slot in the route for intent 'meal_plan'")
 policy_case("route intent is empty", lambda d: d["routes"].update({"": ["food"]}), "intent in 'routes'")
-policy_case("route intent is an int key", lambda d: d["routes"].update({1: ["food"]}), "'routes' keys (intents) must be strings")
+policy_case("route intent is an int key", lambda d: d["routes"].update({1: ["food"]}),
+            "'routes' keys (intents) must be strings")
 policy_case("routes empty", _set(top, "routes", {}), "'routes' must be a non-empty object")
 policy_case("routes is a list", _set(top, "routes", [["food"]]), "'routes' must be a non-empty object")
 policy_case("position in unknown slot", lambda d: d["positions"].append({"id": 7, "slot": "travel"}),
             "position 7 names unknown slot 'travel'")
-policy_case("no generic view", _set(food_view(0), "generic", False), "slot 'food' must have exactly one fixed generic view, has 0")
-policy_case("two generic views", _set(food_view(1), "generic", True), "slot 'food' must have exactly one fixed generic view, has 2")
+policy_case("no generic view", _set(food_view(0), "generic", False),
+            "slot 'food' must have exactly one fixed generic view, has 0")
+policy_case("two generic views", _set(food_view(1), "generic", True),
+            "slot 'food' must have exactly one fixed generic view, has 2")
 policy_case("empty vocabulary", _set(food, "views", []), "slot 'food' has an empty view vocabulary")
 policy_case("no positions", lambda d: (d.__setitem__("positions", []), d.__setitem__("attributes", [])),
             "policy has no memory positions")
-policy_case("no slots", lambda d: d.update(slots=[], positions=[], attributes=[], routes={"x": []}), "policy has no slots")
+policy_case("no slots", lambda d: d.update(slots=[], positions=[], attributes=[], routes={"x": []}),
+            "policy has no slots")
 policy_case("a set inside the policy", _set(debt, "group", {3, 4}), "plain JSON data")
 policy_case("an object inside the policy", _set(debt, "description", object()), "plain JSON data")
 
@@ -267,7 +280,8 @@ file_case("missing", None, "not found")
 file_case("empty", b"", "is empty")
 file_case("whitespace only", b"  \n\t ", "is empty")
 file_case("not UTF-8 (random bytes)", b"\xff\xfe\xfa\x00{", "not UTF-8")
-file_case("Latin-1 encoded", json.dumps(dict(_d(), description="caf\u00e9"), ensure_ascii=False).encode("latin-1"), "not UTF-8")
+file_case("Latin-1 encoded", json.dumps(dict(_d(), description="caf\u00e9"), ensure_ascii=False).encode("latin-1"),
+          "not UTF-8")
 file_case("UTF-16 encoded", json.dumps(RUNNING_EXAMPLE_POLICY).encode("utf-16"), "not UTF-8")
 file_case("UTF-8 with a BOM", b"\xef\xbb\xbf" + GOOD, "not valid JSON")
 file_case("truncated JSON", GOOD[: len(GOOD) // 2], "not valid JSON")
@@ -277,7 +291,8 @@ file_case("object nested 100 levels deep", b'{"a":' * 100 + b"1" + b"}" * 100, "
 file_case("deep nesting hidden in a label", _with(_set(pos0, "label", _deep_list(50))), "levels deep")
 file_case("NaN literal", GOOD.replace(b'"cap": "2"', b'"cap": NaN', 1), "NaN")
 file_case("Infinity literal", GOOD.replace(b'"cap": "2"', b'"cap": Infinity', 1), "Infinity")
-file_case("cap 1e5000 (a JSON number)", GOOD.replace(b'"cap": "2"', b'"cap": 1e5000', 1), "cap B_a of attribute 'diabetes'")
+file_case("cap 1e5000 (a JSON number)", GOOD.replace(b'"cap": "2"', b'"cap": 1e5000', 1),
+          "cap B_a of attribute 'diabetes'")
 file_case("integer of 5000 digits", GOOD.replace(b'"id": 6', b'"id": ' + b"9" * 5000, 1), "not valid JSON")
 file_case("top level is an array", b"[1, 2]", "must be a JSON object, got list")
 file_case("top level is a string", b'"policy"', "must be a JSON object, got str")
@@ -334,7 +349,8 @@ store_case("layout id is a bool", lambda: MemoryStore(((True, "food"),), {1: ""}
 store_case("layout slot is an int", lambda: MemoryStore(((1, 3),), {1: ""}), "(int position id, str slot)")
 store_case("layout slot is empty", lambda: MemoryStore(((1, " "),), {1: ""}), "position 1", "empty slot name")
 store_case("layout triple", lambda: MemoryStore(((1, "food", "x"),), {1: ""}), "(int position id, str slot)")
-store_case("layout repeats a position", lambda: MemoryStore(((1, "food"), (1, "food")), {1: ""}), "repeats a position id")
+store_case("layout repeats a position", lambda: MemoryStore(((1, "food"), (1, "food")), {1: ""}),
+           "repeats a position id")
 store_case("contents is a list", lambda: MemoryStore(LAYOUT, [""] * 6), "contents must be a mapping")  # type: ignore[arg-type]
 store_case("content key is a string", lambda: MemoryStore(LAYOUT, {str(k): v for k, v in CONTENTS.items()}),
            "position ids must be integers", "'1'")
@@ -344,7 +360,9 @@ store_case("content missing a position", lambda: MemoryStore(LAYOUT, {k: v for k
            "no content for positions [5]")
 store_case("content outside the layout", lambda: MemoryStore(LAYOUT, CONTENTS | {99: "x"}), "positions [99] outside")
 store_case("name is a number", lambda: MemoryStore(LAYOUT, CONTENTS, 7), "store name must be a string")  # type: ignore[arg-type]
-store_case("from_policy contents is a list", lambda: MemoryStore.from_policy(POLICY, ["x"] * 6), "contents must be a mapping")  # type: ignore[arg-type]
+store_case("from_policy contents is a list",
+           lambda: MemoryStore.from_policy(POLICY, ["x"] * 6),  # type: ignore[arg-type]
+           "contents must be a mapping")
 store_case("read out of range", lambda: M.read((1, 99)), "unknown position 99")
 store_case("read positions is an int", lambda: M.read(3), "read positions must be a sequence")  # type: ignore[arg-type]
 store_case("replace unknown position", lambda: M.replace({99: "x"}), "unknown position 99")
@@ -393,7 +411,8 @@ param_case("with_caps inf", lambda: POLICY.with_caps(math.inf), PolicyError, "ca
 param_case("with_caps 1e5000", lambda: POLICY.with_caps("1e5000"), PolicyError, "cap B_a", "out of range")
 param_case("with_caps 10**100", lambda: POLICY.with_caps(10**100), PolicyError, "cap B_a", "out of range")
 param_case("with_caps bool", lambda: POLICY.with_caps(True), PolicyError, "cap B_a", "must be a number")
-param_case("with_caps non-numeric", lambda: POLICY.with_caps({"debt": "two"}), PolicyError, "'debt'", "not a valid number")
+param_case("with_caps non-numeric", lambda: POLICY.with_caps({"debt": "two"}), PolicyError, "'debt'",
+           "not a valid number")
 param_case("with_caps unknown attribute", lambda: POLICY.with_caps({"cancer": 1}), UnknownAttributeError, "'cancer'")
 param_case("query text is a number", lambda: Query(5, "meal_plan"), QueryError, "text string")  # type: ignore[arg-type]
 param_case("query intent is empty", lambda: Query("hi", ""), QueryError, "non-empty intent")
@@ -517,7 +536,8 @@ PROPS = settings(max_examples=120, deadline=None, derandomize=True, database=Non
 junk = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True),
                  st.text(max_size=6), st.sampled_from(["", " ", "false", "true", "1e5000", "-1", "2/3", "1/0",
                                                        "food", "debt", "food.generic", "Infinity"]),
-                 st.lists(st.integers(-3, 9), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+                 st.lists(st.integers(-3, 9), max_size=3),
+                 st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
 
 
 valid_caps = st.sampled_from([1, 2, "2", "2/3", "0.5", 0.25, "1e-3", 10**6])

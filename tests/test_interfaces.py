@@ -39,7 +39,8 @@ def test_registry_has_every_method_of_tables_1_4_8():
     assert set(RQ1_METHODS) | set(RQ2_METHODS) == set(METHODS)
     assert RQ1_METHODS == ("GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilter",
                            "DP-MemView (on)", "DP-MemView (pre)", "DP-MemView (on, P&F)", "DP-MemView (pre, P&F)")
-    assert make_interface("DP-MemView (on, P&F)").selector == "pf" and make_interface("DP-MemView (on)").selector == "em"
+    assert make_interface("DP-MemView (on, P&F)").selector == "pf"
+    assert make_interface("DP-MemView (on)").selector == "em"
     assert make_interface("DP-MemView (pre, P&F)").mode == "preallocated"
     det = {m for m in METHODS if not make_interface(m).stochastic}
     # C.5: deterministic methods run once; DP-MemView modes, IncompleteCharge, NoCap use EM seeds
@@ -133,11 +134,11 @@ def test_view_probs_are_the_exact_per_turn_distribution(method):
     for side in ("M", "M'"):
         out = iface.run(pair, BENCH.policy(pair), side, seed, turns=3)
         for tc in out:
-            for g, dist in tc.view_probs.items():
+            for dist in tc.view_probs.values():
                 assert math.isclose(sum(dist.values()), 1.0, abs_tol=1e-12)
             for g, v in zip([s.slot for s in tc.release.slots], tc.views):
                 assert tc.view_probs[g][v] > 0
-        dist = transcript_distribution(lambda st: iface.memview(pair, BENCH.policy(pair), side, max(seed, 0)),
+        dist = transcript_distribution(lambda st: iface.memview(pair, BENCH.policy(pair), side, max(seed, 0)),  # noqa: B023 - called within the iteration
                                        pair.store(side), fixed_strategy(queries), 3)
         realised = tuple(tc.release for tc in out)
         p = np.prod([tc.view_probs[s.slot][s.view] for tc in out for s in tc.release.slots])
@@ -285,7 +286,8 @@ def test_defining_properties_on_pairedmem_pairs():
             b = make_interface(m).run(pair, policy, "M'")
             assert [t.conditioning for t in a] == [t.conditioning for t in b]
         raw = make_interface("RawReadSet")
-        assert [t.conditioning for t in raw.run(pair, policy, "M")] != [t.conditioning for t in raw.run(pair, policy, "M'")]
+        assert ([t.conditioning for t in raw.run(pair, policy, "M")]
+                != [t.conditioning for t in raw.run(pair, policy, "M'")])
         reads = {q: set() for q in ("target", "neutral", "distractor")}
         for t in pair.turns:
             for g in policy.route(t.query):

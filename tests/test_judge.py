@@ -14,7 +14,7 @@ from dpmv_lib.core.errors import ParameterError
 from dpmv_lib.evaluate.rubric_judge import CALIBRATION, THRESHOLDS, RubricJudge, grade, split_sentences
 from dpmv_lib.evaluate.rubric import DIMENSIONS, Judgement, Rubric, RubricItem, build_rubric
 from dpmv_lib.evaluate.llm_judge import LLMJudge, parse_llm_output, render_llm_prompt
-from dpmv_lib.evaluate.judge import judge_transcripts, summarise_utility
+from dpmv_lib.evaluate.judge import score_transcripts, summarise_utility
 from generation_toy import toy_benchmark
 
 DESC = "Suggests meals that keep blood sugar steady, such as high-fibre, low-sugar options."
@@ -74,7 +74,8 @@ def test_unsupported_behaviour_lowers_correctness_and_artifacts_are_penalised():
     ok = j.judge(r, ["Try a quick pasta with vegetables, ready in twenty minutes."])
     assert bad.items["0:b1"] >= 3 and bad.scores["correctness"] <= 1
     assert ok.scores["correctness"] == 4 and ok.items["0:b1"] == 0
-    art = j.judge(rubric_one(), ["Try a quick pasta. I see a note marked [withheld food detail]; I'll leave that aside."])
+    art = j.judge(rubric_one(),
+                  ["Try a quick pasta. I see a note marked [withheld food detail]; I'll leave that aside."])
     assert art.scores["correctness"] == 2
     empty = j.judge(rubric_one(), [""])
     assert all(empty.scores[d] == 0 for d in DIMENSIONS)
@@ -122,10 +123,10 @@ def _toy_transcripts(bench, methods=("A", "B")):
     return pd.DataFrame(rows)
 
 
-def test_judge_transcripts_trec_on_m_unsup_on_mprime():
+def test_score_transcripts_trec_on_m_unsup_on_mprime():
     bench = toy_benchmark()
     df = _toy_transcripts(bench)
-    per = judge_transcripts(df, {"pairedmem": bench}, RubricJudge(HashingEncoder()), 16)
+    per = score_transcripts(df, {"pairedmem": bench}, RubricJudge(HashingEncoder()), 16)
     assert len(per) == len(bench.pairs) * 2 * 2
     assert per.loc[per["side"] == "M", "tRec"].notna().all() and per.loc[per["side"] == "M", "Unsup"].isna().all()
     assert per.loc[per["side"] == "M'", "Unsup"].notna().all() and per.loc[per["side"] == "M'", "tRec"].isna().all()
@@ -188,7 +189,7 @@ def test_backend_exception_is_a_failure_record():
 def test_failures_are_excluded_and_counted():
     bench = toy_benchmark()
     df = _toy_transcripts(bench, methods=("A",))
-    per = judge_transcripts(df, {"pairedmem": bench}, LLMJudge(lambda p: ["nope"] * len(p), retries=0), 16)
+    per = score_transcripts(df, {"pairedmem": bench}, LLMJudge(lambda p: ["nope"] * len(p), retries=0), 16)
     assert per["failed"].all() and per["U"].isna().all()
     s = summarise_utility(per, n_boot=0)
     assert s["n_failed"].iloc[0] == len(per) and math.isnan(s["U"].iloc[0])

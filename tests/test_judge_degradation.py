@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from dpmv_lib.common.io import read_jsonl, write_jsonl
 from dpmv_lib.evaluate.encoders import get_encoder
 from dpmv_lib.evaluate.rubric_judge import RubricJudge, is_truncated, leads_with_negation, soft_grade
-from dpmv_lib.experiments.judge_degradation import (DEFAULT_SET, INTENDED, VARIANTS, WRONG_ADVICE, build_degradation_set,
-                                                    evaluate_judge, load_jsonl)
+from dpmv_lib.experiments.judge_degradation import (DEFAULT_SET, INTENDED, VARIANTS, WRONG_ADVICE,
+                                                    build_degradation_set, evaluate_judge)
 
 # (variant, dimension) rows below 0.9 with the lexical hashing encoder (smoke profile only): it sees
 # no topic beyond shared words, so an answer about another topic that shares frame words ties.
@@ -23,7 +24,13 @@ UNDETECTED = {("other_user", "correctness"), ("other_user", "personalisation"), 
 
 @pytest.fixture(scope="module")
 def records():
-    return load_jsonl(DEFAULT_SET)
+    return read_jsonl(DEFAULT_SET)
+
+
+def test_committed_set_is_written_by_the_one_jsonl_writer(records, tmp_path):
+    """tests/data/judge_degradation.jsonl is byte for byte what dpmv_lib.common.io.write_jsonl makes."""
+    assert write_jsonl(tmp_path / "set.jsonl", records) == len(records)
+    assert (tmp_path / "set.jsonl").read_bytes() == DEFAULT_SET.read_bytes()
 
 
 def test_committed_set_is_what_the_builder_makes(records):

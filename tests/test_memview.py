@@ -6,9 +6,10 @@ from fractions import Fraction
 
 import pytest
 
-from dpmv_lib.core.errors import QueryError
+from dpmv_lib.core.errors import (BudgetError, BudgetTypeError, ParameterError, ParameterTypeError, PolicyError,
+                                  PolicyTypeError, QueryError, QueryTypeError, StoreError, StoreTypeError)
 from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget
-from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.memview import MemView, PreparedSlot, SlotPlan
 from dpmv_lib.core.policy import Policy, Query
 from dpmv_lib.core.store import MemoryStore
 from dpmv_lib.checks.variants import (VARIANTS, CappedArgmax, IncompleteCharge, NoCap, ScoreChannel,
@@ -156,9 +157,9 @@ def test_score_channel_and_store_vocabulary(running, dinner):
     assert dict(rel.slots[0].extras)["top_score"] == pytest.approx(1.0)
     assert dict(ScoreChannel(policy, m_d, seed=0).release(dinner).slots[0].extras)["top_score"] == pytest.approx(0.8)
     sdv_m, sdv_md = StoreDependentVocabulary(policy, m, seed=0), StoreDependentVocabulary(policy, m_d, seed=0)
-    assert "food.low_sugar" in [v.id for v in sdv_m._vocabulary("food")]
-    assert "food.low_sugar" not in [v.id for v in sdv_md._vocabulary("food")]
-    assert [v.id for v in MemView(policy, m_d)._vocabulary("food")] == list(policy.slot("food").view_ids)
+    assert "food.low_sugar" in [v.id for v in sdv_m.vocabulary("food")]
+    assert "food.low_sugar" not in [v.id for v in sdv_md.vocabulary("food")]
+    assert [v.id for v in MemView(policy, m_d).vocabulary("food")] == list(policy.slot("food").view_ids)
 
 
 def test_epsilon_follows_the_current_budget_rule_and_policy(running, dinner):
@@ -190,7 +191,7 @@ def test_shared_plans_and_generic_releases_change_nothing(running, policy_dict, 
     random draws are exactly those of a MemView that builds everything anew (here: one whose
     overridden _epsilon turns the sharing off). The meal plan reads less of the food slot than
     the dinner query (two plans for one slot). With a durable ledger (one transaction per
-    release: ``_admit_batch``) a blocked slot's shared release is taken without ``_prepare``."""
+    release: ``_admit_batch``) a blocked slot's shared release is taken without ``prepare``."""
     from dpmv_lib.ledgers.sqlite import SqliteLedger
 
     m = running[1]
@@ -205,7 +206,7 @@ def test_shared_plans_and_generic_releases_change_nothing(running, policy_dict, 
                Query("Plan my meals this week", "meal_plan"), Query("How is my budget?", "budget_check")]
     for exact, durable in ((True, False), (False, False), (True, True)):
         def ledger(name):
-            return {"ledger": SqliteLedger.for_policy(tmp_path / f"{name}.db", "u", policy)} if durable else {}
+            return {"ledger": SqliteLedger.for_policy(tmp_path / f"{name}.db", "u", policy)} if durable else {}  # noqa: B023 - called within the iteration
         a = MemView(policy, m, budget=OnlineBudget(3), seed=5, exact=exact, **ledger("a"))
         b = Unshared(policy, m, budget=OnlineBudget(3), seed=5, exact=exact, **ledger("b"))
         ha, hb = [], []
@@ -234,3 +235,72 @@ def test_shared_plans_and_generic_releases_change_nothing(running, policy_dict, 
     # a replaced budget rule or policy starts a new memo (see also the eps test above)
     a.budget = OnlineBudget(4)
     assert a.plan(queries[0], "food").epsilon == Fraction(1, 2)
+
+
+def test_the_public_steps_are_release(running, dinner):
+    """route -> plan -> prepare (admit, score) -> select -> make_release, called one by one,
+    give exactly what release() gives: the same views, ledger and random draws."""
+    policy, m, _, _ = running
+    queries = [dinner, Query("Plan my meals this week", "meal_plan"), Query("How is my budget?", "budget_check")]
+    for exact in (True, False):
+        for selector in ("em", "pf"):
+            a = MemView(policy, m, budget=OnlineBudget(3), seed=7, exact=exact, selector=selector)
+            b = MemView(policy, m, budget=OnlineBudget(3), seed=7, exact=exact, selector=selector)
+            ha, hb = [], []
+            for t in range(8):
+                q = queries[t % 3]
+                plans = [b.plan(q, g, hb) for g in b.route(q, hb)]
+                slots = [b.select(b.prepare(q, p.slot, hb, p)) for p in plans]
+                ra, rb = a.release(q, ha), b.make_release(q, slots)
+                assert ra == rb
+                ha.append(ra)
+                hb.append(rb)
+            assert a.ledger.spent() == b.ledger.spent()
+    prep = MemView(policy, m, seed=0).prepare(dinner, "food")
+    assert isinstance(prep, PreparedSlot) and prep.admitted and len(prep.views) == len(prep.utilities)
+    with pytest.raises(AttributeError):
+        prep.admitted = False  # frozen
+
+
+def test_wrong_types_raise_typed_errors(running, dinner):
+    """A wrong type raises the domain's TypeError subclass (also its old domain error and a
+    TypeError); a wrong value keeps the ValueError-based error."""
+    policy, m, _, _ = running
+    mv = MemView(policy, m, seed=0)
+    plan = mv.plan(dinner, "food")
+    cases = [
+        (lambda: MemView("policy", m), PolicyTypeError, PolicyError),
+        (lambda: MemView(policy, {"1": "x"}), StoreTypeError, StoreError),
+        (lambda: MemView(policy, m, budget=3), BudgetTypeError, BudgetError),
+        (lambda: MemView(policy, m, ledger=object()), BudgetTypeError, BudgetError),
+        (lambda: MemView(policy, m, scorer=lambda q, v, c: 0.5), BudgetTypeError, BudgetError),
+        (lambda: MemView(policy, m, seed="1"), ParameterTypeError, ParameterError),
+        (lambda: MemView(policy, m, seed=1.0), ParameterTypeError, ParameterError),
+        (lambda: MemView(policy, m, selector=3), ParameterTypeError, ParameterError),
+        (lambda: mv.release("dinner"), QueryTypeError, QueryError),
+        (lambda: mv.release(dinner, "h"), QueryTypeError, QueryError),
+        (lambda: mv.release(dinner, [dinner]), QueryTypeError, QueryError),
+        (lambda: mv.plan(dinner, 3), QueryTypeError, QueryError),
+        (lambda: mv.route("dinner"), QueryTypeError, QueryError),
+        (lambda: mv.prepare(dinner, "food", (), plan="p"), ParameterTypeError, ParameterError),
+        (lambda: mv.make_release("dinner", []), QueryTypeError, QueryError),
+    ]
+    for fn, typed, domain in cases:
+        with pytest.raises(typed) as info:
+            fn()
+        assert isinstance(info.value, domain) and isinstance(info.value, TypeError)
+    for fn, error in [(lambda: MemView(policy, m, seed=-1), ParameterError),
+                      (lambda: MemView(policy, m, selector="argmax"), ParameterError),
+                      (lambda: mv.release(Query("hi", "smalltalk")), QueryError)]:
+        with pytest.raises(error) as info:
+            fn()
+        assert not isinstance(info.value, TypeError)
+    assert mv.ledger.spent() == {"diabetes": 0, "debt": 0} and isinstance(plan, SlotPlan)
+
+
+def test_an_old_private_hook_is_refused():
+    """A subclass overriding a pre-issue-32 private hook would silently not take effect."""
+    with pytest.raises(TypeError, match="override select instead"):
+        class OldStyle(MemView):  # noqa: F841
+            def _sample(self, prep):
+                return None

@@ -40,4 +40,24 @@ def test_flat_names_go_to_their_current_room():
     tool = _tool()
     assert tool.rewrite_text("from dpmv_lib.durable import SqliteLedger\n").startswith(
         "from dpmv_lib.ledgers.sqlite import SqliteLedger")
-    assert tool.rewrite_text("from dpmv_lib.policy import Policy\n").startswith("from dpmv_lib.core.policy import Policy")
+    assert tool.rewrite_text("from dpmv_lib.policy import Policy\n").startswith(
+        "from dpmv_lib.core.policy import Policy")
+
+
+def test_renamed_names_keep_working_under_their_old_alias():
+    tool = _tool()
+    new = tool.rewrite_text("from dpmv_lib.evaluate.oracle import oracle_summary, mixture\n"
+                            "from dpmv_lib.bench.benchmark import write_jsonl\n"
+                            "x = dpmv_lib.experiments.rq2.rq2_claims\n")
+    assert "from dpmv_lib.evaluate.oracle import mixture\n" in new
+    assert "from dpmv_lib.evaluate.oracle import summary as oracle_summary\n" in new
+    assert "from dpmv_lib.common.io import write_jsonl as write_jsonl\n" in new
+    assert "x = dpmv_lib.experiments.rq2.claims" in new
+    exec(compile("\n".join(new.splitlines()[:3]), "<migrated>", "exec"), {})
+
+
+def test_a_helper_with_a_new_signature_is_named_for_a_person():
+    tool = _tool()
+    import pytest
+    with pytest.raises(SystemExit, match="by hand"):
+        tool.rewrite_text("from dpmv_lib.experiments.diagnostics import save_table\n")

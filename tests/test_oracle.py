@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from dpmv_lib.core.errors import ParameterError
-from dpmv_lib.evaluate.oracle import (LLRDistribution, brute_force, mixture, oracle_per_pair, oracle_summary,
+from dpmv_lib.evaluate.oracle import (LLRDistribution, brute_force, mixture, pair_results, summary,
                              trajectory_distribution)
 from rq1_synth import make_transcripts
 
@@ -90,8 +90,8 @@ def test_bad_probabilities_raise():
 
 def test_transcript_table_oracle():
     df = make_transcripts(n_per_attr=6, turns=3)
-    pp = oracle_per_pair(df, 3, keep_dists=True)
-    s = oracle_summary(pp, caps=2.0).set_index("method")
+    pp = pair_results(df, 3, keep_dists=True)
+    s = summary(pp, caps=2.0).set_index("method")
     assert s.loc["Same", "ceiling_auc"] == 0.5 and s.loc["Same", "max_loss"] == 0.0
     assert s.loc["Leaky", "ceiling_auc"] == pytest.approx(1.0) and not s.loc["Leaky", "max_loss_le_cap_all_pairs"]
     assert s.loc["Leaky", "response_ceiling_auc"] == pytest.approx(1.0)
@@ -103,7 +103,7 @@ def test_transcript_table_oracle():
     df2 = df.copy()
     sel = (df2["method"] == "Views") & (df2["side"] == "M") & (df2["turn"] == 0)
     df2.loc[sel, "released"] = [json.dumps({**json.loads(r), "top_score": 0.9}) for r in df2.loc[sel, "released"]]
-    s2 = oracle_summary(oracle_per_pair(df2, 3, keep_dists=True)).set_index("method")
+    s2 = summary(pair_results(df2, 3, keep_dists=True)).set_index("method")
     assert s2.loc["Views", "ceiling_auc"] == pytest.approx(1.0) and not s2.loc["Views", "public_path_equal_all"]
 
 
@@ -112,10 +112,10 @@ def test_released_view_outside_support_is_an_error():
     i = df.index[(df["side"] == "M")][0]
     df.loc[i, "views"] = json.dumps(["food.nonexistent"])
     with pytest.raises(ParameterError, match="zero probability"):
-        oracle_per_pair(df, 2)
+        pair_results(df, 2)
 
 
 def test_missing_turns_raise():
     df = make_transcripts(n_per_attr=1, turns=2, methods=("Views",))
     with pytest.raises(ParameterError, match="turns 0..2"):
-        oracle_per_pair(df[df["turn"] == 0], 3)
+        pair_results(df[df["turn"] == 0], 3)

@@ -242,7 +242,7 @@ def test_atomic_write_leaves_nothing_half_written(tmp_path: Path, monkeypatch, s
 
     def boom(*a, **k):
         raise RuntimeError("disk full")
-    monkeypatch.setattr(pm, "pairedmem_counts", boom)
+    monkeypatch.setattr(pm, "counts", boom)
     with pytest.raises(RuntimeError):
         pm.write_pairedmem(small_build, tmp_path)
     assert (tmp_path / "pairedmem" / "pairs.jsonl").read_bytes() == before
@@ -303,7 +303,8 @@ def test_every_trajectory(bench):
                                         {int(k): v for k, v in p.meta["nontarget_positions"].items()})
             assert t.gold == expected
             for bid in t.gold.target_required:
-                assert bench.behaviours[bid].kind == "target_required" and bench.behaviours[bid].attribute == p.attribute
+                assert bench.behaviours[bid].kind == "target_required"
+                assert bench.behaviours[bid].attribute == p.attribute
             for bid in t.gold.unsupported:
                 assert bench.behaviours[bid].kind == "unsupported"
 

@@ -68,7 +68,8 @@ def rep(bench, links):
 def _eq7(utilities, eps, du):
     """Eq. (7) in 50-digit arithmetic from exact rationals."""
     with mpmath.workdps(50):
-        w = [mpmath.exp(mpmath.mpf((eps * u / (2 * du)).numerator) / (eps * u / (2 * du)).denominator) for u in utilities]
+        w = [mpmath.exp(mpmath.mpf((eps * u / (2 * du)).numerator) / (eps * u / (2 * du)).denominator)
+             for u in utilities]
         z = mpmath.fsum(w)
         return [x / z for x in w]
 
@@ -176,7 +177,8 @@ def test_fallback_within_a_multi_slot_turn_figure2(running, dinner):
     st = P.explain_release(mv, dinner, (), {"M": m, "M'": mp}, LexiconScorer(), side="M", turn=0)
     food, finance = st.slots
     assert food.decision == "generic fallback (cap: diabetes)" and food.blocked_by == ("diabetes",)
-    assert food.cap_checks() == [("debt", 0, Fraction(2, 3), 2, True), ("diabetes", Fraction(3, 2), Fraction(2, 3), 2, False)]
+    assert food.cap_checks() == [("debt", 0, Fraction(2, 3), 2, True),
+                                 ("diabetes", Fraction(3, 2), Fraction(2, 3), 2, False)]
     assert food.ledger_after == food.ledger_before and not food.charged
     assert finance.admitted and finance.charged == {"debt"} and finance.ledger_before == food.ledger_after
     assert st.ledger == {"diabetes": Fraction(3, 2), "debt": Fraction(2, 3)} == dict(finance.ledger_after)
@@ -225,7 +227,8 @@ def test_invariants_see_a_broken_replay(rep):
     i = next(i for i, s in enumerate(rep.steps["M"]) if s.slots[0].admitted)
     st = rep.steps["M"][i]
     bad = dataclasses.replace(st.slots[0], ledger_after={a: v + 2 for a, v in st.slots[0].ledger_after.items()})
-    broken = dataclasses.replace(rep, steps={**rep.steps, "M": rep.steps["M"][:i] + (dataclasses.replace(st, slots=(bad,)),)
+    broken = dataclasses.replace(rep, steps={**rep.steps,
+                                             "M": rep.steps["M"][:i] + (dataclasses.replace(st, slots=(bad,)),)
                                              + rep.steps["M"][i + 1:]})
     failed = set(P.invariants(broken).query("not holds")["claim"])
     assert {"every ledger = the sum of its admitted charges", "L_a <= B_a after every slot"} <= failed
@@ -239,7 +242,7 @@ def test_a_typed_query_replaces_one_turn(bench, rep):
     assert r.step("M", 0).slots[0].slot == "food" and rep.step("M", 0).slots[0].slot == "schedule"
     assert [s.slot for s in r.slot_steps("M")[1:]] == [s.slot for s in rep.slot_steps("M")[1:]]
     assert P.invariants(r)["holds"].all() and "typed" in P.summary_text(r, 0)
-    assert P.Responses(P.playground_responder("surrogate", list(bench.policies.values()))).prompt(r, "M", 0).query == typed.text
+    assert P.Responses(P.responder("surrogate", list(bench.policies.values()))).prompt(r, "M", 0).query == typed.text
     with pytest.raises(QueryError, match="unknown query intent"):
         P.replay(p, bench.policy(p), custom={2: Query("hello", "no.such_intent")})
     with pytest.raises(Exception, match="playground runs"):
@@ -304,7 +307,7 @@ def test_widget_one_frame_per_input(bench, links):
 def test_smollm2_responds_when_installed(bench, rep):
     """SmolLM2 through the llama.cpp spec (skipped when llama-cpp-python or the model is absent)."""
     pytest.importorskip("llama_cpp")
-    r = P.Responses(P.playground_responder("llamacpp", list(bench.policies.values())))
+    r = P.Responses(P.responder("llamacpp", list(bench.policies.values())))
     try:
         out = r.get(rep, [3])
     except Exception as exc:  # noqa: BLE001 - a missing model file is a skip, not a failure

@@ -49,10 +49,10 @@ def mini_benchmark(turns: int = 8) -> Benchmark:
 
 
 def conditioning_frame(methods, turns=8, seeds=(0, 1)) -> pd.DataFrame:
-    from dpmv_lib.generate.generation import _ROW_FIELDS, conditioning_table
+    from dpmv_lib.generate.generation import ROW_FIELDS, conditioning_table
 
     rows = conditioning_table(mini_benchmark(turns), methods, seeds=seeds, turns=turns, progress=False)
-    df = pd.DataFrame.from_records(rows, columns=list(_ROW_FIELDS))
+    df = pd.DataFrame.from_records(rows, columns=list(ROW_FIELDS))
     df["response_model"] = "none"
     df["response"] = ""
     return df
@@ -168,10 +168,10 @@ def test_table4_assembly_with_paper_deltas():
         rq2.table4(acc[acc["method"] != "NoCap"], priv, util)
 
 
-def test_rq2_claims_computed_from_table():
+def test_claims_computed_from_table():
     acc, priv, util = _t4_inputs()
     t4 = rq2.table4(acc, priv, util)
-    c = rq2.rq2_claims(t4, 2.0, _t4_metrics(priv, util)).set_index("claim")["verdict"]
+    c = rq2.claims(t4, 2.0, _t4_metrics(priv, util)).set_index("claim")["verdict"]
     assert c["DP-MemView's reconstructed bound stays <= B_a"] == "HOLDS"
     assert c["every ablation's reconstructed bound exceeds B_a"] == "HOLDS"
     assert c["AUC rises above DP-MemView for every ablation"] == "HOLDS"
@@ -180,13 +180,59 @@ def test_rq2_claims_computed_from_table():
     assert c["U changes by at most 0.002"] == "INCONCLUSIVE"      # |dU| <= 0.001, spread 0.004: CI straddles
     # a falsifying table flips the verdicts
     priv2 = priv.assign(auc=[0.6, 0.56, 0.75, 0.6])
-    c2 = rq2.rq2_claims(rq2.table4(acc, priv2, util), 2.0, _t4_metrics(priv2, util)).set_index("claim")["verdict"]
+    c2 = rq2.claims(rq2.table4(acc, priv2, util), 2.0, _t4_metrics(priv2, util)).set_index("claim")["verdict"]
     assert c2["AUC rises above DP-MemView for every ablation"] == "DOES NOT HOLD"
     # the reviewer's case: one ablation's AUC inside DP-MemView's noise gives no verdict
     priv3 = priv.assign(auc=[0.481, 0.497, 0.75, 0.6])
-    c3 = rq2.rq2_claims(rq2.table4(acc, priv3, util), 2.0, _t4_metrics(priv3, util, sd=0.02)).set_index("claim")
+    c3 = rq2.claims(rq2.table4(acc, priv3, util), 2.0, _t4_metrics(priv3, util, sd=0.02)).set_index("claim")
     assert c3.loc["AUC rises above DP-MemView for every ablation", "verdict"] == "INCONCLUSIVE"
     assert rq2.format_bound(2.0, 2.0) == "2.00 <= B_a" and rq2.format_bound(math.inf, 2) == "inf"
+
+
+def test_charge_structure_table_matches_the_per_pair_rows_and_the_paper():
+    """Notebook 04's charge-structure table: min / max of the per-pair figures of
+    benchmark_quality.charge_structure, exact (fractions as strings), beside the paper's values."""
+    from fractions import Fraction
+
+    from dpmv_lib.bench.benchmark_quality import charge_structure
+
+    bench = load_benchmark("pairedmem", "data")
+    pairs = bench.pairs[:6]
+    tab = rq2.charge_structure_table(pairs, bench.policy, horizon=16, K=3, B_a=2)
+    assert list(tab.columns) == ["quantity", "min", "max", "paper"]
+    assert list(tab["paper"]) == list(rq2.PAPER_CHARGE_STRUCTURE)
+    per = pd.DataFrame(charge_structure(pairs, bench.policy, horizon=16, K=3, variants=("NoCap",)))
+    got = tab.set_index("quantity")
+    assert got.loc["NoCap reconstructed bound at T=16", "max"] == str(per["NoCap_bound"].max())
+    assert got.loc["preallocated C_a over the first 16 queries", "min"] == str(per["C_a"].min())
+    # benchmark v2 by construction: 8 target reads of I_a per 16 turns, none on neutral turns
+    assert list(got["min"]) == list(got["max"]) == ["16/3", "8", "1/4", "0"]
+    assert Fraction(got.loc["preallocated eps = B_a / C_a", "min"]) == Fraction(2, 8)
+    assert rq2.charge_structure_table(pairs, bench.policy, horizon=8, K=3, B_a=2)["quantity"][0] == \
+        "NoCap reconstructed bound at T=8"
+
+
+def test_summary_markdown_lists_every_variant_the_score_channel_and_the_verdicts():
+    acc, priv, util = _t4_inputs()
+    paper = pd.DataFrame({"variant": list(rq2.TABLE4_METHODS), "dp_bound": ["2.0", "4.0", "inf", "5.33"],
+                          "auc": [0.49, 0.554, 0.754, 0.599], "trec": [0.5] * 4, "u": [0.877] * 4,
+                          "unsup": [0.1] * 4})
+    t4 = rq2.table4(acc, priv, util, paper=paper)
+    sc = pd.DataFrame({"auditor": ["raw", "family", "exact"], "auc": [0.5, 0.875, 0.96875], "paper_auc": 0.976})
+    verdicts = pd.DataFrame({"verdict": ["HOLDS", "HOLDS", "INCONCLUSIVE"]})
+    hverdicts = pd.DataFrame({"verdict": ["DOES NOT HOLD"]})
+    md = rq2.summary_markdown(t4, sc, verdicts, hverdicts, 2.0)
+    lines = md.splitlines()
+    assert len(lines) == len(rq2.TABLE4_METHODS) + 2 and all(ln.startswith("- ") for ln in lines)
+    assert lines[0] == ("- DP-MemView (on): bound 2.00 <= B_a (paper 2.00 <= B_a), AUC 0.500 (paper 0.490), "
+                        "tRec 0.500, Unsup 0.120")
+    assert lines[2].startswith("- CappedArgmax: bound inf (paper inf), AUC 0.750")
+    assert lines[3].startswith("- NoCap: bound 5.00 > B_a (paper 5.33 > B_a)")
+    assert lines[4] == "- score channel: learned 0.875 / exact pair-known 0.969 (paper 0.976)"
+    from dpmv_lib.experiments.verdicts import verdict_counts
+
+    assert lines[5] == f"- RQ2 verdicts: {verdict_counts(verdicts)}; horizon claims: {verdict_counts(hverdicts)}"
+    assert "'HOLDS': 2" in lines[5] and "'DOES NOT HOLD': 1" in lines[5]
 
 
 def test_with_paper_leaves_unmatched_rows_nan():
@@ -263,7 +309,7 @@ def test_horizon_oracle_matches_oracle_per_pair():
     df = conditioning_frame(["DP-MemView (on)", "CappedArgmax", "NoCap"], turns=8)
     hp = rq2_horizon.horizon_oracle(df, horizons=(4, 8))
     for h in (4, 8):
-        ref = oracle.oracle_per_pair(df[df["turn"] < h], h).set_index(["method", "pair_id", "seed"])
+        ref = oracle.pair_results(df[df["turn"] < h], h).set_index(["method", "pair_id", "seed"])
         ours = hp[hp["horizon"] == h].set_index(["method", "pair_id", "seed"])
         j = ours.join(ref[["oracle_auc", "max_loss"]].add_suffix("_ref"), how="inner")
         assert len(j) == len(ours) == len(ref)
@@ -272,8 +318,8 @@ def test_horizon_oracle_matches_oracle_per_pair():
         fin = np.isfinite(j["max_loss"])
         assert np.allclose(j.loc[fin, "max_loss"], j.loc[fin, "max_loss_ref"], atol=1e-12)
     s = rq2_horizon.horizon_summary(hp, cap=2.0, pool_splits=None, seeds_horizons=None).set_index(["method", "horizon"])
-    # pooled ceilings agree with dpmv_lib.evaluate.oracle.oracle_summary (single transcript and all seeds)
-    ref8 = oracle.oracle_summary(oracle.oracle_per_pair(df, 8, keep_dists=True), caps=2.0, eval_split=None)
+    # pooled ceilings agree with dpmv_lib.evaluate.oracle.summary (single transcript and all seeds)
+    ref8 = oracle.summary(oracle.pair_results(df, 8, keep_dists=True), caps=2.0, eval_split=None)
     for r in ref8.itertuples():
         assert s.loc[(r.method, 8), "ceiling_auc"] == pytest.approx(r.ceiling_auc, abs=1e-9)
         assert s.loc[(r.method, 8), "ceiling_auc_seeds"] == pytest.approx(r.ceiling_auc_seeds, abs=1e-9)
@@ -358,12 +404,12 @@ def test_omitted_charges_agree_with_the_reconstructed_bound():
     """The charge accounting of IncompleteCharge (notebook 04) gives, per transcript, the same exact
     bound as accounting_per_pair, and omitted + charged = the admitted target-touching selections."""
     from dpmv_lib.experiments.rq1 import select_pairs
-    from dpmv_lib.generate.generation import _ROW_FIELDS, InterfaceParams, conditioning_table
+    from dpmv_lib.generate.generation import ROW_FIELDS, InterfaceParams, conditioning_table
 
     bench = select_pairs(load_benchmark("pairedmem", "data"), 16, seed=0)
     rows = conditioning_table(bench, ("IncompleteCharge",), seeds=(0, 1), turns=16,
                               params=InterfaceParams(B_a=2, K=3, plan_horizon=16))
-    df = pd.DataFrame.from_records(rows, columns=list(_ROW_FIELDS)).assign(response_model="x", response="")
+    df = pd.DataFrame.from_records(rows, columns=list(ROW_FIELDS)).assign(response_model="x", response="")
     per = rq2.omitted_charges(df).set_index(["pair_id", "side", "seed"])
     acc = rq2.accounting_per_pair(df, horizons=(16,)).set_index(["pair_id", "side", "seed"])
     assert (per["recon_bound"] == acc.loc[per.index, "recon_bound_exact"]).all()

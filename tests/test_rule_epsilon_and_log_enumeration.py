@@ -24,7 +24,7 @@ from dpmv_lib.checks.counterexamples import ConstantBudget, capped_argmax_case, 
     store_dependent_vocabulary_case
 from dpmv_lib.core.errors import BudgetError
 from dpmv_lib.checks.examples import running_example
-from dpmv_lib.core.exact import (exact_privacy_loss, fixed_strategy, log_add, log_privacy_loss, privacy_loss,
+from dpmv_lib.core.exact import (privacy_loss_of, fixed_strategy, log_add, log_privacy_loss, privacy_loss,
                                  transcript_distribution, transcript_log_distribution)
 from dpmv_lib.core.ledger import OnlineBudget
 from dpmv_lib.core.mechanism import em_probabilities, sample_em, sample_em_exact
@@ -117,7 +117,7 @@ def test_a_bad_later_slot_leaves_the_ledger_unchanged(running, bad):
 def test_the_exact_enumerators_raise_the_same_typed_error(running):
     policy, m, m_d, _ = running
     with pytest.raises(BudgetError, match="returned eps = '1/2'"):
-        exact_privacy_loss(lambda s: MemView(policy, s, budget=Returns("1/2"), seed=0), m, m_d,
+        privacy_loss_of(lambda s: MemView(policy, s, budget=Returns("1/2"), seed=0), m, m_d,
                            fixed_strategy([DINNER]), 1)
     with pytest.raises(BudgetError, match="returned eps = 0.5 \\(float\\)"):
         check_contract(variant_factory(MemView, Returns(0.5)), policy, horizon=1, samples=1)
@@ -263,7 +263,7 @@ def test_eps_2000_loss_is_finite_and_matches_an_independent_computation(selector
         assert expect == pytest.approx(turns * (1000 + math.log(2 + math.exp(-0.5))), rel=1e-12)
     make = lambda s: MemView(policy, s, budget=ConstantBudget(EPS), scorer=TableScorer(), seed=0,  # noqa: E731
                              selector=selector)
-    got = exact_privacy_loss(make, m, mp, fixed_strategy([Q] * (turns + 1)), turns + 1)
+    got = privacy_loss_of(make, m, mp, fixed_strategy([Q] * (turns + 1)), turns + 1)
     assert math.isfinite(got.max_loss) and got.max_loss == pytest.approx(expect, rel=1e-9)
     assert got.n_transcripts == 4 ** turns
     assert got.total_m == pytest.approx(1, abs=1e-12) and got.total_m_prime == pytest.approx(1, abs=1e-12)
@@ -301,10 +301,10 @@ def test_running_example_checker_at_eps_2000_passes_with_finite_losses(running, 
     factory = lambda pol, s: MemView(pol, s, budget=OnlineBudget(1), seed=0, selector=selector)  # noqa: E731
     rep = check_contract(factory, policy, horizon=3, samples=1)
     assert rep.passed, rep.table()
-    assert all(math.isfinite(l.max_loss) and l.ok for l in rep.losses)
-    assert max(l.max_loss for l in rep.losses) > 500
+    assert all(math.isfinite(loss.max_loss) and loss.ok for loss in rep.losses)
+    assert max(loss.max_loss for loss in rep.losses) > 500
     rep1 = check_contract(factory, policy, [("diabetes", m, m_d)], {"dinner": [DINNER]}, horizon=2, samples=1)
-    ref = exact_privacy_loss(lambda s: factory(policy, s), m, m_d, fixed_strategy([DINNER] * 2), 2)
+    ref = privacy_loss_of(lambda s: factory(policy, s), m, m_d, fixed_strategy([DINNER] * 2), 2)
     assert math.isfinite(ref.max_loss) and rep1.losses[0].max_loss == pytest.approx(ref.max_loss, rel=1e-12)
 
 
@@ -312,18 +312,18 @@ def test_b5_counterexamples_at_eps0_2000_give_their_closed_forms():
     """N eps_0 / 2 exactly (was inf): the violation's size is measured, not a float artefact;
     the compliant MemView on the same construction stays within B_a."""
     for case in (incomplete_charge_case(n=4, eps0=2000, cap_a=1), no_cap_case(n=3, eps0=2000, cap_a=2000)):
-        got = exact_privacy_loss(case.factory(), case.m, case.m_prime, case.strategy, case.horizon)
+        got = privacy_loss_of(case.factory(), case.m, case.m_prime, case.strategy, case.horizon)
         assert got.max_loss == pytest.approx(case.analytic_loss, rel=1e-12)
-        ok = exact_privacy_loss(case.factory(MemView), case.m, case.m_prime, case.strategy, case.horizon)
+        ok = privacy_loss_of(case.factory(MemView), case.m, case.m_prime, case.strategy, case.horizon)
         assert ok.max_loss <= float(case.bound) + 1e-9
 
 
 @pytest.mark.parametrize("build", [capped_argmax_case, store_dependent_vocabulary_case])
 def test_a_genuine_support_mismatch_is_still_inf_at_eps_2000(build):
     case = build(eps0=2000, cap_a=5000)
-    got = exact_privacy_loss(case.factory(), case.m, case.m_prime, case.strategy, case.horizon)
+    got = privacy_loss_of(case.factory(), case.m, case.m_prime, case.strategy, case.horizon)
     assert got.max_loss == math.inf and case.analytic_loss == math.inf
-    ok = exact_privacy_loss(case.factory(MemView), case.m, case.m_prime, case.strategy, case.horizon)
+    ok = privacy_loss_of(case.factory(MemView), case.m, case.m_prime, case.strategy, case.horizon)
     assert ok.max_loss == pytest.approx(1000, rel=1e-12)  # one compliant selection: eps_0 / 2
 
 
@@ -354,7 +354,7 @@ def test_small_eps_log_enumeration_equals_the_float_enumeration(running, selecto
                 assert math.exp(ld[t]) == pytest.approx(p, rel=1e-12)
         old = privacy_loss(transcript_distribution(make, m, fixed_strategy([q] * 3), 3),
                            transcript_distribution(make, mp, fixed_strategy([q] * 3), 3))
-        new = exact_privacy_loss(make, m, mp, fixed_strategy([q] * 3), 3)
+        new = privacy_loss_of(make, m, mp, fixed_strategy([q] * 3), 3)
         assert new.max_loss == pytest.approx(old.max_loss, rel=1e-12, abs=1e-12)
         assert new.n_transcripts == old.n_transcripts
         assert new.total_m == pytest.approx(old.total_m, rel=1e-12)

@@ -124,7 +124,8 @@ def test_results_without_fingerprint_or_unfinished_are_unknown(tree):
     m["notebooks"][1].update(status="failed")
     path.write_text(json.dumps(m))
     st = _status(tree)
-    assert (st["01_uses_b"].state, st["01_uses_b"].reasons) == ("unknown", ("no fingerprint recorded (run at c0ffeec)",))
+    assert (st["01_uses_b"].state, st["01_uses_b"].reasons) == ("unknown",
+                                                                ("no fingerprint recorded (run at c0ffeec)",))
     assert (st["02_uses_c"].state, st["02_uses_c"].reasons) == ("unknown", ("last run failed",))
     m["notebooks"][0]["fingerprint"] = {"error": "OSError: gone"}
     path.write_text(json.dumps(m))

@@ -222,7 +222,8 @@ def test_run_injects_parameters_and_writes_manifest(nbdir, tmp_path, capfd):
     m = json.loads((rd / "manifest.json").read_text())
     assert m["status"] == "ok" and m["profile"] == "smoke"
     assert m["profile_settings"]["encoder"] == PROFILES["smoke"].encoder
-    assert m["seeds"]["seed"] == 7 and m["seeds"]["em_seeds"] == list(PROFILES["smoke"].for_seed(7).em_seeds) == [14, 15]
+    assert m["seeds"]["seed"] == 7
+    assert m["seeds"]["em_seeds"] == list(PROFILES["smoke"].for_seed(7).em_seeds) == [14, 15]
     assert m["parameters"] == {"profile": "smoke", "seed": 7, "results_dir": str(rd), "x": 5,
                                "label": "hello world"}
     assert set(m["packages"]) == set(runner.KEY_PACKAGES)

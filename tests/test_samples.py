@@ -31,7 +31,8 @@ def test_sample_keeps_both_sides_and_grades_each_turn(run):
     assert s.groupby(["track", "method"]).size().tolist() == [10, 10]            # 5 cells x 2 sides
     assert (s.groupby(["method", "pair_id", "seed", "turn"])["side"].nunique() == 2).all()
     merged = s.merge(tr, on=["track", "method", "pair_id", "seed", "turn", "side"], suffixes=("", "_t"))
-    assert (merged["response"] == merged["response_t"]).all() and (merged["conditioning"] == merged["conditioning_t"]).all()
+    assert (merged["response"] == merged["response_t"]).all()
+    assert (merged["conditioning"] == merged["conditioning_t"]).all()
     items = [json.loads(x) for x in s["items"]]
     assert all(items) and all(0 <= v["grade"] <= 4 for it in items for v in it.values())
     assert s["U"].between(0, 1).all()

@@ -65,7 +65,8 @@ def test_table3_assembly_and_claims_hold():
     st, priv, util = _t3_inputs([0.50, 0.49, 0.51, 0.60, 0.51, 0.52], [0.50, 0.51, 0.52, 0.53, 0.48, 0.55],
                                 [0.11, 0.12, 0.11, 0.10, 0.09, 0.15])
     paper = pd.DataFrame({"sweep": ["cap_magnitude", "granularity"], "b_a": [1.0, 2.0], "k": [3, 4],
-                          "eps_tg": [0.333, 0.5], "auc": [0.541, 0.525], "trec": [0.508, 0.527], "unsup": [0.115, 0.129]})
+                          "eps_tg": [0.333, 0.5], "auc": [0.541, 0.525], "trec": [0.508, 0.527],
+                          "unsup": [0.115, 0.129]})
     t3 = S.table3(st, priv, util, paper=paper)
     assert len(t3) == 7
     assert t3.loc[0, "delta_auc"] == pytest.approx(0.50 - 0.541)

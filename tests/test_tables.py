@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from dpmv_lib.core.errors import ParameterError
-from dpmv_lib.experiments.tables import (DAGGER, build_table2, compare_with_paper, comparison_markdown, load_paper_table2,
-                             paper_model_of, table2_markdown, write_table)
+from dpmv_lib.experiments.tables import (DAGGER, build_table2, compare_with_paper, comparison_markdown,
+                                         load_paper_table2, paper_model_of, table2_markdown, write_table)
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +64,9 @@ def test_markdown_marks_dagger_and_writes(tmp_path, paper):
     assert "0.500" + DAGGER in md and "0.900 [0.85, 0.95]" in md
     assert "0.600 [0.00, 0.70]" in md                     # a CI is shown even when its bound is 0
     assert "RawReadSet" in comparison_markdown(compare_with_paper(t2, paper))
-    paths = write_table(t2, md, tmp_path / "tables", "t2")
-    assert paths["csv"].exists() and paths["md"].read_text().startswith("**PairedMem")
-    assert len(pd.read_csv(paths["csv"])) == 2
+    paths = write_table(t2, tmp_path / "tables", "t2", md)
+    assert paths.csv.exists() and paths.md.read_text().startswith("**PairedMem")
+    assert len(pd.read_csv(paths.csv)) == 2
 
 
 def test_build_table2_needs_the_horizon():

@@ -14,7 +14,7 @@ import pytest
 from dpmv_lib.checks import counterexamples as cx
 from dpmv_lib.core.errors import ParameterError
 from dpmv_lib.experiments.diagnostics import running_adaptive_strategy, running_queries, theorem1_check
-from dpmv_lib.core.exact import exact_privacy_loss, fixed_strategy, transcript_distribution
+from dpmv_lib.core.exact import privacy_loss_of, fixed_strategy, transcript_distribution
 from dpmv_lib.checks.instances import random_case, tight_em_case, tight_em_loss
 from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
 from dpmv_lib.core.memview import MemView
@@ -62,7 +62,7 @@ def test_random_cases_are_not_vacuous():
         case = random_case(seed)
         groups = [a.group for a in case.policy.attributes]
         overlaps += any(g & h for i, g in enumerate(groups) for h in groups[i + 1:])
-        losses.append(exact_privacy_loss(case.factory(), case.m, case.m_prime, case.strategy("fixed"),
+        losses.append(privacy_loss_of(case.factory(), case.m, case.m_prime, case.strategy("fixed"),
                                          case.horizon).max_loss)
     assert overlaps == len(SEEDS)
     assert sum(x > 0.05 for x in losses) >= len(SEEDS) // 2
@@ -85,7 +85,7 @@ def test_tight_em_case_matches_closed_form_and_bound():
     closed form (< B_a). A missing factor 2 in Eq. (7) would give a loss above B_a here."""
     case = tight_em_case(n_views=6)
     make = case.factory(budget=OnlineBudget(1))
-    loss = exact_privacy_loss(make, case.m, case.m_prime, case.strategy("fixed"), 1).max_loss
+    loss = privacy_loss_of(make, case.m, case.m_prime, case.strategy("fixed"), 1).max_loss
     assert loss == pytest.approx(tight_em_loss(float(case.bound), 6), rel=1e-9)
     assert loss > 0.8 * float(case.bound)
     assert_theorem1(make, case.m, case.m_prime, case.strategy("fixed"), 1, case.bound)
@@ -123,9 +123,9 @@ def test_b5_incomplete_charge_both_name_orders(names):
 def test_b5_loss_grows_as_n_eps0_over_2(n):
     """IncompleteCharge and NoCap: exact loss N eps_0 / 2 (all N selections admitted)."""
     for case in (cx.incomplete_charge_case(n), cx.no_cap_case(n)):
-        loss = exact_privacy_loss(case.factory(), case.m, case.m_prime, case.strategy, n).max_loss
+        loss = privacy_loss_of(case.factory(), case.m, case.m_prime, case.strategy, n).max_loss
         assert loss == pytest.approx(n * float(case.budget.epsilon0) / 2, rel=1e-9)
-        good = exact_privacy_loss(case.factory(MemView), case.m, case.m_prime, case.strategy, n).max_loss
+        good = privacy_loss_of(case.factory(MemView), case.m, case.m_prime, case.strategy, n).max_loss
         assert good <= float(case.bound) * (1 + REL)
 
 

@@ -100,9 +100,10 @@ def test_clause_fallback_keeps_only_the_current_clause():
 
 @pytest.mark.parametrize("attribute,m,m_prime,bad", [
     # the issue's examples of nonsense / residual-signal edits are all caught
-    ("job_loss", "I made a stupid mistake at work and I got fired.", "I made a stupid mistake at work and I got promoted.",
-     "counter-evidence"),
-    ("pregnancy", "I am questioning the safety of the pregnancy.", "I am questioning the health of the babies.", "residual"),
+    ("job_loss", "I made a stupid mistake at work and I got fired.",
+     "I made a stupid mistake at work and I got promoted.", "counter-evidence"),
+    ("pregnancy", "I am questioning the safety of the pregnancy.", "I am questioning the health of the babies.",
+     "residual"),
     ("pregnancy", "I am pregnant.", "I am being induced tomorrow.", "residual"),
     ("diabetes", "I was diagnosed with diabetic retinopathy.", "I was diagnosed with retinopathy.", "residual"),
     ("diabetes", "My blood sugar is high.", "My glucose is high.", "signal"),
@@ -227,7 +228,8 @@ _BG = ["I cooked a big pasta dinner for my family", "I started a new painting in
        "I visit my grandparents every other weekend", "I finished reading a great novel last night",
        "I started a new job last week and I love it"]     # conflicts with job loss: never used
 _EV = {
-    "job_loss": ["I just got laid off from my job.", "I lost my job last week.", "I have been jobless for 6 months now.",
+    "job_loss": ["I just got laid off from my job.", "I lost my job last week.",
+                 "I have been jobless for 6 months now.",
                  "I'm unemployed and struggling right now.", "I lost my job yesterday."],
     "debt": ["My credit card debt is ridiculous.", "I'm really ashamed that I've gotten so far behind on my bills.",
              "My debts are accumulating.", "I'm working hard to pay off all my debts.",
@@ -315,7 +317,8 @@ def _fake_first_person(root: Path) -> None:
         _write_csv(root / f, ["", "title", "selftext"], [["0", "rent", "I pay my rent on time."]])
     _write_csv(root / TC.CAMS_FILE, ["selftext", "cause", "inference"], [["I pay my bills.", "0", "x"]])
     _write_csv(root / TC.SAD_FILE, ["sID", "sentence", "Source"],
-               [["1", "I cook pasta.", "Inquire"], ["2", "I bake bread.", "mTurk_synthetic"], ["3", "I ran.", "popbots_live"]])
+               [["1", "I cook pasta.", "Inquire"], ["2", "I bake bread.", "mTurk_synthetic"],
+                ["3", "I ran.", "popbots_live"]])
 
 
 def test_first_person_readers_parse_the_layouts(tmp_path: Path):
@@ -460,7 +463,8 @@ def test_committed_evidence_goals_of_issue_28(quality, committed, attribute):
     assert real and real <= set(slots)                       # real text first: every real sentence is used
     counts = bench.manifest["counts"]
     assert counts["evidence_rejections"][attribute].get("not_reviewed", 0) == 0
-    assert counts["evidence_rejections"][attribute].get("rejected_on_review", 0) >= len(TE.load_rejections()[attribute]) > 0
+    assert (counts["evidence_rejections"][attribute].get("rejected_on_review", 0)
+            >= len(TE.load_rejections()[attribute]) > 0)
     ed = quality["m_prime_edit_distance"][attribute]
     assert ed["n"] == len(slots) and ed["share_median"] <= 0.5 and sum(ed["share_bins"].values()) == ed["n"]
 
@@ -476,9 +480,11 @@ def test_data_card_reports_the_committed_counts(quality, committed):
         assert cells[1:1 + len(TC.SOURCE_KINDS)] == [str(by_kind.get(k, 0)) for k in TC.SOURCE_KINDS], row
         assert cells[1 + len(TC.SOURCE_KINDS)] == str(quality["distinct_evidence"][a]), row
         ed = quality["m_prime_edit_distance"][a]
-        assert f"| {a.replace('_', ' ')} (M -> M') | {ed['words_min']} / {ed['words_median']} / {ed['words_max']} |" in card
+        assert (f"| {a.replace('_', ' ')} (M -> M') | {ed['words_min']} / {ed['words_median']} / "
+                f"{ed['words_max']} |") in card
     n = quality["pairs_per_attribute"]
-    assert re.search(rf"{quality['pairs']} pairs \({n['diabetes']} \+ {n['debt']} \+ {n['job_loss']} \+ {n['pregnancy']}\)"
+    assert re.search(rf"{quality['pairs']} pairs \({n['diabetes']} \+ {n['debt']} \+ {n['job_loss']} "
+                     rf"\+ {n['pregnancy']}\)"
                      r" instead of the\s+paper's 80", card)
 
 

@@ -133,7 +133,8 @@ def test_utility_bootstrap_matches_summarise_utility():
                     for s in (0, 1):
                         rows.append({"track": "pairedmem", "response_model": "surrogate", "method": m,
                                      "pair_id": f"{a}-{i}", "attribute": a, "side": side, "seed": s, "failed": False,
-                                     **{d: 2.0 for d in ("relevance", "correctness", "actionability", "personalisation")},
+                                     **{d: 2.0 for d in ("relevance", "correctness", "actionability",
+                                                         "personalisation")},
                                      "U": rng.uniform(), "tRec": rng.uniform() if side == "M" else np.nan,
                                      "Unsup": rng.uniform() if side == "M'" else np.nan})
     ut = pd.DataFrame(rows)

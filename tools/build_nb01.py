@@ -59,6 +59,7 @@ from dpmv_lib.bench import transfer_quality as TQ
 from dpmv_lib.bench.datasets import load_benchmark
 from dpmv_lib.common.paths import project_root, resolve
 from dpmv_lib.experiments.profiles import get_profile
+from dpmv_lib.experiments.tables import write_table
 
 prof = get_profile(profile)
 out, data = resolve(results_dir), resolve(data_dir)
@@ -128,7 +129,7 @@ count is whatever S3 measured: it is not forced to the paper's 381."""),
     code("""ref = dr.paper_figures()
 t6 = dr.table6(db, ref)
 display(t6)
-written = dr.write_table(t6, tables, "table6_pairedmem_construction")"""),
+written = list(write_table(t6, tables, "table6_pairedmem_construction", t6.astype(str).to_markdown(index=False)))"""),
     md("""## 5. An example pair, side by side
 
 Highlighted rows are the positions where $M$ and $M'$ differ: exactly the protected group $I_a$.
@@ -174,13 +175,13 @@ asserted by `tests/test_benchmark_quality.py` on the committed data):
 *paper* is Table 4's DP-bound column (`../shared/reference/paper_table4_safeguards.csv`)."""),
     code("""qt = dr.quality_table(bench.pairs, bench.policy)
 display(qt)
-written += dr.write_table(qt.astype(str), tables, "01_benchmark_quality")
+written += write_table(qt.astype(str), tables, "01_benchmark_quality", qt.astype(str).to_markdown(index=False))
 from dpmv_lib.bench import benchmark_quality as bq
 print("top 5-grams:", bq.ngram_shares(bench.pairs, k=5))"""),
     md("""## 8. Table 5: the two tracks, and the structure figure"""),
     code("""t5 = dr.table5(db, ref)
 display(t5)
-written += dr.write_table(t5, tables, "table5_tracks")
+written += write_table(t5, tables, "table5_tracks", t5.astype(str).to_markdown(index=False))
 fig = dr.structure_figure(bench.pairs, figures / "01_pairedmem_structure.png")
 plt.show() if INTERACTIVE else None
 written.append(figures / "01_pairedmem_structure.png")"""),
@@ -207,13 +208,13 @@ word edit distance between each evidence sentence and its $M'$."""),
     tqr = TQ.quality_report(db.transfer)
     tq = pd.DataFrame(TQ.quality_table(tqr))
     display(tq)
-    written += dr.write_table(tq.astype(str), tables, "01_transfer_quality")
+    written += write_table(tq.astype(str), tables, "01_transfer_quality", tq.astype(str).to_markdown(index=False))
     display(pd.DataFrame(tqr["distinct_evidence_by_kind"]).T.reindex(columns=list(TC.SOURCE_KINDS)).fillna(0).astype(int))
     display(pd.DataFrame({a: {k: v for k, v in d.items() if k != "share_bins"} | d["share_bins"]
                           for a, d in tqr["m_prime_edit_distance"].items()}).T)"""),
     code("""t7 = dr.table7(db)
 display(t7)
-written += dr.write_table(t7.astype(str), tables, "table7_transfer_evidence")
+written += write_table(t7.astype(str), tables, "table7_transfer_evidence", t7.astype(str).to_markdown(index=False))
 if db.transfer is not None:
     tc = db.transfer.counts()
     print("matched PairedMem pairs:", tc["matched_pairedmem_pairs"], "| max reuse of one evidence sentence:",
@@ -221,7 +222,7 @@ if db.transfer is not None:
           tc["background_slot_fallback_positions"])
     bg = dr.background_table(db)
     display(bg)
-    written += dr.write_table(bg, tables, "table7_transfer_background")
+    written += write_table(bg, tables, "table7_transfer_background", bg.astype(str).to_markdown(index=False))
     ev = pd.DataFrame([{"attribute": e.attribute, "source": e.source, "M": e.text, "M' (reviewed)": e.edited}
                        for a in lexicon.ATTRIBUTES for e in db.transfer.evidence[a][:3]])
     display(ev)

@@ -49,6 +49,7 @@ from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget
 from dpmv_lib.common.paths import resolve
 from dpmv_lib.experiments.profiles import get_profile
 from dpmv_lib.experiments.styled import styled
+from dpmv_lib.experiments.tables import write_table
 
 prof = get_profile(profile)
 sizes = dg.notebook_sizes(prof.name, horizon=horizon, max_selections=max_selections)
@@ -66,7 +67,7 @@ $M\\sim_D M'_D$ and $M\\sim_B M'_B$; the shared position 3 changes in both."""),
     code("""policy, M, M_no_diabetes, M_no_debt = running_example()
 print({a.name: (sorted(a.group), str(a.cap)) for a in policy.attributes}, "sensitivity", policy.sensitivity)
 layout = dg.running_example_table()
-dg.save_table(layout, tables, "02_running_example")
+write_table(layout, tables, "02_running_example", layout.to_markdown(index=False))
 styled(layout)"""),
     md("""## 2. Eq. (7): view probabilities under $M$ and $M'$
 
@@ -78,7 +79,7 @@ reads nothing from $I_D$, so its distribution is identical under $M$ and $M'_D$ 
     code("""em_d = dg.em_view_table(policy, M, M_no_diabetes, dg.DINNER, budget=OnlineBudget(3)).assign(pair="M vs M' (no diabetes)")
 em_b = dg.em_view_table(policy, M, M_no_debt, dg.DINNER, budget=OnlineBudget(3)).assign(pair="M vs M' (no debt)")
 em = pd.concat([em_d, em_b], ignore_index=True)
-dg.save_table(em, tables, "02_em_views")
+write_table(em, tables, "02_em_views", em.to_markdown(index=False))
 styled(em[["pair", "slot", "view", "charged", "epsilon", "u_M", "u_M'", "P_M", "P_M'", "log_ratio"]], precision=4)"""),
     code("""check = em.groupby(["pair", "slot"]).agg(max_abs_log_ratio=("log_ratio", lambda s: s.abs().max()),
                                           epsilon=("epsilon", "first"))
@@ -92,7 +93,7 @@ released at zero cost and no ledger changes. Caps $B_a=2$ and $\\varepsilon=2/3$
 fill a cap exactly (exact rationals). `recon_a` is the bound reconstructed from the public
 releases of this run (Table 4's accounting); for MemView it equals the ledger."""),
     code("""trace = dg.ledger_trace(policy, M, dg.running_queries(sizes["trace_turns"]), budget=OnlineBudget(3), seed=seed)
-dg.save_table(trace, tables, "02_ledger_trace")
+write_table(trace, tables, "02_ledger_trace", trace.to_markdown(index=False))
 styled(trace)"""),
     md("""**The Figure 2 situation.** Suppose the diabetes ledger already holds $L_D=3/2$. The food
 selection would charge $\\{D,B\\}$ with $\\varepsilon=2/3$, and $3/2+2/3>2$, so food releases its
@@ -101,7 +102,7 @@ only $I_B$ and is admitted, charging debt. (`recon_a` counts this run's releases
 diabetes next to the pre-existing $L_D=3/2$.)"""),
     code("""fig2 = dg.ledger_trace(policy, M, [dg.DINNER], budget=OnlineBudget(3), seed=seed,
                       ledger=InMemoryLedger(policy.caps, spent={"diabetes": "3/2"}))
-dg.save_table(fig2, tables, "02_figure2_turn")
+write_table(fig2, tables, "02_figure2_turn", fig2.to_markdown(index=False))
 styled(fig2)"""),
     md("""## 4. Appendix B.5: each safeguard is necessary
 
@@ -112,10 +113,10 @@ $e^{\\varepsilon_0/2}$. The exact loss is the maximum over all enumerated augmen
 $|\\log P[t\\mid M]/P[t\\mid M']|$; `analytic_loss` is the paper's closed form
 ($N\\varepsilon_0/2$ for C2/C5, $\\infty$ for a support mismatch)."""),
     code("""cex = dg.counterexample_table()
-dg.save_table(cex, tables, "02_counterexamples")
+write_table(cex, tables, "02_counterexamples", cex.to_markdown(index=False))
 styled(cex)"""),
     code("""sweep = dg.loss_vs_horizon(range(1, sizes["max_selections"] + 1))
-dg.save_table(sweep, tables, "02_loss_vs_selections")
+write_table(sweep, tables, "02_loss_vs_selections", sweep.to_markdown(index=False))
 fig = dg.plot_loss_vs_horizon(sweep, figures / "02_privacy_loss.png")
 print("saved", figures / "02_privacy_loss.png")
 if INTERACTIVE:
@@ -135,14 +136,14 @@ under $M$ and $M'$, and count the transcripts with $P[t\\mid M] > e^{B_a}P[t\\mi
 reverse (relative tolerance $10^{-9}$). Compliant MemView (online and preallocated budgets) must
 have none; the variants may."""),
     code("""thm = dg.theorem1_table(sizes["horizon"])
-dg.save_table(thm, tables, "02_theorem1_running_example")
+write_table(thm, tables, "02_theorem1_running_example", thm.to_markdown(index=False))
 styled(thm)"""),
     md("""The same check on small random policies (`dpmv_lib.checks.instances.random_case`): 2–3 slots,
 overlapping groups, some empty or partial reads, a scorer whose utilities may move by the full
 $\\Delta u=1$, a table router and a history-dependent router, fixed and adaptive query strategies,
 online and preallocated budgets."""),
     code("""rnd = dg.random_theorem1_table(range(seed, seed + sizes["random_seeds"]), horizon=3)
-dg.save_table(rnd, tables, "02_theorem1_random")
+write_table(rnd, tables, "02_theorem1_random", rnd.to_markdown(index=False))
 summary = rnd.groupby(["router", "strategy", "budget"]).agg(
     cases=("seed", "size"), transcripts=("transcripts", "sum"), worst_loss_over_B_a=("loss_over_B_a", "max"),
     violations=("violations", "sum"), all_hold=("holds", "all"))

@@ -1,4 +1,6 @@
-"""Build notebooks/03_rq1_privacy_utility.ipynb (committed without outputs). Run: .venv/bin/python tools/build_nb03.py"""
+"""Build notebooks/03_rq1_privacy_utility.ipynb (committed without outputs).
+
+Run: .venv/bin/python tools/build_nb03.py"""
 from __future__ import annotations
 
 import nbformat as nbf
@@ -62,11 +64,7 @@ N_BOOT = 1000""", metadata={"tags": ["parameters"]}),
 import pandas as pd
 from IPython.display import Image, Markdown, display
 
-from dpmv_lib.experiments.rq1 import RQ1Config, run_rq1
-from dpmv_lib.experiments.verdicts import claims_markdown, verdict_counts
-from dpmv_lib.experiments.profiles import get_profile
-from dpmv_lib.experiments.styled import styled
-from dpmv_lib.experiments import tables as TB
+from dpmv_lib.experiments.prelude import *  # noqa: F403 (run_rq1, verdicts, table2_markdown, write_table, ...)
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 40)
@@ -120,7 +118,7 @@ Sheldon 2020) in place of Eq. (7) - also pure $\varepsilon$-DP with the same sen
 lower expected utility. The paper has no such rows ("-" in the comparison below); the claims of
 section 5 are evaluated on the paper's methods only."""),
     code("""print("embedding unit:", res.audit["embedding_unit"].iloc[0])
-display(Markdown(TB.table2_markdown(res.table2)))
+display(Markdown(table2_markdown(res.table2)))
 pf_vs_em = res.table2[res.table2["method"].str.startswith("DP-MemView")][
     ["track", "response_model", "method", "auc", "tpr", "trec", "u", "unsup"]]
 display(styled(pf_vs_em, precision=3))"""),
@@ -137,22 +135,13 @@ rule for each, so it measured the rules.) For each variant and the judge dimensi
 lower: the share of items where the variant scores strictly lower than its original (ties count as
 failures) and the mean gap on the 0-4 scale. The LLM judge (`llm:` profiles) is not evaluated here
 (it needs a served model)."""),
-    code("""from dpmv_lib.bench.datasets import load_benchmark
-from dpmv_lib.common.paths import resolve
-from dpmv_lib.evaluate import judge_agreement as JA
-from dpmv_lib.experiments.common import markdown_table, run_encoder
-from dpmv_lib.evaluate.judge import make_judge
-from dpmv_lib.experiments.judge_degradation import evaluate_judge
-from dpmv_lib.experiments.judge_restatement import restatement_report
-from dpmv_lib.experiments.rq1 import select_pairs
-
-judge_spec = cfg.judge or prof.judge
+    code("""judge_spec = cfg.judge or prof.judge
 tables_dir = resolve(results_dir) / "tables"
 if judge_spec == "rubric":
     judge = make_judge("rubric", run_encoder(cfg.encoder or prof.encoder, results_dir))
     deg = evaluate_judge(judge)
     print(deg.judge_id)
-    TB.write_table(deg.intended(), markdown_table(deg.intended()), tables_dir, "03_judge_degradation")
+    write_table(deg.intended(), tables_dir, "03_judge_degradation")
     display(styled(deg.intended(), precision=3))
     display(styled(deg.summary.pivot(index="variant", columns="dimension", values="mean_gap"), precision=2))
 else:
@@ -174,7 +163,7 @@ the view's text word for word (alone, in a neutral reply, in a list): the share 
     code("""if judge is not None:
     pm = select_pairs(load_benchmark("pairedmem", data_dir), prof.pairs, seed)
     rest = restatement_report(pm, judge)
-    TB.write_table(rest.summary(), markdown_table(rest.summary()), tables_dir, "03_judge_restatement")
+    write_table(rest.summary(), tables_dir, "03_judge_restatement")
     display(styled(rest.by_sharing(), precision=3))
     display(styled(rest.summary(), precision=3))
     print("every (view, attribute) >= 0.95:", bool((rest.summary()["share_ge2"] >= 0.95).all()))"""),
@@ -190,13 +179,14 @@ each holistic dimension of U (grade >= 2 as the positive class; `weighted_kappa`
 on the 0-4 grades). Each unit is judged with its pair's real rubric at that turn
 (`dpmv_lib.evaluate.judge_agreement`). Goal: kappa >= 0.6 on tRec and Unsup items."""),
     code("""if judge is not None:
-    ia = JA.inter_annotator(resolve(data_dir) / "judge_labels")
-    TB.write_table(ia, markdown_table(ia), tables_dir, "03_judge_inter_annotator")
+    ia = judge_agreement.inter_annotator(resolve(data_dir) / "judge_labels")
+    write_table(ia, tables_dir, "03_judge_inter_annotator")
     display(styled(ia, precision=3, caption="annotator A vs annotator B (120 units)"))
-    units = JA.load_units(resolve(data_dir) / "judge_labels")
-    judged = JA.judge_units(units, {t: load_benchmark(t, data_dir) for t in sorted(set(units["track"]))}, judge)
-    agr = JA.agreement(judged)
-    TB.write_table(agr, markdown_table(agr), tables_dir, "03_judge_agreement")
+    units = judge_agreement.load_units(resolve(data_dir) / "judge_labels")
+    label_benches = {t: load_benchmark(t, data_dir) for t in sorted(set(units["track"]))}
+    judged = judge_agreement.judge_units(units, label_benches, judge)
+    agr = judge_agreement.agreement(judged)
+    write_table(agr, tables_dir, "03_judge_agreement")
     display(styled(agr, precision=3, caption=f"judge {judge.id} vs annotator A"))"""),
     md("""**Fitting the item thresholds on the labels (issue 33).** The judge's similarity thresholds
 (f, f+.1, f+.2, f+.3) and specificity margins (0, m, 2m, 3m) over a grid, fitted on half of the
@@ -205,10 +195,11 @@ other half (`judge_agreement.fit_item_thresholds`; MiniLM judge only: the hashin
 smoke profile keeps its own scale). `current` marks the values in use, `chosen` the fitted ones;
 the values in use are the fitted ones (`rubric_judge.MARGINS`)."""),
     code("""if judge is not None and not judge.id.startswith("rubric-v4[hashing"):
-    grid, chosen = JA.fit_item_thresholds(units, {t: load_benchmark(t, data_dir) for t in sorted(set(units["track"]))},
-                                          run_encoder(cfg.encoder or prof.encoder, results_dir),
-                                          current=(judge.thresholds[0], judge.margins[1]))
-    TB.write_table(grid, markdown_table(grid), tables_dir, "03_judge_threshold_fit")
+    label_benches = {t: load_benchmark(t, data_dir) for t in sorted(set(units["track"]))}
+    grid, chosen = judge_agreement.fit_item_thresholds(units, label_benches,
+                                                       run_encoder(cfg.encoder or prof.encoder, results_dir),
+                                                       current=(judge.thresholds[0], judge.margins[1]))
+    write_table(grid, tables_dir, "03_judge_threshold_fit")
     display(styled(grid, precision=3))
     print("fitted:", chosen, "| in use: floor", judge.thresholds[0], "margin step", judge.margins[1])"""),
     md("""### 3c. What the response model wrote
@@ -218,18 +209,16 @@ and method 15 (pair, seed, turn) cells, both sides of each (30 responses), with 
 each response got and the judge's grades of that turn (items: grade 0-4 and kind; the holistic
 dimensions and U). Written to `tables/03_response_sample.csv` (under `results/llm/` for SmolLM2).
 Below, two cells per method with $M$ and $M'$ side by side: what reached the model and what it wrote."""),
-    code("""from dpmv_lib.experiments import samples as SA
-
-if judge is not None:
+    code("""if judge is not None:
     benches = {t: (select_pairs(load_benchmark(t, data_dir), prof.pairs if t == "pairedmem" else prof.transfer_pairs, seed))
                for t in sorted(set(res.transcripts["track"]))}
-    sample = SA.response_sample(res.transcripts, benches, judge, seed=seed)
+    sample = samples.response_sample(res.transcripts, benches, judge, seed=seed)
     sample.to_csv(tables_dir / "03_response_sample.csv", index=False)
     print(f"{len(sample)} responses sampled; mean U of the sample by method:")
     display(styled(sample.groupby(["track", "method"])[["U", "personalisation"]].mean(), precision=3))
     with pd.option_context("display.max_colwidth", 400):
-        display(SA.side_by_side(sample[sample["track"] == "pairedmem"], n=1,
-                                methods=("RawReadSet", "TypedMask", "DP-MemView (on)")))"""),
+        display(samples.side_by_side(sample[sample["track"] == "pairedmem"], n=1,
+                                     methods=("RawReadSet", "TypedMask", "DP-MemView (on)")))"""),
     md("""## 4. Beside the paper
 
 The paper's numbers (`../shared/reference/paper_table2_rq1.csv`) for each of its three response
@@ -238,7 +227,7 @@ surrogate by default), not one of the paper's, so the comparison is about *patte
 separate, which personalise), not about matching values; absolute U and tRec also depend on the
 judge, which is not the paper's Claude judge."""),
     code("""if not res.comparison.empty:
-    display(Markdown(TB.comparison_markdown(res.comparison)))
+    display(Markdown(comparison_markdown(res.comparison)))
 else:
     print("paper reference table not available")"""),
     md("""## 5. Which of the paper's RQ1 claims hold in this run
@@ -264,8 +253,8 @@ has one case per combination and is decided by its weakest case. **How each verd
 
 C11's margin is the paper's 0.02 and at most a quarter of the spread of U over the seven methods,
 so "comparable" cannot hold merely because U hardly moves between any methods."""),
-    code("""display(Markdown(claims_markdown(res.claims)))
-print("verdicts:", verdict_counts(res.claims))
+    code("""display(Markdown(verdicts.claims_markdown(res.claims)))
+print("verdicts:", verdicts.verdict_counts(res.claims))
 display(Image(res.paths["rq1_auc_intervals"]) if "rq1_auc_intervals" in res.paths else None)"""),
     md("""### Verdicts by seed
 
@@ -274,10 +263,8 @@ draws, the subset selection and the bootstraps (`Profile.for_seed`). The runs wi
 (`make seeds`: notebooks 03-05 into `results/seeds/<s>/`) are set beside this one. A claim is
 *stable* when no two runs turn HOLDS into DOES NOT HOLD or the reverse; INCONCLUSIVE in one run is
 not a flip (notebook 05 shows the same for the Table 3 and Table 4 claims)."""),
-    code("""from dpmv_lib.experiments.verdicts import seed_runs, seed_stability
-
-runs = seed_runs(results_dir, seed)
-by_seed = seed_stability(runs, ("rq1_claims",))
+    code("""runs = verdicts.seed_runs(results_dir, seed)
+by_seed = verdicts.seed_stability(runs, ("rq1_claims",))
 print(f"runs with seeds {sorted(runs)}: {int(by_seed['flip'].sum())} of {len(by_seed)} claims flip"
       + ("" if len(runs) > 1 else f" (no runs with other seeds under {results_dir}/seeds/; make seeds writes them)"))
 styled(by_seed.drop(columns=["table"]))"""),
@@ -297,7 +284,7 @@ The contract-violating variants of RQ2 (IncompleteCharge, CappedArgmax, NoCap, S
 run through the same oracle (views only, no responses) to show that their realised loss is not
 bounded by $B_a$ (claim X3 above)."""),
     code("""aT = res.audit[res.audit["horizon"] == T]
-display(Markdown(TB.oracle_markdown(res.oracle, aT, float(B_a))))
+display(Markdown(oracle_markdown(res.oracle, aT, float(B_a))))
 display(Image(res.paths["rq1_ceiling"]) if "rq1_ceiling" in res.paths else None)"""),
     md("""### 6b. Auditors with power (beyond the paper)
 
@@ -311,17 +298,14 @@ TF-IDF + logistic regression; C by cross-validation on training pairs only). Pow
 95% bootstrap intervals over pairs; TPR@5%FPR pools the negatives of all attributes and
 interpolates the ROC (`min_fpr` is the lowest FPR reachable). The best auditor is chosen on the
 evaluation pairs themselves, so its power is optimistic by the choice among five."""),
-    code("""from dpmv_lib.bench.datasets import load_gold_rules
-from dpmv_lib.experiments import auditor_power as AP
-
-power = AP.auditor_power(res.transcripts, run_encoder(cfg.encoder or prof.encoder, results_dir), res.oracle, horizon=T,
-                         view_links=load_gold_rules(data_dir)["view_links"], seed=seed, n_boot=N_BOOT)
-ptab = AP.power_table(power)
-TB.write_table(ptab, markdown_table(ptab), tables_dir, "03_auditor_power")
+    code("""power = auditor_power(res.transcripts, run_encoder(cfg.encoder or prof.encoder, results_dir), res.oracle,
+                      horizon=T, view_links=load_gold_rules(data_dir)["view_links"], seed=seed, n_boot=N_BOOT)
+ptab = power_table(power)
+write_table(ptab, tables_dir, "03_auditor_power")
 power.to_csv(tables_dir / "03_auditors.csv", index=False)
 display(styled(ptab, precision=3))
 import matplotlib.pyplot as plt
-plt.close(AP.power_figure(power, resolve(results_dir) / "figures" / "03_auditor_power.png"))
+plt.close(power_figure(power, resolve(results_dir) / "figures" / "03_auditor_power.png"))
 display(Image(filename=str(resolve(results_dir) / "figures" / "03_auditor_power.png")))"""),
     md("""## 7. Figures: privacy-utility and leakage vs horizon
 
@@ -336,8 +320,7 @@ Table 2 of this run beside the same table of every other run under `results/` (o
 model: the surrogate of the `default` profile, SmolLM2 of the `llm` profile, ...) and the paper. Each
 column is read from that run's own tables; the provenance table says which run (profile, commit,
 clean) it came from. Written to `tables/table2_instruments.csv|md`."""),
-    code("""from dpmv_lib.experiments import instruments
-inst = instruments.write_side_by_side("table2", results_dir)
+    code("""inst = instruments.write_side_by_side("table2", results_dir)
 display(Markdown(inst.markdown))"""),
     md("""## 9. Files written
 

@@ -54,13 +54,7 @@ if not INTERACTIVE:
 import pandas as pd
 from IPython.display import Markdown, display
 
-from dpmv_lib.experiments import adversary as ADV
-from dpmv_lib.bench.datasets import load_benchmark
-from dpmv_lib.generate.interfaces import RQ1_METHODS
-from dpmv_lib.common.paths import resolve
-from dpmv_lib.experiments.profiles import get_profile
-from dpmv_lib.experiments.common import markdown_table
-from dpmv_lib.experiments.tables import write_table
+from dpmv_lib.experiments.prelude import *  # noqa: F403 (adversary, load_benchmark, RQ1_METHODS, write_table, ...)
 
 prof = get_profile(profile)
 out = resolve(results_dir)
@@ -79,14 +73,14 @@ flip scorer, $K=1$) shows the bound being approached (the second query of its ho
 blocked by the cap). `adaptive_auc_tv_tree` is the AUC of the TV-optimal tree (AUC is not itself a
 per-node recursion, so it is not optimised and can fall below the best fixed sequence's AUC)."""),
     code("""t0 = time.time()
-small = ADV.small_instance_table(budgets=dp_budgets, horizon=H, K=dp_K)
+small = adversary.small_instance_table(budgets=dp_budgets, horizon=H, K=dp_K)
 timings["small_instances_s"] = round(time.time() - t0, 1)
 cols = ["instance", "attribute", "B_a", "T", "|Q|", "adaptive_max_loss", "fixed_max_loss", "loss_over_B_a",
         "max_loss_le_B_a", "adaptive_kl", "fixed_kl", "adaptive_tv", "fixed_tv", "adaptive_auc_tv_tree",
         "fixed_best_auc", "tree_nodes"]
 head = (f"Exactly optimal adaptive attacker vs best fixed sequence on small instances (online K={dp_K}, "
         f"horizon {H}; tight EM case: K=1, horizon 2). Profile {prof.name}.\\n\\n")
-write_table(small[cols], head + markdown_table(small[cols], 4), tables, "06_optimal_small")
+write_table(small[cols], tables, "06_optimal_small", head + markdown_table(small[cols], 4))
 display(Markdown(markdown_table(small[cols], 4)))
 assert small["max_loss_le_B_a"].all(), "Theorem 1 violated by the optimal adaptive attacker"
 gain = small.assign(tv_gain=small["adaptive_tv"] - small["fixed_tv"], kl_gain=small["adaptive_kl"] - small["fixed_kl"])
@@ -100,23 +94,23 @@ likelihood-ratio test on the mixture over pairs (per attribute, macro-averaged, 
 `ceiling_auc`); `max_loss` the largest realised $|L|$ over pairs (Theorem 1: $\\le B_a$ for
 DP-MemView; $\\infty$ for the memory-text methods whose conditioning differs)."""),
     code("""bench = load_benchmark("pairedmem", data_dir)
-pairs = ADV.attack_pairs(bench, prof.pairs, seed)
+pairs = adversary.attack_pairs(bench, prof.pairs, seed)
 t0 = time.time()
-per_t, per_pair = ADV.attack_table(pairs, RQ1_METHODS, horizon=T, B_a=B_a, K=K, seed=seed, split=None)
+per_t, per_pair = adversary.attack_table(pairs, RQ1_METHODS, horizon=T, B_a=B_a, K=K, seed=seed, split=None)
 timings["greedy_s"] = round(time.time() - t0, 1)
-at_T = ADV.summary_at(per_t, T)
+at_T = adversary.summary_at(per_t, T)
 head = (f"Greedy adaptive attacker vs fixed trajectory at T={T} (B_a={B_a}, K={K}); {len(pairs)} PairedMem test pairs; "
         f"exact AUC of the final log-likelihood ratio; profile {prof.name}.\\n\\n")
-write_table(at_T, head + markdown_table(at_T, 4), tables, "06_greedy_at_T")
-write_table(per_t, f"Leakage vs horizon, greedy adaptive vs fixed ({len(pairs)} test pairs).\\n\\n" +
-            markdown_table(per_t, 4), tables, "06_greedy_horizon")
+write_table(at_T, tables, "06_greedy_at_T", head + markdown_table(at_T, 4))
+write_table(per_t, tables, "06_greedy_horizon",
+            f"Leakage vs horizon, greedy adaptive vs fixed ({len(pairs)} test pairs).\\n\\n" + markdown_table(per_t, 4))
 per_pair.to_csv(tables / "06_greedy_pairs.csv", index=False)
 display(Markdown(markdown_table(at_T, 4)))
 dp = at_T[at_T["method"].str.startswith("DP-MemView")]
 assert (dp["adaptive_max_loss"] <= B_a + 1e-9).all(), "Theorem 1 violated on a benchmark pair"
 print(f"{len(pairs)} pairs, {timings['greedy_s']} s")"""),
     md("""## 3. Figure"""),
-    code("""fig = ADV.plot_adversary(small, per_t, figures / "06_adaptive_adversary.png")"""),
+    code("""fig = adversary.plot_adversary(small, per_t, figures / "06_adaptive_adversary.png")"""),
     md("""## 4. Summary"""),
     code("""worst = small.loc[small["loss_over_B_a"].idxmax()]
 lines = [f"- small instances: optimal adaptive max loss <= B_a on all {len(small)} (instance, B_a) rows: "

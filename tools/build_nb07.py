@@ -52,16 +52,7 @@ if not INTERACTIVE:
 import pandas as pd
 from IPython.display import Image, Markdown, display
 
-from dpmv_lib.bench.datasets import load_benchmark, load_gold_rules
-from dpmv_lib.common.paths import resolve
-from dpmv_lib.core.policy import Query
-from dpmv_lib.experiments import playground as P
-from dpmv_lib.experiments import playground_widget as PW
-from dpmv_lib.experiments.common import markdown_table
-from dpmv_lib.experiments.profiles import get_profile
-from dpmv_lib.experiments.rq1 import responder_specs
-from dpmv_lib.experiments.styled import styled
-from dpmv_lib.experiments.tables import write_table
+from dpmv_lib.experiments.prelude import *  # noqa: F403 (playground, playground_widget, load_benchmark, ...)
 
 prof = get_profile(profile).for_seed(seed)
 em_seed = prof.em_seeds[0]           # the MemView seed of this pair is derived from (pair id, EM seed), as in notebook 03
@@ -76,10 +67,10 @@ custom = {}
 if query is not None or intent is not None:
     base = pair.queries[t]
     custom = {t: Query(query if query is not None else base.text, intent or base.intent, "typed")}
-rep = P.replay(pair, bench.policy(pair), method=method, B_a=B_a, K=K, seed=em_seed, turns=T, custom=custom,
-               view_links=links)
-resp = P.Responses(P.playground_responder(responder, list(bench.policies.values()), seed,
-                                          profile_spec=responder_specs(prof)[0]))
+rep = playground.replay(pair, bench.policy(pair), method=method, B_a=B_a, K=K, seed=em_seed, turns=T, custom=custom,
+                        view_links=links)
+resp = playground.Responses(playground.responder(responder, list(bench.policies.values()), seed,
+                                                 profile_spec=responder_specs(prof)[0]))
 pd.set_option("display.width", 200, "display.max_columns", 40, "display.max_colwidth", 120)
 print(f"profile {prof.name}; pair {pair.pair_id} (target {pair.attribute}, template {pair.template}, split {pair.split}); "
       f"{method}, B_a={B_a}, K={K}, EM seed {em_seed}; responder {resp.responder.name}")"""),
@@ -88,7 +79,8 @@ print(f"profile {prof.name}; pair {pair.pair_id} (target {pair.attribute}, templ
 $M$ and $M'$ share the layout and every position outside $I_a$; inside $I_a$ the contents differ ($M$ carries
 evidence for the target attribute, $M'$ is neutral). A position can lie in several groups: a read of it is
 charged to all of them."""),
-    code("""display(styled(P.pair_table(rep), caption=f"positions where M and M' differ (I_{pair.attribute} = {sorted(rep.group)})"))
+    code("""display(styled(playground.pair_table(rep),
+               caption=f"positions where M and M' differ (I_{pair.attribute} = {sorted(rep.group)})"))
 groups = pd.DataFrame([{"attribute": a.name, "I_a": ", ".join(map(str, sorted(a.group))), "B_a": str(a.cap)}
                        for a in rep.policy.attributes])
 styled(groups, caption="protected groups and caps of the policy")"""),
@@ -99,8 +91,9 @@ query, the released history and the ledgers only, so they are identical under $M
 view distribution depends on the memory: the second table gives the exact utilities $u(q,v;M_\\mathcal{R})$ and
 the probabilities of every view under both stores; they differ only when the read touches $I_a$, and then by a
 factor of at most $e^{\\varepsilon_{t,g}}$ (C3)."""),
-    code("""display(styled(P.turn_table(rep, t), caption=f"turn {turn}", index=True))
-styled(P.view_table(rep, t), precision=4, caption=f"turn {turn}: utilities and probabilities (trusted side, never released)")"""),
+    code("""display(styled(playground.turn_table(rep, t), caption=f"turn {turn}", index=True))
+styled(playground.view_table(rep, t), precision=4,
+       caption=f"turn {turn}: utilities and probabilities (trusted side, never released)")"""),
     md("""### The response model
 
 It receives the query and the released views' texts, nothing else (C6). With the same released views the
@@ -113,7 +106,7 @@ Each charged selection adds $\\varepsilon_{t,g}$ to every attribute of its charg
 for any of them, the slot releases its fixed generic view at zero cost, on both sides alike. `views differ`
 marks turns where $M$ and $M'$ released different views (allowed: the draws are random; their
 distributions differ by at most a factor $e^{\\varepsilon_{t,g}}$, and only where the read touches $I_a$)."""),
-    code("""replay_df = P.replay_table(rep)
+    code("""replay_df = playground.replay_table(rep)
 display(styled(replay_df, caption=f"{pair.pair_id}: {method}, B_a={B_a}, K={K}, {T} turns"))
 fallbacks = [s for s in rep.slot_steps("M") if s.fallback and s.epsilon is not None]
 print(f"{sum(s.admitted for s in rep.slot_steps('M'))} admitted selections, {len(fallbacks)} generic fallbacks at the cap; "
@@ -121,14 +114,15 @@ print(f"{sum(s.admitted for s in rep.slot_steps('M'))} admitted selections, {len
     md("""The first fallback in detail (if the replay has one):"""),
     code("""if fallbacks:
     first = fallbacks[0].turn
-    display(styled(P.turn_table(rep, first), caption=f"turn {first + 1}: the first generic fallback", index=True))
+    display(styled(playground.turn_table(rep, first), caption=f"turn {first + 1}: the first generic fallback",
+                   index=True))
 else:
     print("no fallback in this replay (raise K or lower B_a to see one)")"""),
     md("""### What the paper says, checked on this replay
 
-Each row is computed from the replay (`P.invariants`); `tests/test_playground.py` checks the same claims
+Each row is computed from the replay (`playground.invariants`); `tests/test_playground.py` checks the same claims
 independently."""),
-    code("""inv = P.invariants(rep)
+    code("""inv = playground.invariants(rep)
 display(styled(inv))
 assert inv["holds"].all(), inv[~inv["holds"]]"""),
     md("""## 4. The walk-through figure (or the widget)
@@ -140,23 +134,24 @@ inside $\\pm L_a \\subseteq \\pm B_a$ (Theorem 1). With `INTERACTIVE = True` (Ju
 redrawn for the pair, turn, typed query, $B_a$, $K$ and method chosen in the widget (one frame per change), with
 the tables of sections 2-3 and both responses below it."""),
     code("""if INTERACTIVE:
-    playground = PW.make_playground(bench, resp.responder, pair_id=pair_id, turn=turn, query=query, intent=intent,
-                                    method=method, B_a=B_a, K=K, seed=em_seed, turns=T, view_links=links)
-    display(playground)
+    widget = playground_widget.make_playground(bench, resp.responder, pair_id=pair_id, turn=turn, query=query,
+                                               intent=intent, method=method, B_a=B_a, K=K, seed=em_seed, turns=T,
+                                               view_links=links)
+    display(widget)
 else:
-    fig = PW.walkthrough_figure(rep, t, dpi=110)
-    (figures / "07_playground.png").write_bytes(PW.figure_png(fig))
+    fig = playground_widget.walkthrough_figure(rep, t, dpi=110)
+    (figures / "07_playground.png").write_bytes(playground_widget.figure_png(fig))
     display(Image(filename=str(figures / "07_playground.png"), width=1000))
-print(P.summary_text(rep, t))"""),
+print(playground.summary_text(rep, t))"""),
     md("""## 5. Files written
 
 The replay, the detailed turn, its view distributions, the responses of the replay and the checks, under
 `{results_dir}/tables/07_*` and `{results_dir}/figures/07_playground.png`."""),
     code("""all_resp = resp.get(rep)
-for name, df in (("07_replay", replay_df), ("07_turn", P.turn_table(rep, t).reset_index(names="row")),
-                 ("07_views", P.view_table(rep, t)), ("07_responses", all_resp), ("07_checks", inv),
-                 ("07_loss", P.loss_table(rep))):
-    write_table(df, markdown_table(df), tables, name)
+for name, df in (("07_replay", replay_df), ("07_turn", playground.turn_table(rep, t).reset_index(names="row")),
+                 ("07_views", playground.view_table(rep, t)), ("07_responses", all_resp), ("07_checks", inv),
+                 ("07_loss", playground.loss_table(rep))):
+    write_table(df, tables, name)
 _ = (tables / "07_run.json").write_text(json.dumps({"profile": prof.name, "pair_id": pair_id, "turn": turn, "query": query,
                                                     "intent": intent, "method": method, "B_a": str(B_a), "K": K, "T": T,
                                                     "em_seed": em_seed, "responder": resp.responder.name}, indent=1))

@@ -14,7 +14,7 @@ Transcripts are generated offline with the package (B_a=2, K=3, T=16, EM seed 0)
 
 Units are stratified by (response model, item kind, method, track, side) with fixed quotas and
 deduplicated on (query, response, item description), then shuffled, so labelling order does not
-follow method or side. The judge modules (rubric_judge, llm_judge, judge_transcripts) are not used.
+follow method or side. The judge modules (rubric_judge, llm_judge, score_transcripts) are not used.
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py
     .venv/bin/python tools/judge_labels_sample.py --show 0 20   # blind view for labelling

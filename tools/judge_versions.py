@@ -9,7 +9,11 @@ numbers per attribute (issue 33). Run it in two checkouts and compare the CSVs, 
 
 benchmarks/results/judge_v3_v4_per_attribute.csv holds v3 (c30ece7) beside v4 (62569f4).
 """
-import sys, time, pandas as pd
+import sys
+import time
+
+import pandas as pd
+
 from dpmv_lib.experiments.profiles import get_profile
 from dpmv_lib.experiments.rq1 import load_tracks, PAPER_METHODS
 from dpmv_lib.generate.generation import InterfaceParams, generate_transcripts
@@ -24,7 +28,7 @@ resp = make_responder("surrogate", pols)
 tr = pd.concat([generate_transcripts(b, resp, PAPER_METHODS, seeds=(0, 1, 2), turns=16,
                 params=InterfaceParams(B_a=2, K=3, plan_horizon=16)) for b in benches.values()], ignore_index=True)
 judge = J.make_judge("rubric", get_encoder("minilm", cache_dir="/tmp/embcache"))
-ut = J.judge_transcripts(tr, benches, judge, 16)
+ut = J.score_transcripts(tr, benches, judge, 16)
 by = ut.groupby(["track", "method", "attribute", "pair_id", "side"])[["tRec", "Unsup", "U"]].mean().reset_index()
 rows = []
 for (t, m, a), g in by.groupby(["track", "method", "attribute"]):

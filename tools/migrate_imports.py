@@ -1,4 +1,5 @@
-"""Rewrite imports from the flat dpmv_lib layout (before issue 15) to the layered subpackages.
+"""Rewrite imports from the flat dpmv_lib layout (before issue 15) to the layered subpackages,
+and from the layout before issue 32 (durable ledgers and checks out of core, renamed helpers).
 
     python tools/migrate_imports.py FILE_OR_DIR ...
 
@@ -40,7 +41,7 @@ CORE_MOVES: dict[str, str] = {
     "durable": "ledgers.sqlite", "durable_pg": "ledgers.postgres", "chain_ledger": "ledgers.chain",
     "chain_verify": "ledgers.chain_verify", "ledger_records": "ledgers.records",
     "group_commit": "ledgers.group_commit", "_chain": "ledgers.hashchain", "_proc": "ledgers._proc",
-    "witness": "ledgers.witness", **{m: f"checks.{m}" for m in (
+    "witness": "ledgers.witness", "_exact": "core.rationals", "_memo": "core.memo", **{m: f"checks.{m}" for m in (
         "contract", "contract_walk", "contract_report", "counterexamples", "instances", "variants",
         "examples", "accounting")}}
 MOVES.update({m: new for m, new in CORE_MOVES.items() if m in MOVES})
@@ -82,7 +83,7 @@ def _dotted_sub(text: str) -> str:
         return "dpmv_lib." + MOVES[old]
     out = []
     for line in text.split("\n"):
-        out.append(_fix_line(pat.sub(lambda m: rep(m) if not _is_new(line, m) else m.group(0), line)))
+        out.append(_fix_line(pat.sub(lambda m: rep(m) if not _is_new(line, m) else m.group(0), line)))  # noqa: B023 - called within the iteration
     return "\n".join(out)
 
 
@@ -207,6 +208,51 @@ def _split_names_sub(text: str) -> str:
     return pat.sub(rep, text)
 
 
+# issue 32: names renamed or given one home ("module.old" -> ("module", "new")); an import of the
+# old name keeps it as an alias, so the code using it runs unchanged
+NAME_MOVES: dict[str, tuple[str, str]] = {
+    "experiments.rq2.rq2_claims": ("experiments.rq2", "claims"),
+    "evaluate.judge.judge_transcripts": ("evaluate.judge", "score_transcripts"),
+    "bench.pairedmem.pairedmem_counts": ("bench.pairedmem", "counts"),
+    "bench.transfer.transfer_counts": ("bench.transfer", "counts"),
+    "experiments.playground.playground_responder": ("experiments.playground", "responder"),
+    "evaluate.oracle.oracle_per_pair": ("evaluate.oracle", "pair_results"),
+    "evaluate.oracle.oracle_summary": ("evaluate.oracle", "summary"),
+    "core.exact.exact_privacy_loss": ("core.exact", "privacy_loss_of"),
+    "bench.benchmark.write_jsonl": ("common.io", "write_jsonl"),
+    "bench.benchmark.read_jsonl": ("common.io", "read_jsonl"),
+    "bench.datafiles.dump_jsonl": ("common.io", "write_jsonl"),
+    "experiments.judge_degradation.load_jsonl": ("common.io", "read_jsonl"),
+}
+# issue 32: one helper replaced these with another signature; the tool names them, a person fixes the call
+BY_HAND: dict[str, str] = {
+    "experiments.data_report.write_table": "experiments.tables.write_table(df, directory, name, markdown=None)",
+    "experiments.diagnostics.save_table": "experiments.tables.write_table(df, directory, name, markdown=None)",
+    "experiments.judge_degradation.write_jsonl": "common.io.write_jsonl(path, rows) (arguments swapped)",
+}
+
+
+def _name_moves_sub(text: str) -> str:
+    """``from dpmv_lib.<module> import <old>`` and ``dpmv_lib.<module>.<old>`` -> the name's home now."""
+    def imp(m: re.Match) -> str:
+        indent, mod, names, tail = m.groups()
+        keep, moved = [], []
+        for part in (p.strip() for p in names.split(",") if p.strip()):
+            name, _, alias = (x.strip() for x in part.partition(" as "))
+            if f"{mod}.{name}" in BY_HAND:
+                raise SystemExit(f"dpmv_lib.{mod}.{name} is gone; call {BY_HAND[f'{mod}.{name}']} (by hand)")
+            if f"{mod}.{name}" in NAME_MOVES:
+                home, new = NAME_MOVES[f"{mod}.{name}"]
+                moved.append(f"{indent}from dpmv_lib.{home} import {new} as {alias or name}")
+            else:
+                keep.append(part)
+        lines = ([f"{indent}from dpmv_lib.{mod} import {', '.join(keep)}"] if keep else []) + moved
+        return "\n".join(lines) + tail
+    text = re.sub(r"^([ \t]*)from dpmv_lib\.([\w.]+) import ([\w ,]+?)([ \t]*(?:#.*)?)$", imp, text, flags=re.M)
+    pat = "|".join(map(re.escape, sorted(NAME_MOVES, key=len, reverse=True)))
+    return re.sub(rf"\bdpmv_lib\.({pat})\b", lambda m: "dpmv_lib.{}.{}".format(*NAME_MOVES[m.group(1)]), text)
+
+
 def _core_moves_sub(text: str) -> str:
     """``dpmv_lib.core.<moved>`` and ``dpmv_lib/core/<moved>.py`` -> the room it has since issue 32."""
     names = "|".join(sorted(CORE_MOVES, key=len, reverse=True))
@@ -222,7 +268,7 @@ def _core_moves_sub(text: str) -> str:
 
 
 def rewrite_text(text: str) -> str:
-    return _core_moves_sub(_split_names_sub(_paths_sub(_dotted_sub(text))))
+    return _name_moves_sub(_core_moves_sub(_split_names_sub(_paths_sub(_dotted_sub(text)))))
 
 
 def split_attribute_uses(text: str) -> str:
@@ -252,7 +298,8 @@ def split_attribute_uses(text: str) -> str:
             line = m.group(0)
             if not re.search(rf"(?<![\w.]){re.escape(alias)}\.", text):     # every use moved: drop the binding
                 rest = [p for p in m.group(3).split(",") if p.strip() and p.strip() != part.strip()]
-                line_new = f"{m.group(1)}from dpmv_lib.{m.group(2)} import {', '.join(x.strip() for x in rest)}" if rest else None
+                names = ", ".join(x.strip() for x in rest)
+                line_new = f"{m.group(1)}from dpmv_lib.{m.group(2)} import {names}" if rest else None
             else:
                 line_new = line
             repl = "\n".join(([line_new] if line_new else []) + add)
@@ -342,7 +389,8 @@ def rewrite_package_file(path: Path, old_rel: str) -> bool:
             lines[lo - 1] = line[:col] + text + line[col + m.end():]
             shift = len(text) - m.end()     # keep continuation lines aligned under the "("
             for k in range(lo, hi):
-                lines[k] = " " * shift + lines[k] if shift > 0 else lines[k][min(-shift, len(lines[k]) - len(lines[k].lstrip())):]
+                indent = len(lines[k]) - len(lines[k].lstrip())
+                lines[k] = " " * shift + lines[k] if shift > 0 else lines[k][min(-shift, indent):]
     out = regroup_split_imports(rewrite_text("\n".join(lines)), new_pkg)
     if out != src:
         path.write_text(out, encoding="utf-8")

@@ -63,7 +63,8 @@ def main() -> int:
     (out / "manifest.json").write_text(json.dumps({
         "what": "SmolLM2 response sample (issue 27 goal 5), not the full llm run",
         "command": " ".join(["python", "tools/smollm2_sample.py", *sys.argv[1:]]),
-        "git": {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))},
+        "git": {"commit": git("rev-parse", "HEAD"),
+                "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))},
         "responder": prof.responder, "judge": judge.id, "methods": list(PAPER_METHODS), "em_seed": 0, "T": 16,
         "pairs": {k: [p.pair_id for p in b.pairs] for k, b in benches.items()},
         "responses_generated": int(len(tr)), "distinct_responses": int(tr["response"].nunique()),

@@ -6,9 +6,7 @@ directory of JSON Lines files plus ``manifest.json`` (see :mod:`dpmv_lib.bench.p
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..core.errors import StoreError
@@ -134,19 +132,3 @@ def pair_from_json(d: Mapping[str, Any], policies: Mapping[str, Policy]) -> Pair
                                 tuple(t["gold"]["generic"]))) for t in d["turns"])
     return Pair(d["pair_id"], d["track"], d["attribute"], d["template"], d["policy_id"], bool(d["overlap"]),
                 d["split"], m, mp, turns, d.get("meta", {}))
-
-
-def write_jsonl(path: Path, rows) -> None:
-    """Write JSON Lines atomically (tmp file + rename): nothing half-written is left behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
-    tmp.replace(path)
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with Path(path).open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]

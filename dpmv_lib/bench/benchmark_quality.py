@@ -96,7 +96,7 @@ def _background_positions(p: Pair) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 def _run_variant(cls_name: str, policy: Policy, p: Pair, horizon: int, K: int) -> tuple[Fraction | float, Fraction]:
     from ..checks.variants import IncompleteCharge, NoCap
-    from ..core.memview import Release
+    from ..core.releases import Release
     cls = {"NoCap": NoCap, "IncompleteCharge": IncompleteCharge}[cls_name]
     kwargs: dict[str, Any] = {}
     if cls is IncompleteCharge:      # as in interfaces.MemViewInterface: keep any attribute but the target
@@ -173,7 +173,8 @@ def split_leakage(pairs: Sequence[Pair]) -> dict[str, Any]:
             "evidence_cores": len(ev[s]),
             "evidence_cores_in_train": len(shared),
             "evidence_core_share_in_train": round(len(shared) / max(1, len(ev[s])), 4),
-            "evidence_occurrences_in_train": round(sum(1 for c in occ[s] if c in allc["train"]) / max(1, len(occ[s])), 4),
+            "evidence_occurrences_in_train": round(sum(1 for c in occ[s] if c in allc["train"])
+                                                   / max(1, len(occ[s])), 4),
             "background_cores": len(bg[s]),
             "background_cores_in_train": len(bg[s] & allc["train"]),
         }
@@ -290,7 +291,9 @@ def counter_evidence_hits(text: str, attribute: str) -> list[str]:
 def counter_evidence(pairs: Sequence[Pair]) -> dict[str, Any]:
     """M' sentences (anywhere in the store) that assert or negate the target attribute, and the
     share of the M' sentences at the evidence positions that do (the audit's figure)."""
-    total, at_ev, n_ev = 0, Counter(), Counter()
+    total = 0
+    at_ev: Counter[str] = Counter()
+    n_ev: Counter[str] = Counter()
     examples: list[str] = []
     for p in pairs:
         evs = set(_evidence_positions(p))
@@ -327,7 +330,8 @@ def number_transforms(pairs: Sequence[Pair]) -> dict[str, Any]:
     both M and M' carry numbers, how many have every M' number equal to an M number times a power
     of ten (10^-3..10^3, equality excluded), and the number of attributes where that holds at
     every such position (a deterministic transform)."""
-    n_both, n_scaled = Counter(), Counter()
+    n_both: Counter[str] = Counter()
+    n_scaled: Counter[str] = Counter()
     for p in pairs:
         for i in _evidence_positions(p):
             a, b = _numbers(p.m.contents[i]), _numbers(p.m_prime.contents[i])
@@ -361,7 +365,8 @@ POSITION_TOPICS: Mapping[str, tuple[str, ...]] = {
     "food preferences": ("prefer", "preference", "preferences", "favourite", "like", "love", "taste", "tastes",
                          "cravings", "craving", "dishes", "food"),
     "snacks and drinks": ("snack", "snacks", "drink", "drinks", "coffee", "tea", "juice", "water", "fizzy"),
-    "exercise routine": ("exercise", "workout", "workouts", "routine", "walk", "walks", "gym", "training", "run", "runs"),
+    "exercise routine": ("exercise", "workout", "workouts", "routine", "walk", "walks", "gym", "training", "run",
+                         "runs"),
     "activity limits": ("limit", "limits", "avoid", "careful", "cleared", "injury", "impact", "restrictions",
                         "take it easy", "easier", "gentle"),
     "fitness goals": ("goal", "goals", "target", "aim", "personal best", "fitter", "fitness", "race"),

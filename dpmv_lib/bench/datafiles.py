@@ -1,12 +1,13 @@
-"""Writing benchmark data: JSON/JSONL dumps, checksums, manifests' file entries, and the atomic
-directory swap that leaves nothing half-written (used by ``pairedmem`` and ``transfer``)."""
+"""Writing benchmark data: JSON dumps (JSON Lines: :func:`dpmv_lib.common.io.write_jsonl`), checksums,
+manifests' file entries, and the atomic directory swap that leaves nothing half-written (used by
+``pairedmem`` and ``transfer``)."""
 from __future__ import annotations
 
 import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +18,6 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def dump_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> int:
-    n = 0
-    with path.open("w", encoding="utf-8", newline="\n") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
-            n += 1
-    return n
 
 
 def dump_json(path: Path, obj: Any) -> None:

@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from .benchmark import Behaviour, Benchmark, Pair, pair_from_json, read_jsonl
+from .benchmark import Behaviour, Benchmark, Pair, pair_from_json
+from ..common.io import read_jsonl
 from ..core.errors import ParameterError, PolicyError, StoreError
 from ..common.paths import resolve
 from ..core.policy import Policy
@@ -100,7 +101,8 @@ def load_benchmark(track: str = "pairedmem", data_dir: str | Path = "data", *,
     manifest = verify_manifest(d, track)
     missing = [p for p in manifest.get("policies", []) if p not in policies]
     if missing:
-        raise StoreError(f"{track}: policies {missing} are missing under {root / 'policy'}; to rebuild, {REBUILD[track]}")
+        raise StoreError(f"{track}: policies {missing} are missing under {root / 'policy'}; "
+                         f"to rebuild, {REBUILD[track]}")
     behaviours = load_behaviours(d)
     rows = read_jsonl(d / "pairs.jsonl")
     if include_reserves and (d / "reserves.jsonl").exists():

@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .benchmark import Behaviour, Pair, pair_to_json
-from .datafiles import dump_json, dump_jsonl, file_entries, replace_dir_atomically
+from .datafiles import dump_json, file_entries, replace_dir_atomically
+from ..common.io import write_jsonl
 from ..core.errors import ParameterError, StoreError
 from .phrasebank import SLOTS, TEMPLATES, gold_rules_dict
 from ..core.policy import Policy
@@ -73,7 +74,7 @@ class PairedMemBuild:
     notes: Mapping[str, str] = field(default_factory=dict)
 
     def counts(self) -> dict[str, Any]:
-        return pairedmem_counts(self)
+        return counts(self)
 
 
 def _to_pair(c: Candidate, policies: Mapping[str, Policy], seed: int) -> Pair:
@@ -139,7 +140,7 @@ def build_pairedmem(seed: int = 0, n_candidates_per_attribute: int = 96, n_selec
     return PairedMemBuild(seed, params, policies, tuple(specs), tuple(candidates), pairs, res, behaviours, notes)
 
 
-def pairedmem_counts(build: PairedMemBuild) -> dict[str, Any]:
+def counts(build: PairedMemBuild) -> dict[str, Any]:
     """Table 5/6 counts of a build (measured, never typed in)."""
     cands = build.candidates
     passed = [c for c in cands if c.passed]
@@ -215,17 +216,17 @@ def write_pairedmem(build: PairedMemBuild, data_dir: str | Path = "data") -> Pat
 
     def fill(d: Path) -> None:
         rows = {
-            "pairs.jsonl": dump_jsonl(d / "pairs.jsonl", (pair_to_json(p) for p in build.pairs)),
-            "reserves.jsonl": dump_jsonl(d / "reserves.jsonl", (pair_to_json(p) for p in build.reserves)),
-            "specs.jsonl": dump_jsonl(d / "specs.jsonl", (
+            "pairs.jsonl": write_jsonl(d / "pairs.jsonl", (pair_to_json(p) for p in build.pairs)),
+            "reserves.jsonl": write_jsonl(d / "reserves.jsonl", (pair_to_json(p) for p in build.reserves)),
+            "specs.jsonl": write_jsonl(d / "specs.jsonl", (
                 {**c.spec.to_json(), "passed": c.passed, "problems": list(c.problems),
                  "injected_defect": c.realisation.defect,
                  "status": ("selected" if c.spec.spec_id in {p.pair_id for p in build.pairs} else
                             "reserve" if c.passed else "failed")} for c in build.candidates)),
-            "behaviours.jsonl": dump_jsonl(d / "behaviours.jsonl", behaviour_rows(build.behaviours)),
+            "behaviours.jsonl": write_jsonl(d / "behaviours.jsonl", behaviour_rows(build.behaviours)),
         }
         manifest = {"format_version": FORMAT_VERSION, "track": TRACK, "generator": "dpmv_lib.bench.pairedmem",
-                    "params": dict(build.params), "counts": pairedmem_counts(build),
+                    "params": dict(build.params), "counts": counts(build),
                     "selection_notes": dict(build.notes), "policies": sorted(build.policies),
                     "files": file_entries(d, sorted(rows), rows)}
         dump_json(d / "manifest.json", manifest)

@@ -88,7 +88,7 @@ def intent_families(policy: Policy, attribute: str) -> dict[str, list[str]]:
 
 def _pick_intents(rng: random.Random, intents: list[str], n: int, usage: Counter) -> list[str]:
     """``n`` intents spread over slots, least-used first (ties seeded)."""
-    out = []
+    out: list[str] = []
     for _ in range(n):
         slot_use = Counter(i.split(".")[0] for i in out)
         ranked = sorted(intents, key=lambda i: (usage[i], slot_use[i.split(".")[0]], rng.random()))

@@ -332,5 +332,5 @@ def select(candidates: Sequence[Candidate], n_per_attribute: int = 80, seed: int
                                  "raise n_per_attribute or lower defect_rate")
     chosen = {c.spec.spec_id for c in selected}
     reserves = [c for c in candidates if c.passed and c.spec.spec_id not in chosen]
-    key = lambda c: c.spec.index  # noqa: E731
-    return sorted(selected, key=key), sorted(reserves, key=key), notes
+    by_index = lambda c: c.spec.index  # noqa: E731
+    return sorted(selected, key=by_index), sorted(reserves, key=by_index), notes

@@ -246,7 +246,7 @@ def _plan_positions(rng: random.Random, attribute: str, co: tuple[str, ...],
                 extra = _all_fields(REASONS[attribute][it])
                 rng.shuffle(extra)
                 options += extra
-            best = None
+            best: tuple[Any, ...] | None = None
             for ch in options:
                 target_len = _styled_len(expand(REASONS[attribute][it], ch), style) - balance
                 n, nch = _matched_neutral(rng, target_len, split, used_neutral, style, longer)
@@ -255,6 +255,7 @@ def _plan_positions(rng: random.Random, attribute: str, co: tuple[str, ...],
                     best = (gap, ch, n, nch)
                 if gap == 0:
                     break
+            assert best is not None  # options is never empty
             gap, ch, n, nch = best
             used_neutral.add(n)
             balance = gap

@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .benchmark import Behaviour, Pair, pair_to_json
-from .datafiles import dump_json, dump_jsonl, file_entries, replace_dir_atomically
+from .datafiles import dump_json, file_entries, replace_dir_atomically
+from ..common.io import write_jsonl
 from ..core.errors import CorpusError, StoreError
 from ..core.policy import Policy
 from ..core.scorer import cue_hits
@@ -76,7 +77,7 @@ class TransferBuild:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def counts(self) -> dict[str, Any]:
-        return transfer_counts(self)
+        return counts(self)
 
 
 # preference tiers of source kinds (issue 28: prefer real text): real, dialogue, crowd, machine
@@ -220,7 +221,8 @@ def build_transfer(pairedmem_pairs: Sequence[Pair], policies: Mapping[str, Polic
                                               "persona_conflicts": sp.persona_conflicts,
                                               "pregnancy_fits": sp.pregnancy_fits},
                                   "attributes": speaker_attrs[sp.speaker_id],
-                                  "sentences_by_slot": {g: len(by_slot.get(g, [])) for g in (*SLOT_PRIORITY, "unassigned")},
+                                  "sentences_by_slot": {g: len(by_slot.get(g, []))
+                                                        for g in (*SLOT_PRIORITY, "unassigned")},
                                   "dropped": dict(sorted((k, v) for k, v in why.items() if k != "kept")),
                                   "kept": why.get("kept", 0), "slot_fallback_positions": fallback}
     pairs: list[Pair] = []
@@ -256,7 +258,8 @@ def build_transfer(pairedmem_pairs: Sequence[Pair], policies: Mapping[str, Polic
                     "co_present": [], "group": sorted(pol.attribute(a).group),
                     "evidence_positions": list(positions), "overlap_positions": [], "nontarget_positions": {},
                     "evidence": [{"position": pos, "source": pool[k].source, "source_kind": pool[k].source_kind,
-                                  "ref": pool[k].ref, "unit": pool[k].unit, "M": pool[k].text, "M_prime": pool[k].edited,
+                                  "ref": pool[k].ref, "unit": pool[k].unit, "M": pool[k].text,
+                                  "M_prime": pool[k].edited,
                                   "review": review[a][pool[k].text].reason} for k, pos in placed],
                     "seed": seed}
             pair = Pair(pid, TRACK, a, base.template, base.policy_id, base.overlap, "test", m, mp, base.turns, meta)
@@ -274,7 +277,7 @@ def build_transfer(pairedmem_pairs: Sequence[Pair], policies: Mapping[str, Polic
     return TransferBuild(seed, policies, tuple(pairs), dict(behaviours), evidence, reasons, bg_info, params)
 
 
-def transfer_counts(build: TransferBuild) -> dict[str, Any]:
+def counts(build: TransferBuild) -> dict[str, Any]:
     """Counts for the T-steps table (measured)."""
     used = Counter((e["ref"], e["M"]) for p in build.pairs for e in p.meta["evidence"])
     by_src: dict[str, dict[str, int]] = {}
@@ -288,21 +291,25 @@ def transfer_counts(build: TransferBuild) -> dict[str, Any]:
         "pairs_per_attribute": dict(sorted(Counter(p.attribute for p in build.pairs).items())),
         "paired_query_turns": sum(len(p.turns) for p in build.pairs),
         "matched_pairedmem_pairs": len({p.meta["matched_pair"] for p in build.pairs}),
-        "evidence_positions_per_pair": dict(sorted(Counter(len(p.meta["evidence_positions"]) for p in build.pairs).items())),
+        "evidence_positions_per_pair": dict(sorted(Counter(len(p.meta["evidence_positions"])
+                                                           for p in build.pairs).items())),
         "evidence_candidates_kept": {a: len(v) for a, v in build.evidence.items()},
         "evidence_kept_by_source": by_src,
         "evidence_kept_by_kind": {a: dict(sorted(Counter(e.source_kind for e in evs).items()))
                                   for a, evs in build.evidence.items()},
         "evidence_used_by_kind": {a: dict(sorted(c.items())) for a, c in used_kind.items()},
-        "evidence_rejections": {a: {k: v for k, v in r.items() if k != "kept"} for a, r in build.evidence_reasons.items()},
-        "evidence_sentences_used": {a: len({e["M"] for p in build.pairs if p.attribute == a for e in p.meta["evidence"]})
+        "evidence_rejections": {a: {k: v for k, v in r.items() if k != "kept"}
+                                for a, r in build.evidence_reasons.items()},
+        "evidence_sentences_used": {a: len({e["M"] for p in build.pairs if p.attribute == a
+                                            for e in p.meta["evidence"]})
                                     for a in ATTRIBUTES},
         "max_reuse_of_one_evidence_sentence": max(used.values()) if used else 0,
         "pregnancy_speakers": sorted(k for k, v in build.background.items() if v["persona"]["pregnancy_fits"]),
         "background_sentences_kept": sum(v["kept"] for v in build.background.values()),
         "background_by_slot": {g: sum(v["sentences_by_slot"][g] for v in build.background.values())
                                for g in (*SLOT_PRIORITY, "unassigned")},
-        "background_dropped_for_conflicts": {a: sum(v["dropped"].get(f"conflicts_{a}", 0) for v in build.background.values())
+        "background_dropped_for_conflicts": {a: sum(v["dropped"].get(f"conflicts_{a}", 0)
+                                                    for v in build.background.values())
                                              for a in ATTRIBUTES},
         "background_slot_fallback_positions": sum(v["slot_fallback_positions"] for v in build.background.values()),
     }
@@ -316,13 +323,15 @@ def write_transfer(build: TransferBuild, data_dir: str | Path = "data") -> Path:
 
     def fill(d: Path) -> None:
         rows = {
-            "pairs.jsonl": dump_jsonl(d / "pairs.jsonl", (pair_to_json(p) for p in build.pairs)),
-            "evidence.jsonl": dump_jsonl(d / "evidence.jsonl", (asdict(e) for a in ATTRIBUTES for e in build.evidence[a])),
-            "background.jsonl": dump_jsonl(d / "background.jsonl", ({"speaker": k, **v} for k, v in build.background.items())),
-            "behaviours.jsonl": dump_jsonl(d / "behaviours.jsonl", (asdict(b) for b in build.behaviours.values())),
+            "pairs.jsonl": write_jsonl(d / "pairs.jsonl", (pair_to_json(p) for p in build.pairs)),
+            "evidence.jsonl": write_jsonl(d / "evidence.jsonl",
+                                          (asdict(e) for a in ATTRIBUTES for e in build.evidence[a])),
+            "background.jsonl": write_jsonl(d / "background.jsonl",
+                                            ({"speaker": k, **v} for k, v in build.background.items())),
+            "behaviours.jsonl": write_jsonl(d / "behaviours.jsonl", (asdict(b) for b in build.behaviours.values())),
         }
         manifest = {"format_version": FORMAT_VERSION, "track": TRACK, "generator": "dpmv_lib.bench.transfer",
-                    "params": dict(build.params), "counts": transfer_counts(build),
+                    "params": dict(build.params), "counts": counts(build),
                     "quality": quality_report(build),
                     "policies": sorted({p.policy_id for p in build.pairs}),
                     "corpora": {k: v for k, v in WHERE.items()},
@@ -334,7 +343,8 @@ def write_transfer(build: TransferBuild, data_dir: str | Path = "data") -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dpmv_lib.bench.transfer", description="Build the transfer track (C.3).")
+    ap = argparse.ArgumentParser(prog="python -m dpmv_lib.bench.transfer",
+                                 description="Build the transfer track (C.3).")
     ap.add_argument("--build", action="store_true")
     ap.add_argument("--report", action="store_true", help="print the quality report of the committed track")
     ap.add_argument("--seed", type=int, default=0)

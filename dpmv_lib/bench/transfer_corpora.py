@@ -52,14 +52,16 @@ WHERE = {
                             "prompts_train_lowercased.csv)",
     "medical_questions/liveqa": "TREC 2017 LiveQA medical task XML (abachaa/LiveQA_MedicalTask_TREC2017)",
     "medical_questions/genmedgpt5k": "GenMedGPT-5k (Kent0n-Li/ChatDoctor, chatdoctor5k.json)",
-    "first_person_health/icliniq_2k": "iCliniq-style patient questions (Om-Tiwari/GraphRAG-chatDoctor, train_2kchat.jsonl)",
+    "first_person_health/icliniq_2k": ("iCliniq-style patient questions "
+                                       "(Om-Tiwari/GraphRAG-chatDoctor, train_2kchat.jsonl)"),
     "first_person_health/meqsum": "MeQSum consumer health questions (abachaa/MeQSum, xlsx -> MeQSum_ACL2019.csv)",
     "first_person_health/aci_bench": "ACI-Bench visit transcripts (wyim/aci-bench, data/challenge_data/*.csv)",
     "first_person_health/mts_dialog": "MTS-Dialog conversations (abachaa/MTS-Dialog, Main-Dataset/*.csv)",
     "first_person_finance/dreaddit": "Dreaddit post segments, debt-trimmed (rradulov/dreaddit, raw_data/*.csv)",
     "first_person_finance/sdcnl": "SDCNL posts, debt-trimmed (ayaanzhaque/SDCNL, data/*-set.csv)",
     "first_person_finance/cams": "CAMS posts, debt-trimmed (drmuskangarg/CAMS, CAMS/data/added_CAMS_data.csv)",
-    "first_person_finance/sad": "SAD stress sentences (PervasiveWellbeingTech/Stress-Annotated-Dataset-SAD, SAD_v1.zip -> SAD_v1.csv)",
+    "first_person_finance/sad": ("SAD stress sentences "
+                                 "(PervasiveWellbeingTech/Stress-Annotated-Dataset-SAD, SAD_v1.zip -> SAD_v1.csv)"),
 }
 # ---- source kinds (issue 28): what kind of text each source tag is; real text is preferred
 SOURCE_KINDS: tuple[str, ...] = ("real patient question", "real forum post", "role-played dialogue",
@@ -174,7 +176,8 @@ def read_empathetic(corpora_dir: str | Path | None = None) -> list[SourceText]:
                 out.append(SourceText(tag, f"{tag}:{k}", r["content"].replace("_comma_", ",").strip()))
     with (root / ED_FILES[2]).open(encoding="utf-8", newline="") as fh:
         for k, r in enumerate(csv.DictReader(fh)):
-            out.append(SourceText("ed-train", f"ed-train:{k}", _restore_case(r["text"].replace("_comma_", ",").strip())))
+            out.append(SourceText("ed-train", f"ed-train:{k}",
+                                  _restore_case(r["text"].replace("_comma_", ",").strip())))
     return out
 
 
@@ -261,7 +264,8 @@ def read_health(corpora_dir: str | Path | None = None) -> list[SourceText]:
     for f in MTS_FILES:
         for r in _csv_rows(root, f):
             for j, t in enumerate(_turns(r["dialogue"], "patient")):
-                out.append(SourceText("mts-dialog", f"mts-dialog:{Path(f).stem.split('-', 2)[-1]}:{r['ID']}:{j}", _tidy(t)))
+                out.append(SourceText("mts-dialog", f"mts-dialog:{Path(f).stem.split('-', 2)[-1]}:{r['ID']}:{j}",
+                                      _tidy(t)))
     return out
 
 

@@ -19,7 +19,8 @@ from .transfer_corpora import ATTRIBUTES, KIND_OF_SOURCE, SourceText, Speaker
 
 
 _SENT = re.compile(r"(?<=[.!?])\s+")
-_GREETING = re.compile(r"^(?:(?:hi|hello|hey|dear)\s+)?(?:doctor|doc|sir)\s*[,.!:]\s*|^(?:hi|hello|hey)\s*[,.!]\s*", re.I)
+_GREETING = re.compile(r"^(?:(?:hi|hello|hey|dear)\s+)?(?:doctor|doc|sir)\s*[,.!:]\s*"
+                       r"|^(?:hi|hello|hey)\s*[,.!]\s*", re.I)
 
 # ---- T3 evidence rules (paper: first person, the speaker's current state; no resolved past states,
 # hypotheticals, metaphors or other people). Every rule is a named regex family; a sentence (or the
@@ -29,17 +30,20 @@ TARGET_PATTERNS: Mapping[str, tuple[str, ...]] = {
     "diabetes": (r"\bdiabet(?:es|ic)\b", r"\btype (?:2|ii|two) diabetes\b", r"\bmetformin\b", r"\binsulin\b",
                  r"\ba1c\b", r"\bblood sugar(?: levels?)? (?:is|are) (?:\w+ )?high\b"),
     "pregnancy": (r"\bpregnant\b", r"\bpregnancy\b", r"\bweeks pregnant\b", r"\btrimester\b",
-                  r"\bexpecting (?:a baby|my first (?:baby|child)|our first (?:baby|child)|a (?:baby )?(?:boy|girl)|twins)\b",
+                  r"\bexpecting (?:a baby|my first (?:baby|child)|our first (?:baby|child)"
+                  r"|a (?:baby )?(?:boy|girl)|twins)\b",
                   r"\bmaternity leave\b"),
     "debt": (r"\bdebts?\b", r"\bbehind on (?:my )?(?:bills|payments|mortgage|rent)\b", r"\bbills that are overdue\b",
              r"\boverdue bills\b", r"\bmaxed out\b", r"\bowe\b.{0,40}\b(?:cards?|bank|loans?|irs|taxes|hospital)\b",
              r"\bpayday loans?\b", r"\bbankrupt\w*\b"),
     # job loss: the speaker must be the one who lost the job (first-person subject)
     "job_loss": (r"\bI(?:'ve| have| had)? (?:just |recently )?(?:been )?laid off\b",
-                 r"\bI(?:'ve| have| had)? (?:just |recently )?(?:got|was|been|had been|get) (?:just )?(?:laid off|fired|let go)\b",
+                 r"\bI(?:'ve| have| had)? (?:just |recently )?(?:got|was|been|had been|get) "
+                 r"(?:just )?(?:laid off|fired|let go)\b",
                  r"\b(?:I|I've|I have|I just|I recently)\s+(?:just |recently )?lost my job\b", r"\bfired me\b",
                  r"\bI(?:'m| am) (?:still |now )?(?:unemployed|out of work|jobless)\b",
-                 r"\bI(?:'ve| have)? been (?:unemployed|out of work|jobless)\b", r"\bafter getting (?:fired|laid off)\b",
+                 r"\bI(?:'ve| have)? been (?:unemployed|out of work|jobless)\b",
+                 r"\bafter getting (?:fired|laid off)\b",
                  r"\b(?:was|got|been) let go from my job\b"),
 }
 # a negation shortly before the target word (format with the word's regex)
@@ -55,11 +59,13 @@ NOT_TARGET: Mapping[str, tuple[str, ...]] = {
     "pregnancy": (r"pregnancy test", r"get(?:ting)? pregnant", r"trying to (?:conceive|get pregnant)",
                   r"(?:not|wasn't|isn't) pregnant", r"without being pregnant", r"in vitro", r"ectopic",
                   r"pregnant pause", r"teen pregnancy", r"terminated", r"abort\w*", r"miscarr\w*", r"negative",
-                  r"pregnancy (?:strips?|kits?|symptoms?)", r"(?:check\w*|test\w*|confirm\w*) (?:for |the |my )?pregnancy",
+                  r"pregnancy (?:strips?|kits?|symptoms?)",
+                  r"(?:check\w*|test\w*|confirm\w*) (?:for |the |my )?pregnancy",
                   r"planning (?:for )?(?:a )?pregnancy", r"next pregnancy", r"not sure (?:whether|if)",
                   r"decide to (?:get )?pregnant", r"pregnant (?:\w+ )?(?:times|twice)", r"successful pregnancy",
                   NEGATED.format(r"pregnan\w*")),
-    "debt": (r"paid off", r"able to pay off", r"debt[- ]free", r"out of debt", r"no debt", r"debt nonexistent", r"debt is paid",
+    "debt": (r"paid off", r"able to pay off", r"debt[- ]free", r"out of debt", r"no debt", r"debt nonexistent",
+             r"debt is paid",
              NEGATED.format(r"(?:in|into) debt"),
              r"(?:doesn't|don't) have (?:any |the )?debt", r"cleared", r"completed all debt", r"garbage collector",
              r"long overdue"),
@@ -182,7 +188,8 @@ def evidence_problems(text: str, attribute: str) -> list[str]:
         ("not_first_person", not re.search(FIRST_PERSON, text, re.I)),
         ("about_someone_else", bool(re.search(THIRD_PARTY, text, re.I))),
         ("hypothetical", bool(re.search(HYPOTHETICAL, text, re.I))),
-        ("not_current", bool(re.search(RESOLVED, text, re.I) or re.search(RESOLVED_BY_ATTRIBUTE[attribute], text, re.I))),
+        ("not_current", bool(re.search(RESOLVED, text, re.I)
+                             or re.search(RESOLVED_BY_ATTRIBUTE[attribute], text, re.I))),
         ("metaphor", bool(re.search(METAPHOR, text, re.I))),
         ("length", not 4 <= n <= 45 or "http" in text.lower()),
         ("other_attribute", bool(set(lexicon.signalled_attributes(text)) - {attribute})),
@@ -256,8 +263,10 @@ def load_review(path: str | Path | None = None) -> dict[str, dict[str, Review]]:
         if a not in ATTRIBUTES:
             raise CorpusError(f"{path}: unknown attribute {a!r}; valid: {list(ATTRIBUTES)}")
         for r in rows:
-            if not isinstance(r, Mapping) or not all(isinstance(r.get(k), str) and r.get(k) for k in ("text", "m_prime", "reason")):
-                raise CorpusError(f"{path}: each {a} entry needs non-empty text, m_prime and reason strings, got {r!r}")
+            if not isinstance(r, Mapping) or not all(isinstance(r.get(k), str) and r.get(k)
+                                                     for k in ("text", "m_prime", "reason")):
+                raise CorpusError(f"{path}: each {a} entry needs non-empty text, m_prime and reason strings, "
+                                  f"got {r!r}")
             bad = replacement_problems(r["text"], r["m_prime"], a)
             if bad:
                 raise CorpusError(f"{path}: the M' replacement of {r['text']!r} fails: {bad}")
@@ -284,7 +293,8 @@ def load_rejections(path: str | Path | None = None) -> dict[str, dict[str, str]]
             if isinstance(r, Mapping):
                 key = r.get("text") or (f"sha256:{r['sha256']}" if r.get("sha256") else "")
             if not key or not isinstance(r.get("reason"), str) or not r["reason"].strip() or not r.get("ref"):
-                raise CorpusError(f"{path}: each rejected {a} entry needs a ref, a text or sha256, and a reason, got {r!r}")
+                raise CorpusError(f"{path}: each rejected {a} entry needs a ref, a text or sha256, and a reason, "
+                                  f"got {r!r}")
             if key in accepted[a]:
                 raise CorpusError(f"{path}: {a} sentence both accepted and rejected: {key!r}")
             if key in out[a]:

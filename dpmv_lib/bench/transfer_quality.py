@@ -8,7 +8,8 @@ from collections import Counter
 from typing import Any, Mapping
 
 from ..core.store import differing_positions
-from .transfer_corpora import ATTRIBUTES, MAX_EVIDENCE_REUSE, MIN_DISTINCT_EVIDENCE, SOURCE_KINDS, pregnancy_persona_fits
+from .transfer_corpora import (ATTRIBUTES, MAX_EVIDENCE_REUSE, MIN_DISTINCT_EVIDENCE, SOURCE_KINDS,
+                               pregnancy_persona_fits)
 from .transfer_evidence import CONFLICTS, RESIDUAL_SIGNAL, evidence_problems, replacement_problems
 from .transfer_support import supported
 
@@ -39,7 +40,8 @@ def edit_distribution(pairs_mp: list[tuple[str, str]]) -> dict[str, Any]:
         return {"n": 0}
     bins = Counter(next(lbl for hi, lbl in EDIT_BINS if r <= hi) for r in share)
     return {"n": len(d), "words_min": d[0], "words_median": d[len(d) // 2], "words_max": d[-1],
-            "share_median": round(share[len(share) // 2], 3), "share_bins": {lbl: bins.get(lbl, 0) for _, lbl in EDIT_BINS}}
+            "share_median": round(share[len(share) // 2], 3),
+            "share_bins": {lbl: bins.get(lbl, 0) for _, lbl in EDIT_BINS}}
 
 
 def quality_report(track: Any, personas: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, Any]:
@@ -99,7 +101,7 @@ def quality_report(track: Any, personas: Mapping[str, Mapping[str, int]] | None 
             probs = replacement_problems(m_t, mp_t, p.attribute)
             if probs:
                 mprime_bad[(p.attribute, mp_t)] = probs
-        for i, text in p.m_prime.contents.items():
+        for text in p.m_prime.contents.values():
             residual_anywhere += bool(re.search(RESIDUAL_SIGNAL[p.attribute], text, re.I))
         for i, text in p.m.contents.items():
             if i not in d and re.search(CONFLICTS[p.attribute], text, re.I):
@@ -108,7 +110,8 @@ def quality_report(track: Any, personas: Mapping[str, Mapping[str, int]] | None 
                     conflict_examples.append(f"{p.pair_id}@{i}: {text}")
         if p.attribute == "pregnancy":
             per = (personas or {}).get(p.meta.get("speaker", "")) or p.meta.get("persona") or {}
-            if not pregnancy_persona_fits(per.get("she_refs", 0), per.get("he_refs", 0), per.get("persona_conflicts", 0)):
+            if not pregnancy_persona_fits(per.get("she_refs", 0), per.get("he_refs", 0),
+                                          per.get("persona_conflicts", 0)):
                 misfit += 1
     return {
         "pairs": len(pairs),
@@ -163,7 +166,8 @@ V2_FIGURES: Mapping[str, str] = {
     "max_reuse": "diabetes 14, pregnancy 2, debt 7, job_loss 3",
     "distinct_evidence_by_kind": ("diabetes: machine-generated 5; pregnancy: crowd-written 6, machine-generated 19; "
                                   "debt: crowd-written 9; job_loss: crowd-written 20"),
-    "m_prime_edit_distance": "median words (share): diabetes 3 (0.25), pregnancy 4 (0.29), debt 6 (0.4), job_loss 3 (0.33)",
+    "m_prime_edit_distance": ("median words (share): diabetes 3 (0.25), pregnancy 4 (0.29), debt 6 (0.4), "
+                              "job_loss 3 (0.33)"),
 }
 
 

@@ -17,11 +17,12 @@ M ~_a M' under the same public prefixes and reports which conditions fail, with 
   unchanged with the fixed generic view on fallback, L_a <= B_a on every path;
 * C6 observable releases: nothing beside the view (e.g. a score) may differ between M and M'.
 
-It enumerates every slot-level outcome exactly (the interface's own ``_route/_prepare/_outcomes``
-hooks, on forked in-memory ledgers), so it needs a :class:`~dpmv_lib.core.memview.MemView` (subclass);
-it then cross-checks ``release()`` by sampling and computes the exact transcript privacy loss
-(Theorem 1: at most B_a) in log space, so it stays finite for large eps (inf only where the
-supports really differ). ``python -m dpmv_lib.checks.contract --variant all`` prints the report.
+It enumerates every slot-level outcome exactly (the interface's own public steps ``route``,
+``prepare`` and ``log_outcomes``, on forked in-memory ledgers), so it needs a
+:class:`~dpmv_lib.core.memview.MemView` (subclass); it then cross-checks ``release()`` by
+sampling and computes the exact transcript privacy loss (Theorem 1: at most B_a) in log space,
+so it stays finite for large eps (inf only where the supports really differ).
+``python -m dpmv_lib.checks.contract --variant all`` prints the report.
 """
 from __future__ import annotations
 
@@ -52,11 +53,11 @@ class MemoryRouting(MemView):
     label = "MemoryRouting"
     violates = "C4"
 
-    def _route(self, query: Query, history: tuple[Release, ...]) -> tuple[str, ...]:
+    def route(self, query: Query, history: Sequence[Release] = ()) -> tuple[str, ...]:
         keep = []
-        for name in super()._route(query, history):
+        for name in super().route(query, history):
             specific = [v for v in self.policy.slot(name).views if not v.generic]
-            text = " ".join(self._store.read(self.policy.positions_of(name)))
+            text = " ".join(self.store.read(self.policy.positions_of(name)))
             if not (specific and cue_hits(specific[0].cues, text) > 0):
                 keep.append(name)
         return tuple(keep)

@@ -1,9 +1,9 @@
 """The exact lockstep walk of the contract checker (:mod:`dpmv_lib.checks.contract`): every
 slot-level outcome of an interface on M and M' under the same public prefix, enumerated through
-its own ``_route/_prepare/_outcomes`` hooks on forked in-memory ledgers, and the C1-C6 comparisons
-of the two walks.
+its own public steps (``route``, ``prepare``, ``log_outcomes``) on forked in-memory ledgers, and
+the C1-C6 comparisons of the two walks.
 
-The walk carries natural-log probabilities (``MemView._log_outcomes``, sums by log-add), so a
+The walk carries natural-log probabilities (``MemView.log_outcomes``, sums by log-add), so a
 view or transcript whose probability is below the float range (large eps: Pr ~ e^(-eps/2))
 keeps a finite log: supports, per-slot log-ratios and the transcript loss are those of the
 exact distribution, and only a probability that is exactly 0 counts as outside the support.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import math
-import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -21,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..core.errors import ParameterError
 from ..core.exact import log_add
 from ..core.ledger import InMemoryLedger
-from ..core.mechanism import _exact_utility
+from ..core.mechanism import exact_utility
 from ..core.selection import exponential_mechanism
 from ..core.memview import MemView, Release, SlotRelease
 from ..core.policy import Policy, Query
@@ -119,8 +118,7 @@ def _fmt_dist(d: Mapping[str, float]) -> str:
 
 
 def _route_of(iface: MemView, q: Query, hist: tuple[Release, ...]) -> tuple[str, ...]:
-    hook = getattr(iface, "_route", None)
-    return tuple(hook(q, hist)) if hook is not None else tuple(iface.policy.route(q, hist))
+    return tuple(iface.route(q, hist))  # the interface's own route (C4 hook)
 
 
 def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strategy, horizon: int,
@@ -163,9 +161,9 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
                             b = _fork(b)
                             W.ops += 1
                             before = b.ledger.spent()
-                            prep = b._prepare(q, slot, hist)
+                            prep = b.prepare(q, slot, hist)
                             after = b.ledger.spent()
-                            outs = b._log_outcomes(prep)  # (release, log Pr), Pr > 0
+                            outs = b.log_outcomes(prep)  # (release, log Pr), Pr > 0
                             _self_checks(policy, b, prep, [(sr, math.exp(lp)) for sr, lp in outs], before,
                                          after, caps, where, F)
                             node.reach = log_add(node.reach, p)
@@ -173,9 +171,9 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
                             node.admitted.add(bool(prep.admitted))
                             node.ledgers.add(_lkey(before))
                             if prep.admitted:
-                                node.vocab.add(tuple(v.id for v in b._vocabulary(slot)))
+                                node.vocab.add(tuple(v.id for v in b.vocabulary(slot)))
                                 node.utils.add(tuple(zip((v.id for v in prep.views),
-                                                         map(_exact_utility, prep.utilities))))
+                                                         map(exact_utility, prep.utilities))))
                             for sr, lpr in outs:
                                 node.dist[sr] = log_add(node.dist[sr], p + lpr)
                                 k = ids.child(dkey, sr)
@@ -188,7 +186,7 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
                         spent = b.ledger.spent()
                         h = ids.child(("hist", hid), (dkey, _lkey(spent)))
                         if h not in ids.hist:
-                            ids.hist[h] = hist + (b._make_release(q, list(done)),)
+                            ids.hist[h] = hist + (b.make_release(q, list(done)),)
                         nxt[h].append((b, p))
         frontier = {k: _merge(v) for k, v in nxt.items()}
         if len(frontier) > max_transcripts:
@@ -202,12 +200,8 @@ def _fork(b: MemView) -> MemView:
     log: the checker reads ledgers only through ``spent()``)."""
     if type(b).fork is not MemView.fork or type(b.ledger) is not InMemoryLedger:
         return b.fork()
-    led = copy.copy(b.ledger)
-    led._spent = dict(b.ledger._spent)
-    led._lock = threading.Lock()
-    led.log = []
     other = copy.copy(b)
-    other.ledger = led
+    other.ledger = b.ledger.copy(log=False)
     return other
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable, Mapping, Sequence
 
-from ..core._exact import Number, to_fraction
+from ..core.rationals import Number, to_fraction
 from ..core.errors import ParameterError
 from ..core.exact import Strategy, fixed_strategy
 from ..core.ledger import BudgetRule

@@ -1,7 +1,9 @@
 """Contract-VIOLATING variants of MemView for the RQ2 ablations (paper Table 4, Appendix B.5).
 
-Each breaks exactly one condition of the interface contract and is marked by ``violates``.
-They exist to show what goes wrong; never deploy them.
+Each breaks exactly one condition of the interface contract and is marked by ``violates``, by
+overriding one public step of :class:`~dpmv_lib.core.memview.MemView` (``charge_set``, ``select``
+and ``outcomes``, ``admit``, ``extras``, ``vocabulary``). They exist to show what goes wrong;
+never deploy them.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..core.memview import MemView, SlotRelease, _Prepared
+from ..core.memview import MemView, PreparedSlot, SlotRelease
 from ..core.policy import View
 from ..core.scorer import cue_hits
 
@@ -26,7 +28,7 @@ class IncompleteCharge(MemView):
         super().__init__(*args, **kwargs)
         self.keep = keep
 
-    def _charge_set(self, affected: frozenset[str]) -> frozenset[str]:
+    def charge_set(self, affected: frozenset[str]) -> frozenset[str]:
         if len(affected) <= 1:
             return affected
         prefs = (self.keep,) if isinstance(self.keep, str) else tuple(self.keep or ())
@@ -43,13 +45,15 @@ class CappedArgmax(MemView):
     label = "CappedArgmax"
     violates = "C3"
 
-    def _sample(self, prep: _Prepared) -> SlotRelease:
-        if not prep.admitted:
-            return self._generic(prep)
-        return self._released(prep, prep.views[int(np.argmax(prep.utilities))].id, "argmax")
+    def select(self, prepared: PreparedSlot) -> SlotRelease:
+        if not prepared.admitted:
+            return super().select(prepared)  # the generic view, as MemView
+        p = prepared.plan
+        return SlotRelease(p.slot, prepared.views[int(np.argmax(prepared.utilities))].id, p.read_set, p.affected,
+                           p.charged, p.epsilon, "argmax")
 
-    def _outcomes(self, prep: _Prepared) -> list[tuple[SlotRelease, float]]:
-        return [(self._sample(prep), 1.0)]
+    def outcomes(self, prepared: PreparedSlot) -> list[tuple[SlotRelease, float]]:
+        return [(self.select(prepared), 1.0)]
 
 
 class NoCap(MemView):
@@ -58,7 +62,7 @@ class NoCap(MemView):
     label = "NoCap"
     violates = "C5"
 
-    def _admit(self, charged: frozenset[str], epsilon: Fraction) -> bool:
+    def admit(self, charged: frozenset[str], epsilon: Fraction) -> bool:
         if charged:
             self.ledger.charge_unchecked(charged, epsilon)
         return True
@@ -70,8 +74,8 @@ class ScoreChannel(MemView):
     label = "ScoreChannel"
     violates = "C6"
 
-    def _extras(self, prep: _Prepared) -> tuple[tuple[str, Any], ...]:
-        return (("top_score", round(float(np.max(prep.utilities)), 6)),)
+    def extras(self, prepared: PreparedSlot) -> tuple[tuple[str, Any], ...]:
+        return (("top_score", round(float(np.max(prepared.utilities)), 6)),)
 
 
 class StoreDependentVocabulary(MemView):
@@ -81,8 +85,8 @@ class StoreDependentVocabulary(MemView):
     label = "StoreDependentVocabulary"
     violates = "C1"
 
-    def _vocabulary(self, slot: str) -> tuple[View, ...]:
-        text = " ".join(self._store.read(self.policy.positions_of(slot)))
+    def vocabulary(self, slot: str) -> tuple[View, ...]:
+        text = " ".join(self.store.read(self.policy.positions_of(slot)))
         return tuple(v for v in self.policy.slot(slot).views if v.generic or cue_hits(v.cues, text) > 0)
 
 

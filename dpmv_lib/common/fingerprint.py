@@ -333,7 +333,7 @@ def result_status(manifest_path: Path, *, root: Path, package_dir: Path,
         name = str(e.get("name", "?"))
 
         def row(state: str, *why: str) -> NotebookStatus:
-            return NotebookStatus(shown, profile, name, state, tuple(why))
+            return NotebookStatus(shown, profile, name, state, tuple(why))  # noqa: B023 - called within the iteration
 
         if e.get("status") != "ok":
             rows.append(row("unknown", f"last run {e.get('status', 'unrecorded')}"))
@@ -367,8 +367,8 @@ def result_status(manifest_path: Path, *, root: Path, package_dir: Path,
             if ("data", str(data_dir)) not in cache:
                 cache[("data", str(data_dir))] = data_sets(data_dir)
             now = Fingerprint(cache[key], cache[("data", str(data_dir))], profiles[profile])
-        why = compare(recorded, now)
-        rows.append(row("stale", *why) if why else row("current"))
+        changes = compare(recorded, now)
+        rows.append(row("stale", *changes) if changes else row("current"))
     return rows
 
 

@@ -57,6 +57,7 @@ def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, Any]:
     model, flags = _proc_cpuinfo(cpuinfo)
     if model is None and platform.system() == "Darwin":
         model = _sysctl("machdep.cpu.brand_string")   # macOS: the model only (isa stays None)
+    usable: int | None
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

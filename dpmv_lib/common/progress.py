@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ENV = "DPMV_PROGRESS_LOG"
@@ -71,6 +71,6 @@ def _log_path(path: str | Path | None) -> Path | None:
 
 
 def _append(path: Path, desc: str, text: str) -> None:
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(f"{stamp} {desc}: {text}\n")

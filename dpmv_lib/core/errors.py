@@ -78,3 +78,28 @@ class BudgetTypeError(BudgetError, DPMVTypeError):
 
 class ParameterTypeError(ParameterError, DPMVTypeError):
     """A parameter of the wrong type (e.g. a seed that is not an integer)."""
+
+
+_TYPE_ERRORS: dict[type[Exception], type[Exception]] = {
+    DPMVError: DPMVTypeError, PolicyError: PolicyTypeError, StoreError: StoreTypeError, QueryError: QueryTypeError,
+    BudgetError: BudgetTypeError, ParameterError: ParameterTypeError}
+
+
+def type_error_for(error: type[Exception]) -> type[Exception]:
+    """The wrong-type twin of a domain error class (``PolicyError`` -> ``PolicyTypeError``, ...).
+
+    Helpers that take the domain error class as an argument raise this for an argument of the
+    wrong type, so that the error is a ``TypeError`` and still the domain error.
+
+    Parameters
+    ----------
+    error : type
+        A domain error class, e.g. :class:`BudgetError`.
+
+    Returns
+    -------
+    type
+        Its ``*TypeError`` subclass, or ``error`` itself when it has none (e.g. a subclass such
+        as :class:`LedgerIntegrityError`, or a class from outside dpmv).
+    """
+    return _TYPE_ERRORS.get(error, error)

@@ -39,7 +39,7 @@ def transcript_log_distribution(make: Callable[[MemoryStore], MemView], store: M
                                 ) -> dict[Transcript, float]:
     """log P[transcript | store] (natural log) for every augmented transcript of length
     ``horizon`` with positive probability, enumerated in log space (MemView's own
-    ``_log_outcomes``), so large eps cannot underflow a probability to 0: the Theorem 1 loss
+    ``log_outcomes``), so large eps cannot underflow a probability to 0: the Theorem 1 loss
     max |log P_M - log P_M'| is then finite unless the supports really differ.
 
     Raises
@@ -61,8 +61,8 @@ def _enumerate(make: Callable[[MemoryStore], MemView], store: MemoryStore, strat
         nxt = []
         for history, iface, w in frontier:
             q = strategy(history)
-            for slots, branch, wt in _turn(iface, q, history, log):
-                nxt.append((history + (branch._make_release(q, slots),), branch, mul(w, wt)))
+            for slots, branch, wt in turn_outcomes(iface, q, history, log):
+                nxt.append((history + (branch.make_release(q, slots),), branch, mul(w, wt)))
         frontier = nxt
         if len(frontier) > max_transcripts:
             raise ParameterError(f"more than {max_transcripts} transcripts; use a smaller example")
@@ -79,19 +79,44 @@ def log_add(a: float, b: float) -> float:
     return a if b == -math.inf else a + math.log1p(math.exp(b - a))
 
 
-def _turn(iface: MemView, q: Query, history: Transcript, log: bool):
-    """(slot releases, branch, probability or, with ``log``, log probability) of every outcome
-    of one turn with positive probability."""
+def turn_outcomes(iface: MemView, q: Query, history: Transcript, log: bool = False
+                  ) -> list[tuple[list[SlotRelease], MemView, float]]:
+    """Every outcome of one turn with positive probability, through the interface's own public
+    steps (``route``, ``prepare``, ``outcomes``/``log_outcomes``: the code path of ``release()``),
+    each on its own fork of ``iface`` (``iface`` itself is not changed).
+
+    Parameters
+    ----------
+    iface : MemView
+        The interface (any subclass) before the turn; its ledger must be in memory.
+    q : Query
+        The turn's public query.
+    history : tuple of Release
+        The public released history before the turn.
+    log : bool, default False
+        Weigh outcomes by log probabilities instead of probabilities.
+
+    Returns
+    -------
+    list of (list of SlotRelease, MemView, float)
+        (the slot releases in route order, the fork after them, the probability or, with
+        ``log``, its natural log); ``branch.make_release(q, slots)`` is the turn's Release.
+
+    Raises
+    ------
+    BudgetError
+        If the ledger is not an in-memory ledger (it cannot be forked).
+    """
     partial: list[tuple[list[SlotRelease], MemView, float]] = [([], iface.fork(), 0.0 if log else 1.0)]
-    for slot in iface._route(q, history):  # the interface's own route (C4 hook)
+    for slot in iface.route(q, history):  # the interface's own route (C4 hook)
         grown = []
         for done, branch, w in partial:
             branch = branch.fork()
-            prep = branch._prepare(q, slot, history)  # the same code path release() uses
+            prep = branch.prepare(q, slot, history)  # the same code path release() uses
             if log:
-                grown += [(done + [sr], branch, w + lp) for sr, lp in branch._log_outcomes(prep)]
+                grown += [(done + [sr], branch, w + lp) for sr, lp in branch.log_outcomes(prep)]
             else:
-                grown += [(done + [sr], branch, w * p) for sr, p in branch._outcomes(prep) if p > 0]
+                grown += [(done + [sr], branch, w * p) for sr, p in branch.outcomes(prep) if p > 0]
         partial = grown
     return [(done, branch.fork(), w) for done, branch, w in partial]
 
@@ -141,7 +166,7 @@ def log_privacy_loss(logdist_m: dict[Transcript, float], logdist_mp: dict[Transc
                        math.fsum(map(math.exp, logdist_mp.values())))
 
 
-def exact_privacy_loss(make: Callable[[MemoryStore], MemView], m: MemoryStore, m_prime: MemoryStore,
+def privacy_loss_of(make: Callable[[MemoryStore], MemView], m: MemoryStore, m_prime: MemoryStore,
                        strategy: Strategy, horizon: int) -> PrivacyLoss:
     """The exact max privacy loss of the augmented transcript between two stores (Theorem 1:
     at most B_a for a compliant interface), enumerated in log space, so it stays finite for

@@ -38,7 +38,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from ._exact import Number, to_fraction
+from .rationals import Number, to_fraction
 from .errors import ParameterError
 
 
@@ -74,7 +74,7 @@ def _checked_utilities(utilities: Sequence[Number]) -> list[Fraction]:
         raise ParameterError(f"utilities must be a sequence of numbers, got {type(utilities).__name__}") from None
     if not items:
         raise ParameterError("the exponential mechanism needs at least one view")
-    us = [_exact_utility(u) for u in items]
+    us = [exact_utility(u) for u in items]
     for u in us:
         if u < 0 or u > 1:
             raise ParameterError(f"utilities must lie in [0, 1] (Eq. 6), got {u}")
@@ -198,9 +198,24 @@ def bernoulli_exp_neg(x: Fraction, rnd: RandomSource) -> bool:
     return k % 2 == 1
 
 
-def _exact_utility(u: object) -> Fraction:
+def exact_utility(u: object) -> Fraction:
     """A utility as an exact rational; floats through their exact binary value (as the float
-    sampler sees them); NaN/inf rejected."""
+    sampler sees them); NaN/inf rejected.
+
+    Parameters
+    ----------
+    u : Fraction, float, int or numeric str
+        The utility.
+
+    Returns
+    -------
+    Fraction
+
+    Raises
+    ------
+    ParameterError
+        If ``u`` is NaN, infinite or not a number.
+    """
     if isinstance(u, Fraction):
         return u
     if isinstance(u, (float, np.floating)):

@@ -1,11 +1,15 @@
 """MemView: the trusted DP-MemView interface (paper Figure 2, Appendix A).
 
-Per turn: route the public query to ordered active slots (C4); per slot read the policy's
-positions, charge every attribute whose group the read touches (C2), check every ledger
-prospectively (C5), and either sample a public view with an eps-DP selector (C1, C3; the
-exponential mechanism of Eq. (7) by default, or permute-and-flip, :mod:`dpmv_lib.core.selection`)
-or return the slot's fixed generic view at zero cost. Only public things leave: the view per
-slot, which attributes were charged and at what eps, and the public ledger state (C3, C6).
+Per turn, in public steps that checks call and contract-violating variants override
+(:mod:`dpmv_lib.checks.variants`): :meth:`~MemView.route` the public query to ordered active
+slots (C4); per slot :meth:`~MemView.plan` the read of the policy's positions and charge every
+attribute whose group it touches (C2, :meth:`~MemView.charge_set`); :meth:`~MemView.prepare`:
+:meth:`~MemView.admit` against every ledger prospectively (C5), then score the fixed
+:meth:`~MemView.vocabulary` (C1); :meth:`~MemView.select` a public view with an eps-DP selector
+(C3; the exponential mechanism of Eq. (7) by default, or permute-and-flip,
+:mod:`dpmv_lib.core.selection`) or the slot's fixed generic view at zero cost;
+:meth:`~MemView.make_release`. Only public things leave: the view per slot, which attributes
+were charged and at what eps, and the public ledger state (C3, C6; :meth:`~MemView.extras`).
 
 Theorem 1: under C1-C6 the whole adaptive augmented transcript is pure B_a-DP for each a.
 
@@ -14,237 +18,36 @@ shared vocabulary - Eq. (7) (``selector="em"``, default) or permute-and-flip (``
 McKenna & Sheldon 2020: eps-DP with the same sensitivity, expected utility never below Eq. (7)'s).
 Theorem 1's proof uses only this per-release eps-DP property, so it holds for either selector.
 
-C3, exactly: Eq. (7) (and likewise permute-and-flip) is eps-DP only if |u_M(v) - u_M'(v)| <= Du holds for the numbers the sampler
-really uses. Utilities are therefore kept as exact rationals from the scorer to the sampler (the
-lexicon scorer returns ``Fraction``s; a float is read through its exact binary value), Du is the
-policy's exact bound, and the exact sampler decides with rationals only; the float path rounds
-only the shifted exponents eps*(u - u_max)/(2 Du). So the bound is met exactly, not up to
-rounding (in floats 0.4*0 + 0.4*1 + 0.2*1 = 0.6000000000000001 > 3/5 = Du).
-
-C5, fail-closed scoring: the prospective check charges the slot before the scorer runs, from the
-public plan only. If the scorer then fails for any view of the slot (raises, returns a non-number,
-NaN/inf, or a value outside [0, 1]), every utility of the slot is replaced by the constant 1/2:
-the slot releases a uniformly random view of V_g, with exactly the public fields of any admitted
-release (the selector's mechanism tag, the planned charge and eps; permute-and-flip accepts
-the first view it visits, also uniform). Nothing is raised and the ledger moves as planned, so whether the call errors or the ledger moves cannot depend on memory; the failure is
-recorded only in the operator-side list ``MemView.scorer_failures`` (never in a Release).
-Privacy: 1/2 lies within 1/2 <= Du of every valid utility in [0, 1], so the sanitised scorer
-keeps sensitivity Du and the release stays eps-DP for every policy with Du >= 1/2 (all shipped
-policies: 3/5 or 1; for Du < 1/2 the bound is eps/(2 Du)). Releasing the fixed generic view
-instead would not be DP: probability 1 on the failing store against as little as
-e^(-eps/(2 Du))/|V_g| on its neighbour.
+C3 exactly (utilities are exact rationals from the scorer to the sampler, so |u_M(v) - u_M'(v)|
+<= Du holds for the numbers the sampler uses) and C5 fail-closed scoring (a failing scorer makes
+its slot uniform over V_g at the planned charge; nothing is raised, the failure is listed only in
+the operator-side ``MemView.scorer_failures``): see :mod:`dpmv_lib.core.releases`.
 """
 from __future__ import annotations
 
 import copy
 import logging
 import math
-from dataclasses import dataclass
 from fractions import Fraction
-from numbers import Rational
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from ._exact import to_fraction
-from ._memo import remember
-from .errors import BudgetError, ParameterError, PolicyError, QueryError, StoreError
+from .rationals import to_fraction
+from .memo import remember
+from .errors import (BudgetError, BudgetTypeError, ParameterError, ParameterTypeError, PolicyTypeError,
+                     QueryTypeError, StoreTypeError)
 from .ledger import BudgetRule, InMemoryLedger, Ledger, OnlineBudget
-from .mechanism import RandomSource, SeededRandomSource, SystemRandomSource, em_log_probabilities, em_probabilities
-from .policy_format import short_repr
-from .selection import Selector, get_selector, pf_log_probabilities, pf_probabilities
+from .mechanism import RandomSource, SeededRandomSource, SystemRandomSource
+from .selection import Selector, get_selector
 from .policy import Policy, Query, View
+from .releases import (FAILSAFE_UTILITY, PlanMemo, PreparedSlot, Release, ScorerFailure, SlotPlan, SlotRelease,
+                       check_history, checked_rule_epsilon, checked_utility, selector_log_probabilities)
 from .scorer import LexiconScorer, Scorer
 from .store import MemoryStore
 
 
-@dataclass(frozen=True)
-class SlotRelease:
-    """What one slot-level operation releases (all public).
-
-    ``mechanism`` is "em" (sampled by Eq. 7), "pf" (permute-and-flip), "generic" (fixed generic view: empty read,
-    unplanned charge or failed cap check) or, in ablations only, "argmax"."""
-
-    slot: str
-    view: str
-    read_set: tuple[int, ...]
-    affected: frozenset[str]
-    charged: frozenset[str]
-    epsilon: Fraction
-    mechanism: str
-    fallback: bool = False
-    extras: tuple[tuple[str, Any], ...] = ()
-
-
-@dataclass(frozen=True)
-class Release:
-    """One turn of the augmented transcript, minus the response: q_t, v_t and public ledger state."""
-
-    query: Query
-    slots: tuple[SlotRelease, ...]
-    ledger: tuple[tuple[str, Fraction], ...]
-
-    @property
-    def views(self) -> dict[str, str]:
-        return {s.slot: s.view for s in self.slots}
-
-    @property
-    def spent(self) -> dict[str, Fraction]:
-        return dict(self.ledger)
-
-    def guidance(self, policy: Policy) -> list[str]:
-        """The view texts the response model receives (post-processing input, C6)."""
-        return [policy.view(s.view).text for s in self.slots]
-
-    def public_dict(self) -> dict[str, Any]:
-        return {"query": {"text": self.query.text, "intent": self.query.intent},
-                "slots": [{"slot": s.slot, "view": s.view, "read_set": list(s.read_set),
-                           "affected": sorted(s.affected), "charged": sorted(s.charged),
-                           "epsilon": str(s.epsilon), "mechanism": s.mechanism,
-                           "fallback": s.fallback, **dict(s.extras)} for s in self.slots],
-                "ledger": {a: str(v) for a, v in self.ledger}}
-
-
-def _check_history(history: Any) -> tuple["Release", ...]:
-    """The released history h must be a sequence of Release objects (typed error otherwise)."""
-    if isinstance(history, (str, bytes)) or not hasattr(history, "__iter__"):
-        raise QueryError(f"history must be a sequence of Release objects, got {type(history).__name__}")
-    h = tuple(history)
-    for r in h:
-        if not isinstance(r, Release):
-            raise QueryError(f"history must contain only Release objects, got {type(r).__name__}")
-    return h
-
-
-@dataclass(frozen=True)
-class SlotPlan:
-    """The public part of a slot-level operation: identical under adjacent stores given h (C4)."""
-
-    slot: str
-    read_set: tuple[int, ...]
-    affected: frozenset[str]
-    charged: frozenset[str]
-    epsilon: Fraction | None
-
-
-#: C5 fail-closed: the utility of every view of a slot whose scorer failed (uniform release).
-FAILSAFE_UTILITY = Fraction(1, 2)
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ScorerFailure:
-    """Operator-side record of one fail-closed slot (private: never part of a Release)."""
-
-    slot: str
-    view: str
-    reason: str
-
-
-@dataclass
-class _Prepared:
-    plan: SlotPlan
-    admitted: bool
-    views: tuple[View, ...] = ()
-    utilities: tuple[Fraction, ...] = ()  # exact rationals in [0, 1] (C3)
-
-
-def _checked_utility(value: Any) -> Fraction | None:
-    """A scorer value as an exact rational in [0, 1] (floats through their exact binary value);
-    None if it is not a finite number in [0, 1] (C5 fail-closed)."""
-    if isinstance(value, (bool, np.bool_)):
-        return None
-    if isinstance(value, Fraction):
-        u = value
-    elif isinstance(value, (int, np.integer)):
-        u = Fraction(int(value))
-    elif isinstance(value, (float, np.floating)):
-        if not math.isfinite(value):
-            return None
-        u = Fraction(float(value))
-    else:
-        return None
-    return u if 0 <= u <= 1 else None
-
-
-def checked_rule_epsilon(value: Any, rule: Any, slot: str, charged: frozenset[str]) -> Fraction | None:
-    """The budget rule's eps_{t,g} for one slot as an exact rational > 0, or None (no eps: the
-    slot falls back to the generic view at zero cost).
-
-    C4 makes eps_{t,g} a public function of Gamma and the caps, and C5 compares L_a + eps with
-    B_a exactly; both need the very rational the ledger is charged, so a rule must return an
-    exact rational: an ``int`` (not ``bool``), a :class:`~fractions.Fraction` or another
-    :class:`numbers.Rational` (e.g. a numpy integer). A float is refused even when exactly
-    representable (0.1 would mean either its binary value or 1/10), and so is a numeric string
-    such as ``"1/2"``: nothing converts a rule's output, so ``SlotRelease.epsilon`` is always
-    the Fraction that was charged.
-
-    Raises
-    ------
-    BudgetError
-        If ``value`` is not None and not an exact rational > 0; the message names the rule, the
-        slot, the charge set and the value. MemView plans every slot of a turn before it charges
-        any, so the ledger is unchanged when this is raised.
-    """
-    if value is None or (type(value) is Fraction and value.numerator > 0):
-        return value
-    if isinstance(value, Rational) and not isinstance(value, bool):
-        try:
-            eps = Fraction(int(value.numerator), int(value.denominator))
-        except (TypeError, ValueError, ZeroDivisionError):
-            eps = None
-        if eps is not None and eps > 0:
-            return eps
-        problem = "must be > 0"
-    else:
-        problem = "must be an exact rational (int or fractions.Fraction) or None"
-    raise BudgetError(f"budget rule {type(rule).__name__} returned eps = {short_repr(value)} "
-                      f"({type(value).__name__}) for slot {slot!r} with charge set {sorted(charged)}: "
-                      f"eps_(t,g) {problem}; nothing was charged")
-
-
-def selector_log_probabilities(selector: Selector, utilities: Sequence[Fraction], epsilon: Fraction,
-                               sensitivity: Fraction) -> list[float]:
-    """log Pr[v] of the C3 selector (Eq. (7) or permute-and-flip) for every view, in log space,
-    so that a probability below the float range (large eps) keeps a finite log; -inf only for
-    a probability that is exactly 0 (an exponent below the float range; a custom selector's 0).
-
-    Eq. (7): :func:`~dpmv_lib.core.mechanism.em_log_probabilities` (exact exponents, then a
-    log-sum-exp). Permute-and-flip: :func:`~dpmv_lib.core.selection.pf_log_probabilities`
-    (x_r + log S_r, S_r in [1/n, 1]). Any other selector: the log of its float probabilities.
-
-    Raises
-    ------
-    ParameterError
-        If the utilities are not exact numbers in [0, 1] or eps / Du are invalid (as for the
-        selector itself).
-    """
-    if selector.probabilities is em_probabilities:
-        return [float(x) for x in em_log_probabilities(utilities, epsilon, sensitivity)]
-    if selector.probabilities is pf_probabilities:
-        return pf_log_probabilities(utilities, epsilon, sensitivity)
-    probs = selector.probabilities(utilities, epsilon, sensitivity)
-    return [math.log(p) if p > 0 else -math.inf for p in map(float, probs)]
-
-
-class _Memo:
-    """What MemView computes once per (policy, budget): eps per charge set (C4), and, when
-    ``pure``, the plan per (slot, R) and the generic release per shared plan."""
-
-    __slots__ = ("policy", "budget", "pure", "plain", "eps", "plans", "generic")
-
-    def __init__(self, policy: Any, budget: Any, pure: bool = False, plain: bool = False) -> None:
-        self.policy, self.budget, self.pure = policy, budget, pure
-        self.plain = plain  # pure, and _prepare, _sample and _generic are MemView's own
-        self.eps: dict[frozenset[str], Fraction | None] = {}
-        self.plans: dict[tuple[str, tuple[int, ...]], SlotPlan] = {}
-        self.generic: dict[int, tuple[SlotPlan, SlotRelease]] = {}  # id(plan) -> (plan, release)
-
-    def generic_of(self, plan: SlotPlan) -> SlotRelease | None:
-        """The shared generic release of a shared ``plan``, once built (the entry holds the plan:
-        its id is not reused while the entry is there)."""
-        hit = self.generic.get(id(plan))
-        return hit[1] if hit is not None and hit[0] is plan else None
 
 
 _PURE_RULES = (OnlineBudget,)  # frozen, its eps a function of (Gamma, caps) only (PreallocatedBudget's
@@ -255,24 +58,61 @@ _ZERO = Fraction(0)
 
 
 class MemView:
-    """The DP-MemView interface over one user's store.
+    """The DP-MemView interface over one user's store (paper Figure 2, Appendix A).
 
     >>> mv = MemView(policy, store, budget=OnlineBudget(K=3), seed=0)
     >>> rel = mv.release(Query("Any ideas for an affordable dinner?", "affordable_dinner"))
     >>> rel.views, rel.spent
 
-    ``exact=True`` (default) samples with the exact rational sampler; ``seed=None`` draws from
-    the OS (deployment), an int makes runs reproducible (experiments). ``selector`` is the C3
-    eps-DP selector: "em" (Eq. 7, default), "pf" (permute-and-flip) or a
-    :class:`~dpmv_lib.core.selection.Selector`. ``fixed_work`` picks a selector tag's exact
-    sampler: True, the one whose work is fixed by the public (|V_g|, eps, Du) (its running time
-    reveals nothing about the utilities: issue 29, ``benchmarks/results/timing_channel.md``);
-    False, the earlier one (same law, running time depends on the utilities); None (default):
-    True with OS randomness (deployment), False with a seed or a random source (experiments: the
-    committed results reproduce). ``ledger`` may be any
-    :class:`~dpmv_lib.core.ledger.Ledger` backend (e.g. a durable one); its caps must equal the policy's.
-    A failing scorer never raises out of ``release()`` (C5 fail-closed, module docstring); its
-    failures are listed, operator-side only, in ``scorer_failures``.
+    :meth:`release` runs the public steps :meth:`route`, :meth:`plan` (:meth:`charge_set`),
+    :meth:`prepare` (:meth:`admit`, :meth:`vocabulary`), :meth:`select` (:meth:`extras`) and
+    :meth:`make_release` (module docstring); :meth:`outcomes` and :meth:`log_outcomes` give the
+    exact law of :meth:`select`, for checks. A failing scorer never raises out of
+    :meth:`release` (C5 fail-closed); its failures are listed, operator-side only, in
+    ``scorer_failures``.
+
+    Parameters
+    ----------
+    policy : Policy
+        The public policy (slots, positions, groups I_a, caps B_a, vocabularies V_g, router).
+    store : MemoryStore
+        The user's memory M (trusted side); its layout must match ``policy``.
+    budget : BudgetRule, optional
+        The public rule eps_{t,g} = f(Gamma, caps) (C4); default ``OnlineBudget(3)``.
+    ledger : Ledger, optional
+        Any :class:`~dpmv_lib.core.ledger.Ledger` backend (e.g. a durable one) with the policy's
+        caps; default a fresh :class:`~dpmv_lib.core.ledger.InMemoryLedger`.
+    scorer : Scorer, optional
+        u(q, v, M[R]) with a ``sensitivity`` Du <= the policy's; default ``LexiconScorer()``.
+    exact : bool, default True
+        Sample with the exact rational sampler (True) or the float one.
+    seed : int or None, default None
+        None draws from the OS (deployment); an int >= 0 makes runs reproducible (experiments).
+    random_source : RandomSource, optional
+        The exact sampler's source of random bits (instead of ``seed``'s).
+    selector : {"em", "pf"} or Selector, default "em"
+        The C3 eps-DP selector: Eq. (7), permute-and-flip or a custom one.
+    fixed_work : bool or None, default None
+        A selector tag's exact sampler: True, the one whose work is fixed by the public
+        (|V_g|, eps, Du) (its running time reveals nothing: issue 29,
+        ``benchmarks/results/timing_channel.md``); False, the earlier one (same law); None: True
+        with OS randomness (deployment), False with a seed or random source (experiments).
+
+    Raises
+    ------
+    PolicyTypeError, StoreTypeError
+        If ``policy`` is not a Policy, ``store`` not a MemoryStore.
+    StoreError
+        If the store's layout does not match the policy.
+    BudgetTypeError
+        If ``budget`` has no ``epsilon()``, ``ledger`` is not a Ledger (or its caps not a
+        mapping to numbers), or ``scorer`` is not a callable with a ``sensitivity``.
+    BudgetError
+        If the ledger's caps differ from the policy's or the scorer's Du exceeds the policy's.
+    ParameterTypeError
+        If ``seed`` is not None or an integer, or ``selector`` not a tag or a Selector.
+    ParameterError
+        If ``seed`` < 0 or ``selector`` is an unknown tag.
     """
 
     label: ClassVar[str] = "DP-MemView"
@@ -283,19 +123,22 @@ class MemView:
                  seed: int | None = None, random_source: RandomSource | None = None,
                  selector: str | Selector = "em", fixed_work: bool | None = None) -> None:
         if not isinstance(policy, Policy):
-            raise PolicyError(f"MemView needs a Policy, got {type(policy).__name__}")
+            raise PolicyTypeError(f"MemView needs a Policy, got {type(policy).__name__}")
         if not isinstance(store, MemoryStore):
-            raise StoreError(f"MemView needs a MemoryStore, got {type(store).__name__}")
+            raise StoreTypeError(f"MemView needs a MemoryStore, got {type(store).__name__}")
         if budget is not None and not callable(getattr(budget, "epsilon", None)):
-            raise BudgetError(f"budget must be a budget rule with an epsilon() method, got {budget!r}")
+            raise BudgetTypeError(f"budget must be a budget rule with an epsilon() method, got {budget!r}")
         if ledger is not None and not all(hasattr(ledger, m) for m in ("caps", "spent", "try_charge")):
-            raise BudgetError(f"ledger must implement the Ledger protocol (caps, spent, try_charge), "
-                              f"got {type(ledger).__name__}")
+            raise BudgetTypeError(f"ledger must implement the Ledger protocol (caps, spent, try_charge), "
+                                  f"got {type(ledger).__name__}")
         if scorer is not None and not (callable(scorer) and hasattr(scorer, "sensitivity")):
-            raise BudgetError(f"scorer must be callable with a 'sensitivity' bound, got {scorer!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
-                                 or seed < 0):
+            raise BudgetTypeError(f"scorer must be callable with a 'sensitivity' bound, got {scorer!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise ParameterTypeError(f"seed must be None (OS randomness) or an integer >= 0, got {seed!r}")
+        if seed is not None and seed < 0:
             raise ParameterError(f"seed must be None (OS randomness) or an integer >= 0, got {seed!r}")
+        if not isinstance(selector, (str, Selector)):
+            raise ParameterTypeError(f"selector must be 'em', 'pf' or a Selector, got {type(selector).__name__}")
         if fixed_work is None:  # deployment (OS randomness): timing-safe; a seeded experiment: as before
             fixed_work = seed is None and random_source is None
         self.selector = get_selector(selector, bool(fixed_work))
@@ -306,9 +149,10 @@ class MemView:
         self.ledger = ledger if ledger is not None else InMemoryLedger.for_policy(policy)
         try:
             caps = {a: Fraction(b) for a, b in self.ledger.caps.items()}
-        except (AttributeError, TypeError, ValueError):
-            raise BudgetError(f"ledger caps must be a mapping attribute -> exact cap, got "
-                              f"{getattr(self.ledger, 'caps', None)!r}") from None
+        except (AttributeError, TypeError, ValueError) as exc:
+            error = BudgetError if isinstance(exc, ValueError) else BudgetTypeError
+            raise error(f"ledger caps must be a mapping attribute -> exact cap, got "
+                        f"{getattr(self.ledger, 'caps', None)!r}") from None
         if caps != policy.caps:
             raise BudgetError(f"ledger caps {caps} do not match the policy caps {policy.caps}")
         self._scorer = scorer if scorer is not None else LexiconScorer()
@@ -317,7 +161,7 @@ class MemView:
             raise BudgetError(f"scorer sensitivity {self._scorer.sensitivity} exceeds the policy's "
                               f"fixed bound {policy.sensitivity}")
         self.exact = exact
-        self._memo: _Memo = _Memo(None, None)
+        self._memo: PlanMemo = PlanMemo(None, None)
         self.scorer_failures: list[ScorerFailure] = []  # operator-side log (C5 fail-closed)
         self._rng = np.random.default_rng(seed)
         if random_source is not None:
@@ -325,35 +169,322 @@ class MemView:
         else:
             self._source = SeededRandomSource(seed) if seed is not None else SystemRandomSource()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse a subclass overriding a pre-issue-32 private hook (MemView no longer calls it)."""
+        super().__init_subclass__(**kwargs)
+        old = sorted(set(vars(cls)) & set(_RENAMED_HOOKS))
+        if old:
+            raise TypeError(f"{cls.__name__} overrides {', '.join(old)}: MemView's release steps are "
+                            f"public; override {', '.join(_RENAMED_HOOKS[n] for n in old)} instead")
+
+    @property
+    def store(self) -> MemoryStore:
+        """The memory store M (trusted side: only what :meth:`select` draws leaves the interface)."""
+        return self._store
+
     # ---- public API --------------------------------------------------------------------------
     def release(self, query: Query, history: Sequence[Release] = ()) -> Release:
-        """Release the view tuple for one turn given the public released history."""
+        """Release the view tuple for one turn given the public released history (C1-C6):
+        plan every active slot before anything is charged (C2, C4), admit each against the caps
+        (C5; one ledger transaction when the ledger offers ``try_charge_many``), then score and
+        select per slot in route order (C1, C3).
+
+        Parameters
+        ----------
+        query : Query
+            The public query q_t.
+        history : sequence of Release, default ()
+            The public released history h (the earlier turns).
+
+        Returns
+        -------
+        Release
+
+        Raises
+        ------
+        QueryTypeError
+            If ``query`` is not a Query or ``history`` not a sequence of Release objects.
+        QueryError, PolicyError
+            If the policy cannot route or read the query.
+        BudgetError
+            If the budget rule returns an invalid eps (nothing is charged then).
+        """
         if not isinstance(query, Query):
-            raise QueryError(f"release() needs a Query, got {type(query).__name__}")
-        history = _check_history(history)
+            raise QueryTypeError(f"release() needs a Query, got {type(query).__name__}")
+        history = check_history(history)
         # every slot's public plan is validated before anything is charged
-        plans = [self._plan(query, slot, history) for slot in self._route(query, history)]
+        plans = [self._plan(query, slot, history) for slot in self.route(query, history)]
         batch = self._admit_batch(plans)
         if batch is None:
-            out = [self._sample(self._prepare(query, p.slot, history, p)) for p in plans]
-            return self._make_release(query, out)
+            out = [self.select(self.prepare(query, p.slot, history, p)) for p in plans]
+            return self.make_release(query, out)
         admitted, spent = batch
         plain = self._memo.plain  # (current: _plan refreshed it)
         out = []
         for p, ok in zip(plans, admitted):
-            # a blocked or empty slot: what _sample(_prepare(...)) returns, when already built
+            # a blocked or empty slot: what select(prepare(...)) returns, when already built
             shared = self._memo.generic_of(p) if plain and not (ok and p.epsilon is not None) else None
-            out.append(shared if shared is not None else self._sample(self._prepare(query, p.slot, history, p, ok)))
+            out.append(shared if shared is not None else self.select(self.prepare(query, p.slot, history, p, ok)))
         return Release(query, tuple(out), tuple(sorted(spent.items())))
 
     def plan(self, query: Query, slot: str, history: Sequence[Release] = ()) -> SlotPlan:
-        """Read set R, affected Gamma*(R), charge set Gamma and eps for one slot (C2, C4)."""
-        if not isinstance(query, Query):
-            raise QueryError(f"plan() needs a Query, got {type(query).__name__}")
-        if not isinstance(slot, str):
-            raise QueryError(f"plan() needs a slot name, got {type(slot).__name__}")
-        return self._plan(query, slot, _check_history(history))
+        """C2, C4: read set R, affected Gamma*(R), charge set Gamma (:meth:`charge_set`) and eps
+        of one slot, from public inputs only. Charges nothing.
 
+        Parameters
+        ----------
+        query : Query
+        slot : str
+        history : sequence of Release, default ()
+
+        Returns
+        -------
+        SlotPlan
+            ``epsilon`` is None for an empty read or a charge set the budget rule gives no eps.
+
+        Raises
+        ------
+        QueryTypeError
+            If ``query`` is not a Query, ``slot`` not a str or ``history`` not Releases.
+        PolicyError
+            If the slot is unknown to the policy.
+        BudgetError
+            If the budget rule's eps is neither None nor an exact rational > 0.
+        """
+        if not isinstance(query, Query):
+            raise QueryTypeError(f"plan() needs a Query, got {type(query).__name__}")
+        if not isinstance(slot, str):
+            raise QueryTypeError(f"plan() needs a slot name, got {type(slot).__name__}")
+        return self._plan(query, slot, check_history(history))
+
+    def fork(self) -> MemView:
+        """A copy with an independent copy of the ledger (for exact enumeration and checkers);
+        BudgetError if the ledger is not an in-memory ledger."""
+        other = copy.copy(self)
+        if not isinstance(self.ledger, InMemoryLedger):
+            raise BudgetError("fork() needs an in-memory ledger")
+        other.ledger = self.ledger.copy()
+        other.scorer_failures = list(self.scorer_failures)
+        return other
+
+    # ---- the release pipeline, step by step (public: checks call it, variants override it) ----
+    def route(self, query: Query, history: Sequence[Release] = ()) -> tuple[str, ...]:
+        """C4: the ordered active slots G_t, from the public query and released history only.
+
+        Parameters
+        ----------
+        query : Query
+        history : sequence of Release, default ()
+
+        Returns
+        -------
+        tuple of str
+
+        Raises
+        ------
+        QueryTypeError
+            If ``query`` is not a Query or ``history`` not a sequence of Release objects.
+        """
+        if not isinstance(query, Query):
+            raise QueryTypeError(f"route() needs a Query, got {type(query).__name__}")
+        return self.policy.route(query, check_history(history))
+
+    def charge_set(self, affected: frozenset[str]) -> frozenset[str]:
+        """C2: the charge set Gamma of a read: every affected attribute, Gamma = Gamma*(R) (an
+        override that charges less violates C2).
+
+        Parameters
+        ----------
+        affected : frozenset of str
+            Gamma*(R), from the public policy.
+
+        Returns
+        -------
+        frozenset of str
+        """
+        return affected
+
+    def admit(self, charged: frozenset[str], epsilon: Fraction) -> bool:
+        """C5: prospective cap check and ledger update (atomic in the ledger backend), from the
+        public plan before the scorer runs (a later scorer failure fails closed).
+
+        Parameters
+        ----------
+        charged : frozenset of str
+            The charge set Gamma.
+        epsilon : Fraction
+            eps_{t,g}, charged to every attribute of Gamma.
+
+        Returns
+        -------
+        bool
+            True if L_a + eps <= B_a for every charged a (then charged), else False (nothing
+            charged: the slot falls back to its generic view).
+        """
+        if not charged:
+            return True
+        return self.ledger.try_charge(charged, epsilon)
+
+    def vocabulary(self, slot: str) -> tuple[View, ...]:
+        """C1: the fixed public vocabulary V_g of ``slot`` (with its generic view), shared by
+        all stores.
+
+        Parameters
+        ----------
+        slot : str
+
+        Returns
+        -------
+        tuple of View
+        """
+        return self.policy.slot(slot).views
+
+    def prepare(self, query: Query, slot: str, history: Sequence[Release] = (),
+                plan: SlotPlan | None = None, admitted: bool | None = None) -> PreparedSlot:
+        """One slot-level operation up to the draw, on the code path of :meth:`release`: admit
+        the plan against the caps (C5; the ledger moves here, before the scorer runs), then
+        score the :meth:`vocabulary` exactly (C1, C3; fail-closed on a scorer failure, C5).
+
+        Parameters
+        ----------
+        query : Query
+        slot : str
+        history : sequence of Release, default ()
+            Used only to plan when ``plan`` is None.
+        plan : SlotPlan, optional
+            The slot's plan (:meth:`plan`); planned here when None.
+        admitted : bool, optional
+            The C5 decision if already made (a batched admission); else :meth:`admit` decides.
+
+        Returns
+        -------
+        PreparedSlot
+            Not admitted (empty read, no eps, failed cap check), or admitted with the
+            vocabulary and its exact utilities.
+
+        Raises
+        ------
+        QueryTypeError
+            If ``query`` is not a Query or ``slot`` not a str (or as :meth:`plan`).
+        ParameterTypeError
+            If ``plan`` is neither None nor a SlotPlan.
+        """
+        if not isinstance(query, Query):
+            raise QueryTypeError(f"prepare() needs a Query, got {type(query).__name__}")
+        if not isinstance(slot, str):
+            raise QueryTypeError(f"prepare() needs a slot name, got {type(slot).__name__}")
+        if plan is None:
+            plan = self.plan(query, slot, history)
+        elif not isinstance(plan, SlotPlan):
+            raise ParameterTypeError(f"prepare() needs a SlotPlan or None, got {type(plan).__name__}")
+        if plan.epsilon is None:
+            return PreparedSlot(plan, False)
+        if admitted is None:
+            admitted = self.admit(plan.charged, plan.epsilon)  # C5: commit before anything is sampled
+        if not admitted:
+            return PreparedSlot(plan, False)
+        views = self.vocabulary(slot)
+        contents = self._store.read(plan.read_set)
+        return PreparedSlot(plan, True, views, self._utilities(query, slot, views, contents))
+
+    def select(self, prepared: PreparedSlot) -> SlotRelease:
+        """C3: the slot's release: one draw of the eps-DP selector over the vocabulary (with
+        :meth:`extras`, C6), or the fixed generic view at zero cost when not admitted.
+
+        Parameters
+        ----------
+        prepared : PreparedSlot
+            From :meth:`prepare`.
+
+        Returns
+        -------
+        SlotRelease
+        """
+        if not prepared.admitted:
+            return self._generic(prepared)
+        i = self._draw(prepared.utilities, prepared.plan.epsilon)
+        return self._released(prepared, prepared.views[i].id, self.selector.name, self.extras(prepared))
+
+    def outcomes(self, prepared: PreparedSlot) -> list[tuple[SlotRelease, float]]:
+        """C3: every possible release of :meth:`select` with its exact probability, as a float
+        (for checks and exact enumeration; a variant that changes :meth:`select` overrides it).
+
+        Parameters
+        ----------
+        prepared : PreparedSlot
+
+        Returns
+        -------
+        list of (SlotRelease, float)
+            One entry per view, or the generic release with probability 1 when not admitted.
+        """
+        if not prepared.admitted:
+            return [(self._generic(prepared), 1.0)]
+        probs = self.selector.probabilities(prepared.utilities, prepared.plan.epsilon, self.policy.sensitivity)
+        return [(self._released(prepared, v.id, self.selector.name, self.extras(prepared)), float(p))
+                for v, p in zip(prepared.views, probs)]
+
+    def log_outcomes(self, prepared: PreparedSlot) -> list[tuple[SlotRelease, float]]:
+        """C3: every release of :meth:`select` with Pr > 0 and its natural-log probability (the
+        exact enumerators: a Pr below the float range keeps a finite log). A class that
+        overrides :meth:`outcomes` is read through its floats (log p for every p > 0).
+
+        Parameters
+        ----------
+        prepared : PreparedSlot
+
+        Returns
+        -------
+        list of (SlotRelease, float)
+        """
+        if type(self).outcomes is not MemView.outcomes:
+            return [(sr, math.log(p)) for sr, p in self.outcomes(prepared) if p > 0]
+        if not prepared.admitted:
+            return [(self._generic(prepared), 0.0)]
+        logp = selector_log_probabilities(self.selector, prepared.utilities, prepared.plan.epsilon,
+                                          self.policy.sensitivity)
+        return [(self._released(prepared, v.id, self.selector.name, self.extras(prepared)), lp)
+                for v, lp in zip(prepared.views, logp) if lp > -math.inf]
+
+    def extras(self, prepared: PreparedSlot) -> tuple[tuple[str, Any], ...]:
+        """C3/C6: what an admitted slot releases besides its view: nothing (a field that
+        depends on memory here violates C6).
+
+        Parameters
+        ----------
+        prepared : PreparedSlot
+
+        Returns
+        -------
+        tuple of (str, Any)
+            Extra public fields of the SlotRelease.
+        """
+        return ()
+
+    def make_release(self, query: Query, slots: Sequence[SlotRelease]) -> Release:
+        """C6: the turn's Release: the slot releases in route order and the public ledger
+        state L_a after them.
+
+        Parameters
+        ----------
+        query : Query
+        slots : sequence of SlotRelease
+            From :meth:`select` (or :meth:`outcomes`), one per active slot.
+
+        Returns
+        -------
+        Release
+
+        Raises
+        ------
+        QueryTypeError
+            If ``query`` is not a Query.
+        """
+        if not isinstance(query, Query):
+            raise QueryTypeError(f"make_release() needs a Query, got {type(query).__name__}")
+        return Release(query, tuple(slots), tuple(sorted(self.ledger.spent().items())))
+
+    # ---- internal helpers --------------------------------------------------------------------
     def _plan(self, query: Query, slot: str, history: tuple[Release, ...]) -> SlotPlan:
         """``plan`` for checked arguments. The plan is a function of (slot, R) alone when the
         charge set is MemView's own (C2) and the budget rule is pure: it is then built once per
@@ -364,7 +495,7 @@ class MemView:
         if got is not None:
             return got
         affected = self.policy.charge_set(read)
-        charged = self._charge_set(affected)
+        charged = self.charge_set(affected)
         eps = checked_rule_epsilon(self._epsilon(charged), self.budget, slot, charged) if read else None
         out = SlotPlan(slot, read, affected, charged, eps)
         if memo.pure and all(type(i) is int for i in read):
@@ -384,51 +515,28 @@ class MemView:
             eps = memo[charged] = budget.epsilon(charged, policy.caps)
         return eps
 
-    def _memos(self) -> "_Memo":
+    def _memos(self) -> PlanMemo:
         """The memo of the current (policy, budget) pair (a new one when either was replaced)."""
         memo = self._memo
         if memo.policy is not self.policy or memo.budget is not self.budget:
             cls = type(self)
-            pure = (type(self.budget) in _PURE_RULES and cls._charge_set is MemView._charge_set
+            pure = (type(self.budget) in _PURE_RULES and cls.charge_set is MemView.charge_set
                     and cls._epsilon is MemView._epsilon)
-            memo = self._memo = _Memo(self.policy, self.budget, pure, pure and all(
-                getattr(cls, m) is getattr(MemView, m) for m in ("_prepare", "_sample", "_generic")))
+            memo = self._memo = PlanMemo(self.policy, self.budget, pure, pure and all(
+                getattr(cls, m) is getattr(MemView, m) for m in ("prepare", "select", "_generic")))
         return memo
-
-    def fork(self) -> "MemView":
-        """A copy with an independent copy of the ledger (for exact enumeration and checkers)."""
-        other = copy.copy(self)
-        if not isinstance(self.ledger, InMemoryLedger):
-            raise BudgetError("fork() needs an in-memory ledger")
-        other.ledger = self.ledger.copy()
-        other.scorer_failures = list(self.scorer_failures)
-        return other
-
-    # ---- the slot-level operation ------------------------------------------------------------
-    def _prepare(self, query: Query, slot: str, history: tuple[Release, ...],
-                 plan: SlotPlan | None = None, admitted: bool | None = None) -> _Prepared:
-        plan = plan if plan is not None else self.plan(query, slot, history)
-        if plan.epsilon is None:
-            return _Prepared(plan, False)
-        if admitted is None:
-            admitted = self._admit(plan.charged, plan.epsilon)  # C5: commit before anything is sampled
-        if not admitted:
-            return _Prepared(plan, False)
-        views = self._vocabulary(slot)
-        contents = self._store.read(plan.read_set)
-        return _Prepared(plan, True, views, self._utilities(query, slot, views, contents))
 
     def _utilities(self, query: Query, slot: str, views: tuple[View, ...],
                    contents: Sequence[str]) -> tuple[Fraction, ...]:
         """Exact utilities of the slot's views (C3); fail-closed on any scorer failure (C5, see
-        the module docstring): the slot's utilities become the constant 1/2, nothing is raised."""
+        :mod:`~dpmv_lib.core.releases`): the slot's utilities become 1/2, nothing is raised."""
         out = []
         for v in views:
             try:
                 value = self._scorer(query, v, contents)
             except Exception as exc:  # a failure may depend on memory: never let it out
                 return self._failed(slot, v, f"raised {type(exc).__name__}", len(views))
-            u = _checked_utility(value)
+            u = checked_utility(value)
             if u is None:
                 return self._failed(slot, v, f"returned a non-finite or out-of-range value of type "
                                              f"{type(value).__name__}", len(views))
@@ -441,7 +549,7 @@ class MemView:
                      slot, view.id, reason)
         return (FAILSAFE_UTILITY,) * n
 
-    def _generic(self, prep: _Prepared) -> SlotRelease:
+    def _generic(self, prep: PreparedSlot) -> SlotRelease:
         p = prep.plan
         memo = self._memos()
         out = memo.generic_of(p) if memo.pure else None  # (a shared plan: its generic release too)
@@ -452,74 +560,24 @@ class MemView:
                 remember(memo.generic, id(p), (p, out), 1024)
         return out
 
-    def _released(self, prep: _Prepared, view_id: str, mechanism: str, extras=()) -> SlotRelease:
+    def _released(self, prep: PreparedSlot, view_id: str, mechanism: str, extras=()) -> SlotRelease:
         p = prep.plan
         return SlotRelease(p.slot, view_id, p.read_set, p.affected, p.charged, p.epsilon,
                            mechanism, False, tuple(extras))
-
-    def _sample(self, prep: _Prepared) -> SlotRelease:
-        if not prep.admitted:
-            return self._generic(prep)
-        i = self._draw(prep.utilities, prep.plan.epsilon)
-        return self._released(prep, prep.views[i].id, self.selector.name, self._extras(prep))
-
-    def _outcomes(self, prep: _Prepared) -> list[tuple[SlotRelease, float]]:
-        """Every possible SlotRelease of this operation with its exact probability (for checks)."""
-        if not prep.admitted:
-            return [(self._generic(prep), 1.0)]
-        probs = self.selector.probabilities(prep.utilities, prep.plan.epsilon, self.policy.sensitivity)
-        return [(self._released(prep, v.id, self.selector.name, self._extras(prep)), float(p))
-                for v, p in zip(prep.views, probs)]
-
-    def _log_outcomes(self, prep: _Prepared) -> list[tuple[SlotRelease, float]]:
-        """Every SlotRelease of this operation with positive probability, with its natural-log
-        probability (for the exact enumerators: a probability below the float range keeps a
-        finite log, :func:`selector_log_probabilities`). A class that overrides ``_outcomes``
-        is read through its floats (log p for every p > 0), so its own distribution is used."""
-        if type(self)._outcomes is not MemView._outcomes:
-            return [(sr, math.log(p)) for sr, p in self._outcomes(prep) if p > 0]
-        if not prep.admitted:
-            return [(self._generic(prep), 0.0)]
-        logp = selector_log_probabilities(self.selector, prep.utilities, prep.plan.epsilon, self.policy.sensitivity)
-        return [(self._released(prep, v.id, self.selector.name, self._extras(prep)), lp)
-                for v, lp in zip(prep.views, logp) if lp > -math.inf]
 
     def _draw(self, utilities: Sequence[Fraction], epsilon: Fraction) -> int:
         if self.exact:
             return self.selector.sample_exact(list(utilities), epsilon, self.policy.sensitivity, self._source)
         return self.selector.sample(list(utilities), epsilon, self.policy.sensitivity, self._rng)
 
-    def _make_release(self, query: Query, slots: list[SlotRelease]) -> Release:
-        return Release(query, tuple(slots), tuple(sorted(self.ledger.spent().items())))
-
-    # ---- hooks the contract-violating variants override (see variants.py) ---------------------
-    def _route(self, query: Query, history: tuple[Release, ...]) -> tuple[str, ...]:
-        """C4: the ordered active slots G_t from the public query and released history only."""
-        return self.policy.route(query, history)
-
-    def _vocabulary(self, slot: str) -> tuple[View, ...]:
-        """C1: the fixed public vocabulary V_g, shared by all stores."""
-        return self.policy.slot(slot).views
-
-    def _charge_set(self, affected: frozenset[str]) -> frozenset[str]:
-        """C2: charge every affected attribute, Gamma = Gamma*(R)."""
-        return affected
-
-    def _admit(self, charged: frozenset[str], epsilon: Fraction) -> bool:
-        """C5: prospective cap check and ledger update (atomic in the ledger backend), made from
-        the public plan before the scorer runs; a later scorer failure fails closed (see above)."""
-        if not charged:
-            return True
-        return self.ledger.try_charge(charged, epsilon)
-
     def _admit_batch(self, plans: Sequence[SlotPlan]
                      ) -> tuple[list[bool], Mapping[str, Fraction]] | None:
         """C5 for every charged slot of one release in ONE ledger transaction, before anything
         is sampled, when the ledger offers ``try_charge_many`` (the durable backends): the same
-        decisions, in slot order, as one ``_admit`` per slot, plus L_a right after the commit.
-        None (per-slot ``_admit``) for other ledgers and for variants that override ``_admit``."""
+        decisions, in slot order, as one ``admit`` per slot, plus L_a right after the commit.
+        None (per-slot ``admit``) for other ledgers and for variants that override ``admit``."""
         many = getattr(self.ledger, "try_charge_many", None)
-        if many is None or type(self)._admit is not MemView._admit:
+        if many is None or type(self).admit is not MemView.admit:
             return None
         idx = [i for i, p in enumerate(plans) if p.epsilon is not None and p.charged]
         if not idx:
@@ -530,6 +588,11 @@ class MemView:
             admitted[i] = ok
         return admitted, spent
 
-    def _extras(self, prep: _Prepared) -> tuple[tuple[str, Any], ...]:
-        """C3/C6: nothing but the view leaves the interface."""
-        return ()
+
+#: the private hooks of MemView before issue 32 -> their public names (a subclass that still
+#: overrides an old name is refused: it would silently not take effect)
+_RENAMED_HOOKS: dict[str, str] = {
+    "_route": "route", "_charge_set": "charge_set", "_admit": "admit", "_vocabulary": "vocabulary",
+    "_prepare": "prepare", "_sample": "select", "_outcomes": "outcomes", "_log_outcomes": "log_outcomes",
+    "_extras": "extras", "_make_release": "make_release",
+}

@@ -15,9 +15,9 @@ from dataclasses import dataclass, fields
 from fractions import Fraction
 from numbers import Rational
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, cast
 
-from .errors import ParameterError, PolicyError
+from .errors import ParameterError, ParameterTypeError, PolicyError, PolicyTypeError, type_error_for
 
 MAX_POLICY_BYTES = 16 * 2**20
 """Largest policy file :meth:`Policy.load` reads (16 MiB; the shipped policies are ~30 KB)."""
@@ -45,7 +45,20 @@ MAX_POSITION_ID = 2**63 - 1
 class PolicyLimits:
     """Explicit size limits for :meth:`Policy.load` / :meth:`Policy.from_dict` (defaults: the
     module constants). Exceeding one raises :class:`PolicyError` naming the limit; raise a limit
-    deliberately, e.g. ``PolicyLimits(max_bytes=64 * 2**20, max_positions=10**6)``."""
+    deliberately, e.g. ``PolicyLimits(max_bytes=64 * 2**20, max_positions=10**6)``.
+
+    Parameters
+    ----------
+    max_bytes, max_positions, max_slots, max_views, max_attributes, max_intents, max_depth : int
+        The limits (each >= 1); see the module constants.
+
+    Raises
+    ------
+    ParameterTypeError
+        If a limit is not an integer (bool included).
+    ParameterError
+        If a limit is < 1.
+    """
 
     max_bytes: int = MAX_POLICY_BYTES
     max_positions: int = MAX_POSITIONS
@@ -58,7 +71,9 @@ class PolicyLimits:
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ParameterTypeError(f"PolicyLimits.{f.name} must be an integer >= 1, got {v!r}")
+            if v < 1:
                 raise ParameterError(f"PolicyLimits.{f.name} must be an integer >= 1, got {v!r}")
 
 
@@ -66,7 +81,7 @@ def _limits(limits: Any) -> PolicyLimits:
     if limits is None:
         return PolicyLimits()
     if not isinstance(limits, PolicyLimits):
-        raise ParameterError(f"limits must be a PolicyLimits, got {type(limits).__name__}")
+        raise ParameterTypeError(f"limits must be a PolicyLimits, got {type(limits).__name__}")
     return limits
 
 
@@ -81,7 +96,18 @@ _REPR.maxlevel = 3
 
 
 def short_repr(x: Any) -> str:
-    """A short, recursion-safe repr for error messages (hostile values can be huge or deep)."""
+    """A short, recursion-safe repr for error messages (hostile values can be huge or deep).
+
+    Parameters
+    ----------
+    x : object
+        Any value.
+
+    Returns
+    -------
+    str
+        At most about 60 characters per string or object, three levels deep.
+    """
     if isinstance(x, int) and x.bit_length() > 256:
         return f"<{type(x).__name__} of {x.bit_length()} bits>"
     try:
@@ -123,7 +149,18 @@ def _read_bounded(path: Path, max_bytes: int, what: str, error: type[Exception])
 def json_depth(raw: bytes) -> int:
     """Deepest bracket nesting of JSON text, brackets inside strings skipped, without parsing it
     (linear time, vectorised). Exact for valid JSON; for invalid JSON some number (the parser
-    rejects that text anyway)."""
+    rejects that text anyway).
+
+    Parameters
+    ----------
+    raw : bytes
+        JSON text.
+
+    Returns
+    -------
+    int
+        The nesting depth (0 for a scalar).
+    """
     import numpy as np
     a = np.frombuffer(raw, dtype=np.uint8)
     quotes = np.flatnonzero(a == 34)
@@ -183,16 +220,16 @@ def _keys(d: Mapping[str, Any], what: str, allowed: frozenset[str], required: fr
         raise PolicyError(f"{what} has unknown keys {unknown[:10]}; allowed: {sorted(allowed)}")
 
 
-def _list(x: Any, what: str) -> list:
+def _list(x: Any, what: str) -> list[Any]:
     if not isinstance(x, list):
-        raise PolicyError(f"policy {what!r} must be a list, got {type(x).__name__}")
+        raise PolicyTypeError(f"policy {what!r} must be a list, got {type(x).__name__}")
     return x
 
 
 def _name(x: Any, what: str) -> str:
     """A name or id: a non-empty string that is not only whitespace."""
     if not isinstance(x, str):
-        raise PolicyError(f"{what} must be a string, got {type(x).__name__} {_r(x)}")
+        raise PolicyTypeError(f"{what} must be a string, got {type(x).__name__} {_r(x)}")
     if not x.strip():
         raise PolicyError(f"{what} must be a non-empty name, got {x!r}")
     return x
@@ -200,14 +237,14 @@ def _name(x: Any, what: str) -> str:
 
 def _text(x: Any, what: str) -> str:
     if not isinstance(x, str):
-        raise PolicyError(f"{what} must be a string, got {type(x).__name__} {_r(x)}")
+        raise PolicyTypeError(f"{what} must be a string, got {type(x).__name__} {_r(x)}")
     return x
 
 
 def _int_tuple(x: Any, what: str) -> tuple[int, ...]:
     """A list of distinct integer position ids."""
     if not isinstance(x, list) or not all(type(i) is int for i in x):
-        raise PolicyError(f"{what} must be a list of integers, got {_r(x)}")
+        raise PolicyTypeError(f"{what} must be a list of integers, got {_r(x)}")
     out = tuple(x)
     if len(set(out)) != len(out):
         raise PolicyError(f"{what} repeats positions {sorted(_duplicates(out))[:20]}")
@@ -215,7 +252,9 @@ def _int_tuple(x: Any, what: str) -> tuple[int, ...]:
 
 
 def _str_tuple(x: Any, what: str) -> tuple[str, ...]:
-    if not isinstance(x, list) or not all(isinstance(i, str) and i.strip() for i in x):
+    if not isinstance(x, list) or not all(isinstance(i, str) for i in x):
+        raise PolicyTypeError(f"{what} must be a list of non-empty strings, got {_r(x)}")
+    if not all(i.strip() for i in x):
         raise PolicyError(f"{what} must be a list of non-empty strings, got {_r(x)}")
     return tuple(x)
 
@@ -231,15 +270,38 @@ def parse_rational(x: Any, what: str, *, error: type[Exception] = PolicyError) -
     or a finite float read through its shortest decimal repr (0.1 -> 1/10, as in the JSON
     text). Rejects bool, NaN, inf, values <= 0 or > ``MAX_RATIONAL``, denominators over
     ``MAX_DENOMINATOR`` and any other string (at most 100 characters, exponents checked
-    before any big-number arithmetic)."""
+    before any big-number arithmetic).
+
+    Parameters
+    ----------
+    x : int, Fraction, float or str
+        The value.
+    what : str
+        What it is, for the message (e.g. "cap B_a of attribute 'debt'").
+    error : type, optional
+        The domain error class (default :class:`PolicyError`).
+
+    Returns
+    -------
+    Fraction
+        In (0, ``MAX_RATIONAL``].
+
+    Raises
+    ------
+    PolicyTypeError
+        (``type_error_for(error)``) If ``x`` is not a number (bool, None, a list, ...).
+    PolicyError
+        (``error``) If ``x`` is not finite, not a valid number, <= 0, over ``MAX_RATIONAL`` or
+        too fine.
+    """
     if isinstance(x, bool):
-        raise error(f"{what} must be a number, got bool {x!r}")
+        raise type_error_for(error)(f"{what} must be a number, got bool {x!r}")
     if isinstance(x, float):
         if not math.isfinite(x):
             raise error(f"{what} must be finite, got {x!r}")
         out = Fraction(repr(x))
     elif isinstance(x, Rational):
-        out = Fraction(x.numerator, x.denominator)
+        out = Fraction(cast(int, x.numerator), cast(int, x.denominator))  # Integral (typeshed: _IntegralLike)
     elif isinstance(x, str):
         m = _DECIMAL.fullmatch(x) if len(x) <= 100 else None
         if m is None and len(x) <= 100 and _RATIO.fullmatch(x):
@@ -255,7 +317,8 @@ def parse_rational(x: Any, what: str, *, error: type[Exception] = PolicyError) -
         else:
             out = Fraction(x.strip())
     else:
-        raise error(f"{what} must be an int, float, Fraction or numeric string, got {type(x).__name__}")
+        raise type_error_for(error)(f"{what} must be an int, float, Fraction or numeric string, "
+                                    f"got {type(x).__name__}")
     if out <= 0:
         raise error(f"{what} must be > 0, got {_r(x)}")
     if out > MAX_RATIONAL:

@@ -16,8 +16,8 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Protocol, Sequence
 
-from ._exact import to_fraction
-from .errors import ParameterError
+from .rationals import to_fraction
+from .errors import ParameterError, ParameterTypeError
 from .policy import Query, View
 
 
@@ -65,7 +65,15 @@ class LexiconScorer:
 
     Weights and constants are exact rationals (floats/strings given are read through their
     shortest repr: 0.4 -> 2/5); u is returned as an exact ``Fraction``, so
-    |u_M(v) - u_M'(v)| <= w_c + w_s = ``sensitivity`` holds exactly."""
+    |u_M(v) - u_M'(v)| <= w_c + w_s = ``sensitivity`` holds exactly.
+
+    Raises
+    ------
+    ParameterTypeError
+        If a weight or constant is not a number, or ``saturation`` is not an integer.
+    ParameterError
+        If a weight or constant is negative or not finite, a generic constant is over 1, or
+        ``saturation`` < 1."""
 
     w_r: Fraction = Fraction(2, 5)
     w_c: Fraction = Fraction(2, 5)
@@ -81,7 +89,9 @@ class LexiconScorer:
             if name.startswith("generic") and x > 1:
                 raise ParameterError(f"LexiconScorer.{name} must lie in [0, 1], got {x}")
             object.__setattr__(self, name, x)
-        if isinstance(self.saturation, bool) or not isinstance(self.saturation, int) or self.saturation < 1:
+        if isinstance(self.saturation, bool) or not isinstance(self.saturation, int):
+            raise ParameterTypeError(f"LexiconScorer.saturation must be an integer >= 1, got {self.saturation!r}")
+        if self.saturation < 1:
             raise ParameterError(f"LexiconScorer.saturation must be an integer >= 1, got {self.saturation!r}")
 
     @property

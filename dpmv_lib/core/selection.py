@@ -31,8 +31,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ._exact import Number
-from .errors import ParameterError
+from .rationals import Number
+from .errors import ParameterError, ParameterTypeError
 from .mechanism import (FIXED_WORK_BITS, RandomSource, _bernoulli_offset, _check_bits, _offset_exponents,
                         _to_float_exponent, bernoulli_exp_neg, em_probabilities, exact_em_sampler, exact_exponents,
                         sample_em)
@@ -52,15 +52,43 @@ def pf_from_acceptance(q: Sequence[Any]) -> list[Any]:
     """Pr[r] of permute-and-flip for arbitrary acceptance probabilities q_r in [0, 1], by (PF).
 
     Exact for Fractions (then the result sums to 1 - Pr[all rejected], i.e. exactly 1 when some
-    q_r = 1); works for floats or mpmath numbers too. O(n^3), n = |V_g| is small."""
+    q_r = 1); works for floats or mpmath numbers too. O(n^3), n = |V_g| is small.
+
+    Parameters
+    ----------
+    q : sequence of numbers
+        Acceptance probabilities q_r in [0, 1] (Fractions for an exact result).
+
+    Returns
+    -------
+    list
+        Pr[r] for every r, in the number type of ``q``.
+
+    Raises
+    ------
+    ParameterError
+        If ``q`` is empty or some q_r lies outside [0, 1].
+    ParameterTypeError
+        If some q_r is not comparable with numbers.
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> pf_from_acceptance([Fraction(1), Fraction(1, 2)])
+    [Fraction(3, 4), Fraction(1, 4)]
+    """
     n = len(q)
     if n == 0:
         raise ParameterError("permute-and-flip needs at least one view")
+    for x in q:
+        try:
+            inside = 0 <= x <= 1
+        except TypeError:
+            raise ParameterTypeError(f"acceptance probabilities must be numbers, got {type(x).__name__}") from None
+        if not inside:
+            raise ParameterError(f"acceptance probabilities must lie in [0, 1], got {x}")
     exact = all(isinstance(x, (Fraction, int)) for x in q)
     one = Fraction(1) if exact else q[0] * 0 + 1
-    for x in q:
-        if not (0 <= x <= 1):
-            raise ParameterError(f"acceptance probabilities must lie in [0, 1], got {x}")
     return [q[r] * s for r, s in enumerate(_pf_sums(q, one, exact))]
 
 
@@ -79,7 +107,26 @@ def _pf_sums(q: Sequence[Any], one: Any, exact: bool) -> list[Any]:
 def pf_log_probabilities(utilities: Sequence[Number], epsilon: Number, sensitivity: Number) -> list[float]:
     """log Pr[v] of permute-and-flip: x_v + log S_v with the exact exponents x_v (Eq. 7's) and
     S_v in [1/n, 1] (:func:`_pf_sums`), so a probability below the float range keeps a finite
-    log; -inf only for an exponent below the float range."""
+    log; -inf only for an exponent below the float range.
+
+    Parameters
+    ----------
+    utilities : sequence of numbers
+        u_v in [0, 1] for every view of V_g.
+    epsilon : number
+        The selection's eps >= 0.
+    sensitivity : number
+        The sensitivity bound Du > 0.
+
+    Returns
+    -------
+    list of float
+    Raises
+    ------
+    ParameterError
+        As :func:`~dpmv_lib.core.mechanism.exact_exponents`: no views, a utility outside
+        [0, 1], eps < 0 or Du <= 0, a value that is not a finite number (a wrong-typed eps or
+        Du raises its ParameterTypeError subclass)."""
     xs = [_to_float_exponent(x) for x in exact_exponents(utilities, epsilon, sensitivity)]
     sums = _pf_sums([math.exp(x) for x in xs], 1.0, False)
     return [x + math.log(s) if x > -math.inf else -math.inf for x, s in zip(xs, sums)]
@@ -87,13 +134,57 @@ def pf_log_probabilities(utilities: Sequence[Number], epsilon: Number, sensitivi
 
 def pf_probabilities(utilities: Sequence[Number], epsilon: Number, sensitivity: Number) -> np.ndarray:
     """Pr[v] of permute-and-flip as floats: exact rational exponents x_v <= 0, one rounding
-    each, q_v = exp(x_v) (the maximiser's q is exactly 1), then (PF) with non-negative terms."""
+    each, q_v = exp(x_v) (the maximiser's q is exactly 1), then (PF) with non-negative terms.
+
+    Parameters
+    ----------
+    utilities : sequence of numbers
+        u_v in [0, 1] for every view of V_g.
+    epsilon : number
+        The selection's eps >= 0.
+    sensitivity : number
+        The sensitivity bound Du > 0.
+
+    Returns
+    -------
+    numpy.ndarray
+        Pr[v], in vocabulary order.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`~dpmv_lib.core.mechanism.exact_exponents`: no views, a utility outside
+        [0, 1], eps < 0 or Du <= 0, a value that is not a finite number (a wrong-typed eps or
+        Du raises its ParameterTypeError subclass)."""
     q = [math.exp(_to_float_exponent(x)) for x in exact_exponents(utilities, epsilon, sensitivity)]
     return np.array(pf_from_acceptance(q), dtype=float)
 
 
 def sample_pf(utilities: Sequence[Number], epsilon: Number, sensitivity: Number, rng: np.random.Generator) -> int:
-    """One permute-and-flip draw with a seeded numpy Generator (float acceptance test)."""
+    """One permute-and-flip draw with a seeded numpy Generator (float acceptance test).
+
+    Parameters
+    ----------
+    utilities : sequence of numbers
+        u_v in [0, 1] for every view of V_g.
+    epsilon : number
+        The selection's eps >= 0.
+    sensitivity : number
+        The sensitivity bound Du > 0.
+    rng : numpy.random.Generator
+        The random stream.
+
+    Returns
+    -------
+    int
+        The index of the selected view.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`~dpmv_lib.core.mechanism.exact_exponents`: no views, a utility outside
+        [0, 1], eps < 0 or Du <= 0, a value that is not a finite number (a wrong-typed eps or
+        Du raises its ParameterTypeError subclass)."""
     xs = [_to_float_exponent(x) for x in exact_exponents(utilities, epsilon, sensitivity)]
     for r in rng.permutation(len(xs)):
         if rng.random() < math.exp(xs[r]):  # q = 1 for the maximiser: always accepted
@@ -104,7 +195,30 @@ def sample_pf(utilities: Sequence[Number], epsilon: Number, sensitivity: Number,
 def sample_pf_exact(utilities: Sequence[Number], epsilon: Number, sensitivity: Number, rnd: RandomSource) -> int:
     """One permute-and-flip draw with no float in the decision: a uniform order by lazy
     Fisher-Yates (``randbelow``) and an exact Bernoulli(exp(-x)) per visited view
-    (:func:`~dpmv_lib.core.mechanism.bernoulli_exp_neg`, rational x = eps (u* - u_r) / (2 Du))."""
+    (:func:`~dpmv_lib.core.mechanism.bernoulli_exp_neg`, rational x = eps (u* - u_r) / (2 Du)).
+
+    Parameters
+    ----------
+    utilities : sequence of numbers
+        u_v in [0, 1] for every view of V_g.
+    epsilon : number
+        The selection's eps >= 0.
+    sensitivity : number
+        The sensitivity bound Du > 0.
+    rnd : RandomSource
+        The random source (``randbelow`` and random bits).
+
+    Returns
+    -------
+    int
+        The index of the selected view.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`~dpmv_lib.core.mechanism.exact_exponents`: no views, a utility outside
+        [0, 1], eps < 0 or Du <= 0, a value that is not a finite number (a wrong-typed eps or
+        Du raises its ParameterTypeError subclass)."""
     xs = [-x for x in exact_exponents(utilities, epsilon, sensitivity)]
     order = list(range(len(xs)))
     for i in range(len(order)):
@@ -125,6 +239,24 @@ def sample_pf_fixed(utilities: Sequence[Number], epsilon: Number, sensitivity: N
     as :func:`sample_pf_exact`, since the flips after it are independent and unused. Only with
     probability < n 2^(2-bits) (< 2^-59 for n <= 8 at the default ``FIXED_WORK_BITS``) does a
     flip read more bits (exactly: the law stays (PF)).
+
+    Parameters
+    ----------
+    utilities : sequence of numbers
+        u_v in [0, 1] for every view of V_g.
+    epsilon : number
+        The selection's eps >= 0.
+    sensitivity : number
+        The sensitivity bound Du > 0.
+    rnd : RandomSource
+        The random source (``randbelow`` and random bits).
+    bits : int, optional
+        The fixed number of random bits per flip (default ``FIXED_WORK_BITS``).
+
+    Returns
+    -------
+    int
+        The index of the selected view.
 
     Raises
     ------
@@ -154,7 +286,23 @@ class Selector:
     ``name`` is the public mechanism tag of an admitted release (SlotRelease.mechanism);
     ``probabilities`` gives the exact view distribution as floats (for the exact oracle, the
     contract checker and analyses); ``sample`` draws with a numpy Generator, ``sample_exact``
-    with a :class:`~dpmv_lib.core.mechanism.RandomSource` and rational arithmetic only."""
+    with a :class:`~dpmv_lib.core.mechanism.RandomSource` and rational arithmetic only.
+
+    Parameters
+    ----------
+    name : str
+        Public mechanism tag ("em", "pf").
+    label : str
+        Human-readable name.
+    probabilities : callable
+        (utilities, eps, Du) -> the view distribution as floats.
+    sample : callable
+        (utilities, eps, Du, numpy Generator) -> view index.
+    sample_exact : callable
+        (utilities, eps, Du, RandomSource) -> view index, exact.
+    privacy : str
+        The privacy argument in one line.
+    """
 
     name: str
     label: str
@@ -172,10 +320,30 @@ def exponential_mechanism(exact_sampler: str = "fixed") -> Selector:
     fixed by the public |V_g|, eps and Du) or "rejection"
     (:func:`~dpmv_lib.core.mechanism.sample_em_exact`: running time depends on the utilities).
 
+    Parameters
+    ----------
+    exact_sampler : str, optional
+        "fixed" (default) or "rejection".
+
+    Returns
+    -------
+    Selector
+        Tag "em".
+
     Raises
     ------
+    ParameterTypeError
+        If ``exact_sampler`` is not a string.
     ParameterError
-        If ``exact_sampler`` is not one of those names."""
+        If ``exact_sampler`` is not one of those names.
+
+    Examples
+    --------
+    >>> exponential_mechanism().name
+    'em'
+    """
+    if not isinstance(exact_sampler, str):
+        raise ParameterTypeError(f"exact_sampler must be a sampler name (str), got {type(exact_sampler).__name__}")
     return Selector("em", "Eq. (7)", em_probabilities, sample_em, exact_em_sampler(exact_sampler),
                     "eps-DP: numerator and normaliser of Eq. (7) each change by <= exp(eps/2)")
 
@@ -189,10 +357,30 @@ def permute_and_flip(exact_sampler: str = "fixed") -> Selector:
     ``exact_sampler``: "fixed" (default, :func:`sample_pf_fixed`: work fixed by the public
     |V_g|, eps and Du) or "sequential" (:func:`sample_pf_exact`: stops at the first acceptance).
 
+    Parameters
+    ----------
+    exact_sampler : str, optional
+        "fixed" (default) or "sequential".
+
+    Returns
+    -------
+    Selector
+        Tag "pf".
+
     Raises
     ------
+    ParameterTypeError
+        If ``exact_sampler`` is not a string.
     ParameterError
-        If ``exact_sampler`` is not one of those names."""
+        If ``exact_sampler`` is not one of those names.
+
+    Examples
+    --------
+    >>> permute_and_flip().label
+    'permute-and-flip'
+    """
+    if not isinstance(exact_sampler, str):
+        raise ParameterTypeError(f"exact_sampler must be a sampler name (str), got {type(exact_sampler).__name__}")
     try:
         sampler = EXACT_PF_SAMPLERS[exact_sampler]
     except (KeyError, TypeError):
@@ -202,7 +390,7 @@ def permute_and_flip(exact_sampler: str = "fixed") -> Selector:
                     "eps-DP (McKenna & Sheldon 2020, Thm. 1), same sensitivity as Eq. (7)")
 
 
-SELECTORS: dict[str, Callable[[], Selector]] = {"em": exponential_mechanism, "pf": permute_and_flip}
+SELECTORS: dict[str, Callable[..., Selector]] = {"em": exponential_mechanism, "pf": permute_and_flip}
 #: mechanism tags of admitted releases made by an eps-DP selector (they carry eps in accounting)
 DP_SELECTOR_TAGS: frozenset[str] = frozenset(SELECTORS)
 
@@ -215,9 +403,29 @@ UTILITY_TIMED_SAMPLERS = {"em": "rejection", "pf": "sequential"}
 def get_selector(selector: "str | Selector", fixed_work: bool = True) -> Selector:
     """A Selector from its tag ("em" | "pf") or as given. For a tag, ``fixed_work`` picks the
     exact sampler: the fixed-work one (default; deployment) or the earlier one
-    (:data:`UTILITY_TIMED_SAMPLERS`: same law, another use of the random stream)."""
+    (:data:`UTILITY_TIMED_SAMPLERS`: same law, another use of the random stream).
+
+    Parameters
+    ----------
+    selector : str or Selector
+        "em" (Eq. 7), "pf" (permute-and-flip) or a :class:`Selector` (returned as is).
+    fixed_work : bool, optional
+        For a tag: the fixed-work exact sampler (default) or the utility-timed one.
+
+    Returns
+    -------
+    Selector
+
+    Raises
+    ------
+    ParameterTypeError
+        If ``selector`` is neither a string nor a :class:`Selector`.
+    ParameterError
+        If ``selector`` is an unknown tag.
+    """
     if isinstance(selector, Selector):
         return selector
     if isinstance(selector, str) and selector in SELECTORS:
         return SELECTORS[selector]() if fixed_work else SELECTORS[selector](UTILITY_TIMED_SAMPLERS[selector])
-    raise ParameterError(f"unknown selector {selector!r}; use one of {sorted(SELECTORS)} or a Selector")
+    raise (ParameterError if isinstance(selector, str) else ParameterTypeError)(
+        f"unknown selector {selector!r}; use one of {sorted(SELECTORS)} or a Selector")

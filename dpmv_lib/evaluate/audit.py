@@ -348,8 +348,8 @@ def summarise_scores(scores: pd.DataFrame, config: AuditConfig = AuditConfig()) 
     recs = []
     for (track, model, method, t), g in scores.groupby(["track", "response_model", "method", "horizon"], sort=True):
         seeds = sorted(g["seed"].unique())
-        per = {k: {} for k in ("auc", "tpr", "seed", "indep")}
-        boots = {k: [] for k in ("auc", "tpr", "indep")}
+        per: dict[str, dict[str, float]] = {k: {} for k in ("auc", "tpr", "seed", "indep")}
+        boots: dict[str, list[np.ndarray]] = {k: [] for k in ("auc", "tpr", "indep")}
         n_pairs = 0
         for attr, ga in g.groupby("attribute"):
             tab = ga.pivot_table(index="pair_id", columns=["side", "seed"], values="score", aggfunc="mean")

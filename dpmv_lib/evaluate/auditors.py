@@ -424,6 +424,7 @@ def learned_audit(transcripts: pd.DataFrame, auditors: Sequence[str] = ("c5", "c
         raise ParameterError("the views-links auditor needs view_links (the public gold rules)")
     parts = []
     if {"c5", "c5-raw"} & set(auditors):
+        assert encoder is not None  # checked above
         acfg = audit_config or AuditConfig(horizons=tuple(config.horizons), n_boot=0)
         c5 = c5_scores(transcripts, encoder, acfg, source_track=config.source_track, progress=progress)
         parts.append(c5[c5["auditor"].isin(auditors)])

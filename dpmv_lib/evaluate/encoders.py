@@ -41,8 +41,11 @@ BF16_ISA = ("avx512_bf16", "amx_bf16")   # native bf16 dot products (x86); witho
 class Encoder(Protocol):
     """A frozen text encoder: ``encode(texts) -> (n, dim) float32``, rows of unit norm."""
 
-    id: str
-    dim: int
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -117,7 +120,10 @@ class SentenceTransformerEncoder:
             import torch
             self.model.to(torch.bfloat16)
         getdim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dim = int(getdim())
+        dim = getdim()
+        if dim is None:
+            raise TypeError(f"encoder {self.path!r} does not report its embedding dimension")
+        self.dim = int(dim)
         self.batch_size = int(batch_size)
         self.show_progress = show_progress
         suffix = "" if self.precision == "fp32" else f"-{self.precision}"   # fp32 ids as before (caches)
@@ -315,7 +321,7 @@ class CachedEncoder:
             if not np.all(np.isfinite(emb)):
                 raise ValueError("non-finite values")
         except Exception as exc:  # noqa: BLE001 - a corrupt shard is skipped, never used
-            warnings.warn(f"ignoring corrupt embedding cache shard {f}: {exc}")
+            warnings.warn(f"ignoring corrupt embedding cache shard {f}: {exc}", stacklevel=2)
             self.bad_shards.append(str(f))
             return
         for k, e in zip(keys, emb):

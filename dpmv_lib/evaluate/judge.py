@@ -71,7 +71,7 @@ def make_judge(spec: str, encoder: Encoder | None = None, **kwargs: Any) -> Judg
     raise ParameterError(f"unknown judge spec {spec!r}; use 'rubric' or 'llm:<backend>'")
 
 
-def judge_transcripts(transcripts: pd.DataFrame, benchmarks: Mapping[str, Benchmark], judge: Judge,
+def score_transcripts(transcripts: pd.DataFrame, benchmarks: Mapping[str, Benchmark], judge: Judge,
                       horizon: int = 16, *, progress: bool = False) -> pd.DataFrame:
     """One row per transcript (track, response_model, method, pair, side, seed): the four holistic
     scores (0-4), U, tRec (M: mean normalised score of target-required items), Unsup (M': of
@@ -122,8 +122,10 @@ def summarise_utility(per_transcript: pd.DataFrame, *, n_boot: int = 1000, seed:
         by_pair = gg.groupby(["pair_id", "side"])[["U", "tRec", "Unsup"]].mean()
         per_pair = pd.DataFrame({
             "U": by_pair["U"].groupby(level="pair_id").mean(),
-            "tRec": by_pair["tRec"].xs("M", level="side") if "M" in by_pair.index.get_level_values("side") else np.nan,
-            "Unsup": by_pair["Unsup"].xs("M'", level="side") if "M'" in by_pair.index.get_level_values("side") else np.nan,
+            "tRec": (by_pair["tRec"].xs("M", level="side")
+                     if "M" in by_pair.index.get_level_values("side") else np.nan),
+            "Unsup": (by_pair["Unsup"].xs("M'", level="side")
+                      if "M'" in by_pair.index.get_level_values("side") else np.nan),
         })
         rec = {"track": track, "response_model": model, "method": method, "n_pairs": int(len(per_pair)),
                "n_transcripts": int(len(g)), "n_failed": int(g["failed"].sum())}

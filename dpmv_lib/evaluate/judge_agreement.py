@@ -53,7 +53,8 @@ def load_units(label_dir: str | Path | None = None, annotator: str = "a") -> pd.
     units = pd.read_json(d / "sample.jsonl", lines=True)
     labels = pd.read_json(d / f"labels_{annotator}.jsonl", lines=True)
     if labels["unit_id"].duplicated().any():
-        raise ParameterError(f"labels_{annotator}: duplicate unit ids {labels.loc[labels['unit_id'].duplicated(), 'unit_id'].tolist()[:5]}")
+        dup = labels.loc[labels["unit_id"].duplicated(), "unit_id"].tolist()[:5]
+        raise ParameterError(f"labels_{annotator}: duplicate unit ids {dup}")
     unknown = set(labels["unit_id"]) - set(units["unit_id"])
     if unknown:
         raise ParameterError(f"labels_{annotator}: units not in the sample: {sorted(unknown)[:5]}")
@@ -187,7 +188,8 @@ def fit_item_thresholds(units: pd.DataFrame, benchmarks: Mapping[str, Benchmark]
                 ks = []
                 for kind in ("target_required", "unsupported"):
                     sel = mask & (units["item_kind"] == kind)
-                    ks.append(float(cohen_kappa_score(units.loc[sel, "shown"] >= SHOWN, jd.loc[sel, "judge_shown"] >= SHOWN)))
+                    ks.append(float(cohen_kappa_score(units.loc[sel, "shown"] >= SHOWN,
+                                                      jd.loc[sel, "judge_shown"] >= SHOWN)))
                 rec[f"kappa_{half}"], rec[f"kappa_{half}_tRec"], rec[f"kappa_{half}_Unsup"] = float(np.mean(ks)), *ks
             recs.append(rec)
     grid = pd.DataFrame.from_records(recs)

@@ -34,7 +34,8 @@ Checklist (key: [role] description):
 {checklist}
 
 Answer with ONLY one JSON object, no other text, exactly of this form:
-{{"relevance": <0-4>, "correctness": <0-4>, "actionability": <0-4>, "personalisation": <0-4>, "behaviours": {{{keys}}}}}"""
+{{"relevance": <0-4>, "correctness": <0-4>, "actionability": <0-4>, "personalisation": <0-4>, \
+"behaviours": {{{keys}}}}}"""
 REPAIR = "\n\nYour previous answer was not valid ({error}). Reply again with ONLY the JSON object."
 
 
@@ -110,6 +111,7 @@ class LLMJudge:
             if not pending:
                 break
             batch = [prompts[i] + (REPAIR.format(error=errors[i]) if attempt else "") for i in pending]
+            outs: Sequence[str | None]
             try:
                 outs = self.generate(batch)
             except Exception as exc:  # noqa: BLE001 - a backend failure is a recorded failure
@@ -139,12 +141,14 @@ class LLMJudge:
 
 
 def openai_generate(base_url: str, model: str, *, timeout: float = 120.0, max_tokens: int = 1024,
-                    system: str = "You are a careful evaluator. Reply with JSON only.") -> Callable[[list[str]], list[str]]:
+                    system: str = "You are a careful evaluator. Reply with JSON only."
+                    ) -> Callable[[list[str]], list[str]]:
     """A ``generate`` for an OpenAI-compatible chat endpoint (temperature 0), stdlib HTTP only."""
     import urllib.error
     import urllib.request
 
-    url = base_url.rstrip("/") + ("/chat/completions" if base_url.rstrip("/").endswith("/v1") else "/v1/chat/completions")
+    url = base_url.rstrip("/") + ("/chat/completions" if base_url.rstrip("/").endswith("/v1")
+                                  else "/v1/chat/completions")
 
     def gen(prompts: list[str]) -> list[str]:
         outs = []

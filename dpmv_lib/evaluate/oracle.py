@@ -89,7 +89,7 @@ class LLRDistribution:
         pm, pq = pm[keep], pq[keep]
         with np.errstate(divide="ignore"):
             llr = np.log(pm) - np.log(pq)
-        return _merge(llr, pm, pq, llr.copy(), llr.copy(), DEFAULT_GRID, DEFAULT_MAX_ATOMS)
+        return merge_atoms(llr, pm, pq, llr.copy(), llr.copy(), DEFAULT_GRID, DEFAULT_MAX_ATOMS)
 
     # ---- algebra ----------------------------------------------------------------------------
     def convolve(self, other: "LLRDistribution", *, grid: float = DEFAULT_GRID,
@@ -111,7 +111,7 @@ class LLRDistribution:
         """Merge atoms on a grid so that at most about ``n`` remain (no-op if already smaller)."""
         if self.n_atoms <= n:
             return self
-        return _merge(self.llr, self.p_m, self.p_mp, self.lo, self.hi, self.grid, max(1, n - 2))
+        return merge_atoms(self.llr, self.p_m, self.p_mp, self.lo, self.hi, self.grid, max(1, n - 2))
 
     def _outer(self, other: "LLRDistribution", *, grid: float, max_atoms: int) -> "LLRDistribution":
         pm = np.multiply.outer(self.p_m, other.p_m).ravel()
@@ -126,7 +126,7 @@ class LLRDistribution:
         for arr in (llr, lo, hi):
             arr[pm == 0] = -np.inf
             arr[pq == 0] = np.inf
-        return _merge(llr, pm, pq, lo, hi, max(grid, self.grid, other.grid), max_atoms)
+        return merge_atoms(llr, pm, pq, lo, hi, max(grid, self.grid, other.grid), max_atoms)
 
     def power(self, n: int, **kw) -> "LLRDistribution":
         """n independent copies (e.g. one transcript per EM seed)."""
@@ -206,8 +206,28 @@ class LLRDistribution:
         return int(len(self.llr))
 
 
-def _merge(llr, pm, pq, lo, hi, grid: float, max_atoms: int) -> LLRDistribution:
-    """Sort atoms by L and merge those in the same grid cell (coarsening the grid if needed)."""
+def merge_atoms(llr, pm, pq, lo, hi, grid: float, max_atoms: int) -> LLRDistribution:
+    """Sort atoms by L and merge those in the same grid cell (coarsening the grid if needed).
+
+    Parameters
+    ----------
+    llr, pm, pq, lo, hi : array_like of float
+        Per atom: the log-likelihood ratio L, its probabilities under M and M', and the bounds
+        of L within the atom (``llr`` itself for an exact atom); +-inf for a one-sided atom.
+    grid : float
+        Cell width in L (> 0); widened so that at most ``max_atoms`` cells remain.
+    max_atoms : int
+        The most atoms kept.
+
+    Returns
+    -------
+    LLRDistribution
+
+    Raises
+    ------
+    ParameterError
+        If ``grid`` <= 0 or there are no atoms.
+    """
     if grid <= 0:
         raise ParameterError(f"grid must be > 0, got {grid}")
     llr, pm, pq, lo, hi = (np.asarray(a, dtype=float) for a in (llr, pm, pq, lo, hi))
@@ -249,7 +269,7 @@ def mixture(dists: Sequence[LLRDistribution], weights: Sequence[float] | None = 
     cat = lambda f: np.concatenate([f(d) for d in dists])  # noqa: E731
     pm = np.concatenate([d.p_m * wi for d, wi in zip(dists, w)])
     pq = np.concatenate([d.p_mp * wi for d, wi in zip(dists, w)])
-    return _merge(cat(lambda d: d.llr), pm, pq, cat(lambda d: d.lo), cat(lambda d: d.hi),
+    return merge_atoms(cat(lambda d: d.llr), pm, pq, cat(lambda d: d.lo), cat(lambda d: d.hi),
                   max(d.grid for d in dists), DEFAULT_MAX_ATOMS * 4)
 
 
@@ -406,7 +426,7 @@ def pair_oracle(rows: Mapping[str, Sequence], horizon: int, parser: _Parser | No
             continue
         d = LLRDistribution.point()
         for a, b in zip(m, mp):
-            for k, which in ((a, 0), (b, 1)):  # consistency: released views have positive probability
+            for k in (a, b):  # consistency: released views have positive probability
                 probs = parser.prob(col["view_probs"][k] or "")
                 support = {v for slot in probs.values() for v, p in slot.items() if p > 0}
                 bad = parser.view_set(col["views"][k] or "") - support
@@ -425,7 +445,7 @@ def _groups(df: pd.DataFrame, keys: Sequence[str]) -> Iterable[tuple[tuple, np.n
     return codes.items()
 
 
-def oracle_per_pair(transcripts: pd.DataFrame, horizon: int = 16, *, fpr: float = 0.05,
+def pair_results(transcripts: pd.DataFrame, horizon: int = 16, *, fpr: float = 0.05,
                     grid: float = DEFAULT_GRID, max_atoms: int = DEFAULT_MAX_ATOMS,
                     keep_dists: bool = False) -> pd.DataFrame:
     """One row per (track, response_model, method, pair, seed) with the exact single-transcript
@@ -483,16 +503,16 @@ def _response_dists(cols: Mapping[str, list], idx: np.ndarray) -> dict[int, LLRD
     return out
 
 
-def oracle_summary(per_pair: pd.DataFrame, *, fpr: float = 0.05, caps: Mapping[str, float] | float = 2.0,
+def summary(per_pair: pd.DataFrame, *, fpr: float = 0.05, caps: Mapping[str, float] | float = 2.0,
                    source_track: str = "pairedmem", eval_split: str | None = "test") -> pd.DataFrame:
     """Per (track, response_model, method): pooled ceilings over the auditor's evaluation pairs
     (``eval_split`` of ``source_track``, every pair of other tracks), macro over attributes, for one
     transcript per pair (``ceiling_auc``/``ceiling_tpr``) and for all EM seeds of a pair observed
     together (``*_seeds``: the ceiling of the seed-averaged auditor); the mean per-pair ceiling;
     and over EVERY pair the maximum realised loss and whether it is <= B_a (``caps``).
-    ``per_pair`` must come from ``oracle_per_pair(..., keep_dists=True)``."""
+    ``per_pair`` must come from ``pair_results(..., keep_dists=True)``."""
     if "dist" not in per_pair.columns:
-        raise ParameterError("oracle_summary needs oracle_per_pair(..., keep_dists=True)")
+        raise ParameterError("summary needs pair_results(..., keep_dists=True)")
     cap_of = (lambda a: float(caps[a])) if isinstance(caps, Mapping) else (lambda a: float(caps))
     recs = []
     for (track, model, method), g in per_pair.groupby(["track", "response_model", "method"], sort=True):

@@ -63,7 +63,8 @@ CALIBRATION = (
 # (description, contrast descriptions, restating sentence, generic same-slot sentence, unrelated sentence)
 CALIBRATION_CONTRAST = (
     ("Suggests meals that keep blood sugar steady",
-     ("Suggests a quick and easy dinner", "Suggests meals that are safe during pregnancy", "Suggests very low-cost meals"),
+     ("Suggests a quick and easy dinner", "Suggests meals that are safe during pregnancy",
+      "Suggests very low-cost meals"),
      "Choose high-fibre dishes with little added sugar so your blood sugar stays steady.",
      "Try a balanced, simple meal you enjoy.", "Your phone bill can be lowered by switching plans."),
     ("Recommends paying down the most expensive balance first",
@@ -77,7 +78,8 @@ CALIBRATION_CONTRAST = (
      "Stick to low-impact activity such as prenatal yoga or swimming, and avoid lying flat on your back.",
      "Do a quick twenty-minute workout at home.", "Book the museum tickets online to save time."),
     ("Suggests ways to bridge the income gap while looking for a new job",
-     ("Suggests how to prepare for a job interview", "Suggests how to ask for a raise", "Suggests ways to pay down debt"),
+     ("Suggests how to prepare for a job interview", "Suggests how to ask for a raise",
+      "Suggests ways to pay down debt"),
      "Look into unemployment benefits and short-term gig work to cover bills until your next role starts.",
      "Update your CV and practise common interview questions.", "Water your plants twice a week in summer."),
 )
@@ -282,11 +284,11 @@ class RubricJudge:
             for j, d in enumerate(DIMENSIONS):
                 vals = [pt[0][j] for pt in per_turn if not math.isnan(pt[0][j])]
                 scores[d] = float(np.mean(vals)) if vals else 0.0
-            items = {}
+            item_scores: dict[str, float] = {}
             for t, pt in enumerate(per_turn):
                 for item_id, sc in pt[1]:
-                    items[f"{t}:{item_id}"] = float(sc)
-            out.append(Judgement(scores, items))
+                    item_scores[f"{t}:{item_id}"] = float(sc)
+            out.append(Judgement(scores, item_scores))
         return out
 
     # -- one turn -------------------------------------------------------------------------------

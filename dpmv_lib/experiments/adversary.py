@@ -53,9 +53,9 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from ..core.exact import Strategy, Transcript, _turn, transcript_distribution
+from ..core.exact import Strategy, Transcript, transcript_distribution, turn_outcomes
 from ..core.memview import MemView, Release
-from ..evaluate.oracle import LLRDistribution, _merge, mixture
+from ..evaluate.oracle import LLRDistribution, merge_atoms, mixture
 from ..core.policy import Query, TableReadPolicy, TableRouter
 from ..core.store import MemoryStore
 
@@ -70,8 +70,8 @@ def turn_branches(iface_m: MemView, iface_mp: MemView, query: Query, history: Tr
     interfaces after it (None on a side where the release has probability 0)."""
     out: dict[Release, list] = {}
     for k, iface in enumerate((iface_m, iface_mp)):
-        for slots, branch, p in _turn(iface, query, history, log=False):
-            rel = branch._make_release(query, slots)
+        for slots, branch, p in turn_outcomes(iface, query, history, log=False):
+            rel = branch.make_release(query, slots)
             row = out.setdefault(rel, [rel, 0.0, 0.0, None, None])
             row[1 + k] += p
             row[3 + k] = branch
@@ -170,7 +170,7 @@ def distribution_metrics(dist_m: Mapping[Transcript, float], dist_mp: Mapping[Tr
     ml = float(np.max(np.abs(llr))) if len(llr) else 0.0
     kl = float(sum(_kl_term(x, y) for x, y in zip(a, b)))
     tv = float(0.5 * np.sum(np.abs(a - b)))
-    auc = _merge(llr, a, b, llr.copy(), llr.copy(), 1e-9, 1_000_000).auc()
+    auc = merge_atoms(llr, a, b, llr.copy(), llr.copy(), 1e-9, 1_000_000).auc()
     return StrategyValue(ml, kl, tv, auc)
 
 
@@ -334,7 +334,7 @@ def _turn_llr(branches) -> LLRDistribution:
     with np.errstate(divide="ignore"):
         llr = np.log(p) - np.log(q)
     llr[p == 0], llr[q == 0] = -np.inf, np.inf
-    return _merge(llr, p, q, llr.copy(), llr.copy(), 1e-9, 200_000)
+    return merge_atoms(llr, p, q, llr.copy(), llr.copy(), 1e-9, 200_000)
 
 
 def _jeffreys(branches) -> float:
@@ -446,7 +446,7 @@ def attack_table(bench, methods: Sequence[str], *, horizon: int = 16, B_a=2, K: 
 
     Returns (per_t, per_pair): per_t has one row per (method, attacker, T) with the pooled
     exact AUC of the final log-LR over pairs (mixture per attribute, macro over attributes, as
-    :func:`.oracle.oracle_summary`), the mean per-pair AUC and the max realised loss; per_pair
+    :func:`.oracle.summary`), the mean per-pair AUC and the max realised loss; per_pair
     lists each pair's played queries and AUC at ``horizon``. The (method, attacker, pair) games
     are independent and deterministic given ``seed``; they run over ``workers`` processes
     (None: the usable cores; :func:`.common.parallel_map`) with the same result for any count."""

@@ -84,7 +84,8 @@ def power_figure(summary: pd.DataFrame, path: str | Path | None = None, *, metho
     order = list(dict.fromkeys(s["method"]))
     auds = [a for a in AUDITORS if a in set(s["auditor"])]
     colors = dict(zip(auds, sns.color_palette("colorblind", len(auds))))
-    vals = s[["auc", "auc_lo", "auc_hi", "ceiling"]].to_numpy(float) if "auc_lo" in s.columns else s[["auc", "ceiling"]].to_numpy(float)
+    vals = (s[["auc", "auc_lo", "auc_hi", "ceiling"]].to_numpy(float) if "auc_lo" in s.columns
+            else s[["auc", "ceiling"]].to_numpy(float))
     dev = min(0.5, float(np.nanmax(np.abs(vals - 0.5))) + 0.04)
     with sns.axes_style("whitegrid"):
         fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 0.55 * len(order) + 1.8),

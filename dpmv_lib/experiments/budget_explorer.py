@@ -24,13 +24,15 @@ import io
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
 from .sensitivity import MODES, check_grid, mode_parts, setting_label
+
+_T = TypeVar("_T")
 
 CURVE_METRICS: tuple[str, ...] = ("ceiling_auc", "target_rate_M", "target_rate_Mp", "max_loss", "bound_max")
 VIEWS: tuple[str, ...] = ("exact grid", "paper's view")
@@ -167,8 +169,8 @@ class ExplorerFigure:
                      title="exact optimal-auditor AUC (grey: the mode's settings)")
         ax[0, 1].set(xlim=xl, ylim=_span([c[m] for c in allc for m in ("target_rate_M", "target_rate_Mp")], lo=0.0),
                      xlabel="horizon T", ylabel="expected share of turns", title="target-linked view release rate")
-        ax[1, 0].set(xlim=xl, ylim=_span([c[m] for c in allc for m in ("max_loss", "bound_max")] + [np.array(data.b_as)],
-                                         lo=0.0),
+        ax[1, 0].set(xlim=xl, ylim=_span([c[m] for c in allc for m in ("max_loss", "bound_max")]
+                                         + [np.array(data.b_as)], lo=0.0),
                      xlabel="horizon T", ylabel="privacy loss", title="Theorem 1: loss <= bound <= B_a")
         for a in (ax[0, 0], ax[0, 1], ax[1, 0]):
             a.legend(fontsize=8, loc="upper left")
@@ -385,7 +387,8 @@ class PaperFigure:
                     txt.set_text(("n/a" if math.isnan(v) else f"{v:.3f}") if have else "")
             top = self.ax[side].get_ylim()[1]
             for flag, a in zip(self.flags[side], labels):
-                above = have and a in sub.index and float(sub.at[a, "learned_auc"]) > float(sub.at[a, "ceiling_auc_seeds"]) + 1e-9
+                above = (have and a in sub.index
+                         and float(sub.at[a, "learned_auc"]) > float(sub.at[a, "ceiling_auc_seeds"]) + 1e-9)
                 flag.set_y(top - 0.06 * (top - 0.5))
                 flag.set_text("learned > ceiling" if above else "")
         if have and np.isfinite(sub.at[MACRO, "auc_lo"]):
@@ -421,12 +424,13 @@ class PaperFigure:
 
 # ---- the widget ---------------------------------------------------------------------------------------
 class FrameCache:
-    """PNG frames by key, least recently used dropped beyond ``size``."""
+    """PNG frames (or any rendered value) by key, least recently used dropped beyond ``size``."""
 
     def __init__(self, size: int = 128):
-        self.size, self._d = int(size), OrderedDict()
+        self.size = int(size)
+        self._d: OrderedDict[Any, Any] = OrderedDict()
 
-    def get(self, key: Any, render) -> bytes:
+    def get(self, key: Any, render: Callable[[], _T]) -> _T:
         if key in self._d:
             self._d.move_to_end(key)
             return self._d[key]
@@ -493,7 +497,7 @@ def make_explorer(grid: pd.DataFrame, *, paper: pd.DataFrame | None = None, pape
     rows = [W.HBox([s_b, s_k]), W.HBox([s_t, s_m])] + ([s_v] if paper is not None else [])
     box = W.VBox([*rows, label, image])
     box.add_class("dpmv-explorer")
-    box.update, box.image, box.label, box.figures = update, image, label, figs  # type: ignore[attr-defined]
-    box.controls = {"b_a": s_b, "k": s_k, "T": s_t, "mode": s_m, "view": s_v}  # type: ignore[attr-defined]
+    box.update, box.image, box.label, box.figures = update, image, label, figs
+    box.controls = {"b_a": s_b, "k": s_k, "T": s_t, "mode": s_m, "view": s_v}
     update()
     return box

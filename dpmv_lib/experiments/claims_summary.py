@@ -57,12 +57,12 @@ def summary_markdown(root: Path | None = None, runs: Sequence[tuple[str, str]] =
              "`holds*` / `fails*`: a table written before verdicts had tests (point estimates only, "
              "no CI); rerun that profile to get HOLDS / DOES NOT HOLD / INCONCLUSIVE.", ""]
     for title, name in tables:
-        got = {lab: _verdicts(root / rd / "tables" / f"{name}.csv") for lab, rd in runs}
-        got = {k: v for k, v in got.items() if v is not None}
+        read = {lab: _verdicts(root / rd / "tables" / f"{name}.csv") for lab, rd in runs}
+        got = {k: v for k, v in read.items() if v is not None}
         if not got:
             continue
         ids = list(dict.fromkeys(i for t in got.values() for i in t["id"]))
-        claim = {}
+        claim: dict[str, str] = {}
         for t in got.values():
             for i, c in zip(t["id"], t["claim"]):
                 claim.setdefault(i, str(c))

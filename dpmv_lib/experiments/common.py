@@ -1,7 +1,8 @@
 """Experiment plumbing shared by the notebooks: their parameters (:class:`ExperimentConfig`), wall
-time per step (:class:`Timer`), work over the usable cores (:func:`parallel_map`), the paper's reference tables (:func:`load_paper_csv`,
-:func:`paper_figure`) and Markdown rendering of result tables (:func:`markdown_table`; claims
-tables: :func:`dpmv_lib.experiments.verdicts.claims_markdown`).
+time per step (:class:`Timer`), work over the usable cores (:func:`parallel_map`), the paper's reference tables
+(:func:`reference_dir`, :func:`load_paper_csv`, :func:`paper_figure`) and Markdown rendering of result tables
+(:func:`markdown_table`; claims tables: :func:`dpmv_lib.experiments.verdicts.claims_markdown`; writing a table:
+:func:`dpmv_lib.experiments.tables.write_table`).
 """
 from __future__ import annotations
 
@@ -24,11 +25,14 @@ if TYPE_CHECKING:
 
 
 def reference_dir() -> Path:
-    """Directory of the paper's reference CSVs (as :func:`dpmv_lib.experiments.tables.paper_csv_path`:
-    ``../shared/reference`` beside the project, DPMV_REFERENCE overrides)."""
-    from .tables import paper_csv_path
+    """Directory of the paper's reference CSVs: ``../shared/reference`` beside the project
+    (the environment variable DPMV_REFERENCE overrides it)."""
+    import os
 
-    return paper_csv_path().parent
+    from ..common.paths import project_root
+
+    env = os.environ.get("DPMV_REFERENCE")
+    return Path(env) if env else project_root().parent / "shared" / "reference"
 
 
 def load_paper_csv(name: str) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .tables import paper_csv_path, write_table as _tables_write
+from .common import reference_dir
 from ..bench.benchmark import Pair
 from ..core.errors import CorpusError
 
@@ -21,7 +21,7 @@ PAPER_FIGURES_FILE = "paper_other_figures.csv"
 
 def paper_figures(path: str | Path | None = None) -> dict[str, str]:
     """figure -> value from the paper's reference CSV (``../shared/reference``); {} if absent."""
-    p = Path(path) if path else paper_csv_path().parent / PAPER_FIGURES_FILE
+    p = Path(path) if path else reference_dir() / PAPER_FIGURES_FILE
     if not p.exists():
         return {}
     df = pd.read_csv(p, dtype=str)
@@ -154,11 +154,6 @@ def group_table(pairs: Sequence[Pair]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write_table(df: pd.DataFrame, tables_dir: str | Path, name: str) -> list[Path]:
-    """CSV + Markdown under ``tables_dir`` (through :func:`dpmv_lib.experiments.tables.write_table`)."""
-    return list(_tables_write(df, df.astype(str).to_markdown(index=False), tables_dir, name).values())
-
-
 def pair_side_by_side(pair: Pair) -> pd.DataFrame:
     """One pair's stores by position: slot, role, M, M' and whether they differ."""
     meta = pair.meta
@@ -227,7 +222,7 @@ PAPER_TABLE4_FILE = "paper_table4_safeguards.csv"
 
 def paper_table4_bounds(path: str | Path | None = None) -> dict[str, str]:
     """variant -> the paper's Table 4 DP-bound column (``../shared/reference``); {} if absent."""
-    p = Path(path) if path else paper_csv_path().parent / PAPER_TABLE4_FILE
+    p = Path(path) if path else reference_dir() / PAPER_TABLE4_FILE
     if not p.exists():
         return {}
     df = pd.read_csv(p, dtype=str)

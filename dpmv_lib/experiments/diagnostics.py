@@ -30,7 +30,6 @@ from ..core.ledger import BudgetRule, OnlineBudget, PreallocatedBudget, planned_
 from ..core.memview import MemView, Release
 from ..core.policy import Policy, Query
 from ..core.store import MemoryStore
-from .tables import write_table
 from ..checks.variants import VARIANTS
 
 REL_TOL = 1e-9
@@ -106,9 +105,9 @@ def em_view_table(policy: Policy, m: MemoryStore, m_prime: MemoryStore, query: Q
         iface = interface(policy, store, budget=budget, scorer=scorer, seed=0).fork()
         per_slot = {}
         for slot in policy.route(query, ()):
-            prep = iface._prepare(query, slot, ())
+            prep = iface.prepare(query, slot, ())
             u = dict(zip((v.id for v in prep.views), map(float, prep.utilities))) if prep.admitted else {}
-            per_slot[slot] = (prep, u, {sr.view: p for sr, p in iface._outcomes(prep)})
+            per_slot[slot] = (prep, u, {sr.view: p for sr, p in iface.outcomes(prep)})
         sides[label] = per_slot
     for slot, (prep, u_m, p_m) in sides["M"].items():
         _, u_mp, p_mp = sides["M'"][slot]
@@ -293,9 +292,3 @@ def plot_loss_vs_horizon(df: pd.DataFrame, path: str | Path | None = None):
         ax.legend(frameon=False)
     fig.tight_layout()
     return save_figure(fig, path, dpi=150)
-
-
-def save_table(df: pd.DataFrame, tables_dir: str | Path, name: str) -> tuple[Path, Path]:
-    """Write ``name``.csv and ``name``.md (DataFrame.to_markdown) under ``tables_dir``."""
-    out = write_table(df, df.to_markdown(index=False), tables_dir, name)
-    return out["csv"], out["md"]

@@ -130,6 +130,7 @@ def side_by_side(spec: TableSpec, runs: Sequence[Run]) -> pd.DataFrame:
         if base is None:
             base = vals[keys + ["paper"]].copy()
         base = base.merge(vals[keys + ["value"]].rename(columns={"value": run.label}), on=keys, how="left")
+    assert base is not None  # frames is not empty (checked above)
     return base[[*spec.keys, "metric", *[r.label for r, _ in frames], "paper"]]
 
 
@@ -186,5 +187,5 @@ def write_side_by_side(name: str, results_dir: str | Path, results_root: str | P
     used = [r for r in runs if r.label in table.columns]
     prov = provenance(used)
     md = side_by_side_markdown(spec, table) + "\n\nColumns from:\n\n" + prov.to_markdown(index=False)
-    write_table(table, md, current / "tables", f"{name}_instruments")
+    write_table(table, current / "tables", f"{name}_instruments", md)
     return SideBySide(table, prov, md)

@@ -27,7 +27,6 @@ mean score gap (original - variant, on 0-4).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -35,6 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ..common.io import read_jsonl
 from ..core.errors import ParameterError
 
 VARIANTS = ("off_topic", "other_query", "other_user", "wrong_advice", "generic")
@@ -159,18 +159,6 @@ def build_degradation_set(data_dir: str | Path = "data", n_pairs: int = 40, seed
     return recs
 
 
-def write_jsonl(records: Sequence[dict[str, Any]], path: str | Path) -> None:
-    """One JSON record per line, written atomically (tmp + rename)."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records), encoding="utf-8")
-    tmp.replace(path)
-
-
-def load_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 DEFAULT_SET = Path(__file__).resolve().parents[2] / "tests" / "data" / "judge_degradation.jsonl"
 
 
@@ -192,7 +180,7 @@ def evaluate_judge(judge: Any, records: Sequence[dict[str, Any]] | None = None) 
     compare each variant with its original on every dimension."""
     from ..evaluate.rubric import DIMENSIONS, Rubric, RubricItem
 
-    records = load_jsonl(DEFAULT_SET) if records is None else list(records)
+    records = read_jsonl(DEFAULT_SET) if records is None else list(records)
     if not records:
         raise ParameterError("the degradation set is empty")
     jobs, keys = [], []

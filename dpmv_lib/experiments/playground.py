@@ -22,7 +22,7 @@ Only public pieces are used: ``MemView.plan`` (the public plan), ``MemView.relea
 (:meth:`~dpmv_lib.generate.interfaces.MemViewInterface.memview`: capped policy, budget rule,
 seed per (pair, EM seed)), so a replay releases the same views as the transcript table of the
 same method, seed, B_a and K. Every release is checked against the plan and the ledger; a
-mismatch raises. Responses come from any responder (:func:`playground_responder`).
+mismatch raises. Responses come from any responder (:func:`responder`).
 
 The figure and the ipywidgets front end live in :mod:`dpmv_lib.experiments.playground_widget`.
 """
@@ -37,8 +37,9 @@ import pandas as pd
 
 from ..bench.benchmark import Pair
 from ..core.errors import ParameterError
-from ..core.memview import FAILSAFE_UTILITY, MemView, Release, selector_log_probabilities
+from ..core.memview import MemView
 from ..core.policy import Policy, Query
+from ..core.releases import FAILSAFE_UTILITY, Release, selector_log_probabilities
 from ..core.selection import DP_SELECTOR_TAGS
 from ..core.store import MemoryStore, differing_positions
 from ..generate.interfaces import MemViewInterface, make_interface, render_guidance
@@ -97,7 +98,8 @@ class SlotStep:
         """(a, L_a, eps, B_a, L_a + eps <= B_a) for every a in Gamma (empty without eps)."""
         if self.epsilon is None:
             return []
-        return [(a, self.ledger_before[a], self.epsilon, self.caps[a], self.ledger_before[a] + self.epsilon <= self.caps[a])
+        return [(a, self.ledger_before[a], self.epsilon, self.caps[a],
+                 self.ledger_before[a] + self.epsilon <= self.caps[a])
                 for a in sorted(self.charge_set)]
 
     @property
@@ -229,6 +231,7 @@ def explain_release(mv: MemView, query: Query, history: Sequence[Release], store
         probs: dict[str, tuple[float, ...]] = {}
         logp: dict[str, tuple[float, ...]] = {}
         if admitted:
+            assert plan.epsilon is not None  # admitted implies fits (checked above)
             for s in SIDES:
                 us = ((FAILSAFE_UTILITY,) * len(views) if s == side and plan.slot in failed else
                       _utilities(scorer, query, views, stores[s].read(plan.read_set)))
@@ -272,7 +275,7 @@ def replay(pair: Pair, policy: Policy, *, method: str = "DP-MemView (on)", B_a: 
         if not isinstance(q, Query) or not 0 <= t < turns:
             raise ParameterError(f"custom queries map a turn in 0..{turns - 1} to a Query, got {t!r}: {q!r}")
     iface = make_interface(method, B_a=B_a, K=K, seed=seed)
-    assert isinstance(iface, MemViewInterface)
+    assert isinstance(iface, MemViewInterface) and iface.B_a is not None
     stores = {s: pair.store(s) for s in SIDES}
     queries = [custom.get(t, q) for t, q in enumerate(pair.queries[:turns])]
     steps: dict[str, tuple[TurnStep, ...]] = {}
@@ -287,7 +290,8 @@ def replay(pair: Pair, policy: Policy, *, method: str = "DP-MemView (on)", B_a: 
             history.append(st.release)
             out.append(st)
         steps[side] = tuple(out)
-    return Replay(pair, pol, method, Fraction(iface.B_a), int(K), int(seed), turns, steps, custom, dict(view_links or {}))
+    return Replay(pair, pol, method, Fraction(iface.B_a), int(K), int(seed), turns, steps, custom,
+                  dict(view_links or {}))
 
 
 # ---- tables ---------------------------------------------------------------------------------------------
@@ -331,7 +335,8 @@ def turn_table(rep: Replay, turn: int) -> pd.DataFrame:
             col[p + "decision"] = s.decision
             col[p + "released view"] = s.view
             col[p + "charged"] = _ids(s.charged)
-        col["ledger after (L_a / B_a)"] = ", ".join(f"{a} {v}/{rep.policy.caps[a]}" for a, v in sorted(st.ledger.items()))
+        col["ledger after (L_a / B_a)"] = ", ".join(f"{a} {v}/{rep.policy.caps[a]}"
+                                                    for a, v in sorted(st.ledger.items()))
         cols[side] = col
     keys = list(dict.fromkeys(k for c in cols.values() for k in c))
     return pd.DataFrame({side: [cols[side].get(k, "") for k in keys] for side in SIDES}, index=keys)
@@ -403,6 +408,7 @@ def invariants(rep: Replay, tol: float = 1e-12) -> pd.DataFrame:
             exceeds = s.epsilon is not None and any(run[a] + s.epsilon > rep.policy.caps[a] for a in s.charge_set)
             fb_ok &= (s.fallback and s.epsilon is not None) == (exceeds and bool(s.read_set))
             if s.admitted:
+                assert s.epsilon is not None  # an admitted selection has an epsilon
                 for a in s.charge_set:
                     run[a] += s.epsilon
             ledger_ok &= dict(s.ledger_after) == run
@@ -413,7 +419,9 @@ def invariants(rep: Replay, tol: float = 1e-12) -> pd.DataFrame:
             if not set(s.read_set) & rep.group:
                 bounded &= lm == lp
             elif s.admitted:
-                bounded &= rep.target in s.charge_set and all(abs(x - y) <= float(s.epsilon) + tol for x, y in zip(lm, lp))
+                assert s.epsilon is not None
+                bounded &= rep.target in s.charge_set and all(abs(x - y) <= float(s.epsilon) + tol
+                                                              for x, y in zip(lm, lp))
     lt = loss_table(rep)
     theorem = bool(((lt["cumulative loss"].abs() <= lt["L_target"] + tol) & (lt["L_target"] <= lt["B_a"] + tol)).all())
     rows = [("M and M' differ only inside I_a", differing_positions(rep.pair.m, rep.pair.m_prime) <= rep.group),
@@ -441,8 +449,8 @@ def summary_text(rep: Replay, turn: int) -> str:
 
 
 # ---- responses ----------------------------------------------------------------------------------------
-def playground_responder(spec: str | None, policies: Sequence[Policy], seed: int = 0,
-                         profile_spec: str = "surrogate") -> Responder:
+def responder(spec: str | None, policies: Sequence[Policy], seed: int = 0,
+              profile_spec: str = "surrogate") -> Responder:
     """The response model: ``spec`` (None: ``profile_spec``, the profile's) through
     :func:`~dpmv_lib.generate.responders.make_responder`: ``surrogate`` (seeded by ``seed``),
     ``openvino[:smollm2][@f32]`` or ``llamacpp`` (SmolLM2, when installed), any other spec."""

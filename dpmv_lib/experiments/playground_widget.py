@@ -91,7 +91,8 @@ def walkthrough_figure(rep: Replay, turn: int, *, size: tuple[float, float] = (1
     styles = iter(["--", "-.", ":", (0, (5, 1, 1, 1)), (0, (1, 2)), (0, (3, 3))])
     for a_, ys in ledger.items():  # the target thick underneath, the others dashed on top (they often coincide)
         tgt = a_ == rep.target
-        b.step(x, ys, where="post", lw=4 if tgt else 1.5, alpha=0.55 if tgt else 1, ls="-" if tgt else next(styles, "-"),
+        b.step(x, ys, where="post", lw=4 if tgt else 1.5, alpha=0.55 if tgt else 1,
+               ls="-" if tgt else next(styles, "-"),
                zorder=1 if tgt else 2, label=f"L[{a_}]" + (" (target)" if tgt else ""))
     caps = sorted({float(c) for c in rep.policy.caps.values()})
     for i, c in enumerate(caps):
@@ -259,8 +260,8 @@ def make_playground(bench: Any, responder: Any = None, *, pair_id: str | None = 
     box = W.VBox([W.HBox([c_pair, c_turn]), W.HBox([c_query, c_intent]), W.HBox([c_b, c_k]), c_m, label, image,
                   details])
     box.add_class("dpmv-playground")
-    box.update, box.image, box.label = update, image, label  # type: ignore[attr-defined]
-    box.details, box.controls = details, controls  # type: ignore[attr-defined]
-    box.state = shown  # type: ignore[attr-defined]
+    box.update, box.image, box.label = update, image, label
+    box.details, box.controls = details, controls
+    box.state = shown
     update()
     return box

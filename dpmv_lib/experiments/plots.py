@@ -110,7 +110,8 @@ def ceiling_figure(oracle: pd.DataFrame, audit_at_T: pd.DataFrame, path: str | P
     fig, ax = plt.subplots(figsize=(max(5, 1.3 * len(m)), 3.8))
     ax.bar(x - 0.18, m["ceiling_auc"], width=0.36, color="#bbb", label="exact ceiling (any auditor)")
     y = m["auc_indep"].to_numpy()
-    err = np.vstack([y - m.get("auc_indep_lo", pd.Series(y)).to_numpy(), m.get("auc_indep_hi", pd.Series(y)).to_numpy() - y])
+    err = np.vstack([y - m.get("auc_indep_lo", pd.Series(y)).to_numpy(),
+                     m.get("auc_indep_hi", pd.Series(y)).to_numpy() - y])
     ax.errorbar(x + 0.18, y, yerr=np.clip(err, 0, None), fmt="o", color="C0", capsize=3, label="learned auditor")
     ax.axhline(0.5, color="grey", lw=0.8, ls="--")
     ax.set_xticks(x, labels, fontsize=8)

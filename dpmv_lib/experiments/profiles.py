@@ -14,8 +14,10 @@ class Profile:
     description: str
     pairs: int | None            # PairedMem pairs evaluated (None = all 320)
     transfer_pairs: int | None   # transfer pairs evaluated (None = all 67)
-    responder: str               # "surrogate" | "smollm2" | "hf:<path>" | "llamacpp[:<gguf>][@f16]" | "openai:<base_url>|<model>"
-    encoder: str                 # auditor + rubric-judge encoder: "hashing" | "minilm[-ov][@fp32|@bf16]" | "st[-ov]:<path>[@...]"
+    responder: str               # "surrogate" | "smollm2" | "hf:<path>" | "llamacpp[:<gguf>][@f16]"
+                                 # | "openai:<base_url>|<model>"
+    encoder: str                 # auditor + rubric-judge encoder: "hashing" | "minilm[-ov][@fp32|@bf16]"
+                                 # | "st[-ov]:<path>[@...]"
                                  # (no suffix: bf16 on CPUs with avx512_bf16/amx_bf16, else fp32; the
                                  # auditor embeds each whole response, exactly C.5)
     judge: str                   # "rubric" | "llm:<spec>"
@@ -59,7 +61,8 @@ PROFILES: dict[str, Profile] = {
                          pairs=16, transfer_pairs=4, responder="openvino:smollm2@f32", encoder="minilm",
                          judge="rubric", em_seeds=(0,), notebook_defaults={"T_max": 16}),
     "paper": Profile("paper", "the paper's setting on GPUs: HF model paths or OpenAI-compatible servers",
-                     pairs=None, transfer_pairs=None, responder="openai", encoder="st:sentence-transformers/all-mpnet-base-v2",
+                     pairs=None, transfer_pairs=None, responder="openai",
+                     encoder="st:sentence-transformers/all-mpnet-base-v2",
                      judge="llm", response_models=("Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct", "gemma-2-9b-it")),
 }
 

@@ -193,7 +193,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     for spec in responder_specs(prof, config.responders):
         resp = make_responder(spec, policies, salt=config.seed) if spec == "surrogate" else make_responder(spec)
         try:
-            for track, bench in benches.items():
+            for bench in benches.values():
                 frames.append(generate_transcripts(
                     bench, resp, config.methods, seeds=tuple(prof.em_seeds), turns=config.T,
                     params=InterfaceParams(B_a=config.B_a, K=config.K, plan_horizon=config.T),
@@ -208,6 +208,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     # 3. auditor + dagger check
     t = time.perf_counter()
     encoder = run_encoder(config.encoder or prof.encoder, results)
+    assert config.horizons is not None  # set by RQ1Config.__post_init__
     acfg = A.AuditConfig(horizons=config.horizons, n_boot=config.n_boot, seed=config.seed, unit=config.audit_unit)
     audit_sum, scores = A.run_audit(transcripts, encoder, acfg, progress=config.progress)
     identical = A.conditioning_identical(transcripts, horizon=config.T)
@@ -226,8 +227,8 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     if config.oracle_ablations:
         abl = ablation_views(benches, config, prof, model=str(transcripts["response_model"].iloc[0]))
         oracle_input = pd.concat([transcripts, abl], ignore_index=True)
-    opp = O.oracle_per_pair(oracle_input, config.T, keep_dists=True)
-    osum = O.oracle_summary(opp, caps=float(config.B_a))
+    opp = O.pair_results(oracle_input, config.T, keep_dists=True)
+    osum = O.summary(opp, caps=float(config.B_a))
     oracle_pairs = opp.drop(columns=["dist", "resp_dist"])
     timings["oracle"] = time.perf_counter() - t
     log(f"[rq1] exact oracle: {len(oracle_pairs)} (pair, seed) rows ({timings['oracle']:.0f} s)")
@@ -236,7 +237,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     t = time.perf_counter()
     judge_spec = config.judge or prof.judge
     judge = J.make_judge(judge_spec, encoder)
-    util_t = J.judge_transcripts(transcripts, benches, judge, config.T, progress=config.progress)
+    util_t = J.score_transcripts(transcripts, benches, judge, config.T, progress=config.progress)
     util = J.summarise_utility(util_t, n_boot=config.n_boot, seed=config.seed)
     timings["judge"] = time.perf_counter() - t
     if util["n_failed"].sum():
@@ -273,14 +274,14 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
 def ablation_views(benches: Mapping[str, Benchmark], config: RQ1Config, prof: Profile, model: str) -> pd.DataFrame:
     """Rows of the transcript schema for ``config.oracle_ablations`` without responses (the exact
     oracle needs only the released views, their probabilities and the public release)."""
-    from ..generate.generation import _ROW_FIELDS, InterfaceParams, conditioning_table
+    from ..generate.generation import ROW_FIELDS, InterfaceParams, conditioning_table
 
     frames = []
     for bench in benches.values():
         rows = conditioning_table(bench, config.oracle_ablations, seeds=tuple(prof.em_seeds), turns=config.T,
                                   params=InterfaceParams(B_a=config.B_a, K=config.K, plan_horizon=config.T),
                                   workers=config.workers, progress=config.progress)
-        frames.append(pd.DataFrame.from_records(rows, columns=list(_ROW_FIELDS)))
+        frames.append(pd.DataFrame.from_records(rows, columns=list(ROW_FIELDS)))
     df = pd.concat(frames, ignore_index=True)
     df["response_model"] = model
     df["response"] = ""
@@ -298,18 +299,16 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
     head = (f"Table 2 reproduction (RQ1) at T={cfg.T}, B_a={cfg.B_a}, K={cfg.K}; profile {res.profile.name}; "
             f"response model(s): {', '.join(sorted(res.table2['response_model'].unique()))}; encoder "
             f"{cfg.encoder or res.profile.encoder}; judge {cfg.judge or res.profile.judge}.\n\n")
-    for k, v in TB.write_table(res.table2, head + TB.table2_markdown(res.table2), tdir, "table2_rq1").items():
-        paths[f"table2_{k}"] = str(v)
+    written = {"table2": TB.write_table(res.table2, tdir, "table2_rq1", head + TB.table2_markdown(res.table2))}
     if not res.comparison.empty:
-        for k, v in TB.write_table(res.comparison, TB.comparison_markdown(res.comparison), tdir,
-                                   "table2_rq1_vs_paper").items():
-            paths[f"comparison_{k}"] = str(v)
+        written["comparison"] = TB.write_table(res.comparison, tdir, "table2_rq1_vs_paper",
+                                               TB.comparison_markdown(res.comparison))
     aT = res.audit[res.audit["horizon"] == cfg.T]
-    for k, v in TB.write_table(res.oracle, TB.oracle_markdown(res.oracle, aT, float(cfg.B_a)), tdir,
-                               "rq1_oracle_ceiling").items():
-        paths[f"oracle_{k}"] = str(v)
-    for k, v in TB.write_table(res.claims, V.claims_markdown(res.claims), tdir, "rq1_claims").items():
-        paths[f"claims_{k}"] = str(v)
+    written["oracle"] = TB.write_table(res.oracle, tdir, "rq1_oracle_ceiling",
+                                       TB.oracle_markdown(res.oracle, aT, float(cfg.B_a)))
+    written["claims"] = TB.write_table(res.claims, tdir, "rq1_claims", V.claims_markdown(res.claims))
+    for key, files in written.items():
+        paths.update({f"{key}_{kind}": str(path) for kind, path in files._asdict().items()})
     res.audit.to_csv(tdir / "rq1_audit_by_horizon.csv", index=False)
     res.identical.to_csv(tdir / "rq1_dagger_check.csv", index=False)
     paths["audit_csv"] = str(tdir / "rq1_audit_by_horizon.csv")

@@ -81,11 +81,13 @@ def bootstrap_claims(metrics: Metrics) -> list[BootClaim]:
                   _cases(M, _c4)),
         BootClaim("C5", "TPR@5 shows the same separation (every DP-MemView mode below every memory-text method)",
                   "smallest memory-text TPR@5 minus largest DP-MemView TPR@5 > 0",
-                  _cases(M, lambda t, m: (lambda g: lowest(*(g(t, m, x, "tpr") for x in MEMORY_TEXT))
+                  # issue 32: pending -- verdicts.Value is not a valid type alias (drop the ignore with it)
+                  _cases(M, lambda t, m: (lambda g: lowest(*(g(t, m, x, "tpr") for x in MEMORY_TEXT))  # type: ignore[operator]
                                           - highest(*(g(t, m, x, "tpr") for x in DP_MODES)), 0.0, ">"))),
         BootClaim("C6", "GenericOnly has lower tRec than both DP-MemView modes",
                   "smaller DP-MemView tRec minus GenericOnly tRec > 0",
-                  _cases(M, lambda t, m: (lambda g: dp_min(g, t, m, "tRec") - g(t, m, "GenericOnly", "tRec"), 0.0, ">"))),
+                  _cases(M, lambda t, m: (lambda g: dp_min(g, t, m, "tRec") - g(t, m, "GenericOnly", "tRec"),
+                                          0.0, ">"))),
         BootClaim("C7", "GenericOnly attains high overall quality (U above every memory-text method)",
                   "GenericOnly U minus the largest memory-text U > 0",
                   _cases(M, lambda t, m: (lambda g: g(t, m, "GenericOnly", "U") - mt_max(g, t, m, "U"), 0.0, ">"))),
@@ -94,7 +96,8 @@ def bootstrap_claims(metrics: Metrics) -> list[BootClaim]:
                   _cases(M, lambda t, m: (lambda g: dp_min(g, t, m, "tRec") - g(t, m, "TypedMask", "tRec"), 0.0, ">"))),
         BootClaim("C9", "Both DP-MemView modes achieve higher U than RawReadSet, TaskMin and OutputFilter in every "
                         "model-track combination", "smaller DP-MemView U minus the largest memory-text U > 0",
-                  _cases(M, lambda t, m: (lambda g: dp_min(g, t, m, "U") - mt_max(g, t, m, "U"), 0.0, ">"))),
+                  # issue 32: pending -- verdicts.Value is not a valid type alias (drop the ignore with it)
+                  _cases(M, lambda t, m: (lambda g: dp_min(g, t, m, "U") - mt_max(g, t, m, "U"), 0.0, ">"))),  # type: ignore[operator]
         BootClaim("C10", "DP-MemView (pre) achieves the highest tRec in every model-track combination",
                   "(pre) tRec minus the largest tRec of the other six methods > 0",
                   _cases(M, lambda t, m: (lambda g: g(t, m, "DP-MemView (pre)", "tRec")
@@ -102,14 +105,17 @@ def bootstrap_claims(metrics: Metrics) -> list[BootClaim]:
         BootClaim("C11", f"DP-MemView (on) achieves comparable U to (pre) (|dU| < {U_ABS} and < {U_REL} x the "
                          "spread of U over the seven methods)",
                   f"|U(on) - U(pre)| minus min({U_ABS}, {U_REL} x (max - min U over the seven methods)) < 0",
-                  _cases(M, lambda t, m: (lambda g: np.abs(g(t, m, "DP-MemView (on)", "U") - g(t, m, "DP-MemView (pre)", "U"))
-                                          - lowest(U_ABS, U_REL * (highest(*(g(t, m, x, "U") for x in PAPER_METHODS))
-                                                                   - lowest(*(g(t, m, x, "U") for x in PAPER_METHODS)))),
-                                          0.0, "<"))),
+                  _cases(M, lambda t, m: (
+                      lambda g: np.abs(g(t, m, "DP-MemView (on)", "U") - g(t, m, "DP-MemView (pre)", "U"))
+                      # issue 32: pending -- verdicts.Value is not a valid type alias (drop the ignore with it)
+                      - lowest(U_ABS, U_REL * (highest(*(g(t, m, x, "U") for x in PAPER_METHODS))  # type: ignore[operator]
+                                               - lowest(*(g(t, m, x, "U") for x in PAPER_METHODS)))),
+                      0.0, "<"))),
         BootClaim("C12", "DP-MemView (on) has lower Unsup than (pre), RawReadSet, TaskMin and OutputFilter",
                   "smallest Unsup of (pre) and the memory-text methods minus (on) Unsup > 0",
-                  _cases(M, lambda t, m: (lambda g: lowest(*(g(t, m, x, "Unsup") for x in ("DP-MemView (pre)",) + MEMORY_TEXT))
-                                          - g(t, m, "DP-MemView (on)", "Unsup"), 0.0, ">"))),
+                  _cases(M, lambda t, m: (
+                      lambda g: lowest(*(g(t, m, x, "Unsup") for x in ("DP-MemView (pre)",) + MEMORY_TEXT))
+                      - g(t, m, "DP-MemView (on)", "Unsup"), 0.0, ">"))),
         BootClaim("C13", "The privacy separation (C3 and C4) transfers to the corpus-sourced track without auditor "
                          "refitting", "C3 and C4 on the transfer track",
                   _each(M, MEMORY_TEXT, _metric("auc"), 0.5, ">", tracks=("transfer",))
@@ -193,7 +199,7 @@ def evaluate_claims(metrics: Metrics, oracle: pd.DataFrame, audit_T: pd.DataFram
         :func:`~dpmv_lib.experiments.verdicts.paired_bootstrap` of the auditor scores at T and the
         judge's per-transcript results.
     oracle : DataFrame
-        :func:`dpmv_lib.evaluate.oracle.oracle_summary` (ceilings and max loss per method).
+        :func:`dpmv_lib.evaluate.oracle.summary` (ceilings and max loss per method).
     audit_T : DataFrame
         The auditor summary at T (``auc_indep`` with its CI, for X1).
     identical : DataFrame
@@ -204,4 +210,4 @@ def evaluate_claims(metrics: Metrics, oracle: pd.DataFrame, audit_T: pd.DataFram
         The compliant methods of the run; oracle rows of other methods are the ablations (X3).
     """
     head, tail = exact_claims(oracle, audit_T, identical, B_a, methods)
-    return decide(head + bootstrap_claims(metrics) + tail, metrics)
+    return decide([*head, *bootstrap_claims(metrics), *tail], metrics)

@@ -9,7 +9,8 @@ or of the benchmark pairs; this module holds the accounting and Table 4, its sib
   omitted from its ledger; inf for a deterministic release) next to
   :func:`~dpmv_lib.checks.accounting.reported_ledger` (what the interface's own ledger says).
 * **Table 4 assembly** with the paper's numbers and deltas, and the RQ2 claims evaluated from
-  the table (:func:`rq2_claims`).
+  the table (:func:`claims`); the benchmark's charge structure behind its DP-bound column
+  (:func:`charge_structure_table`) and notebook 04's closing summary (:func:`summary_markdown`).
 * **Score channel** (C3/C6, :mod:`~dpmv_lib.experiments.rq2_score`): a calibrated logistic-regression auditor on the released top
   internal score sequence (``ScoreChannel`` extras), same split protocol as the embedding
   auditor of :mod:`dpmv_lib.evaluate.audit`, plus the exact pair-level fact that the score sequence
@@ -29,18 +30,19 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .plots import save_figure
+from ..bench.benchmark_quality import charge_structure
 from ..checks.accounting import reconstructed_bound, reported_ledger
 from ..core.errors import ParameterError
 from ..core.memview import Release, SlotRelease
 from ..core.policy import Query
 from .common import _delta, _fmt, markdown_table
-from .verdicts import BootClaim, Case, ExactClaim, decide
+from .verdicts import BootClaim, Case, ExactClaim, decide, verdict_counts
 
 
 TABLE4_METHODS: tuple[str, ...] = ("DP-MemView (on)", "IncompleteCharge", "CappedArgmax", "NoCap")
@@ -226,6 +228,47 @@ def accounting_summary(acc: pd.DataFrame, cap: float | Mapping[str, float]) -> p
     return out
 
 
+#: the paper's figures behind Table 4's DP-bound column, beside :func:`charge_structure_table`
+PAPER_CHARGE_STRUCTURE: tuple[str, ...] = ("5.33 (16/3)", "8", "1/4", "0")
+
+
+def charge_structure_table(pairs: Sequence[Any], policy_of: Callable[[Any], Any], *, horizon: int = 16,
+                           K: int = 3, B_a: Any = 2) -> pd.DataFrame:
+    """The benchmark's charge structure behind the paper's Table 4 DP-bound column (notebook 04),
+    min and max over ``pairs`` beside the paper: ``NoCap``'s reconstructed target bound at
+    ``horizon`` (online budget eps = B_a / K, the real variant class; C5 broken, C2 kept), the
+    preallocated :math:`C_a` over the first ``horizon`` queries, its eps = B_a / C_a, and how many
+    neutral turns read a position of :math:`I_a` (0 by construction). Exact values (fractions) as
+    strings, from :func:`dpmv_lib.bench.benchmark_quality.charge_structure`.
+
+    Parameters
+    ----------
+    pairs : sequence of Pair
+        The benchmark pairs.
+    policy_of : callable
+        Pair -> its public policy (e.g. ``Benchmark.policy``).
+    horizon, K : int
+        T and the online granularity.
+    B_a : int, float or Fraction
+        The cap (exact as a Fraction).
+
+    Returns
+    -------
+    DataFrame
+        Columns quantity, min, max, paper; one row per quantity above.
+    """
+    cs = pd.DataFrame(charge_structure(pairs, policy_of, horizon=horizon, K=K, variants=("NoCap",)))
+    rows = (
+        (f"NoCap reconstructed bound at T={horizon}", str(cs["NoCap_bound"].min()), str(cs["NoCap_bound"].max())),
+        (f"preallocated C_a over the first {horizon} queries", str(cs["C_a"].min()), str(cs["C_a"].max())),
+        ("preallocated eps = B_a / C_a", str(Fraction(B_a) / cs["C_a"].max()), str(Fraction(B_a) / cs["C_a"].min())),
+        ("neutral turns reading I_a (per pair)", str(cs["neutral_reading_I_a"].min()),
+         str(cs["neutral_reading_I_a"].max())),
+    )
+    return pd.DataFrame([{"quantity": q, "min": lo, "max": hi, "paper": paper}
+                         for (q, lo, hi), paper in zip(rows, PAPER_CHARGE_STRUCTURE)])
+
+
 # ---- Table 4 assembly and claims ---------------------------------------------------------------------
 def table4(accounting: pd.DataFrame, privacy: pd.DataFrame, utility: pd.DataFrame, *,
            methods: Sequence[str] = TABLE4_METHODS, paper: pd.DataFrame | None = None,
@@ -276,8 +319,8 @@ def format_bound(x: float, cap: float) -> str:
     return f"{x:.2f} {'<=' if x <= cap + 1e-12 else '>'} B_a"
 
 
-def rq2_claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-MemView (on)",
-               u_tolerance: float = 0.002) -> pd.DataFrame:
+def claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-MemView (on)",
+           u_tolerance: float = 0.002) -> pd.DataFrame:
     """The RQ2 claims of the paper, each from a stated test (:mod:`.verdicts`).
 
     Exact (accounting): the compliant bound is <= B_a, every ablation's exceeds it, IncompleteCharge's
@@ -313,7 +356,7 @@ def rq2_claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "
         return lambda g: g(track, model, a, metric) - g(track, model, b, metric)
 
     fmt = lambda s: ", ".join(f"{k} {v:.3f}" for k, v in s.items())  # noqa: E731
-    claims = [
+    stated = [
         ExactClaim("R1", "DP-MemView's reconstructed bound stays <= B_a", "reconstructed target bound (max over pairs)",
                    bool(base["dp_bound"] <= cap + 1e-12), f"{base['dp_bound']:.3f} vs B_a = {cap:g}",
                    estimate=float(base["dp_bound"]), margin=cap),
@@ -330,17 +373,17 @@ def rq2_claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "
     ]
     if "IncompleteCharge" in t.index:
         r = t.loc["IncompleteCharge"]
-        claims.append(ExactClaim("R6", "IncompleteCharge's ledger under-reports the reconstructed charge",
+        stated.append(ExactClaim("R6", "IncompleteCharge's ledger under-reports the reconstructed charge",
                                  "ledger's own value < reconstructed bound", bool(r["ledger_reported"] < r["dp_bound"] - 1e-12),
                                  f"ledger {r['ledger_reported']:.3f} vs reconstructed {r['dp_bound']:.3f}",
                                  estimate=float(r["ledger_reported"]), margin=float(r["dp_bound"])))
     if "CappedArgmax" in t.index:
         others = [v for v in t.index if v != "CappedArgmax"]
-        claims.append(BootClaim("R7", "CappedArgmax has the lowest Unsup and the highest AUC",
+        stated.append(BootClaim("R7", "CappedArgmax has the lowest Unsup and the highest AUC",
                                 "Unsup(other) - Unsup(CappedArgmax) > 0 and AUC(CappedArgmax) - AUC(other) > 0",
                                 tuple(Case(f"Unsup vs {v}", diff(v, "CappedArgmax", "Unsup")) for v in others)
                                 + tuple(Case(f"AUC vs {v}", diff("CappedArgmax", v, "auc")) for v in others)))
-    return decide(claims, metrics)
+    return decide(stated, metrics)
 
 
 # ---- paper consistency (issue 27 goal 7) -----------------------------------------------------------
@@ -466,3 +509,33 @@ def table4_markdown(t4: pd.DataFrame, cap: float, header: str = "") -> str:
                 row[f"{lab} \u0394"] = _delta(r[f"delta_{m}"])
         rows.append(row)
     return (header + "\n\n" if header else "") + markdown_table(pd.DataFrame(rows))
+
+
+def summary_markdown(t4: pd.DataFrame, score_channel: pd.DataFrame, rq2_verdicts: pd.DataFrame,
+                     horizon_verdicts: pd.DataFrame, cap: float) -> str:
+    """Notebook 04's closing summary as a Markdown list: per Table 4 variant its reconstructed bound,
+    AUC, tRec and Unsup beside the paper; the score channel's learned (by query family) and exact
+    pair-known AUC beside the paper's; the verdict counts of the RQ2 and the horizon claims.
+
+    Parameters
+    ----------
+    t4 : DataFrame
+        :func:`table4` with the paper's columns (``paper=``).
+    score_channel : DataFrame
+        :func:`dpmv_lib.experiments.rq2_score.score_channel_table` with ``paper_auc`` (its rows in
+        their order: raw sequence, by query family, exact pair-known).
+    rq2_verdicts, horizon_verdicts : DataFrame
+        :func:`claims` and :func:`dpmv_lib.experiments.rq2_horizon.horizon_claims`.
+    cap : float
+        B_a.
+    """
+    row = t4.set_index("variant")
+    lines = [f"- {v}: bound {format_bound(row.loc[v, 'dp_bound'], cap)} "
+             f"(paper {format_bound(row.loc[v, 'paper_dp_bound'], cap)}), "
+             f"AUC {row.loc[v, 'auc']:.3f} (paper {row.loc[v, 'paper_auc']:.3f}), tRec {row.loc[v, 'trec']:.3f}, "
+             f"Unsup {row.loc[v, 'unsup']:.3f}" for v in row.index]
+    sc = score_channel
+    lines.append(f"- score channel: learned {sc['auc'].iloc[1]:.3f} / exact pair-known {sc['auc'].iloc[2]:.3f} "
+                 f"(paper {sc['paper_auc'].iloc[0]:.3f})")
+    lines.append(f"- RQ2 verdicts: {verdict_counts(rq2_verdicts)}; horizon claims: {verdict_counts(horizon_verdicts)}")
+    return "\n".join(lines)

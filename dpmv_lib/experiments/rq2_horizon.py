@@ -168,7 +168,7 @@ def horizon_oracle(transcripts: pd.DataFrame, horizons: Sequence[int], *, method
                 turns = [(memo.prob(s[0] or ""), memo.prob(s[1] or "")) for s in sig]
                 equal = [s[2] == s[3] for s in sig]
                 dists = prefix_distributions(turns, hs, public_equal=equal, max_atoms=max_atoms,
-                                             turn_dist=lambda t: memo.dist(sig[t][0] or "", sig[t][1] or ""))
+                                             turn_dist=lambda t: memo.dist(sig[t][0] or "", sig[t][1] or ""))  # noqa: B023 - called within the iteration
                 res, last = {}, None
                 for h in hs:
                     d = dists[h]
@@ -300,7 +300,8 @@ def plot_leakage_vs_horizon(oracle_sum: pd.DataFrame, bounds: pd.DataFrame, cap:
                 title="(a) exact ceiling (solid) vs learned auditor (dashed)")
     axes[0].legend(fontsize=7, loc="center right")
     axes[1].axhline(cap, color="k", ls=":", label=f"B_a = {cap:g}")
-    axes[1].set(xlabel="horizon T", ylabel="max realised privacy loss over pairs", title="(b) exact max loss (Theorem 1)")
+    axes[1].set(xlabel="horizon T", ylabel="max realised privacy loss over pairs",
+                title="(b) exact max loss (Theorem 1)")
     axes[1].legend(fontsize=7, loc="upper left")
     if notes:
         axes[1].text(0.98, 0.02, "\n".join(notes), transform=axes[1].transAxes, ha="right", va="bottom", fontsize=7)
@@ -316,7 +317,8 @@ def plot_leakage_vs_horizon(oracle_sum: pd.DataFrame, bounds: pd.DataFrame, cap:
     return save_figure(fig, path, dpi=130)
 
 
-def horizon_claims(hsum: pd.DataFrame, cap: float, *, compliant: Sequence[str] = ("DP-MemView (on)", "DP-MemView (pre)"),
+def horizon_claims(hsum: pd.DataFrame, cap: float, *,
+                   compliant: Sequence[str] = ("DP-MemView (on)", "DP-MemView (pre)"),
                    T: int = 16) -> pd.DataFrame:
     """Leakage-vs-horizon statements computed exactly from :func:`horizon_summary` (no sampling
     error): Theorem 1 for the compliant modes at every horizon; where each ablation first exceeds
@@ -352,24 +354,26 @@ def horizon_claims(hsum: pd.DataFrame, cap: float, *, compliant: Sequence[str] =
 
 def oracle_cross_check(transcripts: pd.DataFrame, per_pair: pd.DataFrame, horizon: int, n_pairs: int = 8,
                        methods: Sequence[str] | None = None) -> dict[str, float]:
-    """Recompute the first ``n_pairs`` pairs at ``horizon`` with :func:`dpmv_lib.evaluate.oracle.oracle_per_pair`
+    """Recompute the first ``n_pairs`` pairs at ``horizon`` with :func:`dpmv_lib.evaluate.oracle.pair_results`
     and return the largest differences from :func:`horizon_oracle` (AUC, finite max loss) and
     whether the infinite losses coincide."""
-    from ..evaluate.oracle import oracle_per_pair
+    from ..evaluate.oracle import pair_results
 
     df = _one_model(transcripts)
     if methods is not None:
         df = df[df["method"].isin(methods)]
     ids = sorted(df["pair_id"].unique())[:n_pairs]
     sub = df[df["pair_id"].isin(ids) & (df["turn"] < horizon)]
-    ref = oracle_per_pair(sub, horizon)
+    ref = pair_results(sub, horizon)
     ref = ref[ref["kind"] == "views"].set_index(["method", "pair_id", "seed"])
     ours = per_pair[(per_pair["horizon"] == horizon) & per_pair["pair_id"].isin(ids)]
     ours = ours[ours["method"].isin(ref.index.get_level_values("method"))].set_index(["method", "pair_id", "seed"])
     j = ours[["oracle_auc", "max_loss"]].join(ref[["oracle_auc", "max_loss"]].add_suffix("_ref"), how="inner")
     fin = np.isfinite(j["max_loss"]) & np.isfinite(j["max_loss_ref"])
-    return {"rows_compared": int(len(j)), "max_abs_auc_diff": float((j["oracle_auc"] - j["oracle_auc_ref"]).abs().max()),
-            "max_abs_loss_diff": float((j.loc[fin, "max_loss"] - j.loc[fin, "max_loss_ref"]).abs().max()) if fin.any() else 0.0,
+    return {"rows_compared": int(len(j)),
+            "max_abs_auc_diff": float((j["oracle_auc"] - j["oracle_auc_ref"]).abs().max()),
+            "max_abs_loss_diff": (float((j.loc[fin, "max_loss"] - j.loc[fin, "max_loss_ref"]).abs().max())
+                                  if fin.any() else 0.0),
             "inf_losses_agree": bool((np.isinf(j["max_loss"]) == np.isinf(j["max_loss_ref"])).all())}
 
 

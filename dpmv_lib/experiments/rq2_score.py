@@ -102,7 +102,8 @@ def score_channel_exact(keys: pd.DataFrame, X: np.ndarray, *, atol: float = 0.0)
                      "mean_gap": float(np.mean(X[i] - X[j]))})
     per = pd.DataFrame(recs)
     out = per.groupby("attribute").agg(share_differing=("differs", "mean"), mean_gap=("mean_gap", "mean")).reset_index()
-    out.loc[len(out)] = {"attribute": "all", "share_differing": per["differs"].mean(), "mean_gap": per["mean_gap"].mean()}
+    out.loc[len(out)] = {"attribute": "all", "share_differing": per["differs"].mean(),
+                         "mean_gap": per["mean_gap"].mean()}
     out["pair_known_auc"] = 0.5 + out["share_differing"] / 2
     return out
 
@@ -148,7 +149,8 @@ def score_channel_table(transcripts: pd.DataFrame, *, horizon: int = 16, n_boot:
         s, _ = feature_audit(keys, feats, horizon=horizon, config=cfg)
         r = s.iloc[0]
         rows.append({"auditor": label, "auc": float(r["auc"]), "auc_lo": float(r.get("auc_lo", np.nan)),
-                     "auc_hi": float(r.get("auc_hi", np.nan)), "tpr": float(r["tpr"]), "n_test_pairs": int(r["n_pairs"])})
+                     "auc_hi": float(r.get("auc_hi", np.nan)), "tpr": float(r["tpr"]),
+                     "n_test_pairs": int(r["n_pairs"])})
     ex = score_channel_exact(keys, X)
     allr = ex[ex["attribute"] == "all"].iloc[0]
     rows.append({"auditor": "exact: pair-known (any differing score identifies the store)",

@@ -64,8 +64,8 @@ def lockstep_steps(policy: Policy, m: MemoryStore, m_prime: MemoryStore, queries
                    budget: Any, variant: type[MemView] = MemView, scorer: Any = None, seed: int = 0,
                    variant_kwargs: Mapping[str, Any] | None = None) -> list[SlotStep]:
     """Run ``variant`` on M and M' side by side over a fixed query plan, under the same public
-    prefix, through the interface's own hooks (``_route``, ``_prepare`` - which performs the C5
-    check and ledger update -, ``_outcomes``); nothing is sampled unless the router needs history.
+    prefix, through the interface's own public steps (``route``, ``prepare`` - which performs the
+    C5 check and ledger update -, ``outcomes``); nothing is sampled unless the router needs history.
 
     For a history-free policy the public ledger path does not depend on the sampled views
     (C4/C5), so the per-step distributions are exact for every realisation. Otherwise the
@@ -78,25 +78,25 @@ def lockstep_steps(policy: Policy, m: MemoryStore, m_prime: MemoryStore, queries
     steps: list[SlotStep] = []
     for t, q in enumerate(queries):
         h = () if free else tuple(hist)
-        route, route_p = mv._route(q, h), mvp._route(q, h)
+        route, route_p = mv.route(q, h), mvp.route(q, h)
         if tuple(route) != tuple(route_p):  # C4 broken: the public control itself differs
             steps.append(SlotStep(t, "|".join(route), (), frozenset(), frozenset(), None, False, "route",
                                   {"|".join(route): 1.0}, {"|".join(route_p): 1.0}, False))
             break
         done = []
         for g in route:
-            prep, prep_p = mv._prepare(q, g, h), mvp._prepare(q, g, h)
+            prep, prep_p = mv.prepare(q, g, h), mvp.prepare(q, g, h)
             equal = prep.plan == prep_p.plan and prep.admitted == prep_p.admitted
-            out, out_p = mv._outcomes(prep), mvp._outcomes(prep_p)
+            out, out_p = mv.outcomes(prep), mvp.outcomes(prep_p)
             pm = _probs(out)
             pq = _probs(out_p)
             mech = out[0][0].mechanism
             steps.append(SlotStep(t, g, prep.plan.read_set, prep.plan.affected, prep.plan.charged,
                                   prep.plan.epsilon, bool(prep.admitted), mech, pm, pq, equal))
             if not free:
-                done.append(mv._sample(prep))
+                done.append(mv.select(prep))
         if not free:
-            hist.append(mv._make_release(q, done))
+            hist.append(mv.make_release(q, done))
     return steps
 
 

@@ -60,7 +60,7 @@ def response_sample(transcripts: pd.DataFrame, benchmarks: Mapping[str, Benchmar
     rng = np.random.default_rng(seed)
     picked = []
     cols = ["track", "method", "pair_id", "seed", "turn"]
-    for (track, method), g in transcripts.groupby(["track", "method"], sort=True):
+    for _, g in transcripts.groupby(["track", "method"], sort=True):
         cell = g[cols].drop_duplicates().sort_values(cols).reset_index(drop=True)
         take = cell.iloc[np.sort(rng.choice(len(cell), size=min(cells, len(cell)), replace=False))]
         picked.append(g.merge(take, on=cols))

@@ -53,7 +53,7 @@ def render_state(state: WidgetState, fig: Any = None):
     fig.clear()
     ax = fig.subplots(2, 2)
     c, T = state.curve, state.T
-    for (b, k), g in state.others.groupby(["b_a", "k"]):
+    for _, g in state.others.groupby(["b_a", "k"]):
         g = g.sort_values("T")
         ax[0, 0].plot(g["T"], g["ceiling_auc"], color="grey", lw=0.6, alpha=0.5)
     ax[0, 0].plot(c["T"], c["ceiling_auc"], color="#1f77b4", lw=2, label="selected setting")
@@ -117,6 +117,6 @@ def make_widget(grid: pd.DataFrame, *, mode: str = "on", b_a: Any = 2, k: Any = 
     for w in (s_b, s_k, s_t, s_m):
         w.observe(update, names="value")
     box = W.VBox([W.HBox([s_b, s_k]), W.HBox([s_t, s_m]), label, out])
-    box.update = update  # type: ignore[attr-defined]
+    box.update = update
     update()
     return box

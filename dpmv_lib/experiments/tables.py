@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from ..common.io import write_atomic
 from ..core.errors import ParameterError
-from ..common.paths import project_root
+from .common import markdown_table, reference_dir
 
 METRICS = ("auc", "tpr", "trec", "u", "unsup")
 METRIC_LABELS = {"auc": "AUC", "tpr": "TPR@5", "trec": "tRec", "u": "U", "unsup": "Unsup"}
@@ -26,11 +28,9 @@ DAGGER = "\u2020"
 
 
 def paper_csv_path() -> Path:
-    """``../shared/reference/paper_table2_rq1.csv`` next to the project (DPMV_REFERENCE overrides the dir)."""
-    import os
-    env = os.environ.get("DPMV_REFERENCE")
-    base = Path(env) if env else project_root().parent / "shared" / "reference"
-    return base / "paper_table2_rq1.csv"
+    """``paper_table2_rq1.csv`` in :func:`~dpmv_lib.experiments.common.reference_dir`
+    (``../shared/reference`` next to the project; DPMV_REFERENCE overrides the dir)."""
+    return reference_dir() / "paper_table2_rq1.csv"
 
 
 def load_paper_table2(path: str | Path | None = None) -> pd.DataFrame:
@@ -197,11 +197,38 @@ def oracle_markdown(oracle: pd.DataFrame, audit_at_T: pd.DataFrame, caps: float)
     return _md(pd.DataFrame(rows))
 
 
-def write_table(df: pd.DataFrame, markdown: str, directory: str | Path, name: str) -> dict[str, Path]:
-    """Write ``name``.csv and ``name``.md under ``directory`` (created if needed)."""
+class TablePaths(NamedTuple):
+    """The two files of a result table written by :func:`write_table`."""
+
+    csv: Path
+    md: Path
+
+
+def write_table(df: pd.DataFrame, directory: str | Path, name: str, markdown: str | None = None) -> TablePaths:
+    """Write a result table as ``<name>.csv`` (``df.to_csv(index=False)``) and ``<name>.md`` (the
+    Markdown and a final newline) under ``directory`` (created if needed), each atomically
+    (:func:`dpmv_lib.common.io.write_atomic`): a reader never sees a half-written table. The one
+    writer of result tables for the library and the notebooks.
+
+    Parameters
+    ----------
+    df : DataFrame
+        The table (the CSV holds it exactly, without the index).
+    directory : str or Path
+        Usually ``<results_dir>/tables``.
+    name : str
+        The file stem, e.g. ``04_table4_safeguards``.
+    markdown : str, optional
+        The Markdown file's text; None: :func:`~dpmv_lib.experiments.common.markdown_table` of ``df``.
+
+    Returns
+    -------
+    TablePaths
+        ``(csv, md)``: the two paths (a named tuple: ``paths.csv``, ``paths.md`` or unpacked).
+    """
     d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    csv, md = d / f"{name}.csv", d / f"{name}.md"
-    df.to_csv(csv, index=False)
-    md.write_text(markdown + "\n", encoding="utf-8")
-    return {"csv": csv, "md": md}
+    out = TablePaths(d / f"{name}.csv", d / f"{name}.md")
+    text = markdown_table(df) if markdown is None else markdown
+    write_atomic(out.csv, df.to_csv(index=False))
+    write_atomic(out.md, text + "\n")
+    return out

@@ -106,7 +106,7 @@ def paired_bootstrap(scores: pd.DataFrame | None = None, utility: pd.DataFrame |
         side, seed) with ``score`` (one horizon: filter before), e.g. the second output of
         :func:`dpmv_lib.evaluate.audit.run_audit`. Gives ``auc`` and ``tpr`` (macro over attributes).
     utility : DataFrame, optional
-        Per-transcript judge results (:func:`dpmv_lib.evaluate.judge.judge_transcripts`): gives
+        Per-transcript judge results (:func:`dpmv_lib.evaluate.judge.score_transcripts`): gives
         ``U`` (both sides), ``tRec`` (M) and ``Unsup`` (M') as means over pairs.
     n_boot : int
         Replicates (>= 100).

@@ -37,7 +37,7 @@ def content_address(identity: Mapping[str, Any], request: Mapping[str, Any]) -> 
 
 
 def checksum(address: str, text: str) -> str:
-    return hashlib.sha256(f"{address}\0{text}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{address}\0{text}".encode()).hexdigest()
 
 
 class GenerationCache:
@@ -62,7 +62,7 @@ class GenerationCache:
             log.warning("generation cache %s is unreadable (%s); moved aside to %s and starting fresh",
                         self.path, exc, aside)
             try:
-                conn.close()  # type: ignore[possibly-undefined]
+                conn.close()
             except Exception:  # noqa: BLE001
                 pass
             self.path.replace(aside)

@@ -83,7 +83,7 @@ class DeletionFilter:
         if not self.patterns or not all(isinstance(p, str) and p.strip() for p in self.patterns):
             raise ParameterError("DeletionFilter needs a non-empty list of non-empty phrases")
         try:
-            self.pattern
+            self.pattern  # noqa: B018 - compiles the (cached) pattern to validate it
         except re.error as exc:
             raise ParameterError(f"DeletionFilter phrase list is not a valid regex: {exc}") from None
 

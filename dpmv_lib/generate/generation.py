@@ -97,8 +97,8 @@ def _pair_rows(pair: Pair, benchmark: Benchmark, ifaces: dict[str, Interface], s
     return out
 
 
-_ROW_FIELDS = ("track", "pair_id", "attribute", "split", "template", "overlap", "method", "side", "seed",
-               "turn", "block", "qtype", "intent", "query", "conditioning", "views", "released", "view_probs")
+ROW_FIELDS = ("track", "pair_id", "attribute", "split", "template", "overlap", "method", "side", "seed",
+              "turn", "block", "qtype", "intent", "query", "conditioning", "views", "released", "view_probs")
 _WORKER: dict[str, Any] = {}
 
 
@@ -112,7 +112,7 @@ def conditioning_table(benchmark: Benchmark, methods: Sequence[str] = RQ1_METHOD
                        seeds: Sequence[int] = (0, 1, 2), sides: Sequence[str] = SIDES,
                        turns: int | None = None, params: InterfaceParams = InterfaceParams(),
                        workers: int | None = 1, progress: bool = True) -> list[tuple]:
-    """Stage 1: rows (see ``_ROW_FIELDS``) for every pair x method x seed x side x turn, over
+    """Stage 1: rows (see ``ROW_FIELDS``) for every pair x method x seed x side x turn, over
     ``workers`` forked processes (None: the usable cores); the rows do not depend on the count."""
     _check_args(benchmark, methods, seeds, sides, workers)
     if workers is None:
@@ -235,7 +235,7 @@ def _generate(prompts: Sequence[Prompt], responder: Responder, cache: Any, batch
                         raise GenerationError(f"responder {responder.name!r} returned a {type(t).__name__}, not text")
                     texts[j] = t
                 if store is not None:
-                    store.put_many([(addresses[j], texts[j]) for j in chunk])
+                    store.put_many([(addresses[j], t) for j, t in zip(chunk, outs)])
                 stats.generated += len(chunk)
                 bar.update(len(chunk))
                 if plog is not None:
@@ -274,13 +274,13 @@ def generate_transcripts(benchmark: Benchmark, responder: Responder, methods: Se
     rows = conditioning_table(benchmark, methods, seeds=seeds, sides=sides, turns=turns, params=params,
                               workers=workers, progress=progress)
     t1 = time.perf_counter()
-    ci = {f: i for i, f in enumerate(_ROW_FIELDS)}
+    ci = {f: i for i, f in enumerate(ROW_FIELDS)}
     prompts = [Prompt(r[ci["query"]], r[ci["conditioning"]], (r[ci["pair_id"]], r[ci["turn"]], r[ci["seed"]]))
                for r in rows]
     texts, addresses = _generate(prompts, responder, cache, batch_size, progress, stats)
     t2 = time.perf_counter()
     post = {m: make_interface(m) for m in methods}
-    df = pd.DataFrame.from_records(rows, columns=list(_ROW_FIELDS))
+    df = pd.DataFrame.from_records(rows, columns=list(ROW_FIELDS))
     if any(type(i).postprocess is not Interface.postprocess for i in post.values()):
         texts = [post[m].postprocess(t) for m, t in zip(df["method"], texts)]
     df["response"] = texts

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar, Mapping, Sequence
 
-from ..core._exact import Number, fraction_str, to_fraction
+from ..core.rationals import Number, fraction_str, to_fraction
 from ..bench.benchmark import Pair
 from ..core.errors import ParameterError
 from .filters import DeletionFilter
@@ -366,10 +366,10 @@ class MemViewInterface(Interface):
             hist = tuple(history)
             slots, probs = [], {}
             for g in pol.route(q, hist):
-                prep = mv._prepare(q, g, hist)           # the same steps as MemView.release
-                probs[g] = {sr.view: p for sr, p in mv._outcomes(prep)}
-                slots.append(mv._sample(prep))
-            rel = mv._make_release(q, slots)
+                prep = mv.prepare(q, g, hist)           # the same steps as MemView.release
+                probs[g] = {sr.view: p for sr, p in mv.outcomes(prep)}
+                slots.append(mv.select(prep))
+            rel = mv.make_release(q, slots)
             history.append(rel)
             pub = rel.public_dict()
             del pub["query"]

@@ -2,27 +2,38 @@
 chains and writes every charge in one transaction, with the verification of
 :mod:`dpmv_lib.ledgers.chain_verify`; backends (:mod:`dpmv_lib.ledgers.sqlite`,
 :mod:`dpmv_lib.ledgers.postgres`) provide the connection and the locking.
+
+Its audit log and state export/import (``log``, ``audit_log``, ``export_state``, ``import_state``)
+come from :class:`~dpmv_lib.ledgers.records._LedgerStateIO`; :func:`export_state` here works for
+any ledger, and :func:`parse_state`, :func:`import_state` and :class:`LedgerState` are
+re-exported from :mod:`dpmv_lib.ledgers.records`.
 """
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping as _MappingABC
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..core._exact import Number, to_fraction
+from ..core.rationals import Number
 from . import hashchain, _proc
-from ..core._memo import remember
-from ..core.errors import BudgetError
-from ..core.ledger import ChargeRecord, InMemoryLedger, Ledger, check_charge_args
+from ..core.memo import remember
+from ..core.errors import BudgetError, BudgetTypeError, PolicyTypeError
+from ..core.ledger import Ledger, check_charge_args
 from ..core.policy import Policy
-from .records import (AuditRecord, STATE_FORMAT, STATE_VERSION, _as_record, _check_caps, _fmt, _now,
-                             _replay_step, replay)
+from .records import STATE_FORMAT, STATE_VERSION, _as_record, _check_caps, _LedgerStateIO, _now, check_storable
+# the state export/import shared by every ledger lives in records (re-exported: import it from either)
+from .records import LedgerState, import_state, parse_state  # noqa: F401
 from .chain_verify import _ChainVerify, _LOG_COLUMNS, _PLAIN_NAME, _Tx, _Verified
 from .witness import FileWitness, Witness, WitnessMark
+
+
+def _charge_args(caps: Mapping[str, Fraction], attributes: Any, epsilon: Any) -> tuple[frozenset[str], Fraction]:
+    """:func:`~dpmv_lib.core.ledger.check_charge_args`, and an eps whose exact text can be stored."""
+    attrs, eps = check_charge_args(caps, attributes, epsilon)
+    return attrs, check_storable(eps, "epsilon")
 
 
 @dataclass(frozen=True)
@@ -34,7 +45,13 @@ class CommitStats:
     committed with charges in them (as a group-commit leader: the whole batch counts once);
     ``batched``: requests of OTHER processes that those commits carried. Summed over all
     processes of one ledger file, ``requests == commits + batched`` and
-    ``requests / commits`` is the number of releases per real transaction (one fsync each)."""
+    ``requests / commits`` is the number of releases per real transaction (one fsync each).
+
+    Parameters
+    ----------
+    requests, commits, batched : int
+        The three counts above.
+    """
 
     requests: int
     commits: int
@@ -46,7 +63,7 @@ class CommitStats:
         return self.requests / self.commits if self.commits else None
 
 
-class _ChainLedger(_ChainVerify):
+class _ChainLedger(_ChainVerify, _LedgerStateIO):
     """Backend-independent core of a durable, hash-chained ledger (C5 across crashes and processes).
 
     Subclasses provide the connection, the transaction (``_begin``/``_commit``/``_rollback``,
@@ -55,13 +72,17 @@ class _ChainLedger(_ChainVerify):
     verifies lives here, so every backend has the same integrity semantics."""
 
     _db_errors: tuple[type[BaseException], ...] = ()
+    _conn: Any   # the backend's open connection (None when closed); set by the backend
+    _pid: int    # the process that opened it
 
     def __init__(self, location: str, user_id: str, caps: Mapping[str, Number],
                  policy_fingerprint: str, key: bytes | None) -> None:
         if not isinstance(user_id, str) or not user_id:
-            raise BudgetError(f"user_id must be a non-empty string, got {user_id!r}")
+            raise (BudgetError if isinstance(user_id, str) else BudgetTypeError)(
+                f"user_id must be a non-empty string, got {user_id!r}")
         if not isinstance(policy_fingerprint, str) or not policy_fingerprint:
-            raise BudgetError(f"policy_fingerprint must be a non-empty string, got {policy_fingerprint!r}")
+            raise (BudgetError if isinstance(policy_fingerprint, str) else BudgetTypeError)(
+                f"policy_fingerprint must be a non-empty string, got {policy_fingerprint!r}")
         self._caps = _check_caps(caps)
         self._key = hashchain.check_key(key)
         self._chain = hashchain.chain_kind(self._key)
@@ -115,8 +136,8 @@ class _ChainLedger(_ChainVerify):
         elif callable(getattr(witness, "read", None)) and callable(getattr(witness, "advance", None)):
             self._witness = witness
         else:
-            raise BudgetError(f"witness must be True, False, None, a directory path or an object with "
-                              f"read(user_id) and advance(user_id, seq, hash); got {witness!r}")
+            raise BudgetTypeError(f"witness must be True, False, None, a directory path or an object with "
+                                  f"read(user_id) and advance(user_id, seq, hash); got {witness!r}")
 
     def _close_witness(self) -> None:
         close = getattr(self._witness, "close", None)
@@ -136,7 +157,32 @@ class _ChainLedger(_ChainVerify):
 
     @classmethod
     def for_policy(cls, path: Any, user_id: str, policy: Policy, **kwargs: Any) -> Any:
-        """The user's ledger for ``policy`` (its caps and fingerprint)."""
+        """The user's ledger for ``policy`` (its caps and fingerprint).
+
+        Parameters
+        ----------
+        path : str or Path
+            Where the ledger lives (a file for SQLite, a connection string for PostgreSQL).
+        user_id : str
+            The user.
+        policy : Policy
+            The public policy (caps B_a and fingerprint).
+        **kwargs
+            Passed to the constructor (``key``, ``witness``, ...).
+
+        Returns
+        -------
+        SqliteLedger or PostgresLedger
+
+        Raises
+        ------
+        PolicyTypeError
+            If ``policy`` is not a :class:`~dpmv_lib.core.policy.Policy`.
+        BudgetTypeError, BudgetError, LedgerIntegrityError
+            As the constructor.
+        """
+        if not isinstance(policy, Policy):
+            raise PolicyTypeError(f"{cls.__name__}.for_policy needs a Policy, got {type(policy).__name__}")
         return cls(path, user_id, policy.caps, policy.fingerprint(), **kwargs)
 
     @property
@@ -193,23 +239,75 @@ class _ChainLedger(_ChainVerify):
     # ---- the Ledger protocol ------------------------------------------------------------------
     @property
     def caps(self) -> dict[str, Fraction]:
+        """attribute -> cap B_a (a copy)."""
         return dict(self._caps)
 
     def spent(self) -> dict[str, Fraction]:
-        """Current L_a for every attribute (one consistent, verified snapshot)."""
+        """Current L_a for every attribute (one consistent, verified snapshot).
+
+        Returns
+        -------
+        dict of str to Fraction
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If the chain or the stored totals do not verify (a LedgerRollbackError when the
+            chain is behind its witness); nothing is written.
+        BudgetError
+            If the ledger is closed or the database fails.
+        """
         with self._tx(write=False) as db:
             self._sync(db)
             return dict(self._v.totals)
 
     def remaining(self) -> dict[str, Fraction]:
+        """B_a - L_a for every attribute (from :meth:`spent`).
+
+        Returns
+        -------
+        dict of str to Fraction
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If the chain or the stored totals do not verify (a LedgerRollbackError when the
+            chain is behind its witness); nothing is written.
+        BudgetError
+            If the ledger is closed or the database fails.
+        """
         s = self.spent()
         return {a: self._caps[a] - s[a] for a in self._caps}
 
     def try_charge(self, attributes: frozenset[str], epsilon: Fraction) -> bool:
         """C5: in one write transaction verify the ledger, admit iff L_a + eps <= B_a for every
         requested a, then charge all of them; the decision is appended to the audit chain and
-        committed before return."""
-        attrs, eps = check_charge_args(self._caps, attributes, epsilon)
+        committed before return.
+
+        Parameters
+        ----------
+        attributes : frozenset of str
+            The charge set Gamma.
+        epsilon : Fraction or number
+            The selection's eps >= 0.
+
+        Returns
+        -------
+        bool
+            True when admitted (charged and durable); False when blocked (nothing charged).
+
+        Raises
+        ------
+        BudgetTypeError, UnknownAttributeError
+            For a bad charge (see :func:`~dpmv_lib.core.ledger.check_charge_args`); nothing
+            is charged.
+        LedgerIntegrityError
+            If the chain or the stored totals do not verify (a LedgerRollbackError when the
+            chain is behind its witness); nothing is written.
+        BudgetError
+            If the ledger is closed or the database fails.
+        """
+        attrs, eps = _charge_args(self._caps, attributes, epsilon)
         return self._charge([(attrs, eps)], checked=True)[0][0]
 
     def try_charge_many(self, charges: Sequence[tuple[frozenset[str], Fraction]]
@@ -218,26 +316,77 @@ class _ChainLedger(_ChainVerify):
         each is decided in order exactly as by successive ``try_charge`` calls (each sees the
         charges admitted before it) and gets its own audit record; all are committed together.
         Returns the decisions and L_a right after the commit. Arguments are all validated first:
-        a bad one raises and nothing is charged."""
+        a bad one raises and nothing is charged.
+
+        Parameters
+        ----------
+        charges : sequence of (frozenset of str, Fraction)
+            (charge set, eps) per selection, in order.
+
+        Returns
+        -------
+        (tuple of bool, dict of str to Fraction)
+            Each selection's decision and L_a after the commit.
+
+        Raises
+        ------
+        BudgetTypeError
+            If ``charges`` is not a sequence of tuples.
+        BudgetError
+            If a charge is not a pair.
+        BudgetTypeError, UnknownAttributeError
+            For a bad charge (see :func:`~dpmv_lib.core.ledger.check_charge_args`); nothing
+            is charged.
+        LedgerIntegrityError
+            If the chain or the stored totals do not verify (a LedgerRollbackError when the
+            chain is behind its witness); nothing is written.
+        BudgetError
+            If the ledger is closed or the database fails.
+        """
         if type(charges) is not list and (isinstance(charges, (str, bytes)) or not isinstance(charges, Iterable)):
-            raise BudgetError(f"charges must be a list of (attributes, epsilon) pairs, got {charges!r}")
+            raise BudgetTypeError(f"charges must be a list of (attributes, epsilon) pairs, got {charges!r}")
         items = []
         caps = self._caps
         for c in charges:
             if not isinstance(c, tuple) or len(c) != 2:
-                raise BudgetError(f"each charge must be an (attributes, epsilon) pair, got {c!r}")
-            items.append(check_charge_args(caps, *c))
+                raise (BudgetError if isinstance(c, tuple) else BudgetTypeError)(
+                    f"each charge must be an (attributes, epsilon) pair, got {c!r}")
+            items.append(_charge_args(caps, *c))
         if not items:
             return (), self.spent()
         return self._charge(items, checked=True)
 
     def commit_stats(self) -> CommitStats:
-        """Counts of the charge requests and write transactions of this object (see CommitStats)."""
+        """Counts of the charge requests and write transactions of this object.
+
+        Returns
+        -------
+        CommitStats
+        """
         return CommitStats(self._n_requests, self._n_commits, self._n_batched)
 
     def charge_unchecked(self, attributes: frozenset[str], epsilon: Fraction) -> None:
-        """Charge without the prospective check. Only the NoCap ablation (violates C5) uses this."""
-        attrs, eps = check_charge_args(self._caps, attributes, epsilon)
+        """Charge without the prospective check. Only the NoCap ablation (violates C5) uses this.
+
+        Parameters
+        ----------
+        attributes : frozenset of str
+            The charge set Gamma.
+        epsilon : Fraction or number
+            The selection's eps >= 0.
+
+        Raises
+        ------
+        BudgetTypeError, UnknownAttributeError
+            For a bad charge (see :func:`~dpmv_lib.core.ledger.check_charge_args`); nothing
+            is charged.
+        LedgerIntegrityError
+            If the chain or the stored totals do not verify (a LedgerRollbackError when the
+            chain is behind its witness); nothing is written.
+        BudgetError
+            If the ledger is closed or the database fails.
+        """
+        attrs, eps = _charge_args(self._caps, attributes, epsilon)
         self._charge([(attrs, eps)], checked=False)
 
     def _json_list(self, attrs: frozenset[str]) -> str:
@@ -328,7 +477,8 @@ class _ChainLedger(_ChainVerify):
         # (attrs, id(eps), totals text) -> that blocked record's eps and texts: keyed by the eps
         # object (MemView passes the same one for a slot) without Fraction.__eq__/__hash__
         memo = self._blocked_memo
-        rows, out, changed = [], [], set()
+        rows, out = [], []
+        changed: set[str] = set()
         for b, items in enumerate(batches):
             origin = origins[b] if origins is not None else ""
             oks = []
@@ -373,135 +523,52 @@ class _ChainLedger(_ChainVerify):
             self._tot_text = (new.hash, self._pending_tot)
         self._rem_cache = (new.hash, left)
 
-    # ---- audit log, export / import -----------------------------------------------------------
-    @property
-    def log(self) -> list[AuditRecord]:
-        """The operator-visible audit log of this user, in sequence order (fully verified)."""
-        return self.audit_log()
-
-    def audit_log(self, since_seq: int = 0) -> list[AuditRecord]:
-        """Audit records with ``seq > since_seq`` in sequence order (the whole chain is verified)."""
-        with self._tx(write=False) as db:
-            out: list[AuditRecord] = []
-            self._full_verify(db, out)
-        return [r for r in out if r.seq > since_seq]
-
-    def export_state(self) -> dict[str, Any]:
-        """JSON-able state: caps, spent, policy fingerprint, the full audit log (one verified
-        snapshot) and ``chain_head`` (seq and hash of this ledger's chain, for anchoring)."""
-        with self._tx(write=False) as db:
-            log: list[AuditRecord] = []
-            self._full_verify(db, log)
-            v = self._v
-        return {"format": STATE_FORMAT, "version": STATE_VERSION, "user_id": self.user_id,
-                "policy_fingerprint": self.policy_fingerprint,
-                "caps": {a: str(b) for a, b in sorted(self._caps.items())},
-                "spent": {a: str(x) for a, x in sorted(v.totals.items())},
-                "log": [r.to_dict() for r in log],
-                "chain_head": {"seq": v.seq, "hash": v.hash}}
-
-    def import_state(self, state: Mapping[str, Any] | str) -> None:
-        """Restore an exported state into this (fresh) ledger.
-
-        Checks the policy fingerprint, the caps, the user and that the log replays to the stated
-        spent budget, then re-chains the records under this ledger's key. Refuses a ledger that
-        already has charges or log entries: importing must never lower a spent budget."""
-        st = parse_state(state, self.policy_fingerprint)
-        if st.caps != self._caps:
-            raise BudgetError(f"imported caps {_fmt(st.caps)} differ from this ledger's caps {_fmt(self._caps)}")
-        if st.user_id and st.user_id != self.user_id:
-            raise BudgetError(f"state belongs to user {st.user_id!r}, not {self.user_id!r}")
-        with self._tx() as db:
-            self._sync(db)
-            n = self._v.seq
-            if n or any(x != 0 for x in self._v.totals.values()):
-                raise BudgetError(f"ledger of user {self.user_id!r} already has {n} audit records or a "
-                                  "non-zero spent budget; import only into a fresh ledger")
-            new, spent = self._v, dict(self._v.totals)
-            rows = []
-            for r in st.log:
-                _replay_step(spent, r, self._caps)
-                new, row = self._record(new, r.timestamp, r.attributes, r.epsilon, r.admitted, r.checked,
-                                        dict(r.remaining), r.blocked, spent)
-                rows.append(row)
-            if new.totals != st.spent:  # parse_state replayed the same log: cannot differ
-                raise BudgetError(f"imported log replays to {_fmt(new.totals)}, not {_fmt(st.spent)}")
-            self._write(db, rows, new, self._caps)
-        self._v, self._last_row = new, (rows[-1][1:] if rows else self._last_row)
-        self._advance_witness()
-
 
 # ---- export / import ---------------------------------------------------------------------------
 def export_state(ledger: Ledger, policy_fingerprint: str, user_id: str = "") -> dict[str, Any]:
-    """JSON-able budget state of any ledger with ``caps``, ``spent()`` and a ``log``."""
+    """JSON-able budget state of any ledger with ``caps``, ``spent()`` and a ``log``.
+
+    Parameters
+    ----------
+    ledger : Ledger
+        An :class:`~dpmv_lib.core.ledger.InMemoryLedger` or a durable ledger (whose own
+        ``export_state`` is used; it carries its own fingerprint and user).
+    policy_fingerprint : str
+        The fingerprint of the ledger's policy (:meth:`~dpmv_lib.core.policy.Policy.fingerprint`).
+    user_id : str, optional
+        The user, recorded in the state.
+
+    Returns
+    -------
+    dict
+        A ``dpmv-ledger-state`` v1 document: format, version, user_id, policy_fingerprint,
+        caps, spent (exact rational strings) and the audit log.
+
+    Raises
+    ------
+    BudgetTypeError
+        If ``ledger`` has no audit log (``log``).
+    LedgerIntegrityError
+        If a durable ledger's chain does not verify.
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> from dpmv_lib.core.ledger import InMemoryLedger
+    >>> led = InMemoryLedger({"debt": 2})
+    >>> led.try_charge(frozenset({"debt"}), Fraction(2, 3))
+    True
+    >>> export_state(led, "fp")["spent"]
+    {'debt': '2/3'}
+    """
     if isinstance(ledger, _ChainLedger):
         return ledger.export_state()
     log = getattr(ledger, "log", None)
     if log is None:
-        raise BudgetError(f"{type(ledger).__name__} has no audit log to export")
+        raise BudgetTypeError(f"{type(ledger).__name__} has no audit log to export")
     records = [_as_record(r, i) for i, r in enumerate(log, 1)]
     return {"format": STATE_FORMAT, "version": STATE_VERSION, "user_id": user_id,
             "policy_fingerprint": policy_fingerprint,
             "caps": {a: str(b) for a, b in sorted(ledger.caps.items())},
             "spent": {a: str(v) for a, v in sorted(ledger.spent().items())},
             "log": [r.to_dict() for r in records]}
-
-
-@dataclass(frozen=True)
-class LedgerState:
-    """A validated exported budget state (caps, spent, fingerprint and audit log)."""
-
-    user_id: str
-    policy_fingerprint: str
-    caps: dict[str, Fraction]
-    spent: dict[str, Fraction]
-    log: tuple[AuditRecord, ...]
-
-
-def parse_state(state: Mapping[str, Any] | str, policy_fingerprint: str | None = None) -> LedgerState:
-    """Validate an exported state: format, fingerprint (if given), exact values and that a
-    strict :func:`replay` of its log reproduces its ``spent`` exactly."""
-    if isinstance(state, str):
-        try:
-            state = json.loads(state)
-        except json.JSONDecodeError as exc:
-            raise BudgetError(f"ledger state is not valid JSON: {exc}") from None
-    if not isinstance(state, _MappingABC):
-        raise BudgetError(f"ledger state must be a JSON object, got {type(state).__name__}")
-    if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
-        raise BudgetError(f"not a {STATE_FORMAT} v{STATE_VERSION} document "
-                          f"(format={state.get('format')!r}, version={state.get('version')!r})")
-    for key in ("policy_fingerprint", "caps", "spent", "log"):
-        if key not in state:
-            raise BudgetError(f"ledger state is missing the key {key!r}")
-    fp = state["policy_fingerprint"]
-    if not isinstance(fp, str):
-        raise BudgetError(f"policy_fingerprint must be a string, got {fp!r}")
-    if policy_fingerprint is not None and fp != policy_fingerprint:
-        raise BudgetError(f"ledger state belongs to policy {fp} but this ledger uses policy "
-                          f"{policy_fingerprint}; refusing to import")
-    caps = _check_caps(state["caps"])
-    spent_raw = state["spent"]
-    if not isinstance(spent_raw, _MappingABC) or set(spent_raw) != set(caps):
-        raise BudgetError(f"ledger state 'spent' must cover exactly the capped attributes {sorted(caps)}")
-    spent = {a: to_fraction(v, f"spent budget of {a!r}", nonnegative=True, error=BudgetError)
-             for a, v in spent_raw.items()}
-    for a in caps:
-        if spent[a] > caps[a]:
-            raise BudgetError(f"ledger state has {a!r} spent {spent[a]} above its cap {caps[a]}")
-    if not isinstance(state["log"], list):
-        raise BudgetError("ledger state 'log' must be a list")
-    log = tuple(_as_record(r, i) for i, r in enumerate(state["log"], 1))
-    replayed = replay(log, caps)
-    if replayed != spent:
-        raise BudgetError(f"ledger state is inconsistent: its log replays to {_fmt(replayed)} but it "
-                          f"says spent {_fmt(spent)}")
-    return LedgerState(str(state.get("user_id", "")), fp, caps, spent, log)
-
-
-def import_state(state: Mapping[str, Any] | str, policy_fingerprint: str) -> InMemoryLedger:
-    """An InMemoryLedger restored from an exported state (fingerprint and replay checked)."""
-    st = parse_state(state, policy_fingerprint)
-    out = InMemoryLedger(st.caps, st.spent)
-    out.log = [ChargeRecord(frozenset(r.attributes), r.epsilon, r.admitted, r.remaining) for r in st.log]
-    return out

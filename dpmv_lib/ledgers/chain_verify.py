@@ -8,12 +8,18 @@ import json
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from . import hashchain
-from ..core._memo import remember
-from ..core.errors import BudgetError, LedgerFormatError, LedgerIntegrityError, LedgerRollbackError, UnknownAttributeError
+from ..core.memo import remember
+from ..core.errors import (BudgetError, BudgetTypeError, LedgerFormatError, LedgerIntegrityError,
+                           LedgerRollbackError, UnknownAttributeError)
 from .records import AuditRecord, _SCHEMA_VERSION, _fmt, _now, _replay_step
+
+if TYPE_CHECKING:
+    import threading
+
+    from .witness import Witness, WitnessMark
 
 
 # ---- SQLite backend ----------------------------------------------------------------------------
@@ -51,7 +57,17 @@ class ChainHead:
     """The verified head of a user's audit chain: record ``seq`` (0 = genesis) has ``hash``.
 
     Store it outside the database (C5 audit anchor) and pass it to ``SqliteLedger.verify`` later:
-    a file rolled back to before that record, or replaced, no longer verifies."""
+    a file rolled back to before that record, or replaced, no longer verifies.
+
+    Parameters
+    ----------
+    user_id : str
+        The ledger's user.
+    seq : int
+        The sequence number of the head record (0: the genesis).
+    hash : str
+        Its chain hash (hex).
+    """
 
     user_id: str
     seq: int
@@ -70,6 +86,43 @@ class _ChainVerify:
     """The opening and verification half of :class:`~dpmv_lib.ledgers.chain._ChainLedger` (a mixin:
     the attributes it reads are set there): schema and registration checks, full and incremental
     verification of the hash chain and of the running totals, the verified chain head."""
+
+    # ---- what the mixin reads: set in _ChainLedger.__init__ and by the backends (types only) ----
+    path: str
+    user_id: str
+    policy_fingerprint: str
+    _caps: dict[str, Fraction]
+    _key: bytes | None
+    _chain: str
+    _lock: threading.RLock
+    _db_errors: tuple[type[BaseException], ...]
+    _genesis: str
+    _v: _Verified
+    _attrs_of: dict[str, tuple[str, ...]]
+    _blocked_seen: set[tuple[Any, ...]]
+    _parsed: dict[tuple[str, ...], tuple[Any, ...]]
+    _tails: dict[tuple[Any, ...], str]
+    _last_row: tuple[Any, ...] | None
+    _rem_cache: tuple[str, dict[str, Fraction]] | None
+    _tot_text: tuple[str, str] | None
+    _totals_rows: tuple[list[Any], dict[str, Fraction]] | None
+    _witness: Witness | None
+    _w_ok: WitnessMark | None
+    _w_mark: WitnessMark | None
+
+    if TYPE_CHECKING:  # defined by _ChainLedger and the backends
+        def _begin(self, write: bool) -> None: ...
+        def _commit(self) -> None: ...
+        def _rollback(self) -> None: ...
+        def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+        def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any: ...
+        def _ensure_schema(self, db: _Tx) -> None: ...
+        def _tx(self, write: bool = True, witness: bool | None = None) -> _Tx: ...
+        def _frac_cached(self, text: str) -> Fraction: ...
+        def _json_list(self, attrs: frozenset[str]) -> str: ...
+        def _remaining_text(self, remaining: Mapping[str, Fraction]) -> str: ...
+        def _blocked_text(self, blocked: Sequence[str]) -> str: ...
+        def _totals_text(self, spent: Mapping[str, Fraction]) -> str: ...
 
     # ---- opening and verification ----------------------------------------------------------
     def _refuse(self, what: str) -> LedgerIntegrityError:
@@ -386,18 +439,44 @@ class _ChainVerify:
 
         With ``anchor`` (a head saved earlier, outside the database) also require that record
         ``anchor.seq`` still has that hash: a file rolled back to before it, or replaced by
-        another consistent ledger, is refused."""
+        another consistent ledger, is refused.
+
+        Parameters
+        ----------
+        anchor : ChainHead or (int, str), optional
+            A head saved earlier (from :meth:`chain_head` or ``export_state()["chain_head"]``).
+
+        Returns
+        -------
+        ChainHead
+            The current head.
+
+        Raises
+        ------
+        BudgetTypeError
+            If ``anchor`` is not a ChainHead, None or an (int, str) pair.
+        BudgetError
+            If ``anchor`` belongs to another user or has a negative seq, the ledger is closed or
+            the database fails.
+        LedgerIntegrityError
+            If the chain does not verify or does not contain the anchored head (a
+            :class:`~dpmv_lib.core.errors.LedgerRollbackError` when it is behind its witness).
+        """
         if isinstance(anchor, ChainHead) and anchor.user_id != self.user_id:
             raise BudgetError(f"anchor belongs to user {anchor.user_id!r}, not {self.user_id!r}")
         pair = (anchor.seq, anchor.hash) if isinstance(anchor, ChainHead) else (0, "") if anchor is None else anchor
         if not isinstance(pair, tuple) or len(pair) != 2 or isinstance(pair[0], bool) \
                 or not isinstance(pair[0], int) or pair[0] < 0 or not isinstance(pair[1], str):
-            raise BudgetError(f"anchor must be a ChainHead or (seq, hash), got {anchor!r}")
+            typed = not isinstance(pair, tuple) or len(pair) == 2 and (
+                isinstance(pair[0], bool) or not isinstance(pair[0], int) or not isinstance(pair[1], str))
+            raise (BudgetTypeError if typed else BudgetError)(
+                f"anchor must be a ChainHead or (seq, hash), got {anchor!r}")
         a_seq, a_hash = pair
         with self._tx(write=False, witness=True) as db:
             self._full_verify(db)
             head = ChainHead(self.user_id, self._v.seq, self._v.hash)
             if anchor is not None:
+                got: str | None
                 if a_seq == 0:
                     got = self._genesis
                 else:
@@ -411,7 +490,19 @@ class _ChainVerify:
         return head
 
     def chain_head(self) -> ChainHead:
-        """The current (verified) chain head; export it to anchor the ledger externally."""
+        """The current (verified) chain head; export it to anchor the ledger externally.
+
+        Returns
+        -------
+        ChainHead
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If the records appended since the last verification do not verify.
+        BudgetError
+            If the ledger is closed or the database fails.
+        """
         with self._tx(write=False) as db:
             self._sync(db)
             return ChainHead(self.user_id, self._v.seq, self._v.hash)

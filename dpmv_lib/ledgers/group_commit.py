@@ -81,7 +81,7 @@ from fractions import Fraction
 from typing import Any, Sequence
 
 from . import _proc
-from ..core._memo import remember
+from ..core.memo import remember
 from ..core.errors import BudgetError
 from ..core.ledger import check_charge_args
 

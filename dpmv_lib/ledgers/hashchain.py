@@ -24,8 +24,8 @@ import os
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
-from ..core._memo import remember
-from ..core.errors import BudgetError
+from ..core.memo import remember
+from ..core.errors import BudgetError, BudgetTypeError
 
 CHAIN_KEYED = "hmac-sha256"
 CHAIN_UNKEYED = "sha256"
@@ -43,7 +43,7 @@ def check_key(key: Any) -> bytes | None:
     if key is None:
         return None
     if not isinstance(key, (bytes, bytearray)):
-        raise BudgetError(f"the ledger key must be bytes (e.g. bytes.fromhex(secret)), got {type(key).__name__}")
+        raise BudgetTypeError(f"the ledger key must be bytes (e.g. bytes.fromhex(secret)), got {type(key).__name__}")
     if len(key) < MIN_KEY_BYTES:
         raise BudgetError(f"the ledger key must have at least {MIN_KEY_BYTES} bytes, got {len(key)}")
     return bytes(key)

@@ -19,11 +19,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from ..core._exact import Number
+from ..core.rationals import Number
 from . import _proc
 from .chain_verify import _SCHEMA, _Tx
 from .chain import _ChainLedger
-from ..core.errors import BudgetError
+from ..core.errors import BudgetError, BudgetTypeError
 from ..core.policy import Policy
 
 # The SQLite schema, with the sequence columns as BIGINT (PostgreSQL INTEGER is 32-bit).
@@ -63,12 +63,46 @@ class PostgresLedger(_ChainLedger):
     connection string or URI. Same guarantees as SqliteLedger: the whole chain is verified on
     open; before every charge, inside the locked write transaction, the last verified record is
     re-hashed, records appended since are verified and the head and totals are checked; any
-    mismatch raises LedgerIntegrityError and nothing is written (C5)."""
+    mismatch raises LedgerIntegrityError and nothing is written (C5).
+
+    Parameters
+    ----------
+    dsn : str
+        libpq connection string or URI (``postgresql://user@host/db``).
+    user_id : str
+        The user whose ledger this is.
+    caps : Mapping of str to number
+        attribute -> cap B_a > 0; must equal the stored caps when the ledger exists.
+    policy_fingerprint : str
+        :meth:`~dpmv_lib.core.policy.Policy.fingerprint` of the policy; must equal the stored one.
+    key : bytes, optional
+        The operator's HMAC key (>= 16 bytes); None: an unkeyed sha256 chain.
+    connect_timeout : int, optional
+        Seconds to wait for the server (default 30).
+    witness : str, os.PathLike or Witness, optional
+        A rollback witness (a directory for a FileWitness, or an object with
+        ``read``/``advance``); None (default): none.
+
+    Raises
+    ------
+    BudgetTypeError
+        If an argument has the wrong type (``dsn``, ``user_id``, ``policy_fingerprint``,
+        ``key``, ``connect_timeout``, ``witness``, the caps).
+    BudgetError
+        If psycopg is missing, the server cannot be reached, an argument has a bad value (an
+        empty ``dsn`` or ``user_id``, a cap <= 0, a short key), or the stored ledger was
+        created for another policy or other caps.
+    LedgerIntegrityError
+        If the stored chain, totals or key do not verify.
+    """
 
     def __init__(self, dsn: str, user_id: str, caps: Mapping[str, Number], policy_fingerprint: str, *,
                  key: bytes | None = None, connect_timeout: int = 30, witness: Any = None) -> None:
         if not isinstance(dsn, str) or not dsn:
-            raise BudgetError(f"dsn must be a PostgreSQL connection string, got {dsn!r}")
+            raise (BudgetError if isinstance(dsn, str) else BudgetTypeError)(
+                f"dsn must be a PostgreSQL connection string, got {dsn!r}")
+        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, (int, float)):
+            raise BudgetTypeError(f"connect_timeout must be a number of seconds, got {connect_timeout!r}")
         psycopg = _psycopg()
         super().__init__(_describe(dsn), user_id, caps, policy_fingerprint, key)
         self._pg = psycopg
@@ -124,6 +158,7 @@ class PostgresLedger(_ChainLedger):
         return cur
 
     def close(self) -> None:
+        """Close the connection and the witness (idempotent; also via ``with``)."""
         with self._lock:
             if self._conn is not None and self._pid == _proc.pid():
                 self._conn.close()
@@ -137,13 +172,40 @@ class PostgresLedger(_ChainLedger):
         self._check_tables(db, names, _PG_SCHEMA)
 
     def integrity_check(self) -> str:
-        """"ok" when the server answers and the whole chain verifies (else LedgerIntegrityError)."""
+        """"ok" when the server answers and the whole chain verifies.
+
+        Returns
+        -------
+        str
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If the chain does not verify.
+        BudgetError
+            If the ledger is closed or the server fails.
+        """
         self.verify()
         return "ok"
 
     @staticmethod
     def users(dsn: str) -> list[str]:
-        """The user ids that have a ledger in the database."""
+        """The user ids that have a ledger in the database.
+
+        Parameters
+        ----------
+        dsn : str
+            libpq connection string or URI.
+
+        Returns
+        -------
+        list of str
+
+        Raises
+        ------
+        BudgetError
+            If psycopg is missing or the database is not a dpmv ledger database.
+        """
         psycopg = _psycopg()
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
@@ -156,16 +218,43 @@ class PostgresLedger(_ChainLedger):
 
 
 class PostgresLedgerStore:
-    """Per-user PostgresLedgers in one database (rows keyed by user id)."""
+    """Per-user PostgresLedgers in one database (rows keyed by user id).
+
+    Parameters
+    ----------
+    dsn : str
+        libpq connection string or URI.
+    **kwargs
+        Passed to every :class:`PostgresLedger` (``key``, ``connect_timeout``, ``witness``).
+    """
 
     def __init__(self, dsn: str, **kwargs: Any) -> None:
         self.dsn = dsn
         self._kwargs = kwargs
 
     def ledger(self, user_id: str, policy: Policy) -> PostgresLedger:
+        """The user's :class:`PostgresLedger` for ``policy``.
+
+        Parameters
+        ----------
+        user_id : str
+            The user.
+        policy : Policy
+            The public policy (caps and fingerprint).
+
+        Returns
+        -------
+        PostgresLedger
+
+        Raises
+        ------
+        PolicyTypeError, BudgetTypeError, BudgetError, LedgerIntegrityError
+            As :class:`PostgresLedger` and its ``for_policy``.
+        """
         return PostgresLedger.for_policy(self.dsn, user_id, policy, **self._kwargs)
 
     def users(self) -> list[str]:
+        """The users that have a ledger in the database (see :meth:`PostgresLedger.users`)."""
         return PostgresLedger.users(self.dsn)
 
     def __iter__(self) -> Iterator[str]:

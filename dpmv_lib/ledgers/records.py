@@ -1,18 +1,25 @@
 """Durable ledger records (C5 audit): the audit record, replay of an audit log into exact totals
 (:func:`replay`, :func:`replay_ledger`) and the versioned ledger-state export/import.
 The backends are in :mod:`dpmv_lib.ledgers.sqlite`.
+
+Export/import: :func:`parse_state` validates a ``dpmv-ledger-state`` document, :func:`import_state`
+restores it into an :class:`~dpmv_lib.core.ledger.InMemoryLedger`, and the durable ledgers'
+``log``, ``audit_log``, ``export_state`` and ``import_state`` methods are :class:`_LedgerStateIO`
+(with :func:`~dpmv_lib.ledgers.chain.export_state` for any ledger). :mod:`dpmv_lib.ledgers.chain`
+re-exports these names.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping as _MappingABC
 from dataclasses import dataclass
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..core._exact import Number, to_fraction
-from ..core.errors import BudgetError, UnknownAttributeError
+from ..core.rationals import Number, to_fraction
+from ..core.errors import BudgetError, BudgetTypeError, UnknownAttributeError
 from ..core.ledger import ChargeRecord, InMemoryLedger
 
 
@@ -28,7 +35,29 @@ class AuditRecord:
 
     ``remaining`` is B_a - L_a after the decision for every requested attribute; ``blocked``
     lists the attributes whose check L_a + eps <= B_a failed (empty when admitted);
-    ``checked`` is False only for ``charge_unchecked`` (the NoCap ablation)."""
+    ``checked`` is False only for ``charge_unchecked`` (the NoCap ablation).
+
+    Parameters
+    ----------
+    seq : int
+        Sequence number in the user's chain (1, 2, ...).
+    user_id : str
+        The user.
+    timestamp : str
+        UTC time of the decision (ISO 8601; "" for records lifted from an InMemoryLedger).
+    attributes : tuple of str
+        The charge set Gamma, sorted.
+    epsilon : Fraction
+        The requested eps.
+    admitted : bool
+        Whether the charge was admitted.
+    checked : bool, optional
+        False only for unchecked charges (NoCap ablation, violates C5).
+    remaining : tuple of (str, Fraction), optional
+        B_a - L_a after the decision, per requested attribute.
+    blocked : tuple of str, optional
+        The attributes whose cap check failed.
+    """
 
     seq: int
     user_id: str
@@ -51,6 +80,7 @@ class AuditRecord:
                 f"cap would be exceeded for {{{', '.join(self.blocked)}}}; remaining {rem}")
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON form (exact rationals as strings), as in an exported state's ``log``."""
         return {"seq": self.seq, "user_id": self.user_id, "timestamp": self.timestamp,
                 "attributes": list(self.attributes), "epsilon": str(self.epsilon),
                 "admitted": self.admitted, "checked": self.checked,
@@ -58,22 +88,41 @@ class AuditRecord:
 
     @classmethod
     def from_dict(cls, d: Any) -> "AuditRecord":
+        """An audit record from its JSON form (:meth:`to_dict`).
+
+        Parameters
+        ----------
+        d : Mapping
+            The record's JSON object.
+
+        Returns
+        -------
+        AuditRecord
+
+        Raises
+        ------
+        BudgetTypeError
+            If ``d`` is not a mapping or a field has the wrong type (attributes not a list of
+            names, ``admitted`` not a boolean, ``seq`` not an integer, eps not a number, ...).
+        BudgetError
+            If a required key is missing or eps is negative or not finite.
+        """
         if not isinstance(d, _MappingABC):
-            raise BudgetError(f"an audit record must be a JSON object, got {type(d).__name__}")
+            raise BudgetTypeError(f"an audit record must be a JSON object, got {type(d).__name__}")
         try:
             attrs = d["attributes"]
             rem = d.get("remaining", {})
             blocked = d.get("blocked", [])
             if not isinstance(attrs, list) or not all(isinstance(a, str) for a in attrs):
-                raise BudgetError(f"audit record attributes must be a list of names, got {attrs!r}")
+                raise BudgetTypeError(f"audit record attributes must be a list of names, got {attrs!r}")
             if not isinstance(rem, _MappingABC) or not isinstance(blocked, list):
-                raise BudgetError("audit record 'remaining' must be an object and 'blocked' a list")
+                raise BudgetTypeError("audit record 'remaining' must be an object and 'blocked' a list")
             for key in ("admitted", "checked"):
                 if not isinstance(d.get(key, True), bool):
-                    raise BudgetError(f"audit record {key!r} must be true/false, got {d.get(key)!r}")
+                    raise BudgetTypeError(f"audit record {key!r} must be true/false, got {d.get(key)!r}")
             seq = d.get("seq", 0)
             if isinstance(seq, bool) or not isinstance(seq, int):
-                raise BudgetError(f"audit record seq must be an integer, got {seq!r}")
+                raise BudgetTypeError(f"audit record seq must be an integer, got {seq!r}")
             return cls(seq=seq, user_id=str(d.get("user_id", "")), timestamp=str(d.get("timestamp", "")),
                        attributes=tuple(sorted(attrs)),
                        epsilon=to_fraction(d["epsilon"], "audit record epsilon", nonnegative=True,
@@ -88,7 +137,22 @@ class AuditRecord:
 
     @classmethod
     def from_charge_record(cls, rec: ChargeRecord, seq: int, user_id: str = "") -> "AuditRecord":
-        """Lift an :class:`~dpmv_lib.core.ledger.InMemoryLedger` log entry (no timestamp, no ``blocked``)."""
+        """Lift an :class:`~dpmv_lib.core.ledger.InMemoryLedger` log entry (no timestamp; ``blocked``
+        recomputed from its ``remaining``).
+
+        Parameters
+        ----------
+        rec : ChargeRecord
+            The in-memory log entry.
+        seq : int
+            Its sequence number.
+        user_id : str, optional
+            The user.
+
+        Returns
+        -------
+        AuditRecord
+        """
         blocked = () if rec.admitted else tuple(a for a, v in rec.remaining if v < rec.epsilon)
         return cls(seq, user_id, "", tuple(sorted(rec.attributes)), rec.epsilon, rec.admitted, True,
                    tuple(rec.remaining), blocked)
@@ -102,14 +166,35 @@ def _as_record(r: Any, i: int) -> AuditRecord:
     return AuditRecord.from_dict(r)
 
 
+#: the most bits a stored exact number (eps, a cap, a total) may have: its decimal text must stay
+#: under CPython's int-to-string limit (4300 digits by default), or it could not be written
+MAX_STORED_BITS = 14_000
+
+
+def check_storable(value: Fraction, what: str) -> Fraction:
+    """``value`` if its exact text can be stored (numerator and denominator under
+    ``MAX_STORED_BITS`` bits); BudgetError otherwise, before anything is written (C5: refuse,
+    never store a rounded number)."""
+    if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_STORED_BITS:
+        raise BudgetError(f"{what} has more than {MAX_STORED_BITS} bits in its numerator or denominator; "
+                          f"a durable ledger stores exact decimal text and refuses it")
+    return value
+
+
 def _check_caps(caps: Any) -> dict[str, Fraction]:
     if not isinstance(caps, _MappingABC) or not caps:
-        raise BudgetError(f"caps must be a non-empty mapping attribute -> cap, got {caps!r}")
+        raise (BudgetError if isinstance(caps, _MappingABC) else BudgetTypeError)(
+            f"caps must be a non-empty mapping attribute -> cap, got {caps!r}")
     out = {}
     for a, b in caps.items():
         if not isinstance(a, str) or not a:
-            raise BudgetError(f"attribute names must be non-empty strings, got {a!r}")
-        out[a] = to_fraction(b, f"cap of {a!r}", positive=True, error=BudgetError)
+            raise (BudgetError if isinstance(a, str) else BudgetTypeError)(
+                f"attribute names must be non-empty strings, got {a!r}")
+        try:
+            a.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BudgetError(f"attribute names must be valid Unicode text (no lone surrogates), got {a!r}") from None
+        out[a] = check_storable(to_fraction(b, f"cap of {a!r}", positive=True, error=BudgetError), f"the cap of {a!r}")
     return out
 
 
@@ -119,10 +204,46 @@ def replay(log: Sequence[AuditRecord | ChargeRecord | Mapping[str, Any]], caps: 
 
     With ``strict`` every recorded decision is re-checked: an admitted checked charge must fit
     under every cap, a blocked one must not, and the recorded ``remaining`` must equal
-    B_a - L_a at that point. Any disagreement raises BudgetError naming the entry."""
+    B_a - L_a at that point. Any disagreement raises BudgetError naming the entry.
+
+    Parameters
+    ----------
+    log : sequence of AuditRecord, ChargeRecord or Mapping
+        The audit log in order (records, in-memory log entries or their JSON objects).
+    caps : Mapping of str to number
+        The caps B_a.
+    strict : bool, optional
+        Re-check every recorded decision (default True).
+
+    Returns
+    -------
+    dict of str to Fraction
+        L_a after the whole log.
+
+    Raises
+    ------
+    BudgetTypeError
+        If ``caps`` or ``log`` has the wrong type, or a record does (see
+        :meth:`AuditRecord.from_dict`).
+    UnknownAttributeError
+        If a record names an attribute without a cap.
+    BudgetError
+        If a cap is not a positive number, a record is malformed, or (``strict``) a recorded
+        decision or remaining budget disagrees with the replay (C5).
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> from dpmv_lib.core.ledger import InMemoryLedger
+    >>> led = InMemoryLedger({"debt": 1})
+    >>> [led.try_charge(frozenset({"debt"}), Fraction(2, 3)) for _ in range(2)]
+    [True, False]
+    >>> replay(led.log, {"debt": 1})
+    {'debt': Fraction(2, 3)}
+    """
     caps_f = _check_caps(caps)
     if isinstance(log, (str, bytes)) or not isinstance(log, Iterable):
-        raise BudgetError(f"an audit log must be a list of records, got {type(log).__name__}")
+        raise BudgetTypeError(f"an audit log must be a list of records, got {type(log).__name__}")
     spent = {a: Fraction(0) for a in caps_f}
     for i, raw in enumerate(log, 1):
         _replay_step(spent, _as_record(raw, i), caps_f, strict)
@@ -154,7 +275,26 @@ def _replay_step(spent: dict[str, Fraction], r: AuditRecord, caps_f: Mapping[str
 
 
 def replay_ledger(log: Sequence[Any], caps: Mapping[str, Number], *, strict: bool = True) -> InMemoryLedger:
-    """An InMemoryLedger in the state the log leads to (its ``log`` holds the replayed records)."""
+    """An InMemoryLedger in the state the log leads to (its ``log`` holds the replayed records).
+
+    Parameters
+    ----------
+    log : sequence of AuditRecord, ChargeRecord or Mapping
+        The audit log in order.
+    caps : Mapping of str to number
+        The caps B_a.
+    strict : bool, optional
+        Re-check every recorded decision (default True).
+
+    Returns
+    -------
+    InMemoryLedger
+
+    Raises
+    ------
+    BudgetTypeError, UnknownAttributeError, BudgetError
+        As :func:`replay`.
+    """
     spent = replay(log, caps, strict=strict)
     out = InMemoryLedger(caps, spent)
     out.log = [ChargeRecord(frozenset(r.attributes), r.epsilon, r.admitted, r.remaining)
@@ -178,5 +318,247 @@ def _now() -> str:
     sec, us = ns // 1_000_000_000, ns // 1000 % 1_000_000
     cached = _SECOND
     if cached[0] != sec:
-        cached = _SECOND = (sec, datetime.fromtimestamp(sec, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
+        cached = _SECOND = (sec, datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
     return f"{cached[1]}.{us:06d}+00:00"
+
+
+# ---- ledger states (export / import) -----------------------------------------------------------
+@dataclass(frozen=True)
+class LedgerState:
+    """A validated exported budget state (caps, spent, fingerprint and audit log).
+
+    Parameters
+    ----------
+    user_id : str
+        The user ("" when the state names none).
+    policy_fingerprint : str
+        The policy the ledger was created for.
+    caps, spent : dict of str to Fraction
+        B_a and L_a.
+    log : tuple of AuditRecord
+        The audit log (replays to ``spent``).
+    """
+
+    user_id: str
+    policy_fingerprint: str
+    caps: dict[str, Fraction]
+    spent: dict[str, Fraction]
+    log: tuple[AuditRecord, ...]
+
+
+def parse_state(state: Mapping[str, Any] | str, policy_fingerprint: str | None = None) -> LedgerState:
+    """Validate an exported state: format, fingerprint (if given), exact values and that a
+    strict :func:`replay` of its log reproduces its ``spent`` exactly.
+
+    Parameters
+    ----------
+    state : Mapping or str
+        The state document, or its JSON text.
+    policy_fingerprint : str, optional
+        If given, the state must belong to this policy.
+
+    Returns
+    -------
+    LedgerState
+
+    Raises
+    ------
+    BudgetTypeError
+        If ``state`` (or its parsed JSON) is not an object, or a field has the wrong type
+        (``policy_fingerprint`` not a string, ``caps``/``spent`` not objects, ``log`` not a
+        list, a value that is not a number, ...).
+    UnknownAttributeError
+        If a log record names an attribute without a cap.
+    BudgetError
+        If the JSON is invalid, the format or version is unknown, a key is missing, the
+        fingerprint differs, ``spent`` does not cover exactly the capped attributes or exceeds a
+        cap, or the log does not replay (strictly, C5) to ``spent``.
+    """
+    if isinstance(state, str):
+        try:
+            state = json.loads(state)
+        except json.JSONDecodeError as exc:
+            raise BudgetError(f"ledger state is not valid JSON: {exc}") from None
+    if not isinstance(state, _MappingABC):
+        raise BudgetTypeError(f"ledger state must be a JSON object, got {type(state).__name__}")
+    if state.get("format") != STATE_FORMAT or state.get("version") != STATE_VERSION:
+        raise BudgetError(f"not a {STATE_FORMAT} v{STATE_VERSION} document "
+                          f"(format={state.get('format')!r}, version={state.get('version')!r})")
+    for key in ("policy_fingerprint", "caps", "spent", "log"):
+        if key not in state:
+            raise BudgetError(f"ledger state is missing the key {key!r}")
+    fp = state["policy_fingerprint"]
+    if not isinstance(fp, str):
+        raise BudgetTypeError(f"policy_fingerprint must be a string, got {fp!r}")
+    if policy_fingerprint is not None and fp != policy_fingerprint:
+        raise BudgetError(f"ledger state belongs to policy {fp} but this ledger uses policy "
+                          f"{policy_fingerprint}; refusing to import")
+    caps = _check_caps(state["caps"])
+    spent_raw = state["spent"]
+    if not isinstance(spent_raw, _MappingABC) or set(spent_raw) != set(caps):
+        raise (BudgetError if isinstance(spent_raw, _MappingABC) else BudgetTypeError)(
+            f"ledger state 'spent' must cover exactly the capped attributes {sorted(caps)}")
+    spent = {a: to_fraction(v, f"spent budget of {a!r}", nonnegative=True, error=BudgetError)
+             for a, v in spent_raw.items()}
+    for a in caps:
+        if spent[a] > caps[a]:
+            raise BudgetError(f"ledger state has {a!r} spent {spent[a]} above its cap {caps[a]}")
+    if not isinstance(state["log"], list):
+        raise BudgetTypeError("ledger state 'log' must be a list")
+    log = tuple(_as_record(r, i) for i, r in enumerate(state["log"], 1))
+    replayed = replay(log, caps)
+    if replayed != spent:
+        raise BudgetError(f"ledger state is inconsistent: its log replays to {_fmt(replayed)} but it "
+                          f"says spent {_fmt(spent)}")
+    return LedgerState(str(state.get("user_id", "")), fp, caps, spent, log)
+
+
+def import_state(state: Mapping[str, Any] | str, policy_fingerprint: str) -> InMemoryLedger:
+    """An InMemoryLedger restored from an exported state (fingerprint and replay checked).
+
+    Parameters
+    ----------
+    state : Mapping or str
+        The state document, or its JSON text.
+    policy_fingerprint : str
+        The policy the state must belong to.
+
+    Returns
+    -------
+    InMemoryLedger
+        With the state's caps, spent budgets and log.
+
+    Raises
+    ------
+    BudgetTypeError, UnknownAttributeError, BudgetError
+        If the state does not validate (see :func:`parse_state`).
+    """
+    st = parse_state(state, policy_fingerprint)
+    out = InMemoryLedger(st.caps, st.spent)
+    out.log = [ChargeRecord(frozenset(r.attributes), r.epsilon, r.admitted, r.remaining) for r in st.log]
+    return out
+
+
+# ---- the audit log and state export/import of a durable ledger ----------------------------------
+class _LedgerStateIO:
+    """The audit log, export and import of :class:`~dpmv_lib.ledgers.chain._ChainLedger` (its
+    verification, transactions and chaining come from the ledger itself)."""
+
+    _caps: dict[str, Fraction]
+    user_id: str
+    policy_fingerprint: str
+    _v: Any
+    _last_row: Any
+    # provided by the ledger (declared for type checkers only)
+    _tx: Any
+    _sync: Any
+    _full_verify: Any
+    _record: Any
+    _write: Any
+    _advance_witness: Any
+
+    @property
+    def log(self) -> list[AuditRecord]:
+        """The operator-visible audit log of this user, in sequence order (fully verified).
+
+        Raises :class:`~dpmv_lib.core.errors.LedgerIntegrityError` if the chain does not verify."""
+        return self.audit_log()
+
+    def audit_log(self, since_seq: int = 0) -> list[AuditRecord]:
+        """Audit records with ``seq > since_seq`` in sequence order (the whole chain is verified).
+
+        Parameters
+        ----------
+        since_seq : int, optional
+            Return only records after this sequence number (default: all).
+
+        Returns
+        -------
+        list of AuditRecord
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If the chain or the stored totals do not verify (a LedgerRollbackError when the
+            chain is behind its witness); nothing is written.
+        BudgetError
+            If the ledger is closed or the database fails.
+        """
+        with self._tx(write=False) as db:
+            out: list[AuditRecord] = []
+            self._full_verify(db, out)
+        return [r for r in out if r.seq > since_seq]
+
+    def export_state(self) -> dict[str, Any]:
+        """JSON-able state: caps, spent, policy fingerprint, the full audit log (one verified
+        snapshot) and ``chain_head`` (seq and hash of this ledger's chain, for anchoring).
+
+        Returns
+        -------
+        dict
+            A ``dpmv-ledger-state`` v1 document (see :func:`parse_state`).
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If the chain or the stored totals do not verify (a LedgerRollbackError when the
+            chain is behind its witness); nothing is written.
+        BudgetError
+            If the ledger is closed or the database fails.
+        """
+        with self._tx(write=False) as db:
+            log: list[AuditRecord] = []
+            self._full_verify(db, log)
+            v = self._v
+        return {"format": STATE_FORMAT, "version": STATE_VERSION, "user_id": self.user_id,
+                "policy_fingerprint": self.policy_fingerprint,
+                "caps": {a: str(b) for a, b in sorted(self._caps.items())},
+                "spent": {a: str(x) for a, x in sorted(v.totals.items())},
+                "log": [r.to_dict() for r in log],
+                "chain_head": {"seq": v.seq, "hash": v.hash}}
+
+    def import_state(self, state: Mapping[str, Any] | str) -> None:
+        """Restore an exported state into this (fresh) ledger.
+
+        Checks the policy fingerprint, the caps, the user and that the log replays to the stated
+        spent budget, then re-chains the records under this ledger's key. Refuses a ledger that
+        already has charges or log entries: importing must never lower a spent budget.
+
+        Parameters
+        ----------
+        state : Mapping or str
+            An exported state (from :meth:`export_state` or
+            :func:`~dpmv_lib.ledgers.chain.export_state`), or its JSON text.
+
+        Raises
+        ------
+        BudgetTypeError, UnknownAttributeError, BudgetError
+            If the state does not validate (see :func:`parse_state`).
+        BudgetError
+            If its caps or user differ from this ledger's, or this ledger already has charges.
+        LedgerIntegrityError
+            If this ledger's chain does not verify; nothing is written.
+        """
+        st = parse_state(state, self.policy_fingerprint)
+        if st.caps != self._caps:
+            raise BudgetError(f"imported caps {_fmt(st.caps)} differ from this ledger's caps {_fmt(self._caps)}")
+        if st.user_id and st.user_id != self.user_id:
+            raise BudgetError(f"state belongs to user {st.user_id!r}, not {self.user_id!r}")
+        with self._tx() as db:
+            self._sync(db)
+            n = self._v.seq
+            if n or any(x != 0 for x in self._v.totals.values()):
+                raise BudgetError(f"ledger of user {self.user_id!r} already has {n} audit records or a "
+                                  "non-zero spent budget; import only into a fresh ledger")
+            new, spent = self._v, dict(self._v.totals)
+            rows = []
+            for r in st.log:
+                _replay_step(spent, r, self._caps)
+                new, row = self._record(new, r.timestamp, r.attributes, r.epsilon, r.admitted, r.checked,
+                                        dict(r.remaining), r.blocked, spent)
+                rows.append(row)
+            if new.totals != st.spent:  # parse_state replayed the same log: cannot differ
+                raise BudgetError(f"imported log replays to {_fmt(new.totals)}, not {_fmt(st.spent)}")
+            self._write(db, rows, new, self._caps)
+        self._v, self._last_row = new, (rows[-1][1:] if rows else self._last_row)
+        self._advance_witness()

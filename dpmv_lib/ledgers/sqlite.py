@@ -41,10 +41,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
-from ..core._exact import Number
+from ..core.rationals import Number
 from . import _proc, group_commit
 from .hashchain import key_from_env  # noqa: F401  (re-exported: the documented way to read the key)
-from ..core.errors import BudgetError
+from ..core.errors import BudgetError, BudgetTypeError, PolicyTypeError
 from ..core.ledger import InMemoryLedger, Ledger
 from ..core.policy import Policy
 from .chain_verify import _SCHEMA, _Tx
@@ -84,7 +84,51 @@ class SqliteLedger(_ChainLedger):
     group-committed (:mod:`dpmv_lib.ledgers.group_commit`): the lock holder commits the posted releases
     of all waiting processes with its own in one transaction and one fsync, each decided
     exactly as a separate ``try_charge_many``; a release is acknowledged only from an answer row
-    committed in that same transaction."""
+    committed in that same transaction.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The database file (``":memory:"`` or a ``file:`` URI: no side lock, group commit, witness).
+    user_id : str
+        The user whose ledger this is (one file holds many users).
+    caps : Mapping of str to number
+        attribute -> cap B_a > 0; must equal the stored caps when the ledger exists.
+    policy_fingerprint : str
+        :meth:`~dpmv_lib.core.policy.Policy.fingerprint` of the policy; must equal the stored one.
+    key : bytes, optional
+        The operator's HMAC key (>= 16 bytes, :func:`key_from_env`); None: an unkeyed chain.
+    timeout : float, optional
+        SQLite's busy timeout in seconds (default 60).
+    synchronous : {"FULL", "EXTRA", "NORMAL"}, optional
+        Durability of each commit (default "FULL", see above).
+    witness : bool, str, os.PathLike or Witness, optional
+        The rollback witness: True (default) a :class:`~dpmv_lib.ledgers.witness.FileWitness`
+        at ``<path>.witness``, a directory path, an object with ``read``/``advance``, or
+        None/False for none.
+
+    Raises
+    ------
+    BudgetTypeError
+        If an argument has the wrong type (``path``, ``user_id``, ``policy_fingerprint``,
+        ``key``, ``timeout``, ``synchronous``, ``witness``, the caps).
+    BudgetError
+        If an argument has a bad value (an empty ``user_id``, a cap <= 0, a short key, an
+        unknown ``synchronous``), the database cannot be opened, or the stored ledger was
+        created for another policy or other caps.
+    LedgerIntegrityError
+        If the stored chain, totals or key do not verify
+        (:class:`~dpmv_lib.core.errors.LedgerRollbackError`: behind its witness;
+        :class:`~dpmv_lib.core.errors.LedgerFormatError`: an older on-disk format).
+
+    Examples
+    --------
+    >>> from fractions import Fraction
+    >>> led = SqliteLedger(":memory:", "alice", {"debt": 2}, "fp")
+    >>> led.try_charge(frozenset({"debt"}), Fraction(2, 3)), led.spent()
+    (True, {'debt': Fraction(2, 3)})
+    >>> led.close()
+    """
 
     _db_errors = (sqlite3.Error,)
 
@@ -92,11 +136,17 @@ class SqliteLedger(_ChainLedger):
                  policy_fingerprint: str, *, key: bytes | None = None, timeout: float = 60.0,
                  synchronous: str = "FULL", witness: Any = True) -> None:
         if synchronous not in ("FULL", "EXTRA", "NORMAL"):
-            raise BudgetError(f"synchronous must be FULL, EXTRA or NORMAL, got {synchronous!r}")
+            raise (BudgetError if isinstance(synchronous, str) else BudgetTypeError)(
+                f"synchronous must be FULL, EXTRA or NORMAL, got {synchronous!r}")
         if not isinstance(path, (str, Path)):
-            raise BudgetError(f"path must be a file path, got {type(path).__name__}")
+            raise BudgetTypeError(f"path must be a file path, got {type(path).__name__}")
+        try:
+            timeout_s = float(timeout)
+        except (TypeError, ValueError) as exc:
+            raise (BudgetTypeError if isinstance(exc, TypeError) else BudgetError)(
+                f"timeout must be a number of seconds, got {timeout!r}") from None
         super().__init__(str(path), user_id, caps, policy_fingerprint, key)
-        self._timeout = float(timeout)
+        self._timeout = timeout_s
         self._synchronous = synchronous
         # FULL by fdatasync of the WAL after the writer lock is released (see _wal_sync); decided
         # per connection in _open (also False for in-memory and URI databases)
@@ -235,12 +285,57 @@ class SqliteLedger(_ChainLedger):
         return out
 
     def chain_head(self) -> Any:
+        """The current (verified) chain head, on disk before it is returned; store it outside the
+        database to anchor the ledger (:meth:`verify`).
+
+        Returns
+        -------
+        ChainHead
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If the chain does not verify (a LedgerRollbackError when it is behind its witness).
+        BudgetError
+            If the ledger is closed, the database fails or the write-ahead log cannot be synced.
+        """
         return self._settled(super().chain_head)
 
     def verify(self, anchor: Any = None) -> Any:
+        """Verify the whole chain now (and that it contains ``anchor``); the head returned is on
+        disk.
+
+        Parameters
+        ----------
+        anchor : ChainHead or (int, str), optional
+            A head saved earlier.
+
+        Returns
+        -------
+        ChainHead
+
+        Raises
+        ------
+        BudgetTypeError
+            If ``anchor`` has the wrong type.
+        LedgerIntegrityError, BudgetError
+            As :meth:`chain_head`.
+        """
         return self._settled(super().verify, anchor)
 
     def export_state(self) -> dict[str, Any]:
+        """The ledger's state (caps, spent, fingerprint, verified audit log, chain head), on disk
+        before it is returned (see :func:`~dpmv_lib.ledgers.chain.export_state`).
+
+        Returns
+        -------
+        dict
+
+        Raises
+        ------
+        LedgerIntegrityError, BudgetError
+            As :meth:`chain_head`.
+        """
         return self._settled(super().export_state)
 
     def _rollback(self) -> None:
@@ -256,6 +351,7 @@ class SqliteLedger(_ChainLedger):
         return self._conn.executemany(sql, rows)  # type: ignore[union-attr]
 
     def close(self) -> None:
+        """Close the connection, the lock file and the witness (idempotent; also via ``with``)."""
         with self._lock:
             if self._pid == _proc.pid():
                 if self._conn is not None:
@@ -331,13 +427,29 @@ class SqliteLedger(_ChainLedger):
         return tuple(bool(r[3]) for r in rows), {a: self._frac_cached(v) for a, v in totals.items()}
 
     def integrity_check(self) -> str:
-        """SQLite's PRAGMA integrity_check ("ok" when the file is sound)."""
+        """SQLite's PRAGMA integrity_check ("ok" when the file is sound; BudgetError when the ledger
+        is closed)."""
         with self._lock:
             return "; ".join(r[0] for r in self._db().execute("PRAGMA integrity_check").fetchall())
 
     @staticmethod
     def users(path: str | Path) -> list[str]:
-        """The user ids that have a ledger in the file."""
+        """The user ids that have a ledger in the file.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The database file.
+
+        Returns
+        -------
+        list of str
+
+        Raises
+        ------
+        BudgetError
+            If the file is not a dpmv ledger database.
+        """
         conn = sqlite3.connect(str(path))
         try:
             return [r[0] for r in conn.execute("SELECT user_id FROM ledger_user ORDER BY user_id")]
@@ -354,7 +466,21 @@ class SqliteLedger(_ChainLedger):
 class LedgerStore(Protocol):
     """Hands out one ledger per user for a policy (the per-user deployment unit)."""
 
-    def ledger(self, user_id: str, policy: Policy) -> Ledger: ...
+    def ledger(self, user_id: str, policy: Policy) -> Ledger:
+        """The user's ledger for ``policy`` (created at zero on first use).
+
+        Parameters
+        ----------
+        user_id : str
+            The user.
+        policy : Policy
+            The public policy (caps and fingerprint).
+
+        Returns
+        -------
+        Ledger
+        """
+        ...
 
 
 class InMemoryLedgerStore:
@@ -365,8 +491,33 @@ class InMemoryLedgerStore:
         self._lock = threading.Lock()
 
     def ledger(self, user_id: str, policy: Policy) -> InMemoryLedger:
+        """The user's ledger for ``policy`` (created at zero on first use).
+
+        Parameters
+        ----------
+        user_id : str
+            The user (non-empty).
+        policy : Policy
+            The public policy.
+
+        Returns
+        -------
+        InMemoryLedger
+
+        Raises
+        ------
+        BudgetTypeError
+            If ``user_id`` is not a string.
+        PolicyTypeError
+            If ``policy`` is not a :class:`~dpmv_lib.core.policy.Policy`.
+        BudgetError
+            If ``user_id`` is empty or the user's ledger was created for another policy.
+        """
         if not isinstance(user_id, str) or not user_id:
-            raise BudgetError(f"user_id must be a non-empty string, got {user_id!r}")
+            raise (BudgetError if isinstance(user_id, str) else BudgetTypeError)(
+                f"user_id must be a non-empty string, got {user_id!r}")
+        if not isinstance(policy, Policy):
+            raise PolicyTypeError(f"a ledger store needs a Policy, got {type(policy).__name__}")
         fp = policy.fingerprint()
         with self._lock:
             if user_id not in self._ledgers:
@@ -378,20 +529,56 @@ class InMemoryLedgerStore:
             return led
 
     def users(self) -> list[str]:
+        """The users that have a ledger, sorted."""
         return sorted(self._ledgers)
 
 
 class SqliteLedgerStore:
-    """Per-user SqliteLedgers in one database file (rows keyed by user id)."""
+    """Per-user SqliteLedgers in one database file (rows keyed by user id).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The database file.
+    **kwargs
+        Passed to every :class:`SqliteLedger` (``key``, ``synchronous``, ``witness``, ...).
+
+    Raises
+    ------
+    BudgetTypeError
+        If ``path`` is not a str or path-like object.
+    """
 
     def __init__(self, path: str | Path, **kwargs: Any) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise BudgetTypeError(f"path must be a file path, got {type(path).__name__}")
         self.path = Path(path)
         self._kwargs = kwargs
 
     def ledger(self, user_id: str, policy: Policy) -> SqliteLedger:
+        """The user's :class:`SqliteLedger` for ``policy`` (see :meth:`SqliteLedger.for_policy`).
+
+        Parameters
+        ----------
+        user_id : str
+            The user.
+        policy : Policy
+            The public policy.
+
+        Returns
+        -------
+        SqliteLedger
+
+        Raises
+        ------
+        PolicyTypeError, BudgetTypeError, BudgetError, LedgerIntegrityError
+            As :class:`SqliteLedger` and its ``for_policy``.
+        """
         return SqliteLedger.for_policy(self.path, user_id, policy, **self._kwargs)
 
     def users(self) -> list[str]:
+        """The users that have a ledger in the file ([] when there is no file; BudgetError when it
+        is not a dpmv ledger database)."""
         return SqliteLedger.users(self.path) if self.path.exists() else []
 
     def __iter__(self) -> Iterator[str]:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..core.errors import BudgetError
+from ..core.errors import BudgetError, BudgetTypeError
 
 _MAGIC = "dpmv-witness-1"
 _SLOT = 160  # bytes per slot: "<magic> <seq> <hash> <digest>\n", space padded
@@ -90,11 +90,15 @@ class FileWitness:
 
     Raises
     ------
+    BudgetTypeError
+        ``path`` is not a str or path-like object.
     BudgetError
         The directory cannot be created or a witness file cannot be read or written.
     """
 
     def __init__(self, path: str | Path, sync: bool = False) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise BudgetTypeError(f"a witness directory must be a path, got {type(path).__name__}")
         self.path = Path(path)
         self.sync = bool(sync)
         self._fds: dict[str, int] = {}

@@ -122,7 +122,8 @@ class LabServer:
 
 
 JS_STATE = """
-const prompts = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputArea-prompt')]
+const prompts = [...document
+    .querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell .jp-InputArea-prompt')]
   .map(p => p.textContent.trim());
 const ind = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator');
 return {prompts: prompts, status: ind ? ind.getAttribute('data-status') : null};

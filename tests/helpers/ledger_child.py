@@ -4,7 +4,8 @@
 
 Opens the user's SqliteLedger (PostgresLedger when DB is a DSN starting with host= or
 postgresql://) for the running-example policy (all caps = CAP, OnlineBudget(K)),
-prints "READY" (with ``wait``: then waits for a line on stdin), then releases affordable-dinner views through MemView in a loop. Only AFTER
+prints "READY" (with ``wait``: then waits for a line on stdin), then releases affordable-dinner
+views through MemView in a loop. Only AFTER
 ``release`` returns does it write one line (a single atomic os.write) with the charges that
 release made: {"i": n, "t": time, "charges": [[[attributes...], "eps"], ...], "views": {...}}.
 With MAX_RELEASES, a last line "STATS [requests, commits, batched]" gives the ledger's

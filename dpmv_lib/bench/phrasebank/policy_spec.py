@@ -241,35 +241,49 @@ VIEWS: dict[str, tuple[tuple[str, str, tuple[str, ...], tuple[str, ...], tuple[s
 # response generator's wording. The same text is the target-required behaviour on M and the
 # unsupported target-specific behaviour on M'.
 BEHAVIOURS: dict[tuple[str, str], str] = {
-    ("diabetes", "health.glucose_aware"): "Advises checking or tracking blood-sugar readings and discussing results with a clinician",
-    ("pregnancy", "health.prenatal_safe"): "Recommends confirming medicines, supplements or routines with a prenatal care provider",
-    ("debt", "health.low_cost_care"): "Points to low-cost care such as generic medicines, community clinics or payment plans",
-    ("job_loss", "health.low_cost_care"): "Points to low-cost or free care options that do not depend on employer coverage",
+    ("diabetes", "health.glucose_aware"):
+        "Advises checking or tracking blood-sugar readings and discussing results with a clinician",
+    ("pregnancy", "health.prenatal_safe"):
+        "Recommends confirming medicines, supplements or routines with a prenatal care provider",
+    ("debt", "health.low_cost_care"):
+        "Points to low-cost care such as generic medicines, community clinics or payment plans",
+    ("job_loss", "health.low_cost_care"):
+        "Points to low-cost or free care options that do not depend on employer coverage",
     ("diabetes", "food.blood_sugar_conscious"): "Suggests meals that limit added sugar or refined carbohydrates",
-    ("pregnancy", "food.pregnancy_safe"): "Avoids raw fish, unpasteurised dairy, deli meats or alcohol in the food suggestions",
-    ("debt", "food.strict_budget"): "Keeps the food suggestions very cheap, such as pantry staples and cooking at home instead of takeout",
-    ("job_loss", "food.strict_budget"): "Keeps the food suggestions very cheap, such as bulk staples and home cooking while money is limited",
-    ("diabetes", "fitness.steady_low_impact"): "Recommends steady moderate activity such as a walk after meals and having a snack on hand",
-    ("pregnancy", "fitness.prenatal_fitness"): "Recommends low-impact exercise and avoids contact sports or lying flat for long periods",
+    ("pregnancy", "food.pregnancy_safe"):
+        "Avoids raw fish, unpasteurised dairy, deli meats or alcohol in the food suggestions",
+    ("debt", "food.strict_budget"):
+        "Keeps the food suggestions very cheap, such as pantry staples and cooking at home instead of takeout",
+    ("job_loss", "food.strict_budget"):
+        "Keeps the food suggestions very cheap, such as bulk staples and home cooking while money is limited",
+    ("diabetes", "fitness.steady_low_impact"):
+        "Recommends steady moderate activity such as a walk after meals and having a snack on hand",
+    ("pregnancy", "fitness.prenatal_fitness"):
+        "Recommends low-impact exercise and avoids contact sports or lying flat for long periods",
     ("debt", "fitness.free_at_home"): "Suggests free exercise at home or outdoors without a paid gym membership",
     ("job_loss", "fitness.free_at_home"): "Suggests free exercise at home or outdoors without a paid gym membership",
     ("debt", "finance.strict_budget"): "Limits spending to essentials and advises against taking on new credit",
     ("job_loss", "finance.strict_budget"): "Cuts spending back to essentials to stretch limited funds",
-    ("debt", "finance.debt_payoff_first"): "Prioritises paying down high-interest balances or contacting creditors about repayment",
-    ("job_loss", "finance.income_gap_bridging"): "Plans for a period without a salary, such as stretching the emergency fund or claiming benefits",
+    ("debt", "finance.debt_payoff_first"):
+        "Prioritises paying down high-interest balances or contacting creditors about repayment",
+    ("job_loss", "finance.income_gap_bridging"):
+        "Plans for a period without a salary, such as stretching the emergency fund or claiming benefits",
     ("pregnancy", "finance.family_costs"): "Sets money aside for upcoming childcare, parental leave or baby equipment",
     ("diabetes", "finance.medical_costs"): "Budgets for recurring prescriptions or testing supplies",
-    ("job_loss", "work.job_search_focus"): "Organises the time around applying for jobs, networking or building skills for a new role",
+    ("job_loss", "work.job_search_focus"):
+        "Organises the time around applying for jobs, networking or building skills for a new role",
     ("debt", "work.side_income"): "Suggests ways to earn extra income, such as overtime or a side job",
     ("diabetes", "work.health_breaks"): "Builds regular meal or snack breaks into the workday",
-    ("pregnancy", "work.leave_planning"): "Plans around upcoming parental leave, flexible hours or extra rest breaks at work",
+    ("pregnancy", "work.leave_planning"):
+        "Plans around upcoming parental leave, flexible hours or extra rest breaks at work",
     ("diabetes", "schedule.appointment_aware"): "Leaves time for recurring medical appointments or lab checks",
     ("pregnancy", "schedule.appointment_aware"): "Leaves time for recurring prenatal appointments or scans",
     ("pregnancy", "schedule.rest_paced"): "Paces the plan with rest breaks, shorter outings or nearby options",
     ("diabetes", "schedule.meal_timed"): "Keeps meals and snacks at regular times within the plan",
     ("debt", "schedule.low_cost_leisure"): "Proposes free or very low-cost activities",
     ("job_loss", "schedule.low_cost_leisure"): "Proposes free or very low-cost activities",
-    ("job_loss", "schedule.structured_weekdays"): "Gives open weekdays a fixed structure with start times and daily goals",
+    ("job_loss", "schedule.structured_weekdays"):
+        "Gives open weekdays a fixed structure with start times and daily goals",
 }
 
 # Generic behaviour per intent (applies on both sides): what any good answer does.

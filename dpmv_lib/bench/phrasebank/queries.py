@@ -21,7 +21,7 @@ def _lower_first(text: str) -> str:
     return text[:1].lower() + text[1:] if text[:2] != "I " and text[:2] != "I'" else text
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def query_variants(intent: str) -> tuple[str, ...]:
     """Every composed query string of ``intent``: base phrasing x opener x closer (deterministic order)."""
     out = []

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ...core.errors import ParameterError
+from ...core.errors import ParameterError, ParameterTypeError
 from ...core.policy import Policy
 from .base import (SYSTEM_PROMPT, DecodingConfig, Prompt, Responder, build_messages, key_seed,
                    parse_messages)
@@ -27,7 +27,8 @@ from .surrogate import SurrogateResponder
 from .transformers_backend import TransformersResponder, smollm2_gguf
 
 __all__ = ["SYSTEM_PROMPT", "DecodingConfig", "Prompt", "Responder", "build_messages", "key_seed",
-           "parse_messages", "LlamaCppResponder", "OpenAIResponder", "OpenVINOResponder", "SurrogateResponder", "TransformersResponder",
+           "parse_messages", "LlamaCppResponder", "OpenAIResponder", "OpenVINOResponder", "SurrogateResponder",
+           "TransformersResponder",
            "smollm2_gguf", "make_responder"]
 
 
@@ -37,13 +38,52 @@ _TORCH_DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 def make_responder(spec: str, policies: Policy | Iterable[Policy] | None = None,
                    decoding: DecodingConfig | None = None, **kwargs: Any) -> Responder:
     """A responder from a profile spec: ``surrogate`` (needs ``policies``), ``smollm2[@f32|@bf16]``,
-    ``hf:<model dir or .gguf>[@f32|@bf16]`` (transformers; ``@``: torch dtype), ``llamacpp`` (SmolLM2), ``llamacpp:<smollm2 or path.gguf>[@f16|@f32]``
-    (``@``: re-encoded weights), ``openvino[:<model>][@f32|@bf16]`` (``@``: inference precision),
+    ``hf:<model dir or .gguf>[@f32|@bf16]`` (transformers; ``@``: torch dtype), ``llamacpp`` (SmolLM2),
+    ``llamacpp:<smollm2 or path.gguf>[@f16|@f32]`` (``@``: re-encoded weights),
+    ``openvino[:<model>][@f32|@bf16]`` (``@``: inference precision),
     ``auto`` (the engine measured fastest on this CPU, see :mod:`.engine_select`) or
     ``openai:<base_url>|<model>``. Extra keyword arguments go to
-    the backend (e.g. ``batch_size``, ``concurrency``)."""
+    the backend (e.g. ``batch_size``, ``concurrency``).
+
+    Parameters
+    ----------
+    spec : str
+        The responder spec (one of the forms above).
+    policies : Policy or iterable of Policy, optional
+        The public policies whose view vocabularies the surrogate knows (needed for
+        ``surrogate`` only).
+    decoding : DecodingConfig, optional
+        Shared decoding settings (default: the backend's default).
+    **kwargs
+        Backend options.
+
+    Returns
+    -------
+    Responder
+        The backend; model weights load lazily, on first use.
+
+    Raises
+    ------
+    ParameterTypeError
+        If ``spec`` is not a string or ``decoding`` not a :class:`DecodingConfig`.
+    ParameterError
+        If ``spec`` is empty or unknown, malformed (an ``openai:`` spec without ``|<model>``,
+        an unknown ``@`` precision), or ``surrogate`` is asked for without ``policies``; the
+        surrogate's own option checks raise it too.
+    GenerationError
+        From a backend's constructor: a model path that does not exist, a bad backend option.
+
+    Examples
+    --------
+    >>> from dpmv_lib.checks.examples import running_example
+    >>> type(make_responder("surrogate", running_example()[0])).__name__
+    'SurrogateResponder'
+    """
     if not isinstance(spec, str) or not spec:
-        raise ParameterError(f"responder spec must be a non-empty string, got {spec!r}")
+        raise (ParameterError if isinstance(spec, str) else ParameterTypeError)(
+            f"responder spec must be a non-empty string, got {spec!r}")
+    if decoding is not None and not isinstance(decoding, DecodingConfig):
+        raise ParameterTypeError(f"decoding must be a DecodingConfig, got {type(decoding).__name__}")
     if spec == "surrogate":
         if policies is None:
             raise ParameterError("the surrogate responder needs the public policies (its view vocabulary)")

@@ -121,7 +121,7 @@ class Responder(ABC):
     def respond(self, prompts: Sequence[Prompt]) -> list[str]:
         """Generate one response per prompt."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Release resources (models, connections); the default does nothing."""
 
     def __repr__(self) -> str:

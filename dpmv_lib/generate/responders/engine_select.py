@@ -62,7 +62,9 @@ def usable(spec: str) -> bool:
 
 
 def _same_isa(recorded: dict[str, Any] | None, here: dict[str, Any]) -> bool:
-    return bool(recorded) and recorded.get("isa") is not None and here["isa"] is not None and \
+    if not recorded:
+        return False
+    return recorded.get("isa") is not None and here["isa"] is not None and \
         recorded.get("arch") == here["arch"] and sorted(recorded["isa"]) == sorted(here["isa"])
 
 

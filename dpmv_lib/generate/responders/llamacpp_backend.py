@@ -204,7 +204,8 @@ class LlamaCppResponder(Responder):
         n_seq = min(self.batch_size + 1, int(L.llama_max_parallel_sequences()))
         self.batch_size = n_seq - 1
         self._state = {"L": L, "model": model, "vocab": vocab, "ctx": None, "cells": 0,
-                       "template": _compile_template(tmpl.decode("utf-8")), "n_vocab": int(L.llama_vocab_n_tokens(vocab)),
+                       "template": _compile_template(tmpl.decode("utf-8")),
+                       "n_vocab": int(L.llama_vocab_n_tokens(vocab)),
                        "threads": cpu_threads(self.threads), "prefix_seq": n_seq - 1, "n_seq": n_seq}
         s = self._state
         s["bos"] = self._piece(L.llama_vocab_bos(vocab))
@@ -212,11 +213,17 @@ class LlamaCppResponder(Responder):
         s["prefix"] = self._prefix_tokens() if self.prefix_cache else []
         return s
 
+    @property
+    def _loaded(self) -> dict[str, Any]:
+        """The state of :meth:`load` (the methods below run after it)."""
+        assert self._state is not None, "llama.cpp model not loaded"
+        return self._state
+
     def _ensure_context(self, cells: int) -> None:
         """A context with at least ``cells`` KV cells per sequence; the KV cache is NOT unified:
         each sequence has its own cells at the same offsets whatever else is in the batch, which
         makes a prompt's logits independent of its batch (checked in the tests)."""
-        s = self._state
+        s = self._loaded
         if s["ctx"] is not None and s["cells"] >= cells:
             return
         if self.n_ctx is not None:
@@ -285,7 +292,7 @@ class LlamaCppResponder(Responder):
         return list(buf[:n])
 
     def _detokenize(self, tokens: Sequence[int], special: bool = False) -> str:
-        s = self._state
+        s = self._loaded
         L = s["L"]
         arr = (L.llama_token * max(1, len(tokens)))(*tokens)
         size = 64 + 32 * len(tokens)
@@ -307,7 +314,7 @@ class LlamaCppResponder(Responder):
         """Evaluate ``(seq, first_pos, tokens)`` items in calls of at most n_batch tokens; the
         last token of each item outputs logits. Returns {seq: logits row} for the items whose
         last token is in the final call, after calling :meth:`_on_logits` for the others."""
-        s = self._state
+        s = self._loaded
         L, batch, cap = s["L"], s["batch"], s["n_batch"]
         flat = [(seq, pos0 + j, t, j == len(toks) - 1)
                 for seq, pos0, toks in items for j, t in enumerate(toks)]
@@ -332,7 +339,7 @@ class LlamaCppResponder(Responder):
         return rows
 
     def _logits(self, row: int) -> np.ndarray:
-        s = self._state
+        s = self._loaded
         ptr = s["L"].llama_get_logits_ith(s["ctx"], row)
         return np.ctypeslib.as_array(ptr, shape=(s["n_vocab"],)).astype(np.float64)
 
@@ -356,7 +363,7 @@ class LlamaCppResponder(Responder):
         if job is None:          # the shared prefix: its logits are not needed
             return
         tok = self._choose(self._logits(row), job["rng"])
-        L, vocab = self._state["L"], self._state["vocab"]
+        L, vocab = self._loaded["L"], self._loaded["vocab"]
         if L.llama_vocab_is_eog(vocab, tok):
             job["done"] = True
             return
@@ -365,7 +372,7 @@ class LlamaCppResponder(Responder):
             job["done"] = True
 
     def _run_batch(self, token_lists: list[list[int]], prompts: list[Prompt]) -> list[list[int]]:
-        s = self._state
+        s = self._loaded
         L, mem, prefix = s["L"], s["mem"], s["prefix"]
         for seq in range(len(token_lists)):
             L.llama_memory_seq_rm(mem, seq, -1, -1)

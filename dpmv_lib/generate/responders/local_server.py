@@ -47,6 +47,8 @@ class LocalChatServer:
     @property
     def base_url(self) -> str:
         host, port = self._httpd.server_address[:2]
+        if isinstance(host, bytes):
+            host = host.decode()
         return f"http://{host}:{port}/v1"
 
     def start(self) -> "LocalChatServer":
@@ -150,7 +152,7 @@ class LlamaCppServer:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         self.proc: subprocess.Popen | None = None
-        self._log = None
+        self._log: Any = None   # the server's log file once started (log_tail reads it)
 
     @property
     def base_url(self) -> str:

@@ -86,7 +86,7 @@ class OpenAIResponder(Responder):
                 last = f"HTTP {exc.code} from {self.url}: {body_txt}"
                 if exc.code not in RETRYABLE_STATUS:
                     raise GenerationError(f"request failed (not retried): {last}") from None
-            except (socket.timeout, TimeoutError) as exc:
+            except TimeoutError as exc:
                 last = f"timeout after {self.timeout:g}s from {self.url} ({exc})"
             except urllib.error.URLError as exc:
                 if isinstance(exc.reason, (socket.timeout, TimeoutError)):

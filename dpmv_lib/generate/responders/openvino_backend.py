@@ -75,7 +75,8 @@ class OpenVINOResponder(Responder):
 
     def __init__(self, model: str = "smollm2", decoding: DecodingConfig | None = None, *,
                  precision: str = "f32", batch_size: int = 32, threads: int | None = None,
-                 ir: str | None = None, config: dict[str, Any] | None = None, revision: str | None = None, name: str | None = None) -> None:
+                 ir: str | None = None, config: dict[str, Any] | None = None, revision: str | None = None,
+                 name: str | None = None) -> None:
         self.decoding = decoding or DecodingConfig()
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise GenerationError(f"batch_size must be an int >= 1, got {batch_size!r}")

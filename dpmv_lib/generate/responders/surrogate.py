@@ -305,7 +305,7 @@ class SurrogateResponder(Responder):
 
     def _follow(self, key: str, view_id: str | None, text: str) -> str:
         bank = self.phrasings.get(view_id or "", ())
-        templates = VIEW_TEMPLATES + tuple("{P%d}" % i for i in range(len(bank)))
+        templates = VIEW_TEMPLATES + tuple(f"{{P{i}}}" for i in range(len(bank)))
         tpl = self._pick(key, f"phr:{view_id or text}", templates)
         if tpl.startswith("{P"):
             return _sentence(bank[int(tpl[2:-1])])
@@ -315,7 +315,9 @@ class SurrogateResponder(Responder):
     @staticmethod
     def split_conditioning(conditioning: str) -> tuple[list[str], list[str]]:
         """(guidance lines, memory lines) from a rendered conditioning text."""
-        guidance, memory, mode = [], [], None
+        guidance: list[str] = []
+        memory: list[str] = []
+        mode: str | None = None
         for raw in conditioning.splitlines():
             line = raw.strip()
             if not line:
@@ -368,20 +370,20 @@ class SurrogateResponder(Responder):
                 if vid not in strong and on_topic(vid) == (rank == 0) and \
                         self._u(key, f"mw:{vid}") < p["p_follow_weak"] * f:
                     chosen.append((vid, None))
-        extra = []
+        extra: list[tuple[str, str | None]] = []
         for vid, _ in chosen:
             for rid in self.related.get(vid, ()):
                 if self._u(key, f"rel:{vid}>{rid}") < p["p_related"]:
                     extra.append((rid, None))
         seen: set[str] = set()
-        for vid, cue in (chosen + extra):
+        for vid, echo in (chosen + extra):
             if vid in seen or len(seen) >= p["max_personalised"]:
                 continue
             seen.add(vid)
             text = self.views[vid].text
-            if cue:
+            if echo:
                 tpl = self._pick(key, f"echo-t:{vid}", ECHO_TEMPLATES)
-                out.append(_sentence(tpl.format(cue=cue, t=_lc_first(text.strip()))))
+                out.append(_sentence(tpl.format(cue=echo, t=_lc_first(text.strip()))))
             else:
                 out.append(self._follow(key, vid, text))
             followed += 1

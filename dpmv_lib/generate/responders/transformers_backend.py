@@ -121,11 +121,11 @@ def _load(model_dir: str, gguf_file: str | None, device: str, dtype_name: str,
             tok = AutoTokenizer.from_pretrained(src, **kw)
             model = AutoModelForCausalLM.from_pretrained(src, dtype=dtype, **kw)
         except (OSError, ValueError) as exc:
-            raise GenerationError(f"cannot load a causal LM from {src!r}"
-                                  f"{' (gguf ' + gguf_file + ')' if gguf_file and not converted else ''}: {exc}") from exc
+            shown = f" (gguf {gguf_file})" if gguf_file and not converted else ""
+            raise GenerationError(f"cannot load a causal LM from {src!r}{shown}: {exc}") from exc
         if gguf_file and convert_dir is not None and not converted:
             _save_dequantised(model, tok, convert_dir)
-        model.to(device).eval()
+        model.to(device).eval()  # type: ignore[arg-type]  # transformers types .to() as a wrapped method
         tok.padding_side = "left"
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
@@ -234,6 +234,7 @@ class TransformersResponder(Responder):
         if not 0 <= min_fill <= 1:
             raise GenerationError(f"min_fill must be in [0, 1], got {min_fill!r}")
         self.min_fill = float(min_fill)
+        self.gguf_file: str | None
         if model == "smollm2":
             path = smollm2_gguf()
             self.model_dir, self.gguf_file = str(path.parent), path.name

@@ -5,17 +5,21 @@ import math
 from fractions import Fraction
 from numbers import Rational
 
-from .errors import ParameterError
+from .errors import ParameterError, type_error_for
 
 Number = int | float | str | Fraction
 
 
-def to_fraction(value: Number, what: str, *, positive: bool = False, nonnegative: bool = False,
+def to_fraction(value: object, what: str, *, positive: bool = False, nonnegative: bool = False,
                 error: type[Exception] = ParameterError) -> Fraction:
     """Convert to an exact Fraction. Floats are read through their shortest repr
-    (0.1 -> 1/10), strings like "2/3" or "0.6" exactly; bool, NaN and inf are rejected."""
+    (0.1 -> 1/10), strings like "2/3" or "0.6" exactly; bool, NaN and inf are rejected.
+
+    A value of the wrong type (bool, None, a list, ...) raises ``type_error_for(error)``
+    (e.g. :class:`~dpmv_lib.core.errors.BudgetTypeError` for ``BudgetError``), a bad value
+    ``error``."""
     if isinstance(value, bool):
-        raise error(f"{what} must be a number, got bool {value!r}")
+        raise type_error_for(error)(f"{what} must be a number, got bool {value!r}")
     try:
         if isinstance(value, Rational):
             out = Fraction(value)
@@ -26,7 +30,8 @@ def to_fraction(value: Number, what: str, *, positive: bool = False, nonnegative
         elif isinstance(value, str):
             out = Fraction(value.strip())
         else:
-            raise error(f"{what} must be an int, float, Fraction or numeric string, got {type(value).__name__}")
+            raise type_error_for(error)(f"{what} must be an int, float, Fraction or numeric string, "
+                                        f"got {type(value).__name__}")
     except (ValueError, ZeroDivisionError, TypeError) as exc:
         if isinstance(exc, error):
             raise

@@ -309,3 +309,19 @@ def test_the_private_name_checker_sees_violations(tmp_path):
                      (18, "._secret", "uses ._secret, private to core")}, found
     # (line 16's b._hook() is not reported again: the override already made _hook a name of checks)
     assert not [f for f in _private_access(modules) if f[0] != "dpmv_lib.checks.user"]
+
+
+def test_no_module_imports_another_modules_private_names():
+    """Split by concept (issue 32): a name another module needs is public in its home module.
+    Only a room's private module (a leading underscore, e.g. ``ledgers/_proc``) is imported whole,
+    and only inside its room (the cross-room rule above)."""
+    bad = []
+    for mod, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("dpmv_lib")):
+                for a in node.names:
+                    if _private(a.name) and not (PKG / (a.name + ".py")).exists() and not any(
+                            (p / (a.name + ".py")).exists() for p in PKG.iterdir() if p.is_dir()):
+                        bad.append(f"{mod}:{node.lineno} imports {a.name} from {'.' * node.level}{node.module or ''}")
+    assert not bad, "private names imported from another module (give them a public name):\n" + "\n".join(bad)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from dpmv_lib.evaluate.audit import (AuditConfig, PlattScaler, _indep_auc, apply_dagger, auc_score,
+from dpmv_lib.evaluate.audit import (AuditConfig, PlattScaler, independent_auc, apply_dagger, auc_score,
                                      conditioning_identical, embed_responses, prefix_features, run_audit, tpr_at_fpr)
 from dpmv_lib.evaluate.encoders import HashingEncoder
 from dpmv_lib.core.errors import ParameterError
@@ -102,7 +102,7 @@ def test_indep_auc_brute_force():
                     w = 1 / 6 if i == j else 1 / 9     # same pair: average over s != s'
                     num += w * ((P[i, s] > Q[j, s2]) + 0.5 * (P[i, s] == Q[j, s2]))
                     den += w
-    assert _indep_auc(P, Q) == pytest.approx(num / den)
+    assert independent_auc(P, Q) == pytest.approx(num / den)
 
 
 def test_platt_is_monotone_and_calibrated():

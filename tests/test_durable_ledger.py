@@ -348,14 +348,14 @@ def test_commit_stats_one_process_one_transaction_per_release(example, db):
 
 
 def test_audit_timestamp_format_unchanged():
-    """_now() (formatted once per second) writes what datetime.isoformat wrote before: UTC,
+    """utc_now() (formatted once per second) writes what datetime.isoformat wrote before: UTC,
     microseconds, "+00:00", and the current time."""
     import re
     from datetime import UTC, datetime
-    from dpmv_lib.ledgers.records import _now
+    from dpmv_lib.ledgers.records import utc_now
     for _ in range(3):
         before = datetime.now(UTC)
-        ts = _now()
+        ts = utc_now()
         after = datetime.now(UTC)
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", ts), ts
         parsed = datetime.fromisoformat(ts)

@@ -29,7 +29,7 @@ from dpmv_lib.core import mechanism, selection
 from dpmv_lib.core.errors import ParameterError
 from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.mechanism import (EXACT_EM_SAMPLERS, FIXED_WORK_BITS, ExponentialMechanism, SeededRandomSource,
-                                     SystemRandomSource, _em_inversion, _offset_exponents, _squarings,
+                                     SystemRandomSource, _em_inversion, offset_exponents, _squarings,
                                      bernoulli_exp_neg, bernoulli_exp_neg_fixed, em_probabilities, exact_em_sampler,
                                      exact_exponents, exp_neg_bounds, sample_em, sample_em_batch, sample_em_exact,
                                      sample_em_fixed)
@@ -394,7 +394,7 @@ def test_fixed_sampler_continuation_is_exact(bits):
     u, eps = CASES[2]
     n = len(u)
     src = SeededRandomSource(40 + bits)
-    bound, ts = _offset_exponents(u, eps, DU)
+    bound, ts = offset_exponents(u, eps, DU)
     refinements: list[int] = []
     draws = [_em_inversion(ts, bound, src, bits, refinements) for _ in range(N_EXACT)]
     assert chi2_pvalue(Counter(draws), exact_probs(u, eps)) > ALPHA
@@ -516,7 +516,7 @@ def test_fixed_pf_decision_tree_is_exactly_pf(monkeypatch):
         q = 1 / (1 + x)
         return rnd.randbelow(q.denominator) < q.numerator
 
-    monkeypatch.setattr(selection, "_bernoulli_offset", rational_flip)
+    monkeypatch.setattr(selection, "bernoulli_offset", rational_flip)
     for u, eps in (([Fraction(1, 5), Fraction(1, 2), Fraction(1), Fraction(0)], Fraction(3)),
                    ([Fraction(1), Fraction(1), Fraction(2, 5)], Fraction(1))):
         xs = [-x for x in exact_exponents(u, eps, DU)]

@@ -22,7 +22,7 @@ from ..core.policy import Policy
 from ..core.scorer import cue_hits
 from ..core.store import MemoryStore, differing_positions
 from .pairedmem_specs import (ATTRIBUTES, DEFAULT_DEFECT_RATE, DEFECT_KINDS, PairSpec, PositionPlan,
-                              _positions, split_quotas, template_quotas)
+                              template_positions, split_quotas, template_quotas)
 
 
 # =============================================================================================
@@ -150,7 +150,7 @@ def rewrite_problems(spec: PairSpec, position: int, m_text: str, mp_text: str, b
     added; the rewrite keeps the position label's topic."""
     from .benchmark_quality import counter_evidence_hits, label_fits
     a = spec.attribute
-    label = next(lab for i, _s, lab in _positions() if i == position)
+    label = next(lab for i, _s, lab in template_positions() if i == position)
     problems = []
     if lexicon.has_signal(before_m, a) and not (lexicon.has_signal(m_text, a) and cue_hits(ATTRIBUTE_CUES[a], m_text)):
         problems.append("target cue lost on M")

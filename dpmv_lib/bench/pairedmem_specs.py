@@ -224,7 +224,7 @@ def _plan_positions(rng: random.Random, attribute: str, co: tuple[str, ...],
     longer = rng.random() < 0.5     # the pair's coin: may M' end up longer (else shorter) than M
     last_target = max(target)
     plan = []
-    for pos, slot, _label in _positions():
+    for pos, slot, _label in template_positions():
         parts = POSITION_PARTS[pos]
         part = rng.choice(_pool(parts, split))
         role = ("target+other" if pos in other_at else "target") if pos in target else \
@@ -297,6 +297,6 @@ def _all_fields(template: str) -> list[tuple[int, ...]]:
     return [tuple(c) for c in itertools.product(*[range(n) for n in sizes])] if sizes else [(0,)]
 
 
-def _positions():
+def template_positions():
     from .phrasebank import POSITIONS
     return POSITIONS

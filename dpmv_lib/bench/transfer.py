@@ -58,7 +58,7 @@ from .transfer_corpora import (ATTRIBUTES, FORMAT_VERSION, KIND_OF_SOURCE, MAX_E
                                read_health, read_locomo, read_medical)
 from .transfer_evidence import (Evidence, Review, SLOT_PRIORITY, background_sentences, load_rejections, load_review,
                                 select_evidence)
-from .transfer_support import _views_at, linked_view, pair_problems, support_positions
+from .transfer_support import views_at, linked_view, pair_problems, support_positions
 from .transfer_quality import quality_report
 
 
@@ -150,7 +150,7 @@ def _place(pool: Sequence[Evidence], usage: Counter, policy: Policy, base: Pair,
     and its M' text none; least used first (then pool order). None if some position has no fitting sentence."""
     placed: list[tuple[int, int]] = []
     for pos in positions:
-        views = _views_at(policy, base, pos)
+        views = views_at(policy, base, pos)
         taken = {k for k, _ in placed}
         fit = [k for k, e in enumerate(pool) if k not in taken and usage[k] < MAX_EVIDENCE_REUSE
                and all(cue_hits(v.cues, e.text) for v in views) and not any(cue_hits(v.cues, e.edited) for v in views)]

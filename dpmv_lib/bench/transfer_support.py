@@ -70,7 +70,7 @@ def support_positions(policy: Policy, pair: Pair, prefer: Sequence[int] = ()) ->
         chosen.append(min(c, key=lambda i: (-c[i], rank.get(i, len(rank)), slot_of[i] != home, i)))
 
 
-def _views_at(policy: Policy, pair: Pair, position: int) -> list[View]:
+def views_at(policy: Policy, pair: Pair, position: int) -> list[View]:
     """The views of the target-required behaviours whose turns read ``position``."""
     ids = sorted({n.view_id for n in support_needs(policy, pair) if position in n.reads and n.view_id})
     return [policy.view(v) for v in ids]

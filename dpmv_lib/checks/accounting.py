@@ -7,7 +7,7 @@ from fractions import Fraction
 from typing import Sequence
 
 from ..core.errors import PolicyError
-from ..core.memview import Release
+from ..core.releases import Release
 from ..core.policy import Policy
 from ..core.selection import DP_SELECTOR_TAGS
 from ..core.store import MemoryStore, differing_positions

@@ -28,19 +28,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from ..core.errors import DPMVError, ParameterError, StoreError
 from .examples import running_example
 from ..core.exact import log_privacy_loss
 from ..core.ledger import OnlineBudget
-from ..core.memview import MemView, Release
+from ..core.memview import MemView
+from ..core.releases import Release
 from ..core.policy import Policy, Query
 from ..core.scorer import cue_hits
 from ..core.store import MemoryStore, check_adjacent
 from .variants import VARIANTS
-from .contract_report import CONDITIONS, ConditionResult, ContractReport, Factory, LossCheck, Strategy, _TOL
-from .contract_walk import _Findings, _Ids, _compare, _views_of, _walk
+from .contract_report import CONDITIONS, ConditionResult, ContractReport, Factory, LossCheck, Strategy, TOLERANCE
+from .contract_walk import Findings, PrefixIds, compare_walks, views_of, walk
 
 
 # ---- a C4-violating demonstration variant -------------------------------------------------------
@@ -143,16 +144,16 @@ def check_contract(factory: Factory, policy: Policy,
         a, m, mp = item
         check_adjacent(m, mp, policy, a)
     strats = {k: _strategy(s) for k, s in (strategies or default_strategies(policy, horizon)).items()}
-    F = _Findings(max_evidence)
+    F = Findings(max_evidence)
     losses, ops, sampled = [], 0, 0
     name = label
     for attr, m, mp in pairs:
         for sname, strat in strats.items():
             ctx = f"{attr} pair, {sname}"
             walks = {}
-            ids = _Ids()
+            ids = PrefixIds()
             for side, store in (("M", m), ("M'", mp)):
-                w = _walk(factory, policy, store, strat, horizon, ctx, side, F, max_transcripts, ids)
+                w = walk(factory, policy, store, strat, horizon, ctx, side, F, max_transcripts, ids)
                 walks[side] = w
                 ops += w.ops
                 for _ in range(samples):  # release() must follow the enumerated distribution
@@ -163,15 +164,16 @@ def check_contract(factory: Factory, policy: Policy,
                         hist = hist + (iface.release(strat(hist), hist),)
                     sampled += 1
                     if ids.history_id(hist) not in w.final:
-                        F.add("Enum", f"{ctx}, {side}", f"release() produced {_views_of(hist)} (ledger "
+                        F.add("Enum", f"{ctx}, {side}", f"release() produced {views_of(hist)} (ledger "
                                                         f"{dict(hist[-1].ledger)}), which the hooks give probability 0")
-            _compare(attr, walks["M"], walks["M'"], ctx, F, ids, policy.sensitivity)
+            compare_walks(attr, walks["M"], walks["M'"], ctx, F, ids, policy.sensitivity)
             pl = log_privacy_loss(walks["M"].final, walks["M'"].final)  # log space: finite for large eps
             cap = policy.attribute(attr).cap
             losses.append(LossCheck(attr, sname, pl.max_loss, cap, pl.n_transcripts))
-            if pl.max_loss > float(cap) + _TOL:
+            if pl.max_loss > float(cap) + TOLERANCE:
+                worst = cast(int, pl.worst)  # the walks key transcripts by their public id (Walk.final)
                 F.add("Thm1", ctx, f"exact transcript privacy loss {pl.max_loss:.4g} > B_{attr} = {cap} "
-                                   f"(worst transcript {_views_of(ids.hist.get(pl.worst, ()))})")
+                                   f"(worst transcript {views_of(ids.hist.get(worst, ()))})")
     results = tuple(ConditionResult(c, d, F.count[c] == 0, F.count[c], tuple(F.evidence[c]))
                     for c, d in CONDITIONS.items())
     return ContractReport(name or "interface", policy.name, results, tuple(losses), len(pairs), len(strats),

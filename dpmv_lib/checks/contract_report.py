@@ -8,7 +8,8 @@ from fractions import Fraction
 from typing import Any, Callable
 
 from ..core.errors import ParameterError
-from ..core.memview import MemView, Release
+from ..core.memview import MemView
+from ..core.releases import Release
 from ..core.policy import Policy, Query
 from ..core.store import MemoryStore
 
@@ -29,7 +30,7 @@ CONDITIONS: dict[str, str] = {
 # Tolerance for comparisons of float probabilities / log-ratios only (exp is irrational, so these
 # cannot be exact); they corroborate. The premise that decides eps-DP of Eq. (7), the utility
 # sensitivity |u_M(v) - u_M'(v)| <= Du, is compared exactly (see _compare).
-_TOL = 1e-9
+TOLERANCE = 1e-9
 
 
 # ---- result types -----------------------------------------------------------------------------
@@ -66,7 +67,7 @@ class LossCheck:
 
     @property
     def ok(self) -> bool:
-        return self.max_loss <= float(self.cap) + _TOL
+        return self.max_loss <= float(self.cap) + TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class ContractReport:
 
     def table(self, evidence: int = 2) -> str:
         """A readable report: conditions x pass/FAIL with evidence."""
-        worst = max(self.losses, key=lambda l: l.max_loss / float(l.cap), default=None)
+        worst = max(self.losses, key=lambda loss: loss.max_loss / float(loss.cap), default=None)
         lines = [f"Contract check of {self.interface} on policy {self.policy!r}: {self.n_pairs} adjacent "
                  f"pair(s) x {self.n_strategies} strategies, horizon {self.horizon}; "
                  f"{self.operations} slot operations enumerated, {self.sampled_runs} sampled release() runs",
@@ -125,5 +126,5 @@ class ContractReport:
                 "failed": list(self.failed),
                 "results": [{"condition": r.condition, "passed": r.passed, "count": r.count,
                              "evidence": [str(v) for v in r.evidence]} for r in self.results],
-                "losses": [{"attribute": l.attribute, "strategy": l.strategy, "max_loss": l.max_loss,
-                            "cap": str(l.cap)} for l in self.losses]}
+                "losses": [{"attribute": loss.attribute, "strategy": loss.strategy, "max_loss": loss.max_loss,
+                            "cap": str(loss.cap)} for loss in self.losses]}

@@ -22,10 +22,11 @@ from ..core.exact import log_add
 from ..core.ledger import InMemoryLedger
 from ..core.mechanism import exact_utility
 from ..core.selection import exponential_mechanism
-from ..core.memview import MemView, Release, SlotRelease
+from ..core.memview import MemView
+from ..core.releases import Release, SlotRelease
 from ..core.policy import Policy, Query
 from ..core.store import MemoryStore
-from .contract_report import Factory, Strategy, Violation, _TOL
+from .contract_report import Factory, Strategy, Violation, TOLERANCE
 
 
 # ---- the exact lockstep walk --------------------------------------------------------------------
@@ -48,7 +49,7 @@ class _Node:
     dist: dict = field(default_factory=lambda: defaultdict(_neg_inf))
 
 
-class _Ids:
+class PrefixIds:
     """Interns public prefixes as small integers (shared by the M and M' walks, so the same
     public prefix gets the same id on both sides and nothing is re-hashed)."""
 
@@ -84,14 +85,14 @@ def _lkey(spent: Mapping[str, Fraction]) -> tuple:
 
 
 @dataclass
-class _Walk:
+class Walk:
     routes: dict = field(default_factory=dict)
     nodes: dict = field(default_factory=dict)
     final: dict = field(default_factory=dict)
     ops: int = 0
 
 
-class _Findings:
+class Findings:
     def __init__(self, max_evidence: int) -> None:
         self.count: dict[str, int] = defaultdict(int)
         self.evidence: dict[str, list[Violation]] = defaultdict(list)
@@ -106,7 +107,7 @@ class _Findings:
         self.evidence[cond].append(Violation(cond, where() if callable(where) else where, detail))
 
 
-def _views_of(hist: tuple[Release, ...], done: tuple[SlotRelease, ...] = ()) -> str:
+def views_of(hist: tuple[Release, ...], done: tuple[SlotRelease, ...] = ()) -> str:
     turns = [",".join(s.view for s in r.slots) or "-" for r in hist]
     if done:
         turns.append(",".join(s.view for s in done) + ",...")
@@ -121,8 +122,8 @@ def _route_of(iface: MemView, q: Query, hist: tuple[Release, ...]) -> tuple[str,
     return tuple(iface.route(q, hist))  # the interface's own route (C4 hook)
 
 
-def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strategy, horizon: int,
-          ctx: str, side: str, F: _Findings, max_transcripts: int, ids: _Ids) -> _Walk:
+def walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strategy, horizon: int,
+          ctx: str, side: str, F: Findings, max_transcripts: int, ids: PrefixIds) -> Walk:
     """Exact enumeration of one store's slot-level outcomes, grouped by public prefix, in log
     space: ``final`` maps each public transcript id to its log probability."""
     root = factory(policy, store)
@@ -133,7 +134,7 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
     lcaps = {a: Fraction(b) for a, b in root.ledger.caps.items()}
     if lcaps != caps:
         F.add("C5", f"{ctx}, {side}", f"ledger caps {lcaps} differ from the policy caps {caps}")
-    W = _Walk()
+    W = Walk()
     frontier: dict[int, list] = {0: [(root, 0.0)]}
     for t in range(horizon):
         nxt: dict[int, list] = defaultdict(list)
@@ -145,7 +146,10 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
                 by_route[_route_of(b, q, hist)].append((b, p))
             W.routes[(hid, q)] = set(by_route)
             if len(by_route) > 1:
-                F.add("C4", lambda: f"{ctx}, {side}, turn {t + 1} after {_views_of(hist)}",
+                def route_where(t: int = t, hist: tuple[Release, ...] = hist) -> str:
+                    return f"{ctx}, {side}, turn {t + 1} after {views_of(hist)}"
+
+                F.add("C4", route_where,
                       f"route for intent {q.intent!r} is not determined by the public prefix: {_routes(set(by_route))}")
             for route, brs in by_route.items():
                 partial: dict[int, tuple] = {ids.child(("turn", hid), (q, route)): ((), brs)}
@@ -155,8 +159,10 @@ def _walk(factory: Factory, policy: Policy, store: MemoryStore, strategy: Strate
                         node = W.nodes.get((dkey, slot))
                         if node is None:
                             node = W.nodes[(dkey, slot)] = _Node(hist, done)
-                        where = (lambda d=done, s=slot: f"{ctx}, {side}, turn {t + 1} slot {s} after "
-                                                        f"{_views_of(hist, d)}")
+                        def where(d: tuple[SlotRelease, ...] = done, s: str = slot, t: int = t,
+                                  hist: tuple[Release, ...] = hist) -> str:
+                            return f"{ctx}, {side}, turn {t + 1} slot {s} after {views_of(hist, d)}"
+
                         for b, p in bl:
                             b = _fork(b)
                             W.ops += 1
@@ -227,7 +233,7 @@ def _merge(branches: list) -> list:
 
 
 def _self_checks(policy: Policy, b: MemView, prep: Any, outs: list, before: dict, after: dict,
-                 caps: dict, where: Callable[[], str], F: _Findings) -> None:
+                 caps: dict, where: Callable[[], str], F: Findings) -> None:
     """Single-store checks of one slot-level operation (C1, C2, C3, C5)."""
     plan = prep.plan
     slot = policy.slot(plan.slot)
@@ -280,22 +286,23 @@ def _self_checks(policy: Policy, b: MemView, prep: Any, outs: list, before: dict
             F.add("C3", where, f"view distribution {_fmt_dist(got)} is not {sel.label} {_fmt_dist(expect)}")
 
 
-def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids,
+def compare_walks(attr: str, wm: Walk, wp: Walk, ctx: str, F: Findings, ids: PrefixIds,
              sensitivity: Fraction) -> None:
     """Cross-store checks under the same public prefix (C1, C2, C3, C4, C6)."""
     for key in wm.routes.keys() & wp.routes.keys():
         if wm.routes[key] != wp.routes[key]:
             hid, q = key
             hist = ids.hist[hid]
-            F.add("C4", f"{ctx}, turn {len(hist) + 1} after {_views_of(hist)}",
+            F.add("C4", f"{ctx}, turn {len(hist) + 1} after {views_of(hist)}",
                   f"route for intent {q.intent!r} differs: M -> {_routes(wm.routes[key])}, "
                   f"M' -> {_routes(wp.routes[key])}")
     for key in wm.nodes.keys() & wp.nodes.keys():
         slot = key[1]
         nm, np_ = wm.nodes[key], wp.nodes[key]
         hist, done = nm.hist, nm.done
-        where = (lambda h=hist, d=done, s=slot: f"{ctx}, M vs M', turn {len(h) + 1} slot {s} after "
-                                                f"{_views_of(h, d)}")
+        def where(h: tuple[Release, ...] = hist, d: tuple[SlotRelease, ...] = done, s: str = slot) -> str:
+            return f"{ctx}, M vs M', turn {len(h) + 1} slot {s} after {views_of(h, d)}"
+
         if nm.plans != np_.plans or len(nm.plans) > 1:
             fields = sorted({f for a in nm.plans for c in np_.plans
                              for f in ("read_set", "charged", "epsilon", "affected") if getattr(a, f) != getattr(c, f)})
@@ -328,10 +335,10 @@ def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids,
         common = set(dm) & set(dp)
         if common:
             loss = max(abs(dm[v] - dp[v]) for v in common)  # log space (_project)
-            if attr not in plan.charged and loss > _TOL:
+            if attr not in plan.charged and loss > TOLERANCE:
                 F.add("C2", where, f"{attr} is not charged (charged {sorted(plan.charged)}) but the view "
                                    f"distribution depends on I_{attr}: |log ratio| = {loss:.3g}")
-            elif attr in plan.charged and plan.epsilon is not None and loss > float(plan.epsilon) + _TOL \
+            elif attr in plan.charged and plan.epsilon is not None and loss > float(plan.epsilon) + TOLERANCE \
                     and not vocab_differs:
                 F.add("C3", where, f"view log-ratio {loss:.3g} exceeds eps = {plan.epsilon}")
         for v in common:
@@ -348,7 +355,7 @@ def _compare(attr: str, wm: _Walk, wp: _Walk, ctx: str, F: _Findings, ids: _Ids,
                                        f"{sorted(rp, key=repr)}")
 
 
-def _check_sensitivity(um: set, up: set, du: Fraction, where: Callable[[], str], F: _Findings) -> None:
+def _check_sensitivity(um: set, up: set, du: Fraction, where: Callable[[], str], F: Findings) -> None:
     """C3 premise of Eq. (7), exactly: |u_M(v) - u_M'(v)| <= Du for every view offered on both
     sides (rational arithmetic, no tolerance: an excess of 1e-17 is a violation)."""
     ups = [dict(b) for b in up]

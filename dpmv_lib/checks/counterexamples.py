@@ -21,7 +21,6 @@ from typing import Any, Callable, Mapping, Sequence
 from ..core.rationals import Number, to_fraction
 from ..core.errors import ParameterError
 from ..core.exact import Strategy, fixed_strategy
-from ..core.ledger import BudgetRule
 from ..core.memview import MemView
 from ..core.policy import Policy, Query, View
 from ..core.store import MemoryStore, check_adjacent
@@ -74,7 +73,7 @@ class Counterexample:
     m_prime: MemoryStore
     attribute: str
     queries: tuple[Query, ...]
-    budget: BudgetRule
+    budget: ConstantBudget
     scorer: Any
     variant: type[MemView]
     analytic_loss: float

@@ -18,7 +18,8 @@ import numpy as np
 from ..core.errors import ParameterError
 from ..core.exact import Strategy, fixed_strategy
 from ..core.ledger import BudgetRule, OnlineBudget, PreallocatedBudget, planned_charges
-from ..core.memview import MemView, Release
+from ..core.memview import MemView
+from ..core.releases import Release
 from ..core.policy import Policy, Query, View
 from ..core.store import MemoryStore, check_adjacent
 

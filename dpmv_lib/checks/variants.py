@@ -12,7 +12,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..core.memview import MemView, PreparedSlot, SlotRelease
+from ..core.memview import MemView
+from ..core.releases import PreparedSlot, SlotRelease
 from ..core.policy import View
 from ..core.scorer import cue_hits
 
@@ -49,8 +50,9 @@ class CappedArgmax(MemView):
         if not prepared.admitted:
             return super().select(prepared)  # the generic view, as MemView
         p = prepared.plan
-        return SlotRelease(p.slot, prepared.views[int(np.argmax(prepared.utilities))].id, p.read_set, p.affected,
-                           p.charged, p.epsilon, "argmax")
+        best = int(np.argmax(np.asarray(prepared.utilities, dtype=object)))  # exact Fractions: an object array
+        return SlotRelease(p.slot, prepared.views[best].id, p.read_set, p.affected, p.charged, prepared.epsilon,
+                           "argmax")
 
     def outcomes(self, prepared: PreparedSlot) -> list[tuple[SlotRelease, float]]:
         return [(self.select(prepared), 1.0)]
@@ -75,7 +77,7 @@ class ScoreChannel(MemView):
     violates = "C6"
 
     def extras(self, prepared: PreparedSlot) -> tuple[tuple[str, Any], ...]:
-        return (("top_score", round(float(np.max(prepared.utilities)), 6)),)
+        return (("top_score", round(float(np.max(np.asarray(prepared.utilities, dtype=object))), 6)),)
 
 
 class StoreDependentVocabulary(MemView):

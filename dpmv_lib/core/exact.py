@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from .errors import ParameterError
-from .memview import MemView, Release, SlotRelease
+from .memview import MemView
+from .releases import Release, SlotRelease
 from .policy import Query
 from .store import MemoryStore
 

@@ -34,12 +34,15 @@ import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence, cast
 
 import numpy as np
 
 from .rationals import Number, to_fraction
 from .errors import ParameterError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 def _check_utilities(u: np.ndarray) -> None:
@@ -58,12 +61,12 @@ def _check_eps(epsilon: float, sensitivity: float) -> None:
         raise ParameterError(f"sensitivity must be finite and > 0, got {sensitivity!r}")
 
 
-def _exact_param(x: object, what: str, **kw: bool) -> Fraction:
+def _exact_param(x: object, what: str, *, positive: bool = False, nonnegative: bool = False) -> Fraction:
     """epsilon / sensitivity as an exact rational (floats through their shortest repr, as in
     :func:`sample_em_exact`; numpy scalars unwrapped)."""
     if isinstance(x, (np.floating, np.integer)) and not isinstance(x, (float, int)):
         x = x.item()
-    return to_fraction(x, what, **kw)  # type: ignore[arg-type]
+    return to_fraction(x, what, positive=positive, nonnegative=nonnegative)
 
 
 def _checked_utilities(utilities: Sequence[Number]) -> list[Fraction]:
@@ -93,7 +96,7 @@ def exact_exponents(utilities: Sequence[Number], epsilon: Number, sensitivity: N
     return [scale * (u - top) for u in us]
 
 
-def _to_float_exponent(x: Fraction) -> float:
+def to_float_exponent(x: Fraction) -> float:
     """A non-positive exact exponent as the nearest float (-inf below the float range)."""
     try:
         return float(x)
@@ -110,9 +113,13 @@ def em_log_probabilities(utilities: Sequence[Number] | np.ndarray, epsilon: Numb
     and only then rounded to float for exp/log (one rounding per exponent, then a log-sum-exp
     whose largest term is exactly exp(0) = 1). A (n, V) array, or an (n,) epsilon, gives n
     distributions with the vectorised float computation (fast path for experiments)."""
-    if np.ndim(epsilon) == 0 and np.ndim(np.asarray(utilities, dtype=object)) == 1:
-        x = np.array([_to_float_exponent(v) for v in exact_exponents(utilities, epsilon, sensitivity)])
-        return x - np.log(np.exp(x).sum())
+    # numpy's stubs know no Fraction: ``epsilon`` is a Number or a numpy array, read as array-like
+    if np.ndim(cast("ArrayLike", epsilon)) == 0 and np.ndim(np.asarray(utilities, dtype=object)) == 1:
+        # one distribution: a 1-D sequence of numbers and a scalar eps (a numpy scalar is unwrapped)
+        exps = exact_exponents(cast("Sequence[Number]", utilities), cast("Number", epsilon), sensitivity)
+        x = np.array([to_float_exponent(v) for v in exps])
+        logp: np.ndarray = x - np.log(np.exp(x).sum())
+        return logp
     u = np.asarray(utilities, dtype=float)
     _check_utilities(u)
     eps = np.asarray(epsilon, dtype=float)
@@ -121,13 +128,15 @@ def em_log_probabilities(utilities: Sequence[Number] | np.ndarray, epsilon: Numb
     _check_eps(0.0, float(sensitivity))
     logits = (eps[..., None] if eps.ndim else eps) * u / (2.0 * float(sensitivity))
     logits = logits - logits.max(axis=-1, keepdims=True)
-    return logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    logps: np.ndarray = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    return logps
 
 
 def em_probabilities(utilities: Sequence[Number] | np.ndarray, epsilon: Number | np.ndarray,
                      sensitivity: Number) -> np.ndarray:
     """Pr[v] of Eq. (7) as floats (they sum to 1 up to rounding)."""
-    return np.exp(em_log_probabilities(utilities, epsilon, sensitivity))
+    probs: np.ndarray = np.exp(em_log_probabilities(utilities, epsilon, sensitivity))
+    return probs
 
 
 def sample_em(utilities: Sequence[Number] | np.ndarray, epsilon: Number, sensitivity: Number,
@@ -141,7 +150,8 @@ def sample_em_batch(utilities: np.ndarray, epsilon: np.ndarray | float, sensitiv
                     rng: np.random.Generator) -> np.ndarray:
     """Vectorised Eq. (7): utilities (n, V), epsilon scalar or (n,) -> n sampled indices."""
     logp = em_log_probabilities(utilities, epsilon, sensitivity)
-    return np.argmax(logp + rng.gumbel(size=logp.shape), axis=-1)
+    picks: np.ndarray = np.argmax(logp + rng.gumbel(size=logp.shape), axis=-1)
+    return picks
 
 
 # ---- exact sampling -------------------------------------------------------------------------
@@ -224,7 +234,7 @@ def exact_utility(u: object) -> Fraction:
         return Fraction(float(u))
     if isinstance(u, (int, np.integer)) and not isinstance(u, (bool, np.bool_)):
         return Fraction(int(u))
-    return to_fraction(u, "utility")  # type: ignore[arg-type]
+    return to_fraction(u, "utility")
 
 
 def sample_em_exact(utilities: Sequence[Number], epsilon: Number, sensitivity: Number,
@@ -333,14 +343,14 @@ def _offset(x: Fraction, s: int) -> tuple[int, int]:
     return (((x.numerator << _OFFSET) + (x.denominator << s)) * _BLIND, (x.denominator << (s + _OFFSET)) * _BLIND)
 
 
-def _check_bits(bits: object) -> int:
+def check_bits(bits: object) -> int:
     if isinstance(bits, bool) or not isinstance(bits, int) or bits < 1:
         raise ParameterError(f"bits must be a positive integer, got {bits!r}")
     return bits
 
 
-def _check_exponent(x: object, bound: object) -> tuple[Fraction, Fraction]:
-    x, bound = Fraction(x), Fraction(bound)  # type: ignore[arg-type]
+def _check_exponent(x: Number, bound: Number) -> tuple[Fraction, Fraction]:
+    x, bound = Fraction(x), Fraction(bound)
     if x < 0 or x > bound:
         raise ParameterError(f"x must lie in [0, bound] = [0, {bound}], got {x}")
     return x, bound
@@ -361,7 +371,7 @@ def exp_neg_bounds(x: Fraction, bound: Fraction, bits: int) -> tuple[int, int, i
     ------
     ParameterError
         If x is negative or exceeds ``bound``, or ``bits`` is not a positive integer."""
-    bits = _check_bits(bits)
+    bits = check_bits(bits)
     x, bound = _check_exponent(x, bound)
     plan = _exp_plan(bound, bits)
     lo, hi = _exp_neg_offset(*_offset(x, plan.s), plan)
@@ -384,13 +394,16 @@ _bound_memo = lru_cache(maxsize=256)(lambda e, te, d, td: _bound_and_squarings(e
 
 def _public_bound(epsilon: Number, sensitivity: Number) -> tuple[Fraction, int]:
     """(eps / (2 Du), its squarings s), remembered per (type, value) of the public eps and Du."""
+    # typed as plain ``type``: mypy reads type[int] as not Hashable (through int's unbound __hash__)
+    te: type = type(epsilon)
+    td: type = type(sensitivity)
     try:
-        return _bound_memo(epsilon, type(epsilon), sensitivity, type(sensitivity))
+        return _bound_memo(epsilon, te, sensitivity, td)
     except TypeError:   # unhashable: validate and convert as usual (raises ParameterError if invalid)
         return _bound_and_squarings(epsilon, sensitivity)
 
 
-def _offset_exponents(utilities: Sequence[Number], epsilon: Number, sensitivity: Number
+def offset_exponents(utilities: Sequence[Number], epsilon: Number, sensitivity: Number
                       ) -> tuple[Fraction, list[tuple[int, int]]]:
     """``(bound, [(n_v, d_v)])``: bound = eps / (2 Du) and n_v / d_v = x_v / 2^s + 1/16 for Eq. (7)'s
     exponents x_v = eps (u* - u_v) / (2 Du) (s = the squarings for ``bound``), unreduced, with the
@@ -405,7 +418,7 @@ def _offset_exponents(utilities: Sequence[Number], epsilon: Number, sensitivity:
     return bound, [(u.denominator * g1 - (u.numerator + u.denominator) * g2, u.denominator * g3) for u in us]
 
 
-def _bernoulli_offset(n: int, d: int, bound: Fraction, rnd: RandomSource, bits: int) -> bool:
+def bernoulli_offset(n: int, d: int, bound: Fraction, rnd: RandomSource, bits: int) -> bool:
     """Exact Bernoulli(exp(-x)), t' = n / d = x / 2^s + 1/16 (see bernoulli_exp_neg_fixed)."""
     length = bits
     u = rnd.randbelow(1 << length)
@@ -434,9 +447,9 @@ def bernoulli_exp_neg_fixed(x: Fraction, bound: Fraction, rnd: RandomSource, *, 
     ------
     ParameterError
         If x lies outside [0, bound] or ``bits`` is not None or a positive integer."""
-    bits = FIXED_WORK_BITS if bits is None else _check_bits(bits)
+    bits = FIXED_WORK_BITS if bits is None else check_bits(bits)
     x, bound = _check_exponent(x, bound)
-    return _bernoulli_offset(*_offset(x, _squarings(bound)), bound, rnd, bits)
+    return bernoulli_offset(*_offset(x, _squarings(bound)), bound, rnd, bits)
 
 
 def _em_inversion(ts: Sequence[tuple[int, int]], bound: Fraction, rnd: RandomSource, bits: int,
@@ -480,7 +493,7 @@ def _em_inversion(ts: Sequence[tuple[int, int]], bound: Fraction, rnd: RandomSou
 
 def _precision(bits: int | None, n: int) -> int:
     """Bits of the first try of Eq. (7)'s inversion: ``FIXED_WORK_BITS + 2 bit_length(n)``."""
-    return FIXED_WORK_BITS + 2 * n.bit_length() if bits is None else _check_bits(bits)
+    return FIXED_WORK_BITS + 2 * n.bit_length() if bits is None else check_bits(bits)
 
 
 def sample_em_fixed(utilities: Sequence[Number], epsilon: Number, sensitivity: Number, rnd: RandomSource,
@@ -503,7 +516,7 @@ def sample_em_fixed(utilities: Sequence[Number], epsilon: Number, sensitivity: N
     ParameterError
         As :func:`exact_exponents` for invalid utilities, epsilon or sensitivity, or if ``bits``
         is not None or a positive integer."""
-    bound, ts = _offset_exponents(utilities, epsilon, sensitivity)
+    bound, ts = offset_exponents(utilities, epsilon, sensitivity)
     return _em_inversion(ts, bound, rnd, _precision(bits, len(ts)))
 
 

@@ -29,7 +29,7 @@ import copy
 import logging
 import math
 from fractions import Fraction
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -402,7 +402,7 @@ class MemView:
         """
         if not prepared.admitted:
             return self._generic(prepared)
-        i = self._draw(prepared.utilities, prepared.plan.epsilon)
+        i = self._draw(prepared.utilities, prepared.epsilon)
         return self._released(prepared, prepared.views[i].id, self.selector.name, self.extras(prepared))
 
     def outcomes(self, prepared: PreparedSlot) -> list[tuple[SlotRelease, float]]:
@@ -420,7 +420,7 @@ class MemView:
         """
         if not prepared.admitted:
             return [(self._generic(prepared), 1.0)]
-        probs = self.selector.probabilities(prepared.utilities, prepared.plan.epsilon, self.policy.sensitivity)
+        probs = self.selector.probabilities(prepared.utilities, prepared.epsilon, self.policy.sensitivity)
         return [(self._released(prepared, v.id, self.selector.name, self.extras(prepared)), float(p))
                 for v, p in zip(prepared.views, probs)]
 
@@ -441,7 +441,7 @@ class MemView:
             return [(sr, math.log(p)) for sr, p in self.outcomes(prepared) if p > 0]
         if not prepared.admitted:
             return [(self._generic(prepared), 0.0)]
-        logp = selector_log_probabilities(self.selector, prepared.utilities, prepared.plan.epsilon,
+        logp = selector_log_probabilities(self.selector, prepared.utilities, prepared.epsilon,
                                           self.policy.sensitivity)
         return [(self._released(prepared, v.id, self.selector.name, self.extras(prepared)), lp)
                 for v, lp in zip(prepared.views, logp) if lp > -math.inf]
@@ -513,7 +513,7 @@ class MemView:
         eps = memo.get(charged, _MISSING)
         if eps is _MISSING:
             eps = memo[charged] = budget.epsilon(charged, policy.caps)
-        return eps
+        return cast("Fraction | None", eps)  # a memo entry (not _MISSING) by now
 
     def _memos(self) -> PlanMemo:
         """The memo of the current (policy, budget) pair (a new one when either was replaced)."""
@@ -560,9 +560,10 @@ class MemView:
                 remember(memo.generic, id(p), (p, out), 1024)
         return out
 
-    def _released(self, prep: PreparedSlot, view_id: str, mechanism: str, extras=()) -> SlotRelease:
+    def _released(self, prep: PreparedSlot, view_id: str, mechanism: str,
+                  extras: Iterable[tuple[str, Any]] = ()) -> SlotRelease:
         p = prep.plan
-        return SlotRelease(p.slot, view_id, p.read_set, p.affected, p.charged, p.epsilon,
+        return SlotRelease(p.slot, view_id, p.read_set, p.affected, p.charged, prep.epsilon,
                            mechanism, False, tuple(extras))
 
     def _draw(self, utilities: Sequence[Fraction], epsilon: Fraction) -> int:

@@ -25,9 +25,9 @@ from .memo import remember
 from .errors import PolicyError, PolicyTypeError, UnknownAttributeError
 # the parts of a policy are defined in policy_parts and re-exported here (import them from here)
 from .policy_parts import (Attribute, Position, Query, ReadPolicy, Router, Slot, TableReadPolicy,  # noqa: F401
-                           TableRouter, View, _cap, _policy_from_plain, _validate)
-from .policy_format import (MAX_POSITION_ID, MAX_RATIONAL, PolicyLimits, _limits,  # noqa: F401
-                            _parse_json_bytes, _r, _read_bounded, json_depth, parse_rational)
+                           TableRouter, View, parse_cap, policy_from_plain, validate_policy)
+from .policy_format import (MAX_POSITION_ID, MAX_RATIONAL, PolicyLimits, as_limits,  # noqa: F401
+                            parse_json_bytes, short_repr, read_bounded, json_depth, parse_rational)
 
 __all__ = ["Policy", "Query", "View", "Slot", "Position", "Attribute", "Router", "ReadPolicy", "TableRouter",
            "TableReadPolicy", "PolicyLimits", "parse_rational", "json_depth", "MAX_POSITION_ID", "MAX_RATIONAL"]
@@ -99,7 +99,7 @@ class Policy:
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        _validate(self)
+        validate_policy(self)
 
     # ---- lookups (the policy is immutable: derived lookups are computed once) ------------
     @cached_property
@@ -119,7 +119,7 @@ class Policy:
     @cached_property
     def _positions_by_slot(self) -> dict[str, tuple[int, ...]]:
         out: dict[str, list[int]] = {s.name: [] for s in self.slots}
-        for p in self.positions:  # (one pass: _validate checked that every position's slot exists)
+        for p in self.positions:  # (one pass: validate_policy checked that every position's slot exists)
             out[p.slot].append(p.id)
         return {name: tuple(ids) for name, ids in out.items()}
 
@@ -280,7 +280,8 @@ class Policy:
         try:
             r = set(read_set)
         except TypeError:
-            raise PolicyTypeError(f"a read set must be an iterable of position ids, got {_r(read_set)}") from None
+            raise PolicyTypeError(f"a read set must be an iterable of position ids, "
+                                  f"got {short_repr(read_set)}") from None
         out = frozenset(a.name for a in self.attributes if r & a.group)
         if type(read_set) is tuple:
             remember(memo, read_set, out, 4096)
@@ -399,11 +400,11 @@ class Policy:
             caps = {a.name: caps for a in self.attributes}
         for name in caps:
             self.attribute(name)
-        attrs = tuple(replace(a, cap=_cap(caps[a.name], a.name)) if a.name in caps else a
+        attrs = tuple(replace(a, cap=parse_cap(caps[a.name], a.name)) if a.name in caps else a
                       for a in self.attributes)
         src = dict(self.source)
         if src:
-            src["attributes"] = [dict(d, cap=fraction_str(_cap(caps[d["name"]], d["name"])))
+            src["attributes"] = [dict(d, cap=fraction_str(parse_cap(caps[d["name"]], d["name"])))
                                  if d["name"] in caps else d for d in src["attributes"]]
         return replace(self, attributes=attrs, source=src)
 
@@ -493,12 +494,12 @@ class Policy:
         PolicyError
             For every other failure, naming the file and the problem.
         """
-        lim = _limits(limits)
+        lim = as_limits(limits)
         if not isinstance(path, (str, os.PathLike)):
             raise PolicyTypeError(f"a policy file path must be a str or path-like object, got {type(path).__name__}")
         path = Path(path)
-        raw = _read_bounded(path, lim.max_bytes, "policy file", PolicyError)
-        data = _parse_json_bytes(raw, path, lim.max_depth, "policy file", PolicyError)
+        raw = read_bounded(path, lim.max_bytes, "policy file", PolicyError)
+        data = parse_json_bytes(raw, path, lim.max_depth, "policy file", PolicyError)
         try:
             return cls._from_plain(data, lim)
         except PolicyError as exc:
@@ -552,23 +553,24 @@ class Policy:
         >>> Policy.from_dict(RUNNING_EXAMPLE_POLICY).slot_names
         ('health', 'food', 'finance', 'work')
         """
-        lim = _limits(limits)
+        lim = as_limits(limits)
         if not isinstance(data, Mapping):
             raise PolicyTypeError(f"a policy must be a JSON object, got {type(data).__name__}")
         routes_raw = data.get("routes")
         if isinstance(routes_raw, Mapping):
             bad = [k for k in routes_raw if not isinstance(k, str)]
             if bad:
-                raise PolicyTypeError(f"policy 'routes' keys (intents) must be strings, got {_r(bad[0])}")
+                raise PolicyTypeError(f"policy 'routes' keys (intents) must be strings, got {short_repr(bad[0])}")
         try:  # parse the plain-JSON form (also what the fingerprint and to_dict() use)
             data = json.loads(json.dumps(data))
         except (TypeError, ValueError, RecursionError) as exc:
             raise (PolicyTypeError if isinstance(exc, TypeError) else PolicyError)(
-                f"a policy must be plain JSON data (objects, lists, strings, numbers): {_r(str(exc))}") from None
+                f"a policy must be plain JSON data (objects, lists, strings, numbers): "
+                f"{short_repr(str(exc))}") from None
         return cls._from_plain(data, lim)
 
     @classmethod
     def _from_plain(cls, data: Any, lim: PolicyLimits) -> "Policy":
         """from_dict on freshly parsed JSON (owned by this call, so it becomes ``source``)."""
-        policy: Policy = _policy_from_plain(cls, data, lim)
+        policy: Policy = policy_from_plain(cls, data, lim)
         return policy

@@ -77,7 +77,23 @@ class PolicyLimits:
                 raise ParameterError(f"PolicyLimits.{f.name} must be an integer >= 1, got {v!r}")
 
 
-def _limits(limits: Any) -> PolicyLimits:
+def as_limits(limits: Any) -> PolicyLimits:
+    """The size limits of one load: ``limits`` itself, or the defaults when it is None.
+
+    Parameters
+    ----------
+    limits : PolicyLimits or None
+        The caller's limits (None: the module constants).
+
+    Returns
+    -------
+    PolicyLimits
+
+    Raises
+    ------
+    ParameterTypeError
+        If ``limits`` is neither None nor a :class:`PolicyLimits`.
+    """
     if limits is None:
         return PolicyLimits()
     if not isinstance(limits, PolicyLimits):
@@ -85,7 +101,25 @@ def _limits(limits: Any) -> PolicyLimits:
     return limits
 
 
-def _limit(n: int, most: int, what: str, name: str) -> None:
+def check_limit(n: int, most: int, what: str, name: str) -> None:
+    """A size limit check: ``n`` items of a policy may not exceed the limit ``most``.
+
+    Parameters
+    ----------
+    n : int
+        How many the policy has.
+    most : int
+        The limit.
+    what : str
+        What is counted, for the message (e.g. "slots").
+    name : str
+        The :class:`PolicyLimits` field that sets the limit (e.g. "max_slots").
+
+    Raises
+    ------
+    PolicyError
+        If ``n > most``.
+    """
     if n > most:
         raise PolicyError(f"policy has {n} {what}, over the limit {name}={most} (see PolicyLimits)")
 
@@ -116,13 +150,36 @@ def short_repr(x: Any) -> str:
         return f"<{type(x).__name__}>"
 
 
-_r = short_repr
 
 
-def _read_bounded(path: Path, max_bytes: int, what: str, error: type[Exception]) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes`` bytes, or ``error`` naming the file."""
+def read_bounded(path: Path, max_bytes: int, what: str, error: type[Exception]) -> bytes:
+    """A bounded file read: the bytes of a regular file of at most ``max_bytes`` bytes.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+    max_bytes : int
+        The most bytes it may have (checked before and while reading).
+    what : str
+        What the file is, for the message (e.g. "policy file").
+    error : type
+        The domain error class raised for every failure (:meth:`Policy.load`: :class:`PolicyError`).
+
+    Returns
+    -------
+    bytes
+        The file's contents.
+
+    Raises
+    ------
+    PolicyError
+        (``error``) If the path contains a NUL byte or is otherwise invalid, the file does not
+        exist, is a directory or not a regular file, is over ``max_bytes`` or cannot be read
+        (an ``OSError``).
+    """
     if "\x00" in str(path):
-        raise error(f"{what} path {_r(str(path))} is invalid: it contains a NUL byte")
+        raise error(f"{what} path {short_repr(str(path))} is invalid: it contains a NUL byte")
     try:
         if not path.exists():
             raise error(f"{what} not found: {path}")
@@ -140,7 +197,7 @@ def _read_bounded(path: Path, max_bytes: int, what: str, error: type[Exception])
     except OSError as exc:
         raise error(f"{what} {path} cannot be read: {exc.strerror or exc}") from None
     except ValueError as exc:  # e.g. a NUL byte in the path
-        raise error(f"{what} path {_r(str(path))} is invalid: {exc}") from None
+        raise error(f"{what} path {short_repr(str(path))} is invalid: {exc}") from None
     if len(raw) > max_bytes:
         raise error(f"{what} {path} is over the limit max_bytes={max_bytes}")
     return raw
@@ -182,8 +239,33 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"the non-standard JSON constant {name} is not allowed")
 
 
-def _parse_json_bytes(raw: bytes, path: Path, max_depth: int, what: str, error: type[Exception]) -> Any:
-    """UTF-8 JSON text -> data, every failure as ``error`` naming the file and the problem."""
+def parse_json_bytes(raw: bytes, path: Path, max_depth: int, what: str, error: type[Exception]) -> Any:
+    """Strict JSON parsing: UTF-8 JSON text -> data, nested at most ``max_depth`` levels.
+
+    Parameters
+    ----------
+    raw : bytes
+        The file's bytes (from :func:`read_bounded`).
+    path : Path
+        The file, for the message.
+    max_depth : int
+        The deepest nesting allowed (checked by :func:`json_depth` before parsing).
+    what : str
+        What the file is, for the message.
+    error : type
+        The domain error class raised for every failure.
+
+    Returns
+    -------
+    object
+        The parsed JSON value.
+
+    Raises
+    ------
+    PolicyError
+        (``error``) If the text is empty or only whitespace, not UTF-8, nested over
+        ``max_depth``, not valid JSON, or uses NaN/Infinity or an integer over Python's digit limit.
+    """
     if not raw.strip():
         raise error(f"{what} {path} is empty")
     try:
@@ -200,19 +282,37 @@ def _parse_json_bytes(raw: bytes, path: Path, max_depth: int, what: str, error: 
     except RecursionError:
         raise error(f"{what} {path} nests JSON too deeply to parse") from None
     except ValueError as exc:  # NaN/Infinity, integers over Python's digit limit
-        raise error(f"{what} {path} is not valid JSON: {_r(str(exc))}") from None
+        raise error(f"{what} {path} is not valid JSON: {short_repr(str(exc))}") from None
 
 
-_POLICY_REQUIRED = frozenset({"name", "slots", "positions", "attributes", "routes"})
-_POLICY_KEYS = _POLICY_REQUIRED | {"reads", "sensitivity", "description", "version"}
-_SLOT_KEYS = frozenset({"name", "views"})
-_VIEW_KEYS = frozenset({"id", "text", "cues", "intents", "generic"})
-_POSITION_KEYS = frozenset({"id", "slot", "label"})
-_ATTRIBUTE_KEYS = frozenset({"name", "group", "cap", "description"})
-_READ_KEYS = frozenset({"intent", "slot", "positions"})
+POLICY_REQUIRED = frozenset({"name", "slots", "positions", "attributes", "routes"})
+POLICY_KEYS = POLICY_REQUIRED | {"reads", "sensitivity", "description", "version"}
+SLOT_KEYS = frozenset({"name", "views"})
+VIEW_KEYS = frozenset({"id", "text", "cues", "intents", "generic"})
+POSITION_KEYS = frozenset({"id", "slot", "label"})
+ATTRIBUTE_KEYS = frozenset({"name", "group", "cap", "description"})
+READ_KEYS = frozenset({"intent", "slot", "positions"})
 
 
-def _keys(d: Mapping[str, Any], what: str, allowed: frozenset[str], required: frozenset[str]) -> None:
+def check_keys(d: Mapping[str, Any], what: str, allowed: frozenset[str], required: frozenset[str]) -> None:
+    """The key check of one JSON object of the format: every required key, no unknown key.
+
+    Parameters
+    ----------
+    d : Mapping
+        The JSON object.
+    what : str
+        What it is, for the message (e.g. "slot 'food'").
+    allowed : frozenset of str
+        The keys it may have.
+    required : frozenset of str
+        The keys it must have.
+
+    Raises
+    ------
+    PolicyError
+        If a required key is missing or a key is not allowed.
+    """
     if not required <= d.keys():
         raise PolicyError(f"{what} is missing the required key {sorted(required - d.keys())[0]!r}")
     if not d.keys() <= allowed:
@@ -220,42 +320,141 @@ def _keys(d: Mapping[str, Any], what: str, allowed: frozenset[str], required: fr
         raise PolicyError(f"{what} has unknown keys {unknown[:10]}; allowed: {sorted(allowed)}")
 
 
-def _list(x: Any, what: str) -> list[Any]:
+def as_list(x: Any, what: str) -> list[Any]:
+    """A JSON array field of the policy.
+
+    Parameters
+    ----------
+    x : object
+        The field's value.
+    what : str
+        The field, for the message (e.g. "slots").
+
+    Returns
+    -------
+    list
+        ``x`` itself.
+
+    Raises
+    ------
+    PolicyTypeError
+        If ``x`` is not a list.
+    """
     if not isinstance(x, list):
         raise PolicyTypeError(f"policy {what!r} must be a list, got {type(x).__name__}")
     return x
 
 
-def _name(x: Any, what: str) -> str:
-    """A name or id: a non-empty string that is not only whitespace."""
+def as_name(x: Any, what: str) -> str:
+    """A name or id of the policy: a non-empty string that is not only whitespace.
+
+    Parameters
+    ----------
+    x : object
+        The value.
+    what : str
+        What it names, for the message.
+
+    Returns
+    -------
+    str
+        ``x`` itself.
+
+    Raises
+    ------
+    PolicyTypeError
+        If ``x`` is not a string.
+    PolicyError
+        If ``x`` is empty or only whitespace.
+    """
     if not isinstance(x, str):
-        raise PolicyTypeError(f"{what} must be a string, got {type(x).__name__} {_r(x)}")
+        raise PolicyTypeError(f"{what} must be a string, got {type(x).__name__} {short_repr(x)}")
     if not x.strip():
         raise PolicyError(f"{what} must be a non-empty name, got {x!r}")
     return x
 
 
-def _text(x: Any, what: str) -> str:
+def as_text(x: Any, what: str) -> str:
+    """A free-text field of the policy (a description, label or view text; may be empty).
+
+    Parameters
+    ----------
+    x : object
+        The value.
+    what : str
+        The field, for the message.
+
+    Returns
+    -------
+    str
+        ``x`` itself.
+
+    Raises
+    ------
+    PolicyTypeError
+        If ``x`` is not a string.
+    """
     if not isinstance(x, str):
-        raise PolicyTypeError(f"{what} must be a string, got {type(x).__name__} {_r(x)}")
+        raise PolicyTypeError(f"{what} must be a string, got {type(x).__name__} {short_repr(x)}")
     return x
 
 
-def _int_tuple(x: Any, what: str) -> tuple[int, ...]:
-    """A list of distinct integer position ids."""
+def as_int_tuple(x: Any, what: str) -> tuple[int, ...]:
+    """A list of distinct integer position ids (a group I_a or a read set R_{t,g}).
+
+    Parameters
+    ----------
+    x : object
+        The value (a JSON array).
+    what : str
+        What it is, for the message.
+
+    Returns
+    -------
+    tuple of int
+        The ids, in the given order.
+
+    Raises
+    ------
+    PolicyTypeError
+        If ``x`` is not a list of integers (bool excluded).
+    PolicyError
+        If an id is repeated.
+    """
     if not isinstance(x, list) or not all(type(i) is int for i in x):
-        raise PolicyTypeError(f"{what} must be a list of integers, got {_r(x)}")
+        raise PolicyTypeError(f"{what} must be a list of integers, got {short_repr(x)}")
     out = tuple(x)
     if len(set(out)) != len(out):
-        raise PolicyError(f"{what} repeats positions {sorted(_duplicates(out))[:20]}")
+        raise PolicyError(f"{what} repeats positions {sorted(duplicates(out))[:20]}")
     return out
 
 
-def _str_tuple(x: Any, what: str) -> tuple[str, ...]:
+def as_str_tuple(x: Any, what: str) -> tuple[str, ...]:
+    """A list of non-empty strings (a view's cues or intents).
+
+    Parameters
+    ----------
+    x : object
+        The value (a JSON array).
+    what : str
+        What it is, for the message.
+
+    Returns
+    -------
+    tuple of str
+        The strings, in the given order.
+
+    Raises
+    ------
+    PolicyTypeError
+        If ``x`` is not a list of strings.
+    PolicyError
+        If a string is empty or only whitespace.
+    """
     if not isinstance(x, list) or not all(isinstance(i, str) for i in x):
-        raise PolicyTypeError(f"{what} must be a list of non-empty strings, got {_r(x)}")
+        raise PolicyTypeError(f"{what} must be a list of non-empty strings, got {short_repr(x)}")
     if not all(i.strip() for i in x):
-        raise PolicyError(f"{what} must be a list of non-empty strings, got {_r(x)}")
+        raise PolicyError(f"{what} must be a list of non-empty strings, got {short_repr(x)}")
     return tuple(x)
 
 
@@ -310,7 +509,7 @@ def parse_rational(x: Any, what: str, *, error: type[Exception] = PolicyError) -
                 raise error(f"{what} is not a valid number: {x!r} (zero denominator)")
             out = Fraction(num, den)
         elif m is None:
-            raise error(f"{what} is not a valid number: {_r(x)} (want an integer, a decimal like "
+            raise error(f"{what} is not a valid number: {short_repr(x)} (want an integer, a decimal like "
                         f"'0.6' or a ratio like '2/3')")
         elif m.group(1) is not None and abs(int(m.group(1))) > 40:
             raise error(f"{what} is out of range: {x!r} (want 0 < value <= {MAX_RATIONAL})")
@@ -320,16 +519,27 @@ def parse_rational(x: Any, what: str, *, error: type[Exception] = PolicyError) -
         raise type_error_for(error)(f"{what} must be an int, float, Fraction or numeric string, "
                                     f"got {type(x).__name__}")
     if out <= 0:
-        raise error(f"{what} must be > 0, got {_r(x)}")
+        raise error(f"{what} must be > 0, got {short_repr(x)}")
     if out > MAX_RATIONAL:
-        raise error(f"{what} is out of range: {_r(x)} (want 0 < value <= {MAX_RATIONAL})")
+        raise error(f"{what} is out of range: {short_repr(x)} (want 0 < value <= {MAX_RATIONAL})")
     if out.denominator > MAX_DENOMINATOR:
-        raise error(f"{what} is too fine: {_r(x)} has denominator {out.denominator} > {MAX_DENOMINATOR}")
+        raise error(f"{what} is too fine: {short_repr(x)} has denominator {out.denominator} > {MAX_DENOMINATOR}")
     return out
 
 
-def _duplicates(items: Iterable[Any]) -> list[Any]:
-    """The items that occur more than once (linear time)."""
+def duplicates(items: Iterable[Any]) -> list[Any]:
+    """The duplicates of a sequence: the items that occur more than once (linear time).
+
+    Parameters
+    ----------
+    items : iterable
+        Hashable items (names or ids).
+
+    Returns
+    -------
+    list
+        Each repeated item once, sorted by ``repr``.
+    """
     seen: set[Any] = set()
     dup: set[Any] = set()
     for x in items:

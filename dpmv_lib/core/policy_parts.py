@@ -12,9 +12,9 @@ from fractions import Fraction
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 from .errors import PolicyError, PolicyTypeError, QueryError, QueryTypeError
-from .policy_format import (MAX_POSITION_ID, PolicyLimits, _ATTRIBUTE_KEYS, _POLICY_KEYS, _POLICY_REQUIRED,
-                            _POSITION_KEYS, _READ_KEYS, _SLOT_KEYS, _VIEW_KEYS, _duplicates, _int_tuple, _keys,
-                            _limit, _list, _name, _r, _str_tuple, _text, parse_rational)
+from .policy_format import (MAX_POSITION_ID, PolicyLimits, ATTRIBUTE_KEYS, POLICY_KEYS, POLICY_REQUIRED,
+                            POSITION_KEYS, READ_KEYS, SLOT_KEYS, VIEW_KEYS, duplicates, as_int_tuple, check_keys,
+                            check_limit, as_list, as_name, short_repr, as_str_tuple, as_text, parse_rational)
 
 
 @dataclass(frozen=True)
@@ -289,26 +289,52 @@ class TableReadPolicy:
 
 
 # ---- parsing the JSON form (Policy.from_dict / Policy.load) ----------------------------------------
-def _policy_from_plain(cls: Any, data: Any, lim: PolicyLimits) -> Any:
-    """``cls(...)`` from freshly parsed JSON (owned by this call, so it becomes ``source``)."""
+def policy_from_plain(cls: Any, data: Any, lim: PolicyLimits) -> Any:
+    """A policy from its parsed JSON form: the parts, the C4 router and read policy, the C5 caps.
+
+    Parameters
+    ----------
+    cls : type
+        The policy class (:class:`~dpmv_lib.core.policy.Policy`), called with the parsed parts.
+    data : object
+        Freshly parsed JSON owned by this call: it becomes the policy's ``source``, uncopied.
+    lim : PolicyLimits
+        The size limits, checked before any part is built.
+
+    Returns
+    -------
+    Policy
+        ``cls(...)``, validated by its constructor (:func:`validate_policy`).
+
+    Raises
+    ------
+    PolicyTypeError
+        If ``data`` or a field of it has the wrong JSON type.
+    PolicyError
+        If a key is missing or unknown, a size limit is exceeded, a name is empty, ``routes`` is
+        empty, a position id is outside the signed 64-bit range, a position list repeats an id, a cap
+        or the sensitivity is not a valid positive rational, a read entry is repeated or names an
+        unknown intent, a slot its intent's route never activates or positions outside that slot, or
+        the parts do not cross-check (:func:`validate_policy`).
+    """
     if not isinstance(data, dict):
         raise PolicyTypeError(f"a policy must be a JSON object, got {type(data).__name__}")
-    _keys(data, "policy", _POLICY_KEYS, _POLICY_REQUIRED)
-    name = _name(data["name"], "policy 'name'")
+    check_keys(data, "policy", POLICY_KEYS, POLICY_REQUIRED)
+    name = as_name(data["name"], "policy 'name'")
     if "description" in data:
-        _text(data["description"], "policy 'description'")
+        as_text(data["description"], "policy 'description'")
     if "version" in data and (isinstance(data["version"], bool)
                               or not isinstance(data["version"], (str, int))):
-        raise PolicyTypeError(f"policy 'version' must be a string or an integer, got {_r(data['version'])}")
-    slots_raw = _list(data["slots"], "slots")
-    _limit(len(slots_raw), lim.max_slots, "slots", "max_slots")
+        raise PolicyTypeError(f"policy 'version' must be a string or an integer, got {short_repr(data['version'])}")
+    slots_raw = as_list(data["slots"], "slots")
+    check_limit(len(slots_raw), lim.max_slots, "slots", "max_slots")
     n_views = sum(len(d["views"]) for d in slots_raw
                   if isinstance(d, dict) and isinstance(d.get("views"), list))
-    _limit(n_views, lim.max_views, "views (all slots together)", "max_views")
-    positions_raw = _list(data["positions"], "positions")
-    _limit(len(positions_raw), lim.max_positions, "positions", "max_positions")
-    attributes_raw = _list(data["attributes"], "attributes")
-    _limit(len(attributes_raw), lim.max_attributes, "attributes", "max_attributes")
+    check_limit(n_views, lim.max_views, "views (all slots together)", "max_views")
+    positions_raw = as_list(data["positions"], "positions")
+    check_limit(len(positions_raw), lim.max_positions, "positions", "max_positions")
+    attributes_raw = as_list(data["attributes"], "attributes")
+    check_limit(len(attributes_raw), lim.max_attributes, "attributes", "max_attributes")
     slots = tuple(_slot_from(d, i) for i, d in enumerate(slots_raw))
     positions = tuple(_position_from(d, i) for i, d in enumerate(positions_raw))
     attributes = tuple(_attribute_from(d, i) for i, d in enumerate(attributes_raw))
@@ -317,30 +343,30 @@ def _policy_from_plain(cls: Any, data: Any, lim: PolicyLimits) -> Any:
         raise PolicyTypeError("policy 'routes' must be a non-empty object intent -> [slots]")
     if not routes_raw:
         raise PolicyError("policy 'routes' must be a non-empty object intent -> [slots]")
-    _limit(len(routes_raw), lim.max_intents, "intents in 'routes'", "max_intents")
+    check_limit(len(routes_raw), lim.max_intents, "intents in 'routes'", "max_intents")
     routes = {}
     for intent, slots_for in routes_raw.items():
-        _name(intent, "an intent in 'routes'")
+        as_name(intent, "an intent in 'routes'")
         if not isinstance(slots_for, list):
             raise PolicyTypeError(f"route for intent {intent!r} must be a list of slot names, got "
                                   f"{type(slots_for).__name__}")
-        routes[intent] = tuple(_name(s, f"a slot in the route for intent {intent!r}") for s in slots_for)
+        routes[intent] = tuple(as_name(s, f"a slot in the route for intent {intent!r}") for s in slots_for)
     slot_positions: dict[str, list[int]] = {s.name: [] for s in slots}
     for p in positions:
         slot_positions.setdefault(p.slot, []).append(p.id)
-    reads_raw = _list(data.get("reads", []), "reads")
-    _limit(len(reads_raw), lim.max_intents, "read entries", "max_intents")
+    reads_raw = as_list(data.get("reads", []), "reads")
+    check_limit(len(reads_raw), lim.max_intents, "read entries", "max_intents")
     overrides: dict[tuple[str, str], tuple[int, ...]] = {}
     for k, d in enumerate(reads_raw):
         if not isinstance(d, dict):
-            raise PolicyTypeError(f"each read entry needs intent, slot and positions, got {_r(d)}")
+            raise PolicyTypeError(f"each read entry needs intent, slot and positions, got {short_repr(d)}")
         if not {"intent", "slot", "positions"} <= set(d):
-            raise PolicyError(f"each read entry needs intent, slot and positions, got {_r(d)}")
-        _keys(d, f"read entry {k}", _READ_KEYS, _READ_KEYS)
-        key = (_name(d["intent"], f"'intent' of read entry {k}"), _name(d["slot"], f"'slot' of read entry {k}"))
+            raise PolicyError(f"each read entry needs intent, slot and positions, got {short_repr(d)}")
+        check_keys(d, f"read entry {k}", READ_KEYS, READ_KEYS)
+        key = (as_name(d["intent"], f"'intent' of read entry {k}"), as_name(d["slot"], f"'slot' of read entry {k}"))
         if key in overrides:
             raise PolicyError(f"read entry {key!r} is given twice")
-        overrides[key] = _int_tuple(d["positions"], f"read positions of entry {key!r}")
+        overrides[key] = as_int_tuple(d["positions"], f"read positions of entry {key!r}")
     policy = cls(
         name=name, slots=slots, positions=positions, attributes=attributes,
         router=TableRouter(routes),
@@ -359,67 +385,108 @@ def _policy_from_plain(cls: Any, data: Any, lim: PolicyLimits) -> Any:
     return policy
 
 
-def _cap(x: Any, name: str) -> Fraction:
+def parse_cap(x: Any, name: str) -> Fraction:
+    """A cap B_a (C5) of attribute ``name`` as an exact, finite, positive rational.
+
+    Parameters
+    ----------
+    x : int, Fraction, float or str
+        The cap as written (see :func:`~dpmv_lib.core.policy_format.parse_rational`).
+    name : str
+        The attribute, for the message.
+
+    Returns
+    -------
+    Fraction
+        In (0, ``MAX_RATIONAL``].
+
+    Raises
+    ------
+    PolicyTypeError
+        If ``x`` is not a number.
+    PolicyError
+        If ``x`` is not finite, not a valid number, <= 0, over ``MAX_RATIONAL`` or too fine.
+    """
     return parse_rational(x, f"cap B_a of attribute {name!r}")
 
 
 def _slot_from(d: Any, k: int) -> Slot:
     if not isinstance(d, dict):
-        raise PolicyTypeError(f"each slot needs 'name' and 'views', got {_r(d)}")
+        raise PolicyTypeError(f"each slot needs 'name' and 'views', got {short_repr(d)}")
     if "name" not in d or "views" not in d:
-        raise PolicyError(f"each slot needs 'name' and 'views', got {_r(d)}")
-    name = _name(d["name"], f"name of slot {k}")
-    _keys(d, f"slot {name!r}", _SLOT_KEYS, _SLOT_KEYS)
+        raise PolicyError(f"each slot needs 'name' and 'views', got {short_repr(d)}")
+    name = as_name(d["name"], f"name of slot {k}")
+    check_keys(d, f"slot {name!r}", SLOT_KEYS, SLOT_KEYS)
     views = []
-    for j, v in enumerate(_list(d["views"], f"views of slot {name}")):
+    for j, v in enumerate(as_list(d["views"], f"views of slot {name}")):
         if not isinstance(v, dict):
-            raise PolicyTypeError(f"each view of slot {name!r} needs 'id' and 'text', got {_r(v)}")
+            raise PolicyTypeError(f"each view of slot {name!r} needs 'id' and 'text', got {short_repr(v)}")
         if "id" not in v or "text" not in v:
-            raise PolicyError(f"each view of slot {name!r} needs 'id' and 'text', got {_r(v)}")
-        vid = _name(v["id"], f"id of view {j} of slot {name!r}")
-        _keys(v, f"view {vid!r}", _VIEW_KEYS, frozenset({"id", "text"}))
+            raise PolicyError(f"each view of slot {name!r} needs 'id' and 'text', got {short_repr(v)}")
+        vid = as_name(v["id"], f"id of view {j} of slot {name!r}")
+        check_keys(v, f"view {vid!r}", VIEW_KEYS, frozenset({"id", "text"}))
         generic = v.get("generic", False)
         if not isinstance(generic, bool):
             raise PolicyTypeError(f"'generic' of view {vid!r} must be a JSON boolean (true/false), got "
-                                  f"{type(generic).__name__} {_r(generic)}")
-        views.append(View(id=vid, slot=name, text=_text(v["text"], f"text of view {vid!r}"),
-                          cues=_str_tuple(v.get("cues", []), f"cues of view {vid!r}"),
-                          intents=_str_tuple(v.get("intents", []), f"intents of view {vid!r}"),
+                                  f"{type(generic).__name__} {short_repr(generic)}")
+        views.append(View(id=vid, slot=name, text=as_text(v["text"], f"text of view {vid!r}"),
+                          cues=as_str_tuple(v.get("cues", []), f"cues of view {vid!r}"),
+                          intents=as_str_tuple(v.get("intents", []), f"intents of view {vid!r}"),
                           generic=generic))
     return Slot(name=name, views=tuple(views))
 
 
 def _position_from(d: Any, k: int) -> Position:
     if not isinstance(d, dict):
-        raise PolicyTypeError(f"each position needs 'id' and 'slot', got {_r(d)}")
+        raise PolicyTypeError(f"each position needs 'id' and 'slot', got {short_repr(d)}")
     if "id" not in d or "slot" not in d:
-        raise PolicyError(f"each position needs 'id' and 'slot', got {_r(d)}")
+        raise PolicyError(f"each position needs 'id' and 'slot', got {short_repr(d)}")
     pid = d["id"]
     if type(pid) is not int:
-        raise PolicyTypeError(f"position id must be an integer, got {type(pid).__name__} {_r(pid)} (position {k})")
+        raise PolicyTypeError(f"position id must be an integer, got {type(pid).__name__} {short_repr(pid)} "
+                              f"(position {k})")
     if not -MAX_POSITION_ID - 1 <= pid <= MAX_POSITION_ID:
-        raise PolicyError(f"position id {_r(pid)} is outside the signed 64-bit range (position {k})")
+        raise PolicyError(f"position id {short_repr(pid)} is outside the signed 64-bit range (position {k})")
     if len(d) > 2:
-        _keys(d, f"position {pid}", _POSITION_KEYS, frozenset({"id", "slot"}))
-    return Position(id=pid, slot=_name(d["slot"], f"slot of position {pid}"),
-                    label=_text(d.get("label", ""), f"label of position {pid}"))
+        check_keys(d, f"position {pid}", POSITION_KEYS, frozenset({"id", "slot"}))
+    return Position(id=pid, slot=as_name(d["slot"], f"slot of position {pid}"),
+                    label=as_text(d.get("label", ""), f"label of position {pid}"))
 
 
 def _attribute_from(d: Any, k: int) -> Attribute:
     if not isinstance(d, dict):
-        raise PolicyTypeError(f"each attribute needs 'name', 'group' and 'cap', got {_r(d)}")
+        raise PolicyTypeError(f"each attribute needs 'name', 'group' and 'cap', got {short_repr(d)}")
     if not {"name", "group", "cap"} <= set(d):
-        raise PolicyError(f"each attribute needs 'name', 'group' and 'cap', got {_r(d)}")
-    name = _name(d["name"], f"name of attribute {k}")
-    _keys(d, f"attribute {name!r}", _ATTRIBUTE_KEYS, frozenset({"name", "group", "cap"}))
-    return Attribute(name=name, group=frozenset(_int_tuple(d["group"], f"group of attribute {name!r}")),
-                     cap=_cap(d["cap"], name), description=_text(d.get("description", ""),
+        raise PolicyError(f"each attribute needs 'name', 'group' and 'cap', got {short_repr(d)}")
+    name = as_name(d["name"], f"name of attribute {k}")
+    check_keys(d, f"attribute {name!r}", ATTRIBUTE_KEYS, frozenset({"name", "group", "cap"}))
+    return Attribute(name=name, group=frozenset(as_int_tuple(d["group"], f"group of attribute {name!r}")),
+                     cap=parse_cap(d["cap"], name), description=as_text(d.get("description", ""),
                                                                  f"description of attribute {name!r}"))
 
 
-def _validate(p: Any) -> None:
-    """Cross-reference checks of a Policy (linear time: sets and dicts), also for policies built in
-    code; wrong field types raise PolicyTypeError, bad values PolicyError."""
+def validate_policy(p: Any) -> None:
+    """The cross-checks of a policy (C1 vocabularies, C4 routes, C5 caps), in linear time.
+
+    Run by every :class:`~dpmv_lib.core.policy.Policy` constructor, also for policies built in code.
+
+    Parameters
+    ----------
+    p : Policy
+        The policy to check.
+
+    Raises
+    ------
+    PolicyTypeError
+        If a field has the wrong type (a name or view id not a string, a view's text not a string or
+        ``generic`` not a bool, a position id not an integer, a group I_a not a frozenset, a cap or
+        the sensitivity not a Fraction).
+    PolicyError
+        If the policy has no slots or no positions; a name or id is empty or repeated; a slot has no
+        views or not exactly one generic view, or a view names another slot; a position names an
+        unknown slot; a group I_a is empty or names unknown positions; a cap or the sensitivity is not
+        a valid positive rational; or a :class:`TableRouter` route names an unknown slot or repeats one.
+    """
     if not isinstance(p.name, str):
         raise PolicyTypeError(f"policy name must be a string, got {type(p.name).__name__}")
     if not p.slots:
@@ -428,8 +495,8 @@ def _validate(p: Any) -> None:
     for n in names:
         if not isinstance(n, str) or not n.strip():
             raise (PolicyError if isinstance(n, str) else PolicyTypeError)(
-                f"slot names must be non-empty strings, got {_r(n)}")
-    dup = _duplicates(names)
+                f"slot names must be non-empty strings, got {short_repr(n)}")
+    dup = duplicates(names)
     if dup:
         raise PolicyError(f"duplicate slot names {dup[:20]}")
     name_set = set(names)
@@ -443,11 +510,11 @@ def _validate(p: Any) -> None:
         for v in s.views:
             if not isinstance(v.id, str) or not v.id.strip():
                 raise (PolicyError if isinstance(v.id, str) else PolicyTypeError)(
-                    f"view ids must be non-empty strings, got {_r(v.id)} in slot {s.name!r}")
+                    f"view ids must be non-empty strings, got {short_repr(v.id)} in slot {s.name!r}")
             if not isinstance(v.text, str):
                 raise PolicyTypeError(f"text of view {v.id!r} must be a string, got {type(v.text).__name__}")
             if not isinstance(v.generic, bool):
-                raise PolicyTypeError(f"'generic' of view {v.id!r} must be a bool, got {_r(v.generic)}")
+                raise PolicyTypeError(f"'generic' of view {v.id!r} must be a bool, got {short_repr(v.generic)}")
             if v.slot != s.name:
                 raise PolicyError(f"view {v.id!r} is listed under slot {s.name!r} but says slot {v.slot!r}")
             if v.id in seen_views:
@@ -458,18 +525,18 @@ def _validate(p: Any) -> None:
     ids = [q.id for q in p.positions]
     for q in p.positions:
         if type(q.id) is not int:
-            raise PolicyTypeError(f"position id must be an integer, got {_r(q.id)}")
+            raise PolicyTypeError(f"position id must be an integer, got {short_repr(q.id)}")
         if q.slot not in name_set:
-            raise PolicyError(f"position {q.id} names unknown slot {_r(q.slot)}")
-    dup_ids = _duplicates(ids)
+            raise PolicyError(f"position {q.id} names unknown slot {short_repr(q.slot)}")
+    dup_ids = duplicates(ids)
     if dup_ids:
         raise PolicyError(f"duplicate position ids {dup_ids[:20]}")
     anames = [a.name for a in p.attributes]
     for n in anames:
         if not isinstance(n, str) or not n.strip():
             raise (PolicyError if isinstance(n, str) else PolicyTypeError)(
-                f"attribute names must be non-empty strings, got {_r(n)}")
-    dup_a = _duplicates(anames)
+                f"attribute names must be non-empty strings, got {short_repr(n)}")
+    dup_a = duplicates(anames)
     if dup_a:
         raise PolicyError(f"duplicate attribute names {dup_a[:20]}")
     idset = set(ids)

@@ -144,6 +144,14 @@ class PreparedSlot:
     views: tuple[View, ...] = ()
     utilities: tuple[Fraction, ...] = ()  # exact rationals in [0, 1] (C3)
 
+    @property
+    def epsilon(self) -> Fraction:
+        """The planned eps_{t,g} of an admitted slot (C4: :meth:`MemView.prepare` admits only a
+        plan with an eps)."""
+        eps = self.plan.epsilon
+        assert eps is not None, "an admitted slot has a planned eps"
+        return eps
+
 
 def checked_utility(value: Any) -> Fraction | None:
     """A scorer value as an exact rational in [0, 1] (floats through their exact binary value);

@@ -33,8 +33,8 @@ import numpy as np
 
 from .rationals import Number
 from .errors import ParameterError, ParameterTypeError
-from .mechanism import (FIXED_WORK_BITS, RandomSource, _bernoulli_offset, _check_bits, _offset_exponents,
-                        _to_float_exponent, bernoulli_exp_neg, em_probabilities, exact_em_sampler, exact_exponents,
+from .mechanism import (FIXED_WORK_BITS, RandomSource, bernoulli_offset, check_bits, offset_exponents,
+                        to_float_exponent, bernoulli_exp_neg, em_probabilities, exact_em_sampler, exact_exponents,
                         sample_em)
 
 
@@ -127,7 +127,7 @@ def pf_log_probabilities(utilities: Sequence[Number], epsilon: Number, sensitivi
         As :func:`~dpmv_lib.core.mechanism.exact_exponents`: no views, a utility outside
         [0, 1], eps < 0 or Du <= 0, a value that is not a finite number (a wrong-typed eps or
         Du raises its ParameterTypeError subclass)."""
-    xs = [_to_float_exponent(x) for x in exact_exponents(utilities, epsilon, sensitivity)]
+    xs = [to_float_exponent(x) for x in exact_exponents(utilities, epsilon, sensitivity)]
     sums = _pf_sums([math.exp(x) for x in xs], 1.0, False)
     return [x + math.log(s) if x > -math.inf else -math.inf for x, s in zip(xs, sums)]
 
@@ -156,7 +156,7 @@ def pf_probabilities(utilities: Sequence[Number], epsilon: Number, sensitivity: 
         As :func:`~dpmv_lib.core.mechanism.exact_exponents`: no views, a utility outside
         [0, 1], eps < 0 or Du <= 0, a value that is not a finite number (a wrong-typed eps or
         Du raises its ParameterTypeError subclass)."""
-    q = [math.exp(_to_float_exponent(x)) for x in exact_exponents(utilities, epsilon, sensitivity)]
+    q = [math.exp(to_float_exponent(x)) for x in exact_exponents(utilities, epsilon, sensitivity)]
     return np.array(pf_from_acceptance(q), dtype=float)
 
 
@@ -185,7 +185,7 @@ def sample_pf(utilities: Sequence[Number], epsilon: Number, sensitivity: Number,
         As :func:`~dpmv_lib.core.mechanism.exact_exponents`: no views, a utility outside
         [0, 1], eps < 0 or Du <= 0, a value that is not a finite number (a wrong-typed eps or
         Du raises its ParameterTypeError subclass)."""
-    xs = [_to_float_exponent(x) for x in exact_exponents(utilities, epsilon, sensitivity)]
+    xs = [to_float_exponent(x) for x in exact_exponents(utilities, epsilon, sensitivity)]
     for r in rng.permutation(len(xs)):
         if rng.random() < math.exp(xs[r]):  # q = 1 for the maximiser: always accepted
             return int(r)
@@ -263,14 +263,14 @@ def sample_pf_fixed(utilities: Sequence[Number], epsilon: Number, sensitivity: N
     ParameterError
         As :func:`~dpmv_lib.core.mechanism.exact_exponents` for invalid utilities, epsilon or
         sensitivity, or if ``bits`` is not None or a positive integer."""
-    bound, ts = _offset_exponents(utilities, epsilon, sensitivity)
-    bits = FIXED_WORK_BITS if bits is None else _check_bits(bits)
+    bound, ts = offset_exponents(utilities, epsilon, sensitivity)
+    bits = FIXED_WORK_BITS if bits is None else check_bits(bits)
     n = len(ts)
     order = list(range(n))
     for i in range(n - 1):
         j = i + rnd.randbelow(n - i)
         order[i], order[j] = order[j], order[i]
-    accepted = [_bernoulli_offset(*ts[r], bound, rnd, bits) for r in order]
+    accepted = [bernoulli_offset(*ts[r], bound, rnd, bits) for r in order]
     return order[accepted.index(True)]   # the maximiser (x = 0) is always accepted
 
 

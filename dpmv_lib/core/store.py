@@ -11,7 +11,7 @@ from typing import Mapping
 
 from .errors import PolicyTypeError, StoreError, StoreTypeError
 from .policy import Policy
-from .policy_format import short_repr as _r
+from .policy_format import short_repr
 
 
 def _need_policy(policy: object) -> None:
@@ -64,12 +64,13 @@ class MemoryStore:
 
     def __post_init__(self) -> None:
         if isinstance(self.layout, (str, bytes)) or not isinstance(self.layout, IterableABC):
-            raise StoreTypeError(f"store layout must be a sequence of (position id, slot) pairs, got {_r(self.layout)}")
+            raise StoreTypeError(f"store layout must be a sequence of (position id, slot) pairs, "
+                                 f"got {short_repr(self.layout)}")
         layout = tuple(tuple(p) if isinstance(p, list) else p for p in self.layout)  # JSON pairs ok
         if not all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], int) and not isinstance(p[0], bool)
                    and isinstance(p[1], str) for p in layout):
             raise StoreTypeError(f"store layout must be a sequence of (int position id, str slot) pairs, "
-                                 f"got {_r(layout)}")
+                                 f"got {short_repr(layout)}")
         object.__setattr__(self, "layout", layout)
         if not isinstance(self.name, str):
             raise StoreTypeError(f"store name must be a string, got {type(self.name).__name__}")
@@ -81,7 +82,7 @@ class MemoryStore:
                                  f"{type(self.contents).__name__}")
         bad = [k for k in self.contents if type(k) is not int]
         if bad:
-            raise StoreTypeError(f"store {self.name!r}: position ids must be integers, got {_r(bad[0])}")
+            raise StoreTypeError(f"store {self.name!r}: position ids must be integers, got {short_repr(bad[0])}")
         ids = [i for i, _ in self.layout]
         if len(set(ids)) != len(ids):
             raise StoreError("store layout repeats a position id")
@@ -172,7 +173,8 @@ class MemoryStore:
         except KeyError as exc:
             raise StoreError(f"read of unknown position {exc.args[0]!r}") from None
         except TypeError:
-            raise StoreTypeError(f"read positions must be a sequence of position ids, got {_r(positions)}") from None
+            raise StoreTypeError(f"read positions must be a sequence of position ids, "
+                                 f"got {short_repr(positions)}") from None
 
     def replace(self, updates: Mapping[int, str], name: str | None = None) -> "MemoryStore":
         """A copy with some positions' contents replaced (e.g. an adjacent M' inside I_a).
@@ -200,7 +202,7 @@ class MemoryStore:
         new = dict(self.contents)
         for i, t in updates.items():
             if i not in new:
-                raise StoreError(f"cannot replace unknown position {_r(i)}")
+                raise StoreError(f"cannot replace unknown position {short_repr(i)}")
             new[i] = t
         return MemoryStore(self.layout, new, self.name if name is None else name)
 

@@ -318,7 +318,7 @@ def run_audit(transcripts: pd.DataFrame, encoder: Encoder, config: AuditConfig =
     return summary, scores
 
 
-def _indep_auc(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
+def independent_auc(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """AUC of single transcripts with M and M' drawn independently: P, Q are (..., n pairs, S seeds)
     scores; same-pair comparisons use different seeds only (seed s of M vs s' != s of M'), so the
     common random numbers that couple M and M' of one pair and seed never enter. With S = 1 the
@@ -343,7 +343,7 @@ def summarise_scores(scores: pd.DataFrame, config: AuditConfig = AuditConfig()) 
       then AUC / TPR@fpr over pairs;
     * ``auc_per_seed``: one transcript per pair and side, AUC per seed, then averaged over seeds;
     * ``auc_indep``: one transcript per pair and side with M and M' drawn independently (see
-      :func:`_indep_auc`): the quantity the exact single-transcript ceiling bounds in expectation."""
+      :func:`independent_auc`): the quantity the exact single-transcript ceiling bounds in expectation."""
     rng = np.random.default_rng(config.seed)
     recs = []
     for (track, model, method, t), g in scores.groupby(["track", "response_model", "method", "horizon"], sort=True):
@@ -366,13 +366,13 @@ def summarise_scores(scores: pd.DataFrame, config: AuditConfig = AuditConfig()) 
             per["auc"][attr] = auc_score(pos, neg)
             per["tpr"][attr] = tpr_at_fpr(pos, neg, config.fpr)
             per["seed"][attr] = float(np.mean([auc_score(P[:, k], Q[:, k]) for k in range(len(seeds))]))
-            per["indep"][attr] = float(_indep_auc(P, Q)) if len(P) > 1 or len(seeds) > 1 else float("nan")
+            per["indep"][attr] = float(independent_auc(P, Q)) if len(P) > 1 or len(seeds) > 1 else float("nan")
             if config.n_boot:
                 ii = rng.integers(0, len(pos), size=(config.n_boot, len(pos)))
                 boots["auc"].append(auc_rows(pos[ii], neg[ii]))
                 boots["tpr"].append(tpr_rows(pos[ii], neg[ii], config.fpr))
                 if len(P) > 1 or len(seeds) > 1:
-                    chunks = [_indep_auc(P[ii[k:k + 100]], Q[ii[k:k + 100]]) for k in range(0, config.n_boot, 100)]
+                    chunks = [independent_auc(P[ii[k:k + 100]], Q[ii[k:k + 100]]) for k in range(0, config.n_boot, 100)]
                     boots["indep"].append(np.concatenate(chunks))
         rec = {"track": track, "response_model": model, "method": method, "horizon": int(t),
                "auc": float(np.mean(list(per["auc"].values()))), "tpr": float(np.mean(list(per["tpr"].values()))),

@@ -40,7 +40,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score, roc_curve
 from threadpoolctl import threadpool_limits
 
-from .audit import GROUP, REQUIRED, AuditConfig, auc_rows, _indep_auc, fit_auditor, prefix_features
+from .audit import GROUP, REQUIRED, AuditConfig, auc_rows, independent_auc, fit_auditor, prefix_features
 from .encoders import Encoder
 from ..core.errors import ParameterError
 
@@ -496,7 +496,7 @@ def summarise(scores: pd.DataFrame, ceilings: pd.DataFrame | None = None, *, fpr
       with ``n_boot``, ``auc_lo`` / ``auc_hi``: 95% percentile bootstrap over pairs, stratified
       by attribute (M and M' of a pair resampled together);
     * ``auc_per_seed``: AUC per seed, averaged; ``auc_indep``: M and M' drawn independently
-      (:func:`dpmv_lib.evaluate.audit._indep_auc`, the quantity ``ceiling_auc`` bounds);
+      (:func:`dpmv_lib.evaluate.audit.independent_auc`, the quantity ``ceiling_auc`` bounds);
     * ``tpr``: TPR at ``fpr`` on the ROC of ALL attributes' seed-averaged scores pooled, linearly
       interpolated (:func:`tpr_at_fpr_interp`); ``min_fpr`` = 1 / n_neg, the lowest nonzero FPR
       the pooled negatives reach;
@@ -547,7 +547,7 @@ def summarise(scores: pd.DataFrame, ceilings: pd.DataFrame | None = None, *, fpr
             y = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
             aucs[attr] = float(roc_auc_score(y, np.r_[pos, neg]))
             per_seed.append(np.mean([roc_auc_score(y, np.r_[P[:, s], Q[:, s]]) for s in range(len(seeds))]))
-            indep.append(float(_indep_auc(P, Q)) if len(P) > 1 or len(seeds) > 1 else float("nan"))
+            indep.append(float(independent_auc(P, Q)) if len(P) > 1 or len(seeds) > 1 else float("nan"))
             pos_all.append(pos)
             neg_all.append(neg)
             if n_boot:

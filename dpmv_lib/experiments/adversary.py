@@ -53,8 +53,9 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from ..core.exact import Strategy, Transcript, transcript_distribution, turn_outcomes
-from ..core.memview import MemView, Release
+from ..core.exact import Strategy, Transcript, fixed_strategy, transcript_distribution, turn_outcomes
+from ..core.memview import MemView
+from ..core.releases import Release
 from ..evaluate.oracle import LLRDistribution, merge_atoms, mixture
 from ..core.policy import Query, TableReadPolicy, TableRouter
 from ..core.store import MemoryStore
@@ -125,6 +126,7 @@ def optimal_adaptive(make: Factory, m: MemoryStore, m_prime: MemoryStore, querie
             ml_q, kl_q, w_q = 0.0, 0.0, 0.0
             for rel, p, pp, bm, bmp in turn_branches(im, imp, q, h):
                 if p > 0 and pp > 0:
+                    assert bm is not None and bmp is not None  # Pr > 0 on a side => its fork (turn_branches)
                     ml, kl, w = solve(h + (rel,), bm, bmp, la + math.log(p), lb + math.log(pp), a * p, b * pp)
                     kl_q += p * (math.log(p) - math.log(pp) + kl)
                 else:  # support mismatch: the whole subtree is separable
@@ -199,7 +201,7 @@ def best_fixed(make: Factory, m: MemoryStore, m_prime: MemoryStore, queries: Seq
     arg: tuple[int, ...] = ()
     for seq in itertools.product(range(len(qs)), repeat=horizon):
         chosen = tuple(qs[i] for i in seq)
-        v = strategy_value(make, m, m_prime, lambda h, c=chosen: c[len(h)], horizon)
+        v = strategy_value(make, m, m_prime, fixed_strategy(chosen), horizon)
         if v.tv > best["tv"] + TOL:
             arg = seq
         for k in best:
@@ -304,7 +306,8 @@ def small_instance_table(budgets: Sequence = (0.5, 1, 2, 4), horizon: int = 3,
             T = 2 if inst.name.startswith("tight") else horizon
             opt = optimal_adaptive(inst.make, inst.m, inst.m_prime, inst.queries, T)
             fx = best_fixed(inst.make, inst.m, inst.m_prime, inst.queries, T)
-            tv_auc = strategy_value(inst.make, inst.m, inst.m_prime, policy_strategy(opt.tv_policy, inst.queries), T).auc
+            tv_auc = strategy_value(inst.make, inst.m, inst.m_prime, policy_strategy(opt.tv_policy, inst.queries),
+                                    T).auc
             recs.append({"instance": inst.name, "attribute": inst.attribute, "B_a": inst.bound, "T": T,
                          "|Q|": len(inst.queries), "adaptive_max_loss": opt.max_loss, "fixed_max_loss": fx.max_loss,
                          "max_loss_le_B_a": bool(opt.max_loss <= inst.bound + 1e-9),
@@ -515,9 +518,9 @@ def plot_adversary(small: pd.DataFrame, per_t: pd.DataFrame, path=None):
     """Left: optimal adaptive max loss / B_a per small instance vs B_a (Theorem 1: <= 1).
     Middle / right: pooled exact AUC vs horizon, greedy adaptive (solid) vs fixed trajectory
     (dashed), for the DP-MemView methods (zoomed) and for every method."""
-    from .plots import _colors, _plt, save_figure
+    from .plots import method_colors, pyplot, save_figure
 
-    plt = _plt()
+    plt = pyplot()
     fig, (ax0, ax1, ax2) = plt.subplots(1, 3, figsize=(15, 4.2))
     for name, g in small.groupby("instance", sort=False):
         ax0.plot(g["B_a"], g["adaptive_max_loss"] / g["B_a"], marker="o", label=name)
@@ -529,7 +532,7 @@ def plot_adversary(small: pd.DataFrame, per_t: pd.DataFrame, path=None):
     ax0.minorticks_off()
     ax0.legend(fontsize=6, loc="center right")
     methods = list(dict.fromkeys(per_t["method"]))
-    col = _colors(methods)
+    col = method_colors(methods)
     for ax, shown in ((ax1, [m for m in methods if m.startswith("DP-MemView")]), (ax2, methods)):
         for method in shown:
             for attacker, ls in (("adaptive", "-"), ("fixed", "--")):

@@ -190,7 +190,7 @@ def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int
             bar.close()
 
 
-def _fmt(x: Any, nd: int = 3) -> str:
+def fmt_number(x: Any, nd: int = 3) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     if isinstance(x, (float, np.floating)) and math.isinf(x):
@@ -202,7 +202,7 @@ def _fmt(x: Any, nd: int = 3) -> str:
     return str(x)
 
 
-def _delta(x: Any) -> str:
+def fmt_delta(x: Any) -> str:
     if x is None or (isinstance(x, float) and (math.isnan(x))):
         return "-"
     if math.isinf(x):
@@ -215,5 +215,5 @@ def markdown_table(df: pd.DataFrame, nd: int = 3) -> str:
     cols = list(df.columns)
     lines = ["| " + " | ".join(map(str, cols)) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
     for r in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(v, nd) for v in r) + " |")
+        lines.append("| " + " | ".join(fmt_number(v, nd) for v in r) + " |")
     return "\n".join(lines)

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence, cast
 
 import pandas as pd
 
@@ -27,7 +27,8 @@ from ..checks.accounting import reconstructed_bound
 from ..core.exact import Strategy, fixed_strategy, transcript_distribution
 from ..checks.examples import running_example
 from ..core.ledger import BudgetRule, OnlineBudget, PreallocatedBudget, planned_charges
-from ..core.memview import MemView, Release
+from ..core.memview import MemView
+from ..core.releases import Release
 from ..core.policy import Policy, Query
 from ..core.store import MemoryStore
 from ..checks.variants import VARIANTS
@@ -135,7 +136,8 @@ def ledger_trace(policy: Policy, store: MemoryStore, queries: Sequence[Query] | 
     touches (Gamma*), which were charged at what eps, admitted / fallback, the released view, and
     every ledger L_a after the turn (with the reconstructed bound of each attribute so far)."""
     strategy = fixed_strategy(queries) if not callable(queries) else queries
-    horizon = len(queries) if horizon is None else horizon
+    # (a Strategy without a horizon raises TypeError here, as before)
+    horizon = len(cast("Sequence[Query]", queries)) if horizon is None else horizon
     iface = interface(policy, store, budget=budget, seed=seed, **kwargs)
     history: list[Release] = []
     rows = []
@@ -194,7 +196,8 @@ def theorem1_check(make: Callable[[MemoryStore], MemView], m: MemoryStore, m_pri
 
 def _running_interfaces(policy: Policy, queries: Sequence[Query]) -> dict[str, tuple[type[MemView], BudgetRule]]:
     on, pre = OnlineBudget(3), PreallocatedBudget(planned_charges(policy, queries))
-    out = {"DP-MemView (on)": (MemView, on), "DP-MemView (pre)": (MemView, pre)}
+    out: dict[str, tuple[type[MemView], BudgetRule]] = {"DP-MemView (on)": (MemView, on),
+                                                         "DP-MemView (pre)": (MemView, pre)}
     for name, cls in VARIANTS.items():
         if cls is not MemView:
             out[name] = (cls, on)
@@ -211,7 +214,9 @@ def theorem1_table(horizon: int = 3, strategies: Iterable[str] = ("fixed", "adap
     for name, (cls, budget) in _running_interfaces(policy, queries).items():
         for attribute, mp in (("diabetes", m_d), ("debt", m_b)):
             for kind in strategies:
-                make = (lambda store, cls=cls, budget=budget: cls(policy, store, budget=budget, seed=0))
+                def make(store: MemoryStore, cls: type[MemView] = cls, budget: BudgetRule = budget) -> MemView:
+                    return cls(policy, store, budget=budget, seed=0)
+
                 r = theorem1_check(make, m, mp, strat[kind], horizon, policy.attribute(attribute).cap)
                 rows.append({"interface": name, "violates": cls.violates or "-", "attribute": attribute,
                              "strategy": kind, "horizon": horizon, "transcripts": r.n_transcripts,

@@ -23,12 +23,12 @@ def save_figure(fig, path: str | Path | None, dpi: int = 130):
     return fig
 
 
-def _plt():
+def pyplot():
     import matplotlib.pyplot as plt  # Agg without a display, inline in notebooks
     return plt
 
 
-def _colors(methods: Sequence[str]) -> dict[str, tuple]:
+def method_colors(methods: Sequence[str]) -> dict[str, tuple]:
     """One fixed colour per method name (the same in every figure)."""
     import matplotlib
     cmap = matplotlib.colormaps["tab10"]
@@ -44,9 +44,9 @@ def _colors(methods: Sequence[str]) -> dict[str, tuple]:
 def privacy_utility_figure(table2: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     """AUC (x; 0.5 = chance) against tRec and against U (y), one point per method, per track
     (filled: PairedMem, hollow: transfer), with 95% CI bars where available."""
-    plt = _plt()
+    plt = pyplot()
     methods = list(dict.fromkeys(table2["method"]))
-    col = _colors(methods)
+    col = method_colors(methods)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharex=True)
     for ax, (ym, yl) in zip(axes, (("trec", "tRec (target-required personalisation, M)"),
                                    ("u", "U (overall response quality)"))):
@@ -77,10 +77,10 @@ def privacy_utility_figure(table2: pd.DataFrame, path: str | Path | None = None,
 
 def leakage_horizon_figure(audit: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     """Learned auditor macro-AUC (measured, seed-averaged) against prefix length t, per track."""
-    plt = _plt()
+    plt = pyplot()
     tracks = list(dict.fromkeys(audit["track"]))
     methods = list(dict.fromkeys(audit["method"]))
-    col = _colors(methods)
+    col = method_colors(methods)
     fig, axes = plt.subplots(1, len(tracks), figsize=(5.5 * len(tracks), 4), squeeze=False, sharey=True)
     ycol = "auc_measured" if "auc_measured" in audit.columns else "auc"
     for ax, track in zip(axes[0], tracks):
@@ -102,7 +102,7 @@ def leakage_horizon_figure(audit: pd.DataFrame, path: str | Path | None = None, 
 
 def ceiling_figure(oracle: pd.DataFrame, audit_at_T: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     """Learned single-transcript AUC (independent draws, 95% CI) next to the exact ceiling, per method."""
-    plt = _plt()
+    plt = pyplot()
     m = oracle.merge(audit_at_T, on=["track", "response_model", "method"], how="left")
     m = m[m["kind"] == "views"] if (m["kind"] == "views").any() else m
     labels = [f"{r.method}\n({r.track})" for r in m.itertuples()]
@@ -134,7 +134,7 @@ def auc_forest_figure(metrics, ceilings: pd.DataFrame | None = None, methods: Se
     to its right is an ERROR (see :mod:`.verdicts`)."""
     import seaborn as sns
 
-    plt = _plt()
+    plt = pyplot()
     rows = []
     for (track, model, method, metric), reps in metrics.boot.items():
         if metric == "auc" and (methods is None or method in methods):

@@ -81,8 +81,7 @@ def bootstrap_claims(metrics: Metrics) -> list[BootClaim]:
                   _cases(M, _c4)),
         BootClaim("C5", "TPR@5 shows the same separation (every DP-MemView mode below every memory-text method)",
                   "smallest memory-text TPR@5 minus largest DP-MemView TPR@5 > 0",
-                  # issue 32: pending -- verdicts.Value is not a valid type alias (drop the ignore with it)
-                  _cases(M, lambda t, m: (lambda g: lowest(*(g(t, m, x, "tpr") for x in MEMORY_TEXT))  # type: ignore[operator]
+                  _cases(M, lambda t, m: (lambda g: lowest(*(g(t, m, x, "tpr") for x in MEMORY_TEXT))
                                           - highest(*(g(t, m, x, "tpr") for x in DP_MODES)), 0.0, ">"))),
         BootClaim("C6", "GenericOnly has lower tRec than both DP-MemView modes",
                   "smaller DP-MemView tRec minus GenericOnly tRec > 0",
@@ -96,8 +95,7 @@ def bootstrap_claims(metrics: Metrics) -> list[BootClaim]:
                   _cases(M, lambda t, m: (lambda g: dp_min(g, t, m, "tRec") - g(t, m, "TypedMask", "tRec"), 0.0, ">"))),
         BootClaim("C9", "Both DP-MemView modes achieve higher U than RawReadSet, TaskMin and OutputFilter in every "
                         "model-track combination", "smaller DP-MemView U minus the largest memory-text U > 0",
-                  # issue 32: pending -- verdicts.Value is not a valid type alias (drop the ignore with it)
-                  _cases(M, lambda t, m: (lambda g: dp_min(g, t, m, "U") - mt_max(g, t, m, "U"), 0.0, ">"))),  # type: ignore[operator]
+                  _cases(M, lambda t, m: (lambda g: dp_min(g, t, m, "U") - mt_max(g, t, m, "U"), 0.0, ">"))),
         BootClaim("C10", "DP-MemView (pre) achieves the highest tRec in every model-track combination",
                   "(pre) tRec minus the largest tRec of the other six methods > 0",
                   _cases(M, lambda t, m: (lambda g: g(t, m, "DP-MemView (pre)", "tRec")
@@ -107,8 +105,7 @@ def bootstrap_claims(metrics: Metrics) -> list[BootClaim]:
                   f"|U(on) - U(pre)| minus min({U_ABS}, {U_REL} x (max - min U over the seven methods)) < 0",
                   _cases(M, lambda t, m: (
                       lambda g: np.abs(g(t, m, "DP-MemView (on)", "U") - g(t, m, "DP-MemView (pre)", "U"))
-                      # issue 32: pending -- verdicts.Value is not a valid type alias (drop the ignore with it)
-                      - lowest(U_ABS, U_REL * (highest(*(g(t, m, x, "U") for x in PAPER_METHODS))  # type: ignore[operator]
+                      - lowest(U_ABS, U_REL * (highest(*(g(t, m, x, "U") for x in PAPER_METHODS))
                                                - lowest(*(g(t, m, x, "U") for x in PAPER_METHODS)))),
                       0.0, "<"))),
         BootClaim("C12", "DP-MemView (on) has lower Unsup than (pre), RawReadSet, TaskMin and OutputFilter",

@@ -4,30 +4,30 @@ What notebook 04 computes, as functions of the transcript table (docs/architectu
 or of the benchmark pairs; this module holds the accounting and Table 4, its siblings the rest:
 
 * **Accounting** (Table 4 "DP bound"): the public releases of every transcript are turned back
-  into :class:`~dpmv_lib.core.memview.Release` objects and passed to
+  into :class:`~dpmv_lib.core.releases.Release` objects and passed to
   :func:`dpmv_lib.checks.accounting.reconstructed_bound` (the target attribute's cost including charges
   omitted from its ledger; inf for a deterministic release) next to
   :func:`~dpmv_lib.checks.accounting.reported_ledger` (what the interface's own ledger says).
 * **Table 4 assembly** with the paper's numbers and deltas, and the RQ2 claims evaluated from
   the table (:func:`claims`); the benchmark's charge structure behind its DP-bound column
   (:func:`charge_structure_table`) and notebook 04's closing summary (:func:`summary_markdown`).
-* **Score channel** (C3/C6, :mod:`~dpmv_lib.experiments.rq2_score`): a calibrated logistic-regression auditor on the released top
-  internal score sequence (``ScoreChannel`` extras), same split protocol as the embedding
-  auditor of :mod:`dpmv_lib.evaluate.audit`, plus the exact pair-level fact that the score sequence
-  differs between M and M'.
-* **C1 support failure** (:mod:`~dpmv_lib.experiments.rq2_support`): :class:`~dpmv_lib.checks.variants.StoreDependentVocabulary` run in lockstep
-  on M and M' under the same public prefix; the exact view supports (``_outcomes``) show which
-  views have positive probability under one store and zero under the other.
-* **Leakage vs horizon** (:mod:`~dpmv_lib.experiments.rq2_horizon`): the exact optimal auditor of :mod:`dpmv_lib.evaluate.oracle`
-  (:class:`~dpmv_lib.evaluate.oracle.LLRDistribution`) convolved turn by turn, recording every prefix
-  T = 1..32 in one pass; max realised privacy loss <= B_a (Theorem 1) for DP-MemView, not for
-  the ablations.
+* **Score channel** (C3/C6, :mod:`~dpmv_lib.experiments.rq2_score`): a calibrated logistic-regression
+  auditor on the released top internal score sequence (``ScoreChannel`` extras), same split protocol
+  as the embedding auditor of :mod:`dpmv_lib.evaluate.audit`, plus the exact pair-level fact that the
+  score sequence differs between M and M'.
+* **C1 support failure** (:mod:`~dpmv_lib.experiments.rq2_support`):
+  :class:`~dpmv_lib.checks.variants.StoreDependentVocabulary` run in lockstep on M and M' under the
+  same public prefix; the exact view supports (``_outcomes``) show which views have positive
+  probability under one store and zero under the other.
+* **Leakage vs horizon** (:mod:`~dpmv_lib.experiments.rq2_horizon`): the exact optimal auditor of
+  :mod:`dpmv_lib.evaluate.oracle` (:class:`~dpmv_lib.evaluate.oracle.LLRDistribution`) convolved
+  turn by turn, recording every prefix T = 1..32 in one pass; max realised privacy loss <= B_a
+  (Theorem 1) for DP-MemView, not for the ablations.
 """
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -39,9 +39,9 @@ from .plots import save_figure
 from ..bench.benchmark_quality import charge_structure
 from ..checks.accounting import reconstructed_bound, reported_ledger
 from ..core.errors import ParameterError
-from ..core.memview import Release, SlotRelease
+from ..core.releases import Release, SlotRelease
 from ..core.policy import Query
-from .common import _delta, _fmt, markdown_table
+from .common import fmt_delta, fmt_number, markdown_table
 from .verdicts import BootClaim, Case, ExactClaim, decide, verdict_counts
 
 
@@ -67,13 +67,13 @@ def fraction_or_inf(x: Fraction | float) -> float:
     return math.inf if (isinstance(x, float) and math.isinf(x)) else float(x)
 
 
-def _require(df: pd.DataFrame, cols: Iterable[str], what: str = "transcript table") -> None:
+def require_columns(df: pd.DataFrame, cols: Iterable[str], what: str = "transcript table") -> None:
     missing = sorted(set(cols) - set(df.columns))
     if missing:
         raise ParameterError(f"{what} lacks columns {missing}")
 
 
-def _one_model(transcripts: pd.DataFrame) -> pd.DataFrame:
+def one_model(transcripts: pd.DataFrame) -> pd.DataFrame:
     """Releases do not depend on the response model: keep the rows of the first one."""
     if "response_model" in transcripts.columns and transcripts["response_model"].nunique() > 1:
         return transcripts[transcripts["response_model"] == transcripts["response_model"].iloc[0]]
@@ -89,7 +89,7 @@ def with_paper(ours: pd.DataFrame, paper: pd.DataFrame | None, on: str | Sequenc
     if paper is None:
         return out
     on = [on] if isinstance(on, str) else list(on)
-    _require(paper, on, "paper table")
+    require_columns(paper, on, "paper table")
     have = [m for m in dict.fromkeys(metrics) if m in paper.columns and m in out.columns]
     ref = paper[on + have].rename(columns={m: f"paper_{m}" for m in have})
     out = out.merge(ref, on=on, how="left")
@@ -129,7 +129,7 @@ _SLOT_FIELDS = frozenset({"slot", "view", "read_set", "affected", "charged", "ep
 
 def transcript_releases(rows: pd.DataFrame) -> tuple[Release, ...]:
     """The releases of ONE transcript (one method, pair, side, seed), in turn order."""
-    _require(rows, {"turn", "query", "intent", "released"})
+    require_columns(rows, {"turn", "query", "intent", "released"})
     rows = rows.sort_values("turn")
     qtype = rows["qtype"] if "qtype" in rows.columns else [""] * len(rows)
     return tuple(release_from_json(r, Query(q, i, qt)) for r, q, i, qt in
@@ -146,9 +146,9 @@ def accounting_per_pair(transcripts: pd.DataFrame, horizons: Sequence[int] = (16
     * ``ledger``: the target's own ledger after T turns (:func:`~dpmv_lib.checks.accounting.reported_ledger`);
     * ``omitted``: admitted private selections that touched I_a but did not charge a (C2);
     * ``admitted_target``: admitted selections that touched I_a."""
-    _require(transcripts, {"method", "pair_id", "attribute", "side", "seed", "turn", "query", "intent",
+    require_columns(transcripts, {"method", "pair_id", "attribute", "side", "seed", "turn", "query", "intent",
                            "released"})
-    df = _one_model(transcripts)
+    df = one_model(transcripts)
     if methods is not None:
         df = df[df["method"].isin(methods)]
     df = df[df["side"].isin(sides)]
@@ -163,7 +163,8 @@ def accounting_per_pair(transcripts: pd.DataFrame, horizons: Sequence[int] = (16
     contrib: dict[tuple, Fraction | float] = {}
     want = set(hs)
     recs = []
-    for (method, pair_id, side, seed), idx in df.groupby(["method", "pair_id", "side", "seed"], sort=True).indices.items():
+    for (method, pair_id, side, seed), idx in df.groupby(["method", "pair_id", "side", "seed"],
+                                                          sort=True).indices.items():
         idx = sorted(idx, key=lambda i: cols["turn"][i])
         if not any('"slots"' in (cols["released"][i] or "") for i in idx):
             continue  # memory-text method: no public releases to account
@@ -205,7 +206,7 @@ def accounting_summary(acc: pd.DataFrame, cap: float | Mapping[str, float]) -> p
     """Per (method, horizon): reconstructed target bound (max / mean over pairs, seeds, sides),
     the ledger's own value (max / mean), the share of transcripts whose bound exceeds B_a, the
     omitted target charges, and whether the bound is the same on M and M' (a public quantity)."""
-    _require(acc, {"method", "horizon", "pair_id", "side", "seed", "recon_bound", "ledger", "omitted",
+    require_columns(acc, {"method", "horizon", "pair_id", "side", "seed", "recon_bound", "ledger", "omitted",
                    "attribute"}, "accounting table")
     cap_of = (lambda a: float(cap[a])) if isinstance(cap, Mapping) else (lambda a: float(cap))
     df = acc.assign(_cap=acc["attribute"].map(cap_of))
@@ -214,11 +215,13 @@ def accounting_summary(acc: pd.DataFrame, cap: float | Mapping[str, float]) -> p
     df["_under"] = df["recon_bound"] > df["ledger"] + 1e-12
     df["_inf"] = np.isinf(df["recon_bound"])
     keys = ["method", "horizon"]
-    same = (df.groupby(keys + ["pair_id", "seed"], sort=False)["recon_bound"].nunique() <= 1).groupby(level=keys).all()
+    same = (df.groupby(keys + ["pair_id", "seed"], sort=False)["recon_bound"].nunique() <= 1
+            ).groupby(level=keys).all()
     g = df.groupby(keys, sort=False)
     out = g.agg(n_pairs=("pair_id", "nunique"), dp_bound=("recon_bound", "max"), dp_bound_mean=("recon_bound", "mean"),
                 dp_bound_median=("recon_bound", "median"), ledger_max=("ledger", "max"), ledger_mean=("ledger", "mean"),
-                share_bound_over_cap=("_over", "mean"), omitted_mean=("omitted", "mean"), omitted_max=("omitted", "max"),
+                share_bound_over_cap=("_over", "mean"), omitted_mean=("omitted", "mean"),
+                omitted_max=("omitted", "max"),
                 share_omitting=("_omits", "mean"), ledger_underreports=("_under", "any"), _any_inf=("_inf", "any"))
     out.loc[out["_any_inf"], "dp_bound_mean"] = math.inf
     out["bound_same_on_M_and_Mprime"] = same
@@ -280,9 +283,9 @@ def table4(accounting: pd.DataFrame, privacy: pd.DataFrame, utility: pd.DataFram
     ``accounting``: :func:`accounting_summary`; ``privacy``: rows with ``method``, ``auc``
     (optional ``tpr``, ``horizon``) e.g. :func:`dpmv_lib.evaluate.audit.run_audit`'s summary; ``utility``:
     rows with ``method``, ``U``, ``tRec``, ``Unsup`` (:func:`dpmv_lib.evaluate.judge.summarise_utility`)."""
-    _require(accounting, {"method", "horizon", "dp_bound", "dp_bound_mean", "ledger_max"}, "accounting summary")
-    _require(privacy, {"method", "auc"}, "privacy summary")
-    _require(utility, {"method", "U", "tRec", "Unsup"}, "utility summary")
+    require_columns(accounting, {"method", "horizon", "dp_bound", "dp_bound_mean", "ledger_max"}, "accounting summary")
+    require_columns(privacy, {"method", "auc"}, "privacy summary")
+    require_columns(utility, {"method", "U", "tRec", "Unsup"}, "utility summary")
     acc = accounting[accounting["horizon"] == horizon].set_index("method")
     priv = privacy[privacy["horizon"] == horizon] if "horizon" in privacy.columns else privacy
     priv = priv.drop_duplicates("method").set_index("method")
@@ -344,7 +347,7 @@ def claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-M
     ParameterError
         Table 4 lacks a column or the compliant row.
     """
-    _require(t4, {"variant", "dp_bound", "auc", "trec", "u", "unsup", "ledger_reported"}, "Table 4")
+    require_columns(t4, {"variant", "dp_bound", "auc", "trec", "u", "unsup", "ledger_reported"}, "Table 4")
     t = t4.set_index("variant")
     if compliant not in t.index:
         raise ParameterError(f"Table 4 lacks the compliant row {compliant!r}")
@@ -356,7 +359,7 @@ def claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-M
         return lambda g: g(track, model, a, metric) - g(track, model, b, metric)
 
     fmt = lambda s: ", ".join(f"{k} {v:.3f}" for k, v in s.items())  # noqa: E731
-    stated = [
+    stated: list[BootClaim | ExactClaim] = [
         ExactClaim("R1", "DP-MemView's reconstructed bound stays <= B_a", "reconstructed target bound (max over pairs)",
                    bool(base["dp_bound"] <= cap + 1e-12), f"{base['dp_bound']:.3f} vs B_a = {cap:g}",
                    estimate=float(base["dp_bound"]), margin=cap),
@@ -374,7 +377,8 @@ def claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-M
     if "IncompleteCharge" in t.index:
         r = t.loc["IncompleteCharge"]
         stated.append(ExactClaim("R6", "IncompleteCharge's ledger under-reports the reconstructed charge",
-                                 "ledger's own value < reconstructed bound", bool(r["ledger_reported"] < r["dp_bound"] - 1e-12),
+                                 "ledger's own value < reconstructed bound",
+                                 bool(r["ledger_reported"] < r["dp_bound"] - 1e-12),
                                  f"ledger {r['ledger_reported']:.3f} vs reconstructed {r['dp_bound']:.3f}",
                                  estimate=float(r["ledger_reported"]), margin=float(r["dp_bound"])))
     if "CappedArgmax" in t.index:
@@ -393,8 +397,8 @@ def paper_vs_ceiling(paper: pd.DataFrame, hsum: pd.DataFrame, horizon: int = 16)
     auditor of this benchmark's transcripts can exceed ``ceiling_auc`` (one transcript per pair)
     or ``ceiling_auc_seeds`` (all EM seeds of a pair observed). A paper AUC above both cannot come
     from a benchmark whose view distributions match ours."""
-    _require(paper, {"variant", "auc"}, "paper Table 4")
-    _require(hsum, {"method", "horizon", "ceiling_auc"}, "horizon summary")
+    require_columns(paper, {"variant", "auc"}, "paper Table 4")
+    require_columns(hsum, {"method", "horizon", "ceiling_auc"}, "horizon summary")
     at = hsum[hsum["horizon"] == horizon].set_index("method")
     recs = []
     for r in paper.itertuples(index=False):
@@ -415,7 +419,7 @@ def omitted_charges(transcripts: pd.DataFrame, method: str = "IncompleteCharge",
     protected groups one read touched, ``eps`` the per-selection epsilon(s), and the exact
     reconstructed bound (charged + omitted) x eps. The paper's 4.0 vs our 16/3 (Table 4) is read
     off this table (notebook 04)."""
-    df = _one_model(transcripts)
+    df = one_model(transcripts)
     df = df[(df["method"] == method) & (df["turn"] < horizon)]
     if df.empty:
         raise ParameterError(f"no {method} transcripts to account")
@@ -468,9 +472,10 @@ def omitted_charges_note(per: pd.DataFrame, paper_bound: float, cap: float) -> s
     reach = int((b >= Fraction(paper_bound).limit_denominator(1000)).sum())
     return (f"Our largest reconstructed bound is {b.max()} = ({int(top['charged'].max())} charged + "
             f"{int(top['omitted'].max())} omitted selections) x {e}: the target's ledger reports "
-            f"{float(int(top['charged'].max()) * e) if e else 'n/a'} (the cap B_a = {cap:g}) while the omitted charges "
-            f"went to {int(top['n_absorbing'].max())} other attributes' ledgers ({top['absorbed_by'].iloc[0]}); reads of "
-            f"this benchmark touch up to {int(per['max_groups_per_read'].max())} protected groups. The paper's "
+            f"{float(int(top['charged'].max()) * e) if e else 'n/a'} (the cap B_a = {cap:g}) while the omitted "
+            f"charges went to {int(top['n_absorbing'].max())} other attributes' ledgers "
+            f"({top['absorbed_by'].iloc[0]}); reads of this benchmark touch up to "
+            f"{int(per['max_groups_per_read'].max())} protected groups. The paper's "
             f"{paper_bound:g} is {paper_sel}, i.e. its ledger's {cap:g} plus {paper_bound - cap:g} omitted. "
             f"{reach} of {len(per)} transcripts here reach the paper's {paper_bound:g} or more.")
 
@@ -498,15 +503,16 @@ def table4_markdown(t4: pd.DataFrame, cap: float, header: str = "") -> str:
     rows = []
     for r in t4.to_dict("records"):
         row = {"Variant": r["variant"], "Violated": r["violated"] or "-",
-               "DP bound (ours: max / mean)": f"{format_bound(r['dp_bound'], cap)} / {_fmt(r['dp_bound_mean'], 2)}",
-               "ledger reports": _fmt(r["ledger_reported"], 2)}
+               "DP bound (ours: max / mean)":
+                   f"{format_bound(r['dp_bound'], cap)} / {fmt_number(r['dp_bound_mean'], 2)}",
+               "ledger reports": fmt_number(r["ledger_reported"], 2)}
         if "paper_dp_bound" in r:
             row["DP bound (paper)"] = format_bound(r["paper_dp_bound"], cap)
         for m, lab in (("auc", "AUC"), ("trec", "tRec"), ("u", "U"), ("unsup", "Unsup")):
-            row[f"{lab} ours"] = _fmt(r[m])
+            row[f"{lab} ours"] = fmt_number(r[m])
             if f"paper_{m}" in r:
-                row[f"{lab} paper"] = _fmt(r[f"paper_{m}"])
-                row[f"{lab} \u0394"] = _delta(r[f"delta_{m}"])
+                row[f"{lab} paper"] = fmt_number(r[f"paper_{m}"])
+                row[f"{lab} \u0394"] = fmt_delta(r[f"delta_{m}"])
         rows.append(row)
     return (header + "\n\n" if header else "") + markdown_table(pd.DataFrame(rows))
 

@@ -14,10 +14,10 @@ import pandas as pd
 from .plots import save_figure
 from ..core.errors import ParameterError
 from ..evaluate.oracle import DEFAULT_GRID, LLRDistribution, mixture
-from .common import _fmt
+from .common import fmt_number
 from .rq2_support import SlotStep
 from .verdicts import ExactClaim, decide
-from .rq2 import HORIZON_MAX_ATOMS, _one_model, _require, violated_condition
+from .rq2 import HORIZON_MAX_ATOMS, one_model, require_columns, violated_condition
 
 
 # ---- exact optimal auditor, every prefix in one pass ----------------------------------------------------
@@ -129,9 +129,9 @@ def horizon_oracle(transcripts: pd.DataFrame, horizons: Sequence[int], *, method
 
     Seeds whose (view distributions, public path) coincide - the usual case for a fixed query
     trajectory - are computed once."""
-    _require(transcripts, {"method", "pair_id", "attribute", "split", "side", "seed", "turn", "view_probs",
+    require_columns(transcripts, {"method", "pair_id", "attribute", "split", "side", "seed", "turn", "view_probs",
                            "released"})
-    df = _one_model(transcripts)
+    df = one_model(transcripts)
     if methods is not None:
         df = df[df["method"].isin(methods)]
     hs = sorted({int(h) for h in horizons})
@@ -212,7 +212,7 @@ def horizon_summary(per_pair: pd.DataFrame, cap: float | Mapping[str, float], *,
     all EM seeds of a pair observed together (``ceiling_auc_seeds``, the bound of the seed-averaged
     learned ``auc``); the mean per-pair ceiling; and Theorem 1's check on EVERY pair: max realised
     privacy loss, number of pairs above B_a."""
-    _require(per_pair, {"method", "horizon", "attribute", "split", "pair_id", "seed", "max_loss", "oracle_auc",
+    require_columns(per_pair, {"method", "horizon", "attribute", "split", "pair_id", "seed", "max_loss", "oracle_auc",
                         "dist"}, "per-pair oracle table")
     cap_of = (lambda a: float(cap[a])) if isinstance(cap, Mapping) else (lambda a: float(cap))
     want_seeds = None if seeds_horizons is None else {int(h) for h in seeds_horizons}
@@ -257,7 +257,7 @@ def theorem_check(summary: pd.DataFrame, horizon: int, cap: float) -> pd.DataFra
 
 def bound_vs_horizon(acc: pd.DataFrame) -> pd.DataFrame:
     """Reconstructed target bound per (method, horizon): max and mean over pairs and seeds."""
-    _require(acc, {"method", "horizon", "recon_bound", "ledger"}, "accounting table")
+    require_columns(acc, {"method", "horizon", "recon_bound", "ledger"}, "accounting table")
     g = acc.groupby(["method", "horizon"], sort=False)
     return g.agg(bound_max=("recon_bound", "max"), bound_mean=("recon_bound", "mean"),
                  ledger_max=("ledger", "max"), ledger_mean=("ledger", "mean")).reset_index()
@@ -334,9 +334,9 @@ def horizon_claims(hsum: pd.DataFrame, cap: float, *,
                                   estimate=float(g["max_loss"].max()), margin=cap))
     for m, g in hsum[~hsum["method"].isin(compliant)].groupby("method", sort=False):
         over = g[g["max_loss"] > cap + 1e-9].sort_values("horizon")
-        ev = (f"first above B_a at T={int(over['horizon'].iloc[0])} (loss {_fmt(over['max_loss'].iloc[0])}, "
+        ev = (f"first above B_a at T={int(over['horizon'].iloc[0])} (loss {fmt_number(over['max_loss'].iloc[0])}, "
               f"{int(over['pairs_over_cap'].iloc[0])} pairs)" if len(over) else
-              f"max over T {_fmt(g['max_loss'].max())} (never above B_a = {cap:g})")
+              f"max over T {fmt_number(g['max_loss'].max())} (never above B_a = {cap:g})")
         out.append(ExactClaim(f"H{len(out) + 1}", f"{m}: max realised loss exceeds B_a at some T <= "
                               f"{int(g['horizon'].max())}", "max realised loss over pairs and horizons > B_a",
                               bool(len(over)), ev, estimate=float(g["max_loss"].max()), margin=cap))
@@ -359,7 +359,7 @@ def oracle_cross_check(transcripts: pd.DataFrame, per_pair: pd.DataFrame, horizo
     whether the infinite losses coincide."""
     from ..evaluate.oracle import pair_results
 
-    df = _one_model(transcripts)
+    df = one_model(transcripts)
     if methods is not None:
         df = df[df["method"].isin(methods)]
     ids = sorted(df["pair_id"].unique())[:n_pairs]

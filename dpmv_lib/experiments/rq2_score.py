@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from .rq2 import SCORE_CHANNEL, _one_model, _require
+from .rq2 import SCORE_CHANNEL, one_model, require_columns
 
 
 # ---- score channel (C3/C6) ----------------------------------------------------------------------------
@@ -23,11 +23,11 @@ def score_sequences(transcripts: pd.DataFrame, horizon: int = 16, *, method: str
     generic fallback, a public event identical under M and M').
 
     Returns (keys, X) with keys = track, response_model, method, pair_id, attribute, split, side, seed."""
-    _require(transcripts, {"method", "pair_id", "attribute", "split", "side", "seed", "turn", "released"})
+    require_columns(transcripts, {"method", "pair_id", "attribute", "split", "side", "seed", "turn", "released"})
     df = transcripts[(transcripts["method"] == method) & (transcripts["turn"] < horizon)]
     if df.empty:
         raise ParameterError(f"no {method!r} rows in the transcript table")
-    df = _one_model(df)
+    df = one_model(df)
     cols = ["track", "response_model", "method", "pair_id", "attribute", "split", "side", "seed"]
     for c in ("track", "response_model"):
         if c not in df.columns:
@@ -55,7 +55,7 @@ def feature_audit(keys: pd.DataFrame, X: np.ndarray, *, horizon: int, config: An
     from ..evaluate.audit import AuditConfig, fit_auditor, summarise_scores
 
     config = config or AuditConfig(horizons=(horizon,))
-    _require(keys, {"pair_id", "attribute", "split", "side", "seed"}, "feature keys")
+    require_columns(keys, {"pair_id", "attribute", "split", "side", "seed"}, "feature keys")
     if len(keys) != len(X):
         raise ParameterError(f"{len(keys)} keys but {len(X)} feature rows")
     keys = keys.reset_index(drop=True).copy()
@@ -119,7 +119,7 @@ def score_family_features(transcripts: pd.DataFrame, keys: pd.DataFrame, X: np.n
     whose top score exceeds the generic view's fixed, store-independent utility (a non-generic
     view matched memory cues). Turn order differs across pairs, so these pool better than the
     raw per-turn vector."""
-    _require(transcripts, {"pair_id", "side", "seed", "turn", "qtype"})
+    require_columns(transcripts, {"pair_id", "side", "seed", "turn", "qtype"})
     fam = (transcripts[transcripts["turn"] < horizon].drop_duplicates(["pair_id", "turn"])
            .set_index(["pair_id", "turn"])["qtype"])
     Q = np.array([[fam.get((pid, t), "") for t in range(horizon)] for pid in keys["pair_id"]])

@@ -12,10 +12,11 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ..core.errors import ParameterError
-from ..core.memview import MemView, Release, SlotRelease
+from ..core.memview import MemView
+from ..core.releases import Release, SlotRelease
 from ..core.policy import Policy, Query, TableReadPolicy, TableRouter
 from ..core.store import MemoryStore
-from .rq2 import _require
+from .rq2 import require_columns
 
 
 # ---- lockstep runs on M and M' (C1 support, exact view distributions) ---------------------------------
@@ -145,7 +146,7 @@ def support_failure_summary(records: pd.DataFrame, by: str = "variant") -> pd.Da
     """Per ``by`` (e.g. variant): pairs, pairs with a support failure, slot operations and failing
     ones, one-sided views, and the mean probability that a transcript on M (resp. M') contains a
     release impossible under the other store."""
-    _require(records, {by, "pair_id", "failure", "mass_only_M", "mass_only_Mp", "only_M", "only_Mp"},
+    require_columns(records, {by, "pair_id", "failure", "mass_only_M", "mass_only_Mp", "only_M", "only_Mp"},
              "support records")
     recs = []
     for key, g in records.groupby(by, sort=False):

@@ -242,8 +242,7 @@ def table3_claims(t3: pd.DataFrame, metrics: Any, *, little: float = 0.05) -> pd
         return lambda g: at(b, metric)(g) - at(a, metric)(g)
 
     def spread(metric: str):
-        # issue 32: pending -- verdicts.Value is not a valid type alias (drop the ignore with it)
-        return lambda g: highest(*(g(track, model, m, metric) for m in small)) - lowest(*(g(track, model, m, metric)  # type: ignore[operator]
+        return lambda g: highest(*(g(track, model, m, metric) for m in small)) - lowest(*(g(track, model, m, metric)
                                                                                           for m in small))
 
     out: list = []
@@ -532,7 +531,7 @@ def grid_options(grid: pd.DataFrame) -> dict[str, Any]:
             "T": (int(grid["T"].min()), int(grid["T"].max())), "mode": [m for m in MODES if m in set(grid["mode"])]}
 
 
-def _match(grid: pd.DataFrame, mode: str, b_a: Any, k: Any) -> pd.DataFrame:
+def match_settings(grid: pd.DataFrame, mode: str, b_a: Any, k: Any) -> pd.DataFrame:
     opts = grid_options(grid)
     if mode not in opts["mode"]:
         raise ParameterError(f"mode {mode!r} not in the grid; valid: {opts['mode']}")
@@ -546,7 +545,7 @@ def _match(grid: pd.DataFrame, mode: str, b_a: Any, k: Any) -> pd.DataFrame:
 
 def grid_lookup(grid: pd.DataFrame, *, mode: str, b_a: Any, k: Any, T: int) -> pd.Series:
     """The grid row for (mode, B_a, K, T); unknown values raise naming the valid ones."""
-    sub = _match(grid, mode, b_a, k)
+    sub = match_settings(grid, mode, b_a, k)
     lo, hi = grid_options(grid)["T"]
     if not lo <= int(T) <= hi:
         raise ParameterError(f"T = {T!r} outside the grid's horizons {lo}..{hi}")

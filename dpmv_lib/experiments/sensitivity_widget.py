@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .sensitivity import _match, grid_lookup, grid_options, mode_parts
+from .sensitivity import match_settings, grid_lookup, grid_options, mode_parts
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class WidgetState:
 def widget_state(grid: pd.DataFrame, *, mode: str, b_a: Any, k: Any, T: int) -> WidgetState:
     """The widget callback's data step: select curves, heat map and point from the grid."""
     point = grid_lookup(grid, mode=mode, b_a=b_a, k=k, T=T)
-    curve = _match(grid, mode, b_a, k).sort_values("T").reset_index(drop=True)
+    curve = match_settings(grid, mode, b_a, k).sort_values("T").reset_index(drop=True)
     same = grid[grid["mode"] == mode]
     others = same[~(np.isclose(same["b_a"].astype(float), float(b_a)) & (same["k"] == int(k)))]
     heat = same[same["T"] == int(T)].pivot_table(index="b_a", columns="k", values="ceiling_auc", aggfunc="first")

@@ -192,7 +192,8 @@ def oracle_markdown(oracle: pd.DataFrame, audit_at_T: pd.DataFrame, caps: float)
             "ceiling (1 transcript)": fmt(rd["ceiling_auc"]),
             "ceiling TPR@5": fmt(rd["ceiling_tpr"]),
             "max loss": fmt(rd["max_loss"]),
-            f"<= B_a={caps:g} on every pair": "yes" if rd["max_loss_le_cap_all_pairs"] else f"no ({rd['pairs_over_cap']} pairs over)",
+            f"<= B_a={caps:g} on every pair": ("yes" if rd["max_loss_le_cap_all_pairs"]
+                                               else f"no ({rd['pairs_over_cap']} pairs over)"),
         })
     return _md(pd.DataFrame(rows))
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -50,7 +50,8 @@ COLUMNS = ("id", "claim", "statistic", "estimate", "ci_lo", "ci_hi", "margin", "
 BOOT_TEST = "paired bootstrap over pairs, stratified by attribute, seeds averaged; Holm over the table"
 UTILITY = ("U", "tRec", "Unsup")
 
-Value = "float | np.ndarray"
+#: a point estimate or an array of bootstrap replicates
+Value: TypeAlias = "float | np.ndarray"
 
 
 # ---- the paired bootstrap ---------------------------------------------------------------------------
@@ -306,13 +307,13 @@ def min_replicates(m: int, alpha: float = ALPHA) -> int:
 
 def holm(p: Sequence[float]) -> np.ndarray:
     """Holm step-down adjusted p-values (monotone; NaN stays NaN)."""
-    p = np.asarray(p, float)
-    out = np.full_like(p, np.nan)
-    ok = np.flatnonzero(~np.isnan(p))
-    order = ok[np.argsort(p[ok], kind="stable")]
+    pv = np.asarray(p, float)
+    out = np.full_like(pv, np.nan)
+    ok = np.flatnonzero(~np.isnan(pv))
+    order = ok[np.argsort(pv[ok], kind="stable")]
     m, running = len(order), 0.0
     for k, i in enumerate(order):
-        running = max(running, min(1.0, (m - k) * p[i]))
+        running = max(running, min(1.0, (m - k) * pv[i]))
         out[i] = running
     return out
 
@@ -374,7 +375,8 @@ def claims_markdown(claims: pd.DataFrame) -> str:
         est = "-" if not np.isfinite(r["estimate"]) else (
             _f3(r["estimate"]) + (f" [{_f3(r['ci_lo'])}, {_f3(r['ci_hi'])}]" if np.isfinite(r["ci_lo"]) else ""))
         margin = "-" if not np.isfinite(r["margin"]) else f"{r['margin']:g}"
-        p = "-" if not np.isfinite(r["p"]) else (f"{r['p']:.3g}" + (f" ({r['p_holm']:.3g})" if np.isfinite(r["p_holm"]) else ""))
+        p = "-" if not np.isfinite(r["p"]) else (
+            f"{r['p']:.3g}" + (f" ({r['p_holm']:.3g})" if np.isfinite(r["p_holm"]) else ""))
         lines.append(f"| {r['id']} | {r['claim']} | **{r['verdict']}** | {est} | {margin} | {p} | {r['test']} |")
     lines.append("")
     lines += [f"- {r['id']} ({r['statistic']}): {r['evidence'] or '-'}" for r in claims.to_dict("records")]

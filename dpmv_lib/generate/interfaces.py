@@ -52,7 +52,8 @@ from ..bench.benchmark import Pair
 from ..core.errors import ParameterError
 from .filters import DeletionFilter
 from ..core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
-from ..core.memview import MemView, Release
+from ..core.memview import MemView
+from ..core.releases import Release
 from ..core.policy import Policy, Query
 from ..core.scorer import LexiconScorer, Scorer
 from ..core.selection import get_selector
@@ -272,7 +273,7 @@ class _CachedScorer:
     def __init__(self, inner: Scorer) -> None:
         self.inner = inner
         self.sensitivity = inner.sensitivity
-        self._memo: dict[tuple, float] = {}
+        self._memo: dict[tuple, Fraction | float] = {}
 
     def __call__(self, query, view, read_contents):
         key = (query.intent, query.text, view.id, tuple(read_contents))
@@ -325,7 +326,7 @@ class MemViewInterface(Interface):
         object.__setattr__(self, "_caches", {"policy": {}, "scorer": _CachedScorer(self.scorer)})
 
     @property
-    def violates(self) -> str | None:  # type: ignore[override]
+    def violates(self) -> str | None:  # type: ignore[override]  # a per-instance value for a ClassVar: by design
         return _VARIANT_CLASSES[self.variant].violates
 
     def capped_policy(self, policy: Policy) -> Policy:

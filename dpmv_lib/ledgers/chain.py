@@ -1,10 +1,10 @@
-"""The backend-independent, hash-chained durable ledger (:class:`_ChainLedger`): it decides,
+"""The backend-independent, hash-chained durable ledger (:class:`ChainLedger`): it decides,
 chains and writes every charge in one transaction, with the verification of
 :mod:`dpmv_lib.ledgers.chain_verify`; backends (:mod:`dpmv_lib.ledgers.sqlite`,
 :mod:`dpmv_lib.ledgers.postgres`) provide the connection and the locking.
 
 Its audit log and state export/import (``log``, ``audit_log``, ``export_state``, ``import_state``)
-come from :class:`~dpmv_lib.ledgers.records._LedgerStateIO`; :func:`export_state` here works for
+come from :class:`~dpmv_lib.ledgers.records.LedgerStateIO`; :func:`export_state` here works for
 any ledger, and :func:`parse_state`, :func:`import_state` and :class:`LedgerState` are
 re-exported from :mod:`dpmv_lib.ledgers.records`.
 """
@@ -23,10 +23,10 @@ from ..core.memo import remember
 from ..core.errors import BudgetError, BudgetTypeError, PolicyTypeError
 from ..core.ledger import Ledger, check_charge_args
 from ..core.policy import Policy
-from .records import STATE_FORMAT, STATE_VERSION, _as_record, _check_caps, _LedgerStateIO, _now, check_storable
+from .records import STATE_FORMAT, STATE_VERSION, as_record, check_caps, LedgerStateIO, utc_now, check_storable
 # the state export/import shared by every ledger lives in records (re-exported: import it from either)
 from .records import LedgerState, import_state, parse_state  # noqa: F401
-from .chain_verify import _ChainVerify, _LOG_COLUMNS, _PLAIN_NAME, _Tx, _Verified
+from .chain_verify import ChainVerify, LOG_COLUMNS, PLAIN_NAME, Tx, Verified
 from .witness import FileWitness, Witness, WitnessMark
 
 
@@ -63,13 +63,31 @@ class CommitStats:
         return self.requests / self.commits if self.commits else None
 
 
-class _ChainLedger(_ChainVerify, _LedgerStateIO):
+class ChainLedger(ChainVerify, LedgerStateIO):
     """Backend-independent core of a durable, hash-chained ledger (C5 across crashes and processes).
 
     Subclasses provide the connection, the transaction (``_begin``/``_commit``/``_rollback``,
     where a write transaction holds the user's ledger exclusively), the schema check and
     ``_exec``; SQL is written with ``?`` placeholders. Everything that decides, chains and
-    verifies lives here, so every backend has the same integrity semantics."""
+    verifies lives here, so every backend has the same integrity semantics.
+
+    Parameters
+    ----------
+    location : str
+        Where the ledger lives (a SQLite file, a PostgreSQL connection string); kept as ``path``.
+    user_id, policy_fingerprint : str
+        The user, and the fingerprint of the policy the ledger belongs to (both non-empty).
+    caps : Mapping of str to number
+        The caps B_a (see :func:`~dpmv_lib.ledgers.records.check_caps`).
+    key : bytes or None
+        The operator's HMAC key (at least 16 bytes), or None for an unkeyed (sha256) chain.
+
+    Raises
+    ------
+    BudgetTypeError, BudgetError
+        If ``user_id`` or ``policy_fingerprint`` is not a non-empty string, the caps are invalid or the
+        key is not bytes of at least 16 bytes (BudgetTypeError for a wrong type).
+    """
 
     _db_errors: tuple[type[BaseException], ...] = ()
     _conn: Any   # the backend's open connection (None when closed); set by the backend
@@ -83,7 +101,7 @@ class _ChainLedger(_ChainVerify, _LedgerStateIO):
         if not isinstance(policy_fingerprint, str) or not policy_fingerprint:
             raise (BudgetError if isinstance(policy_fingerprint, str) else BudgetTypeError)(
                 f"policy_fingerprint must be a non-empty string, got {policy_fingerprint!r}")
-        self._caps = _check_caps(caps)
+        self._caps = check_caps(caps)
         self._key = hashchain.check_key(key)
         self._chain = hashchain.chain_kind(self._key)
         self.path = location
@@ -91,7 +109,7 @@ class _ChainLedger(_ChainVerify, _LedgerStateIO):
         self.policy_fingerprint = policy_fingerprint
         self._lock = threading.RLock()
         self._genesis = ""
-        self._v = _Verified(0, "", "", {a: Fraction(0) for a in self._caps})
+        self._v = Verified(0, "", "", {a: Fraction(0) for a in self._caps})
         self._fracs: dict[str, Fraction] = {}      # parsed rational text (hot path: no re-parsing)
         self._attr_json: dict[frozenset[str], str] = {}
         self._attrs_of: dict[str, tuple[str, ...]] = {}  # canonical attributes text -> sorted names
@@ -106,7 +124,7 @@ class _ChainLedger(_ChainVerify, _LedgerStateIO):
         self._tails: dict[tuple[Any, ...], str] = {}  # record columns after the time -> their JSON text
         self._totals_rows: tuple[list[Any], dict[str, Fraction]] | None = None  # last ledger_entry read
         # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
-        self._plain = all(_PLAIN_NAME.fullmatch(a) for a in self._caps)
+        self._plain = all(PLAIN_NAME.fullmatch(a) for a in self._caps)
         self._sorted_caps = sorted(self._caps)
         self._n_requests = self._n_commits = self._n_batched = 0  # commit_stats()
         self._witness: Witness | None = None  # rollback witness (set by a backend before _start)
@@ -215,14 +233,15 @@ class _ChainLedger(_ChainVerify, _LedgerStateIO):
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any:
         raise NotImplementedError
 
-    def _ensure_schema(self, db: "_Tx") -> None:
+    def _ensure_schema(self, db: "Tx") -> None:
         raise NotImplementedError
 
     def close(self) -> None:
+        """Close the connection and the witness (each backend's; idempotent, also via ``with``)."""
         raise NotImplementedError
 
-    def _tx(self, write: bool = True, witness: bool | None = None) -> "_Tx":
-        return _Tx(self, write, witness)
+    def _tx(self, write: bool = True, witness: bool | None = None) -> "Tx":
+        return Tx(self, write, witness)
 
     def __enter__(self) -> Any:
         return self
@@ -395,16 +414,16 @@ class _ChainLedger(_ChainVerify, _LedgerStateIO):
             s = remember(self._attr_json, attrs, json.dumps(sorted(attrs)), 1024)
         return s
 
-    def _record(self, v: _Verified, ts: str, attrs: Sequence[str] | frozenset[str], eps: Fraction, ok: bool,
+    def _record(self, v: Verified, ts: str, attrs: Sequence[str] | frozenset[str], eps: Fraction, ok: bool,
                 checked: bool, remaining: Mapping[str, Fraction], blocked: Sequence[str],
-                spent: Mapping[str, Fraction]) -> tuple[_Verified, tuple[Any, ...]]:
+                spent: Mapping[str, Fraction]) -> tuple[Verified, tuple[Any, ...]]:
         """The next chained audit record after ``v`` (its insert parameters and the new head)."""
         seq = v.seq + 1
         rem, blk, tot = self._texts(remaining, blocked, spent)
         cols = (ts, self._json_list(frozenset(attrs)) if isinstance(attrs, frozenset) else json.dumps(list(attrs)),
                 str(eps), int(ok), int(checked), rem, blk, tot)
         h = hashchain.record_hash(self._key, self.user_id, seq, v.hash, cols)
-        return _Verified(seq, h, v.hash, dict(spent)), (self.user_id, seq, *cols, "", h)
+        return Verified(seq, h, v.hash, dict(spent)), (self.user_id, seq, *cols, "", h)
 
     def _texts(self, remaining: Mapping[str, Fraction], blocked: Sequence[str],
                spent: Mapping[str, Fraction]) -> tuple[str, str, str]:
@@ -429,9 +448,9 @@ class _ChainLedger(_ChainVerify, _LedgerStateIO):
             return "{" + ",".join(f'"{a}":"{spent[a]}"' for a in self._sorted_caps) + "}"
         return hashchain.totals_text(spent)
 
-    def _write(self, db: "_Tx", rows: list[tuple[Any, ...]], new: _Verified, changed: Iterable[str]) -> None:
+    def _write(self, db: "Tx", rows: list[tuple[Any, ...]], new: Verified, changed: Iterable[str]) -> None:
         """Append the records, update the changed totals and the chain head (same transaction)."""
-        db.executemany(f"INSERT INTO audit_log (user_id, {_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        db.executemany(f"INSERT INTO audit_log (user_id, {LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        rows)
         upd = [(str(new.totals[a]), self.user_id, a) for a in sorted(changed)]
         if upd:
@@ -451,9 +470,9 @@ class _ChainLedger(_ChainVerify, _LedgerStateIO):
             self._n_commits += 1
         return oks, dict(new.totals)
 
-    def _decide_write(self, db: "_Tx", batches: Sequence[Sequence[tuple[frozenset[str], Fraction]]],
+    def _decide_write(self, db: "Tx", batches: Sequence[Sequence[tuple[frozenset[str], Fraction]]],
                       checked: bool, origins: Sequence[str] | None = None
-                      ) -> tuple[list[tuple[bool, ...]], _Verified, dict[str, Fraction]]:
+                      ) -> tuple[list[tuple[bool, ...]], Verified, dict[str, Fraction]]:
         """Decide every charge of every batch in order, each exactly as a separate ``try_charge``
         (C5: admit iff eps <= B_a - L_a for every requested a, seeing all charges admitted
         before it), chain one audit record per charge and write them all (inside ``db``, after
@@ -469,7 +488,7 @@ class _ChainLedger(_ChainVerify, _LedgerStateIO):
             left = dict(cached[1])
         else:
             left = {a: caps[a] - spent[a] for a in caps}
-        ts = _now()
+        ts = utc_now()
         key, uid = self._key, self.user_id
         seq, h, prev = new.seq, new.hash, new.prev
         tt = self._tot_text
@@ -510,13 +529,13 @@ class _ChainLedger(_ChainVerify, _LedgerStateIO):
                 oks.append(ok)
             out.append(tuple(oks))
         if rows:
-            new = _Verified(seq, h, prev, spent)
+            new = Verified(seq, h, prev, spent)
             self._write(db, rows, new, changed)
             self._pending_tail = rows[-1][1:]
             self._pending_tot = tot
         return out, new, left
 
-    def _committed(self, new: _Verified, left: dict[str, Fraction]) -> None:
+    def _committed(self, new: Verified, left: dict[str, Fraction]) -> None:
         """Adopt the head written by ``_decide_write`` (call only after COMMIT)."""
         if new is not self._v:
             self._v, self._last_row = new, self._pending_tail
@@ -561,12 +580,12 @@ def export_state(ledger: Ledger, policy_fingerprint: str, user_id: str = "") -> 
     >>> export_state(led, "fp")["spent"]
     {'debt': '2/3'}
     """
-    if isinstance(ledger, _ChainLedger):
+    if isinstance(ledger, ChainLedger):
         return ledger.export_state()
     log = getattr(ledger, "log", None)
     if log is None:
         raise BudgetTypeError(f"{type(ledger).__name__} has no audit log to export")
-    records = [_as_record(r, i) for i, r in enumerate(log, 1)]
+    records = [as_record(r, i) for i, r in enumerate(log, 1)]
     return {"format": STATE_FORMAT, "version": STATE_VERSION, "user_id": user_id,
             "policy_fingerprint": policy_fingerprint,
             "caps": {a: str(b) for a, b in sorted(ledger.caps.items())},

@@ -1,6 +1,5 @@
-"""The hash-chained ledger's schema, chain head and verification (C5 across crashes and
-processes): the :class:`_ChainVerify` half of :class:`~dpmv_lib.ledgers.chain._ChainLedger`
-and the transaction wrapper :class:`_Tx`.
+"""The hash-chained ledger's schema, chain head and verification (C5 across crashes and processes): the
+:class:`ChainVerify` half of :class:`~dpmv_lib.ledgers.chain.ChainLedger` and the transaction wrapper :class:`Tx`.
 """
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from . import hashchain
 from ..core.memo import remember
 from ..core.errors import (BudgetError, BudgetTypeError, LedgerFormatError, LedgerIntegrityError,
                            LedgerRollbackError, UnknownAttributeError)
-from .records import AuditRecord, _SCHEMA_VERSION, _fmt, _now, _replay_step
+from .records import AuditRecord, SCHEMA_VERSION, format_totals, utc_now, replay_step
 
 if TYPE_CHECKING:
     import threading
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
 
 # ---- SQLite backend ----------------------------------------------------------------------------
 _TABLES = ("dpmv_meta", "ledger_user", "ledger_entry", "audit_log")
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE dpmv_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE ledger_user (
     user_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, created TEXT NOT NULL, chain TEXT NOT NULL,
@@ -41,8 +40,8 @@ CREATE TABLE audit_log (
 # format 2 -> 3: the origin column (empty for every format-2 record, whose hash is unchanged)
 _MIGRATE_2_3 = "ALTER TABLE audit_log ADD COLUMN origin TEXT NOT NULL DEFAULT ''"
 # the order rows are read and written in: seq, the MAC'd columns, origin, hash
-_LOG_COLUMNS = "seq, " + ", ".join(hashchain.RECORD_COLUMNS) + ", origin, hash"
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\- ]+")
+LOG_COLUMNS = "seq, " + ", ".join(hashchain.RECORD_COLUMNS) + ", origin, hash"
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\- ]+")
 
 
 def _frac(text: Any, what: str) -> Fraction:
@@ -75,19 +74,31 @@ class ChainHead:
 
 
 @dataclass(frozen=True)
-class _Verified:
+class Verified:
+    """A verified chain head (C5 audit): the last record checked, its hash, and L_a after it.
+
+    Parameters
+    ----------
+    seq : int
+        The highest verified record (0: only the genesis).
+    hash, prev : str
+        Its hash, and the hash of record ``seq - 1`` ("" at the genesis).
+    totals : dict of str to Fraction
+        The running totals L_a after it.
+    """
+
     seq: int                      # highest verified record (0: only the genesis)
     hash: str                     # its hash
     prev: str                     # hash of record seq-1 ("" at the genesis)
     totals: dict[str, Fraction]   # running L_a after it
 
 
-class _ChainVerify:
-    """The opening and verification half of :class:`~dpmv_lib.ledgers.chain._ChainLedger` (a mixin:
+class ChainVerify:
+    """The opening and verification half of :class:`~dpmv_lib.ledgers.chain.ChainLedger` (a mixin:
     the attributes it reads are set there): schema and registration checks, full and incremental
     verification of the hash chain and of the running totals, the verified chain head."""
 
-    # ---- what the mixin reads: set in _ChainLedger.__init__ and by the backends (types only) ----
+    # ---- what the mixin reads: set in ChainLedger.__init__ and by the backends (types only) ----
     path: str
     user_id: str
     policy_fingerprint: str
@@ -97,7 +108,7 @@ class _ChainVerify:
     _lock: threading.RLock
     _db_errors: tuple[type[BaseException], ...]
     _genesis: str
-    _v: _Verified
+    _v: Verified
     _attrs_of: dict[str, tuple[str, ...]]
     _blocked_seen: set[tuple[Any, ...]]
     _parsed: dict[tuple[str, ...], tuple[Any, ...]]
@@ -110,14 +121,14 @@ class _ChainVerify:
     _w_ok: WitnessMark | None
     _w_mark: WitnessMark | None
 
-    if TYPE_CHECKING:  # defined by _ChainLedger and the backends
+    if TYPE_CHECKING:  # defined by ChainLedger and the backends
         def _begin(self, write: bool) -> None: ...
         def _commit(self) -> None: ...
         def _rollback(self) -> None: ...
         def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
         def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any: ...
-        def _ensure_schema(self, db: _Tx) -> None: ...
-        def _tx(self, write: bool = True, witness: bool | None = None) -> _Tx: ...
+        def _ensure_schema(self, db: Tx) -> None: ...
+        def _tx(self, write: bool = True, witness: bool | None = None) -> Tx: ...
         def _frac_cached(self, text: str) -> Fraction: ...
         def _json_list(self, attrs: frozenset[str]) -> str: ...
         def _remaining_text(self, remaining: Mapping[str, Fraction]) -> str: ...
@@ -129,12 +140,12 @@ class _ChainVerify:
         return LedgerIntegrityError(f"ledger {self.path} (user {self.user_id!r}) does not verify: {what}; "
                                     "refusing it (nothing was changed)")
 
-    def _check_tables(self, db: "_Tx", names: set[str], create: str) -> None:
+    def _check_tables(self, db: "Tx", names: set[str], create: str) -> None:
         """Shared schema check: create the current format in an empty database, refuse others."""
         ours = sorted(names & set(_TABLES))
         if not ours:  # a new (or foreign) database: create the current format
             db.executescript_safe(create)
-            db.execute("INSERT INTO dpmv_meta (key, value) VALUES ('schema_version', ?)", (_SCHEMA_VERSION,))
+            db.execute("INSERT INTO dpmv_meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
             return
         version = None
         if "dpmv_meta" in names:
@@ -142,13 +153,13 @@ class _ChainVerify:
             version = row[0] if row else None
         if version == "2" and "audit_log" in names:  # add the origin column (records verify as before)
             db.execute(_MIGRATE_2_3)
-            db.execute("UPDATE dpmv_meta SET value = ? WHERE key = 'schema_version'", (_SCHEMA_VERSION,))
-            version = _SCHEMA_VERSION
-        if version != _SCHEMA_VERSION:
+            db.execute("UPDATE dpmv_meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
+            version = SCHEMA_VERSION
+        if version != SCHEMA_VERSION:
             old = " (the old format without a hash-chained audit log)" if version == "1" else ""
             raise LedgerFormatError(
                 f"ledger database {self.path} has format version {version!r}{old}; this dpmv reads only "
-                f"version {_SCHEMA_VERSION!r}. Export each user with the dpmv that wrote it "
+                f"version {SCHEMA_VERSION!r}. Export each user with the dpmv that wrote it "
                 "(export_state) and import into a new database (import_state); nothing was changed")
         missing = sorted(set(_TABLES) - names)
         if missing:
@@ -170,7 +181,7 @@ class _ChainVerify:
                 if n_e or n_l:
                     raise self._refuse(f"its ledger_user row (header and chain head) is missing but "
                                        f"{n_e} totals rows and {n_l} audit records exist")
-                created = _now()
+                created = utc_now()
                 genesis = hashchain.genesis_hash(self._key, self.user_id, self.policy_fingerprint, created,
                                               self._chain, self._caps)
                 db.execute("INSERT INTO ledger_user (user_id, fingerprint, created, chain, genesis, head_seq, "
@@ -179,7 +190,7 @@ class _ChainVerify:
                 db.executemany("INSERT INTO ledger_entry (user_id, attribute, cap, spent) VALUES (?, ?, ?, '0')",
                                [(self.user_id, a, str(b)) for a, b in sorted(self._caps.items())])
                 self._genesis = genesis
-                self._v = _Verified(0, genesis, "", {a: Fraction(0) for a in self._caps})
+                self._v = Verified(0, genesis, "", {a: Fraction(0) for a in self._caps})
                 return
             fingerprint, created, chain, genesis = row
             if fingerprint != self.policy_fingerprint:
@@ -200,8 +211,8 @@ class _ChainVerify:
             if lost and set(stored) <= set(self._caps):
                 raise self._refuse(f"the totals row (cap and spent) of {lost} is missing from ledger_entry")
             if stored != self._caps:
-                raise BudgetError(f"ledger of user {self.user_id!r} has caps {_fmt(stored)} but is opened "
-                                  f"with caps {_fmt(self._caps)}")
+                raise BudgetError(f"ledger of user {self.user_id!r} has caps {format_totals(stored)} but is opened "
+                                  f"with caps {format_totals(self._caps)}")
             expect = hashchain.genesis_hash(self._key, self.user_id, fingerprint, str(created), chain, self._caps)
             if genesis != expect:
                 raise self._refuse("its genesis hash does not match its header "
@@ -210,13 +221,13 @@ class _ChainVerify:
             self._genesis = genesis
             self._full_verify(db)
 
-    def _full_verify(self, db: "_Tx", collect: list[AuditRecord] | None = None) -> None:
+    def _full_verify(self, db: "Tx", collect: list[AuditRecord] | None = None) -> None:
         """Replay and check the whole chain from the genesis (on open, ``log``, ``export_state``)."""
-        self._v = _Verified(0, self._genesis, "", {a: Fraction(0) for a in self._caps})
+        self._v = Verified(0, self._genesis, "", {a: Fraction(0) for a in self._caps})
         self._last_row = None
         self._sync(db, collect)
 
-    def _read_totals(self, db: "_Tx") -> dict[str, Fraction]:
+    def _read_totals(self, db: "Tx") -> dict[str, Fraction]:
         fetched = db.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?",
                              (self.user_id,)).fetchall()
         last = self._totals_rows
@@ -267,14 +278,13 @@ class _ChainVerify:
             raise self._refuse(f"audit record #{seq} has a negative eps {eps}")
         return (AuditRecord(seq, self.user_id, ts, a_t, e, bool(adm), bool(chk), remaining, b_t), totals)
 
-    def _sync(self, db: "_Tx", collect: list[AuditRecord] | None = None) -> None:
+    def _sync(self, db: "Tx", collect: list[AuditRecord] | None = None) -> None:
         """Verify what was appended since the last verified record, then head and totals (C5).
 
-        Re-hashes the last verified record (an edit of it is detected), verifies each newer
-        record (contiguous seq, hash chained from the last verified one, strict replay of its
-        decision, running totals) and requires the stored chain head to be the tail and the
-        stored spent budgets to equal the tail's running totals. Three statements: the header,
-        the totals rows, and the log from the last verified record on."""
+        Re-hashes the last verified record (an edit of it is detected), verifies each newer record (contiguous seq, hash
+        chained from the last verified one, strict replay of its decision, running totals) and requires the stored chain
+        head to be the tail and the stored spent budgets to equal the tail's running totals. Three statements: the
+        header, the totals rows, and the log from the last verified record on."""
         v, uid, key = self._v, self.user_id, self._key
         head = db.execute("SELECT head_seq, head_hash, genesis FROM ledger_user WHERE user_id = ?",
                           (uid,)).fetchone()
@@ -284,7 +294,7 @@ class _ChainVerify:
         if genesis != self._genesis:
             raise self._refuse("its genesis hash changed since it was verified")
         stored = self._read_totals(db)
-        rows = db.execute(f"SELECT {_LOG_COLUMNS} FROM audit_log WHERE user_id = ? AND seq >= ? ORDER BY seq",
+        rows = db.execute(f"SELECT {LOG_COLUMNS} FROM audit_log WHERE user_id = ? AND seq >= ? ORDER BY seq",
                           (uid, v.seq if v.seq else 1)).fetchall()
         if v.seq:
             row = rows[0] if rows else None
@@ -320,12 +330,12 @@ class _ChainVerify:
                 fast = None  # the general replay from here on
             rec, totals = self._parse_row(row)
             try:
-                _replay_step(spent, rec, self._caps)
+                replay_step(spent, rec, self._caps)
             except (BudgetError, UnknownAttributeError) as exc:
                 raise self._refuse(f"replay fails: {exc}") from None
             if totals != spent:
-                raise self._refuse(f"audit record #{seq} stores running totals {_fmt(totals)} but replay "
-                                   f"gives {_fmt(spent)}")
+                raise self._refuse(f"audit record #{seq} stores running totals {format_totals(totals)} but replay "
+                                   f"gives {format_totals(spent)}")
             if collect is not None:
                 collect.append(rec)
             prev, h = h, computed
@@ -342,17 +352,17 @@ class _ChainVerify:
             raise self._refuse("the stored spent budgets do not equal the replay of the audit log ("
                                + "; ".join(diff) + f"; tail record #{seq})")
         if rows:
-            self._v = _Verified(seq, h, prev, spent)
+            self._v = Verified(seq, h, prev, spent)
             self._last_row = tuple(rows[-1])
             if fast is not None:
                 self._rem_cache = (h, fast[0])
                 self._tot_text = (h, fast[1])
 
-    def _check_witness(self, db: "_Tx", seq: int, h: str) -> None:
+    def _check_witness(self, db: "Tx", seq: int, h: str) -> None:
         """The chain (verified up to record ``seq`` with hash ``h``) holds the witness's mark:
         it is not behind it and has the acknowledged record at that position (else
         LedgerRollbackError naming the ledger and the witness; nothing is written)."""
-        mark = self._w_mark  # (read before the transaction began: see _Tx; None in a plain read)
+        mark = self._w_mark  # (read before the transaction began: see Tx; None in a plain read)
         if mark is None:
             return
         if seq < mark.seq:
@@ -373,11 +383,10 @@ class _ChainVerify:
                                    f"{self._witness}: {what}; refusing it (nothing was changed)")
 
     def _fast_step(self, row: Sequence[Any], spent: dict[str, Fraction], fast: list[Any]) -> bool:
-        """Verify one (hash-checked) record by re-deciding it: True iff its stored columns are
-        byte-identical to what ``_decide_write`` writes for that charge from ``spent`` (then its
-        decision, remaining and totals are exactly right; ``spent`` and ``fast`` = [B_a - L_a,
-        totals text] are advanced). False changes nothing; the caller then runs the general
-        replay, which names the error."""
+        """Verify one (hash-checked) record by re-deciding it: True iff its stored columns are byte-identical to what
+        ``_decide_write`` writes for that charge from ``spent`` (then its decision, remaining and totals are exactly
+        right; ``spent`` and ``fast`` = [B_a - L_a, totals text] are advanced). False changes nothing; the caller then
+        runs the general replay, which names the error."""
         _seq, _ts, attrs_t, eps_t, adm, chk, rem_t, blk_t, tot_t, _o, _h = row
         left, tot = fast
         if adm == 0 and tot_t == tot and (attrs_t, eps_t, chk, rem_t, blk_t, tot_t) in self._blocked_seen:
@@ -437,27 +446,20 @@ class _ChainVerify:
     def verify(self, anchor: ChainHead | tuple[int, str] | None = None) -> ChainHead:
         """Verify the whole chain now and return its head (C5 audit).
 
-        With ``anchor`` (a head saved earlier, outside the database) also require that record
-        ``anchor.seq`` still has that hash: a file rolled back to before it, or replaced by
-        another consistent ledger, is refused.
+        With ``anchor`` (a head saved earlier, outside the database) also require that record ``anchor.seq`` still has
+        that hash: a file rolled back to before it, or replaced by another consistent ledger, is refused.
 
         Parameters
         ----------
         anchor : ChainHead or (int, str), optional
             A head saved earlier (from :meth:`chain_head` or ``export_state()["chain_head"]``).
 
-        Returns
-        -------
-        ChainHead
-            The current head.
-
         Raises
         ------
         BudgetTypeError
             If ``anchor`` is not a ChainHead, None or an (int, str) pair.
         BudgetError
-            If ``anchor`` belongs to another user or has a negative seq, the ledger is closed or
-            the database fails.
+            If ``anchor`` belongs to another user or has a negative seq, the ledger is closed or the database fails.
         LedgerIntegrityError
             If the chain does not verify or does not contain the anchored head (a
             :class:`~dpmv_lib.core.errors.LedgerRollbackError` when it is behind its witness).
@@ -492,10 +494,6 @@ class _ChainVerify:
     def chain_head(self) -> ChainHead:
         """The current (verified) chain head; export it to anchor the ledger externally.
 
-        Returns
-        -------
-        ChainHead
-
         Raises
         ------
         LedgerIntegrityError
@@ -507,16 +505,25 @@ class _ChainVerify:
             self._sync(db)
             return ChainHead(self.user_id, self._v.seq, self._v.hash)
 
-class _Tx:
-    """``with ledger._tx() as db``: a write transaction that holds the user's ledger exclusively
-    (``write``) or a read snapshot; COMMIT on success, ROLLBACK on any error."""
+class Tx:
+    """A ledger transaction, ``with ledger._tx() as db``: COMMIT on success, ROLLBACK on any error.
 
-    def __init__(self, ledger: _ChainVerify, write: bool = True, witness: bool | None = None) -> None:
+    Parameters
+    ----------
+    ledger : ChainVerify
+        The ledger (a ChainLedger: its backend connection and lock).
+    write : bool, optional
+        A write transaction that holds the user's ledger exclusively (default), else a read snapshot.
+    witness : bool, optional
+        Check the rollback witness as it begins (C5; default: ``write``).
+    """
+
+    def __init__(self, ledger: ChainVerify, write: bool = True, witness: bool | None = None) -> None:
         self.ledger = ledger
         self.write = write
         self.witness = write if witness is None else witness  # check the rollback witness (C5 writes, verify)
 
-    def __enter__(self) -> "_Tx":
+    def __enter__(self) -> "Tx":
         led = self.ledger
         led._lock.acquire()
         try:
@@ -537,12 +544,35 @@ class _Tx:
         return self
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one SQL statement (``?`` placeholders) in this transaction; returns the backend's cursor.
+
+        Parameters
+        ----------
+        sql : str
+        params : sequence, optional
+            Its parameters.
+        """
         return self.ledger._exec(sql, params)
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        """Run one SQL statement (``?`` placeholders) once per row of parameters in this transaction.
+
+        Parameters
+        ----------
+        sql : str
+        rows : iterable of sequence
+            The parameters of each run.
+        """
         return self.ledger._executemany(sql, rows)
 
     def executescript_safe(self, script: str) -> None:
+        """Run a schema script statement by statement inside this transaction (no implicit COMMIT).
+
+        Parameters
+        ----------
+        script : str
+            Statements separated by ``;`` (none inside a statement).
+        """
         for stmt in script.split(";"):
             if stmt.strip():
                 self.ledger._exec(stmt)

@@ -2,7 +2,7 @@
 
 :class:`PostgresLedger` has the interface and the integrity semantics of
 :class:`~dpmv_lib.ledgers.sqlite.SqliteLedger` (the decision, chaining and verification code is shared:
-``dpmv_lib.ledgers.chain._ChainLedger`` and ``dpmv_lib.ledgers.hashchain``); only the connection and the locking
+``dpmv_lib.ledgers.chain.ChainLedger`` and ``dpmv_lib.ledgers.hashchain``); only the connection and the locking
 differ. Each write transaction (the prospective check, the charges of all slots of a release and
 their audit records: ``try_charge_many``) first takes a transaction-scoped advisory lock on the
 user (``pg_advisory_xact_lock``), so writers of one user are serialised by the server (waiters
@@ -21,13 +21,13 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..core.rationals import Number
 from . import _proc
-from .chain_verify import _SCHEMA, _Tx
-from .chain import _ChainLedger
+from .chain_verify import SCHEMA, Tx
+from .chain import ChainLedger
 from ..core.errors import BudgetError, BudgetTypeError
 from ..core.policy import Policy
 
 # The SQLite schema, with the sequence columns as BIGINT (PostgreSQL INTEGER is 32-bit).
-_PG_SCHEMA = _SCHEMA.replace("seq INTEGER", "seq BIGINT").rstrip().rstrip(";") + "\n"
+_PG_SCHEMA = SCHEMA.replace("seq INTEGER", "seq BIGINT").rstrip().rstrip(";") + "\n"
 _SCHEMA_LOCK = 0x64706D76  # "dpmv": serialises schema creation across processes
 
 
@@ -56,7 +56,7 @@ def _describe(dsn: str) -> str:
     return f"postgresql://{d.get('host', '')}:{d.get('port', '')}/{d.get('dbname', '')}"
 
 
-class PostgresLedger(_ChainLedger):
+class PostgresLedger(ChainLedger):
     """One user's durable ledger in a PostgreSQL database. Implements the Ledger protocol.
 
     ``PostgresLedger(dsn, user_id, caps, policy_fingerprint, key=None)``: ``dsn`` is a libpq
@@ -165,7 +165,7 @@ class PostgresLedger(_ChainLedger):
                 self._close_witness()
             self._conn = None
 
-    def _ensure_schema(self, db: _Tx) -> None:
+    def _ensure_schema(self, db: Tx) -> None:
         db.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
         names = {r[0] for r in db.execute("SELECT table_name FROM information_schema.tables "
                                           "WHERE table_schema = current_schema()").fetchall()}

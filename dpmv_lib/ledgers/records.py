@@ -1,12 +1,10 @@
-"""Durable ledger records (C5 audit): the audit record, replay of an audit log into exact totals
-(:func:`replay`, :func:`replay_ledger`) and the versioned ledger-state export/import.
-The backends are in :mod:`dpmv_lib.ledgers.sqlite`.
+"""Durable ledger records (C5 audit): the audit record, replay of an audit log into exact totals (:func:`replay`,
+:func:`replay_ledger`) and the versioned ledger-state export/import. The backends are in :mod:`dpmv_lib.ledgers.sqlite`.
 
-Export/import: :func:`parse_state` validates a ``dpmv-ledger-state`` document, :func:`import_state`
-restores it into an :class:`~dpmv_lib.core.ledger.InMemoryLedger`, and the durable ledgers'
-``log``, ``audit_log``, ``export_state`` and ``import_state`` methods are :class:`_LedgerStateIO`
-(with :func:`~dpmv_lib.ledgers.chain.export_state` for any ledger). :mod:`dpmv_lib.ledgers.chain`
-re-exports these names.
+Export/import: :func:`parse_state` validates a ``dpmv-ledger-state`` document, :func:`import_state` restores it into an
+:class:`~dpmv_lib.core.ledger.InMemoryLedger`, and the durable ledgers' ``log``, ``audit_log``, ``export_state`` and
+``import_state`` methods are :class:`LedgerStateIO` (with :func:`~dpmv_lib.ledgers.chain.export_state` for any ledger).
+:mod:`dpmv_lib.ledgers.chain` re-exports these names.
 """
 from __future__ import annotations
 
@@ -25,7 +23,7 @@ from ..core.ledger import ChargeRecord, InMemoryLedger
 
 STATE_FORMAT = "dpmv-ledger-state"
 STATE_VERSION = 1
-_SCHEMA_VERSION = "3"  # 3: + audit_log.origin (group commit); 2: hash-chained (migrated on open); 1: refused
+SCHEMA_VERSION = "3"  # 3: + audit_log.origin (group commit); 2: hash-chained (migrated on open); 1: refused
 
 
 # ---- audit records ----------------------------------------------------------------------------
@@ -95,10 +93,6 @@ class AuditRecord:
         d : Mapping
             The record's JSON object.
 
-        Returns
-        -------
-        AuditRecord
-
         Raises
         ------
         BudgetTypeError
@@ -148,17 +142,22 @@ class AuditRecord:
             Its sequence number.
         user_id : str, optional
             The user.
-
-        Returns
-        -------
-        AuditRecord
         """
         blocked = () if rec.admitted else tuple(a for a, v in rec.remaining if v < rec.epsilon)
         return cls(seq, user_id, "", tuple(sorted(rec.attributes)), rec.epsilon, rec.admitted, True,
                    tuple(rec.remaining), blocked)
 
 
-def _as_record(r: Any, i: int) -> AuditRecord:
+def as_record(r: Any, i: int) -> AuditRecord:
+    """One audit-log entry as an :class:`AuditRecord` (C5 audit): kept, lifted or parsed.
+
+    Parameters
+    ----------
+    r : AuditRecord, ChargeRecord or Mapping
+        The entry, or its JSON object (parsed by :meth:`AuditRecord.from_dict`, which names its errors).
+    i : int
+        Its sequence number (given to a lifted ChargeRecord).
+    """
     if isinstance(r, AuditRecord):
         return r
     if isinstance(r, ChargeRecord):
@@ -172,16 +171,40 @@ MAX_STORED_BITS = 14_000
 
 
 def check_storable(value: Fraction, what: str) -> Fraction:
-    """``value`` if its exact text can be stored (numerator and denominator under
-    ``MAX_STORED_BITS`` bits); BudgetError otherwise, before anything is written (C5: refuse,
-    never store a rounded number)."""
+    """A storable exact number (C5: refuse before anything is written, never store a rounded one).
+
+    Parameters
+    ----------
+    value : Fraction
+        Returned as is when its numerator and denominator have at most ``MAX_STORED_BITS`` bits.
+    what : str
+        What it is, for the message.
+
+    Raises
+    ------
+    BudgetError
+        If it has more bits (its exact decimal text could not be written).
+    """
     if max(value.numerator.bit_length(), value.denominator.bit_length()) > MAX_STORED_BITS:
         raise BudgetError(f"{what} has more than {MAX_STORED_BITS} bits in its numerator or denominator; "
                           f"a durable ledger stores exact decimal text and refuses it")
     return value
 
 
-def _check_caps(caps: Any) -> dict[str, Fraction]:
+def check_caps(caps: Any) -> dict[str, Fraction]:
+    """The caps B_a of a durable ledger (C5) as exact, storable rationals > 0.
+
+    Parameters
+    ----------
+    caps : Mapping of str to number
+        attribute -> B_a.
+
+    Raises
+    ------
+    BudgetTypeError, BudgetError
+        If ``caps`` is not a non-empty mapping, a name is not a non-empty valid Unicode string, or a cap
+        is not a finite number > 0 that can be stored (BudgetTypeError for a wrong type).
+    """
     if not isinstance(caps, _MappingABC) or not caps:
         raise (BudgetError if isinstance(caps, _MappingABC) else BudgetTypeError)(
             f"caps must be a non-empty mapping attribute -> cap, got {caps!r}")
@@ -223,8 +246,7 @@ def replay(log: Sequence[AuditRecord | ChargeRecord | Mapping[str, Any]], caps: 
     Raises
     ------
     BudgetTypeError
-        If ``caps`` or ``log`` has the wrong type, or a record does (see
-        :meth:`AuditRecord.from_dict`).
+        If ``caps`` or ``log`` has the wrong type, or a record does (see :meth:`AuditRecord.from_dict`).
     UnknownAttributeError
         If a record names an attribute without a cap.
     BudgetError
@@ -241,18 +263,35 @@ def replay(log: Sequence[AuditRecord | ChargeRecord | Mapping[str, Any]], caps: 
     >>> replay(led.log, {"debt": 1})
     {'debt': Fraction(2, 3)}
     """
-    caps_f = _check_caps(caps)
+    caps_f = check_caps(caps)
     if isinstance(log, (str, bytes)) or not isinstance(log, Iterable):
         raise BudgetTypeError(f"an audit log must be a list of records, got {type(log).__name__}")
     spent = {a: Fraction(0) for a in caps_f}
     for i, raw in enumerate(log, 1):
-        _replay_step(spent, _as_record(raw, i), caps_f, strict)
+        replay_step(spent, as_record(raw, i), caps_f, strict)
     return spent
 
 
-def _replay_step(spent: dict[str, Fraction], r: AuditRecord, caps_f: Mapping[str, Fraction],
+def replay_step(spent: dict[str, Fraction], r: AuditRecord, caps_f: Mapping[str, Fraction],
                  strict: bool = True) -> None:
-    """Apply one audit record to ``spent`` in place (C5 re-check of its decision when strict)."""
+    """One step of the replay (C5 audit): apply audit record ``r`` to the totals ``spent`` in place.
+
+    Parameters
+    ----------
+    spent : dict of str to Fraction
+        L_a before ``r``; updated in place.
+    r : AuditRecord
+        The record.
+    caps_f : Mapping of str to Fraction
+        The caps B_a.
+    strict : bool, optional
+        Re-check the recorded decision and ``remaining`` against the replay (default True).
+
+    Raises
+    ------
+    UnknownAttributeError, BudgetError
+        If ``r`` names an attribute without a cap; (``strict``) if its decision or a remaining budget disagrees.
+    """
     for a in r.attributes:
         if a not in caps_f:
             raise UnknownAttributeError(f"audit record #{r.seq} names attribute {a!r}; the caps "
@@ -260,10 +299,10 @@ def _replay_step(spent: dict[str, Fraction], r: AuditRecord, caps_f: Mapping[str
     fits = all(spent[a] + r.epsilon <= caps_f[a] for a in r.attributes)
     if strict and r.admitted and r.checked and not fits:
         raise BudgetError(f"audit record #{r.seq} admits eps={r.epsilon} on {list(r.attributes)} "
-                          f"but that overruns a cap (spent {_fmt(spent)}, caps {_fmt(caps_f)})")
+                          f"but that overruns a cap (spent {format_totals(spent)}, caps {format_totals(caps_f)})")
     if strict and not r.admitted and fits:
         raise BudgetError(f"audit record #{r.seq} blocks eps={r.epsilon} on {list(r.attributes)} "
-                          f"although it fits (spent {_fmt(spent)}, caps {_fmt(caps_f)})")
+                          f"although it fits (spent {format_totals(spent)}, caps {format_totals(caps_f)})")
     if r.admitted:
         for a in r.attributes:
             spent[a] += r.epsilon
@@ -286,10 +325,6 @@ def replay_ledger(log: Sequence[Any], caps: Mapping[str, Number], *, strict: boo
     strict : bool, optional
         Re-check every recorded decision (default True).
 
-    Returns
-    -------
-    InMemoryLedger
-
     Raises
     ------
     BudgetTypeError, UnknownAttributeError, BudgetError
@@ -298,18 +333,25 @@ def replay_ledger(log: Sequence[Any], caps: Mapping[str, Number], *, strict: boo
     spent = replay(log, caps, strict=strict)
     out = InMemoryLedger(caps, spent)
     out.log = [ChargeRecord(frozenset(r.attributes), r.epsilon, r.admitted, r.remaining)
-               for r in (_as_record(x, i) for i, x in enumerate(log, 1))]
+               for r in (as_record(x, i) for i, x in enumerate(log, 1))]
     return out
 
 
-def _fmt(d: Mapping[str, Fraction]) -> str:
+def format_totals(d: Mapping[str, Fraction]) -> str:
+    """Exact totals or caps as message text, sorted by attribute: ``{debt: 2/3, diet: 0}``.
+
+    Parameters
+    ----------
+    d : Mapping of str to Fraction
+        attribute -> L_a (or B_a).
+    """
     return "{" + ", ".join(f"{a}: {v}" for a, v in sorted(d.items())) + "}"
 
 
 _SECOND: tuple[int, str] = (-1, "")  # (a UTC second, its "YYYY-MM-DDTHH:MM:SS")
 
 
-def _now() -> str:
+def utc_now() -> str:
     """The current UTC time as ``datetime.now(timezone.utc).isoformat(timespec="microseconds")``
     writes it ("2026-01-01T12:00:00.123456+00:00"); the date and time of day are formatted once
     per second (every charge stamps its audit record)."""
@@ -364,9 +406,8 @@ def parse_state(state: Mapping[str, Any] | str, policy_fingerprint: str | None =
     Raises
     ------
     BudgetTypeError
-        If ``state`` (or its parsed JSON) is not an object, or a field has the wrong type
-        (``policy_fingerprint`` not a string, ``caps``/``spent`` not objects, ``log`` not a
-        list, a value that is not a number, ...).
+        If ``state`` (or its parsed JSON) is not an object, or a field has the wrong type (``policy_fingerprint`` not a
+        string, ``caps``/``spent`` not objects, ``log`` not a list, a value that is not a number, ...).
     UnknownAttributeError
         If a log record names an attribute without a cap.
     BudgetError
@@ -393,7 +434,7 @@ def parse_state(state: Mapping[str, Any] | str, policy_fingerprint: str | None =
     if policy_fingerprint is not None and fp != policy_fingerprint:
         raise BudgetError(f"ledger state belongs to policy {fp} but this ledger uses policy "
                           f"{policy_fingerprint}; refusing to import")
-    caps = _check_caps(state["caps"])
+    caps = check_caps(state["caps"])
     spent_raw = state["spent"]
     if not isinstance(spent_raw, _MappingABC) or set(spent_raw) != set(caps):
         raise (BudgetError if isinstance(spent_raw, _MappingABC) else BudgetTypeError)(
@@ -405,11 +446,11 @@ def parse_state(state: Mapping[str, Any] | str, policy_fingerprint: str | None =
             raise BudgetError(f"ledger state has {a!r} spent {spent[a]} above its cap {caps[a]}")
     if not isinstance(state["log"], list):
         raise BudgetTypeError("ledger state 'log' must be a list")
-    log = tuple(_as_record(r, i) for i, r in enumerate(state["log"], 1))
+    log = tuple(as_record(r, i) for i, r in enumerate(state["log"], 1))
     replayed = replay(log, caps)
     if replayed != spent:
-        raise BudgetError(f"ledger state is inconsistent: its log replays to {_fmt(replayed)} but it "
-                          f"says spent {_fmt(spent)}")
+        raise BudgetError(f"ledger state is inconsistent: its log replays to {format_totals(replayed)} but it "
+                          f"says spent {format_totals(spent)}")
     return LedgerState(str(state.get("user_id", "")), fp, caps, spent, log)
 
 
@@ -440,8 +481,8 @@ def import_state(state: Mapping[str, Any] | str, policy_fingerprint: str) -> InM
 
 
 # ---- the audit log and state export/import of a durable ledger ----------------------------------
-class _LedgerStateIO:
-    """The audit log, export and import of :class:`~dpmv_lib.ledgers.chain._ChainLedger` (its
+class LedgerStateIO:
+    """The audit log, export and import of :class:`~dpmv_lib.ledgers.chain.ChainLedger` (its
     verification, transactions and chaining come from the ledger itself)."""
 
     _caps: dict[str, Fraction]
@@ -472,10 +513,6 @@ class _LedgerStateIO:
         since_seq : int, optional
             Return only records after this sequence number (default: all).
 
-        Returns
-        -------
-        list of AuditRecord
-
         Raises
         ------
         LedgerIntegrityError
@@ -500,11 +537,8 @@ class _LedgerStateIO:
 
         Raises
         ------
-        LedgerIntegrityError
-            If the chain or the stored totals do not verify (a LedgerRollbackError when the
-            chain is behind its witness); nothing is written.
-        BudgetError
-            If the ledger is closed or the database fails.
+        LedgerIntegrityError, BudgetError
+            As :meth:`audit_log`.
         """
         with self._tx(write=False) as db:
             log: list[AuditRecord] = []
@@ -541,7 +575,8 @@ class _LedgerStateIO:
         """
         st = parse_state(state, self.policy_fingerprint)
         if st.caps != self._caps:
-            raise BudgetError(f"imported caps {_fmt(st.caps)} differ from this ledger's caps {_fmt(self._caps)}")
+            raise BudgetError(f"imported caps {format_totals(st.caps)} differ from this ledger's caps "
+                              f"{format_totals(self._caps)}")
         if st.user_id and st.user_id != self.user_id:
             raise BudgetError(f"state belongs to user {st.user_id!r}, not {self.user_id!r}")
         with self._tx() as db:
@@ -553,12 +588,12 @@ class _LedgerStateIO:
             new, spent = self._v, dict(self._v.totals)
             rows = []
             for r in st.log:
-                _replay_step(spent, r, self._caps)
+                replay_step(spent, r, self._caps)
                 new, row = self._record(new, r.timestamp, r.attributes, r.epsilon, r.admitted, r.checked,
                                         dict(r.remaining), r.blocked, spent)
                 rows.append(row)
             if new.totals != st.spent:  # parse_state replayed the same log: cannot differ
-                raise BudgetError(f"imported log replays to {_fmt(new.totals)}, not {_fmt(st.spent)}")
+                raise BudgetError(f"imported log replays to {format_totals(new.totals)}, not {format_totals(st.spent)}")
             self._write(db, rows, new, self._caps)
         self._v, self._last_row = new, (rows[-1][1:] if rows else self._last_row)
         self._advance_witness()

@@ -25,7 +25,7 @@ all of them) and ``charge_unchecked`` (ablations only). This module adds
   :class:`SqliteLedgerStore`).
 
 What every backend shares - deciding, chaining and writing a charge, verifying the chain - is
-:class:`~dpmv_lib.ledgers.chain._ChainLedger` (with :mod:`~dpmv_lib.ledgers.chain_verify`); this
+:class:`~dpmv_lib.ledgers.chain.ChainLedger` (with :mod:`~dpmv_lib.ledgers.chain_verify`); this
 module holds the SQLite backend, its group commit (:mod:`~dpmv_lib.ledgers.group_commit`) and the
 stores.
 """
@@ -47,11 +47,11 @@ from .hashchain import key_from_env  # noqa: F401  (re-exported: the documented 
 from ..core.errors import BudgetError, BudgetTypeError, PolicyTypeError
 from ..core.ledger import InMemoryLedger, Ledger
 from ..core.policy import Policy
-from .chain_verify import _SCHEMA, _Tx
-from .chain import _ChainLedger
+from .chain_verify import SCHEMA, Tx
+from .chain import ChainLedger
 
 
-class SqliteLedger(_ChainLedger):
+class SqliteLedger(ChainLedger):
     """One user's durable ledger in a SQLite file (WAL). Implements the Ledger protocol.
 
     ``SqliteLedger(path, user_id, caps, policy_fingerprint, key=None)`` creates the user's
@@ -365,14 +365,14 @@ class SqliteLedger(_ChainLedger):
                 self._close_witness()
             self._conn, self._lockfd, self._walfd = None, -1, -1
 
-    def _ensure_schema(self, db: "_Tx") -> None:
+    def _ensure_schema(self, db: "Tx") -> None:
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
-        self._check_tables(db, names, _SCHEMA)
+        self._check_tables(db, names, SCHEMA)
         if self._gc is not None and "dpmv_gc" not in names:
             db.execute(group_commit.ANSWER_TABLE)
 
-    def _sync(self, db: "_Tx", collect: list[Any] | None = None) -> None:
-        """The verification before a charge or read (see ``_ChainVerify._sync``), skipped when no
+    def _sync(self, db: "Tx", collect: list[Any] | None = None) -> None:
+        """The verification before a charge or read (see ``ChainVerify._sync``), skipped when no
         other connection has committed to the file since this one last verified or committed:
         ``PRAGMA data_version`` is unchanged exactly then (SQLite: it changes when another
         connection commits), so the file holds this connection's verified chain and nothing

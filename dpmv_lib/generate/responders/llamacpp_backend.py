@@ -45,7 +45,7 @@ import numpy as np
 
 from ...core.errors import GenerationError
 from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
-from .transformers_backend import _fingerprint, cpu_threads, smollm2_gguf
+from .transformers_backend import file_fingerprint, cpu_threads, smollm2_gguf
 
 log = logging.getLogger(__name__)
 _SENTINEL = "\x00dpmv-user-content\x00"
@@ -164,7 +164,7 @@ class LlamaCppResponder(Responder):
         if weights not in ("gguf", *_FTYPES):
             raise GenerationError(f"weights must be 'gguf', 'f16', 'bf16' or 'f32', got {weights!r}")
         self.weights = weights
-        self._source_revision = revision or _fingerprint(path)
+        self._source_revision = revision or file_fingerprint(path)
         self.revision = self._source_revision + ("" if weights == "gguf" else f"+{weights}")
         self.threads = threads
         self.prefix_cache = bool(prefix_cache)

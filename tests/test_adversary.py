@@ -198,3 +198,34 @@ def test_text_methods_follow_the_oracle_rule(bench, test_pairs, method):
                                                                   for x, y in zip(a, b)]
         adaptive = A.greedy_attack(pair, pol, method, horizon=8).cumulative()[-1].auc()
         assert adaptive >= run.cumulative()[-1].auc()
+
+
+def _small_and_at_T():
+    small = pd.DataFrame({"instance": ["running", "running", "tight EM (6 views)"], "B_a": [0.5, 2.0, 1.0],
+                          "loss_over_B_a": [0.5, 0.25, 0.98], "max_loss_le_B_a": [True, True, True],
+                          "adaptive_tv": [0.2, 0.3, 0.4], "fixed_tv": [0.2, 0.1, 0.4],
+                          "adaptive_kl": [0.1, 0.2, 0.3 + 1e-12], "fixed_kl": [0.1, 0.2, 0.3]})
+    at_T = pd.DataFrame({"method": ["GenericOnly", "DP-MemView (on)"], "adaptive_auc": [0.5, 0.5414],
+                         "fixed_auc": [0.5, 0.529], "adaptive_max_loss": [0.0, 0.79],
+                         "fixed_max_loss": [0.0, math.inf]})
+    return small, at_T
+
+
+def test_adaptivity_gain_counts_gains_above_the_tolerance():
+    small, _ = _small_and_at_T()
+    g = A.adaptivity_gain(small)
+    assert g["tv_gain"].tolist() == pytest.approx([0.0, 0.2, 0.0]) and list(g["helps"]) == [False, True, False]
+    assert list(A.adaptivity_gain(small, tol=1e-13)["helps"]) == [False, True, True]
+    assert list(g.columns[:len(small.columns)]) == list(small.columns)
+
+
+def test_summary_markdown_states_theorem1_adaptivity_and_every_method():
+    small, at_T = _small_and_at_T()
+    lines = A.summary_markdown(small, at_T, 16).splitlines()
+    assert len(lines) == 2 + len(at_T) and all(ln.startswith("- ") for ln in lines)
+    assert lines[0] == ("- small instances: optimal adaptive max loss <= B_a on all 3 (instance, B_a) rows: True; "
+                        "largest ratio 0.980 (tight EM (6 views), B_a=1)")
+    assert lines[1].startswith("- adaptivity strictly raised TV/KL on 1 of 3 rows (max loss: never")
+    assert lines[3] == "- DP-MemView (on): AUC at T=16 adaptive 0.541 vs fixed 0.529 (max loss 0.790 vs inf)"
+    small.loc[1, "max_loss_le_B_a"] = False
+    assert "rows: False;" in A.summary_markdown(small, at_T, 16)

@@ -168,3 +168,49 @@ def test_attribute_ceilings_average_to_the_grid_ceiling():
     assert ac["ceiling_auc_seeds"].mean() == pytest.approx(row["ceiling_auc_seeds"], abs=1e-12)
     with pytest.raises(ParameterError):
         E.attribute_ceilings(bench, [], t3, horizon=6, view_links=links)
+
+
+def _summary_inputs():
+    """Table 3 with both selectors, the paper's main-setting row and an exact grid (synthetic)."""
+    grid = synthetic_grid(b_as=(1.0, 2.0, 4.0, 8.0), ks=(2, 3, 4), horizon=16)
+    grid["ceiling_auc_seeds"] = grid["ceiling_auc"] + 0.01
+    paper = pd.DataFrame({"sweep": ["granularity"], "b_a": [2.0], "k": [3], "eps_tg": [0.667], "auc": [0.49],
+                          "trec": [0.506], "unsup": [0.119]})
+    st = S.table3_settings(selectors=("em", "pf"))
+    meth = list(dict.fromkeys(st["method"]))
+    priv = pd.DataFrame({"method": meth, "horizon": 16, "auc": [0.5 + 0.01 * i for i in range(len(meth))]})
+    util = pd.DataFrame({"method": meth, "U": 0.88, "tRec": 0.5, "Unsup": 0.1})
+    t3 = S.table3(st, priv, util, horizon=16, paper=paper, grid=grid)
+    return t3, grid
+
+
+def test_selector_grid_and_rows_at_one_setting():
+    t3, grid = _summary_inputs()
+    sg = E.selector_grid(grid, b_a=2, k=3, T=16)
+    assert list(sg.columns) == list(E.SELECTOR_GRID_COLUMNS) and list(sg["mode"]) == list(S.MODES)
+    for r in sg.itertuples(index=False):
+        assert r.ceiling_auc == S.grid_lookup(grid, mode=r.mode, b_a=2, k=3, T=16)["ceiling_auc"]
+    rows = E.selector_rows(t3, b_a=2, k=3)
+    assert list(rows["selector"]) == ["em", "pf"] and (rows["b_a"] == 2.0).all() and (rows["k"] == 3).all()
+    assert rows.index.tolist() == t3[(t3["b_a"] == 2.0) & (t3["k"] == 3)].drop_duplicates("selector").index.tolist()
+    with pytest.raises(ParameterError):
+        E.selector_grid(grid, b_a=16, k=3, T=16)
+
+
+def test_summary_markdown_lists_verdicts_the_main_setting_the_grid_and_both_selectors():
+    from dpmv_lib.experiments.verdicts import verdict_counts
+
+    t3, grid = _summary_inputs()
+    claims = pd.DataFrame({"verdict": ["HOLDS", "INCONCLUSIVE", "HOLDS"]})
+    lines = E.summary_markdown(t3, claims, grid, b_a=2, k=3, T=16).splitlines()
+    assert len(lines) == 5 and all(ln.startswith("- ") for ln in lines)
+    assert lines[0] == f"- Table 3 verdicts: {verdict_counts(claims)} (see above)"
+    main = t3[(t3["sweep"] == "granularity") & (t3["b_a"] == 2) & (t3["k"] == 3) & (t3["selector"] == "em")].iloc[0]
+    assert lines[1] == (f"- setting B_a=2, K=3: AUC {main['auc']:.3f} (paper 0.490), tRec 0.500 (paper 0.506), "
+                        f"Unsup 0.100 (paper 0.119); exact ceiling {main['ceiling_auc']:.3f}")
+    assert lines[2] == f"- grid: {len(grid)} cells; Theorem 1 holds on every cell: True"
+    g = S.grid_lookup(grid, mode="on, P&F", b_a=2, k=3, T=16)
+    assert lines[4].startswith(f"- selector pf (on, B_a=2, K=3, T=16): target-view rate M {g['target_rate_M']:.4f} / "
+                               f"M' {g['target_rate_Mp']:.4f}, exact ceiling {g['ceiling_auc']:.3f}; tRec 0.500")
+    bad = grid.assign(max_loss=grid["b_a"] + 1)
+    assert "every cell: False" in E.summary_markdown(t3, claims, bad, b_a=2, k=3, T=16)

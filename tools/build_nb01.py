@@ -1,11 +1,9 @@
 """Build notebooks/01_data_construction.ipynb (committed without outputs). Run: .venv/bin/python tools/build_nb01.py"""
 from __future__ import annotations
 
-from pathlib import Path
-
 import nbformat as nbf
+from nbbuild import write_notebook
 
-ROOT = Path(__file__).resolve().parent.parent
 md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 
 cells = [
@@ -39,10 +37,7 @@ results_dir = "results"
 data_dir = "data"
 corpora_dir = None
 INTERACTIVE = False""", metadata={"tags": ["parameters"]}),
-    code("""import json
-import time
-
-import matplotlib
+    code("""import matplotlib
 if not INTERACTIVE:
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -50,11 +45,7 @@ import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from dpmv_lib.experiments import data_report as dr
-from dpmv_lib.bench import lexicon
 from dpmv_lib.bench import pairedmem_specs as PS
-from dpmv_lib.bench import pairedmem_gold as PG
-from dpmv_lib.bench import phrasebank as PB
-from dpmv_lib.bench import transfer_corpora as TC
 from dpmv_lib.bench import transfer_quality as TQ
 from dpmv_lib.bench.datasets import load_benchmark
 from dpmv_lib.common.paths import project_root, resolve
@@ -80,15 +71,9 @@ public intent -> one slot) and read policy. Templates differ only in the protect
 two attributes). Views say how to answer, never a user fact, and are shared by all stores (C1).
 The scorer $u = 0.4\\,r + 0.4\\,c + 0.2\\,s$ reads the public intent ($r$) and the view's cues in the read
 memory ($c$, $s$), so its sensitivity is $\\Delta u = 0.6$ (C.5)."""),
-    code("""pols = PS.template_policies()
-p0 = next(iter(pols.values()))
-slot_of = dict(p0.layout)
-display(pd.DataFrame([{"template": t, **{a: f"{sorted(g)} ({len(g)}; slots: {', '.join(sorted({slot_of[i] for i in g}))})"
-                                          for a, g in groups.items()},
-                       "overlap": t in PB.OVERLAP_TEMPLATES} for t, groups in PB.TEMPLATES.items()]))
-display(pd.DataFrame([{"slot": s.name, "positions": len(p0.positions_of(s.name)),
-                       "views": ", ".join(v.id.split(".")[1] for v in s.views),
-                       "intents": sum(1 for i in p0.intents if i.startswith(s.name + "."))} for s in p0.slots]))
+    code("""p0 = next(iter(PS.template_policies().values()))
+display(dr.template_groups(p0))
+display(dr.slot_table(p0))
 print("sensitivity Delta u =", p0.sensitivity, "| caps B_a =", {a: str(c) for a, c in p0.caps.items()})"""),
     md("""## 2. Build both tracks (S1-S4, T1-T4) and freeze them
 
@@ -100,8 +85,7 @@ the message says which files are needed and where to get them."""),
     code("""db = dr.build_all(data, seed=seed, corpora_dir=corpora_dir, transfer_speakers=transfer_speakers)
 if db.transfer_error:
     display(Markdown(f"**Transfer track skipped.** {db.transfer_error}"))
-timing = pd.DataFrame([{"step": k, "seconds": round(v, 2)} for k, v in db.seconds.items()])
-display(timing)
+display(dr.build_seconds(db))
 bench = load_benchmark("pairedmem", data)        # reload through the checksummed loader
 print(f"loaded {len(bench)} PairedMem pairs; manifest files: {list(bench.manifest['files'])}")"""),
     md("""## 3. S1-S3: specifications, validation, selection
@@ -114,13 +98,9 @@ third-person memory notes), all drawn from that split's part of the phrase lists
 same scaffold, $D=\\{i: m_i \\ne m'_i\\} \\subseteq I_a$, target evidence present in $M$ and absent from
 $M'$ (lexicon and scorer cues), no new evidence, non-target evidence preserved at overlapping
 positions, slot compatibility, no duplicate stores. The failing candidates and why:"""),
-    code("""cands = db.pairedmem.candidates
-fails = pd.DataFrame([{"spec": c.spec.spec_id, "attribute": c.spec.attribute, "template": c.spec.template,
-                       "simulated writer error": c.realisation.defect, "problems": "; ".join(c.problems)}
-                      for c in cands if not c.passed])
+    code("""fails = dr.failed_candidates(db.pairedmem.candidates)
 display(fails if len(fails) else Markdown("*no candidate failed*"))
-sel = dr.group_table(db.pairedmem.pairs)
-display(pd.crosstab(sel["attribute"], sel["template"], margins=True))"""),
+display(dr.selection_crosstab(db.pairedmem.pairs))"""),
     md("""## 4. Table 6: PairedMem construction counts beside the paper
 
 Every number in the *ours* column is counted from the build above; *paper* is read from
@@ -149,11 +129,9 @@ the intent are *target-required* on $M$ (tRec) and *unsupported* on $M'$ (Unsup)
 co-present attribute links to the same view **and** the turn reads that attribute's evidence (then
 $M'$ supports the view and the entry is dropped); every turn has the intent's generic behaviour. Behaviour descriptions are written independently of any response generator."""),
     code("""display(dr.trajectory_table(ex, bench.behaviours).head(16))
-bad = [(p.pair_id, t.index, lexicon.query_problems(t.query.text)) for p in bench.pairs for t in p.turns
-       if lexicon.query_problems(t.query.text)]
-problems = [x for p in bench.pairs for x in PG.trajectory_problems(bench.policy(p), p, bench.behaviours)]
-print(f"queries checked: {sum(len(p.turns) for p in bench.pairs)}; naming an attribute: {len(bad)}; "
-      f"trajectory problems: {len(problems)}")"""),
+checks = dr.trajectory_checks(bench.pairs, bench.policy, bench.behaviours)
+print(f"queries checked: {checks['queries']}; naming an attribute: {checks['naming_attribute']}; "
+      f"trajectory problems: {checks['trajectory_problems']}")"""),
     md("""## 7. Benchmark quality: charge structure, split leakage, templating, artefacts
 
 The checks of issue 10, computed by `dpmv_lib.bench.benchmark_quality` on the pairs just built (and
@@ -206,12 +184,11 @@ first build, v2 = the build before issue 28. Then: distinct evidence sentences b
 word edit distance between each evidence sentence and its $M'$."""),
     code("""if db.transfer is not None:
     tqr = TQ.quality_report(db.transfer)
-    tq = pd.DataFrame(TQ.quality_table(tqr))
+    tq = dr.transfer_quality_table(tqr)
     display(tq)
     written += write_table(tq.astype(str), tables, "01_transfer_quality", tq.astype(str).to_markdown(index=False))
-    display(pd.DataFrame(tqr["distinct_evidence_by_kind"]).T.reindex(columns=list(TC.SOURCE_KINDS)).fillna(0).astype(int))
-    display(pd.DataFrame({a: {k: v for k, v in d.items() if k != "share_bins"} | d["share_bins"]
-                          for a, d in tqr["m_prime_edit_distance"].items()}).T)"""),
+    display(dr.evidence_kind_table(tqr))
+    display(dr.edit_distance_table(tqr))"""),
     code("""t7 = dr.table7(db)
 display(t7)
 written += write_table(t7.astype(str), tables, "table7_transfer_evidence", t7.astype(str).to_markdown(index=False))
@@ -223,9 +200,7 @@ if db.transfer is not None:
     bg = dr.background_table(db)
     display(bg)
     written += write_table(bg, tables, "table7_transfer_background", bg.astype(str).to_markdown(index=False))
-    ev = pd.DataFrame([{"attribute": e.attribute, "source": e.source, "M": e.text, "M' (reviewed)": e.edited}
-                       for a in lexicon.ATTRIBUTES for e in db.transfer.evidence[a][:3]])
-    display(ev)
+    display(dr.evidence_examples(db.transfer, per_attribute=3))
     tp = db.transfer.pairs[0]
     print(tp.pair_id, "copies", tp.meta["matched_pair"])
     display(HTML(dr.highlight_html(dr.pair_side_by_side(tp))))"""),
@@ -233,18 +208,10 @@ if db.transfer is not None:
 
 The frozen files and their checksums (the loader `dpmv_lib.bench.datasets.load_benchmark` verifies them
 before use), plus the tables and the figure of this notebook."""),
-    code("""for track in ("pairedmem", "transfer"):
-    mf = data / track / "manifest.json"
-    if mf.exists():
-        m = json.loads(mf.read_text())
-        display(pd.DataFrame([{"track": track, "file": k, **v} for k, v in m["files"].items()]))
+    code("""for manifest in dr.manifest_tables(data, ("pairedmem", "transfer")):
+    display(manifest)
 print("written:", *[str(p) for p in written], sep="\\n  ")
 print(f"build time (s): {db.seconds}")"""),
 ]
 
-nb = nbf.v4.new_notebook()
-nb.cells = cells
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nb.metadata["language_info"] = {"name": "python"}
-nbf.write(nb, str(ROOT / "notebooks" / "01_data_construction.ipynb"))
-print("wrote notebooks/01_data_construction.ipynb")
+write_notebook(cells, "01_data_construction")

@@ -1,11 +1,9 @@
 """Build notebooks/06_adaptive_adversary.ipynb (committed without outputs). Run: .venv/bin/python tools/build_nb06.py"""
 from __future__ import annotations
 
-from pathlib import Path
-
 import nbformat as nbf
+from nbbuild import write_notebook
 
-ROOT = Path(__file__).resolve().parent.parent
 md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 
 cells = [
@@ -83,9 +81,9 @@ head = (f"Exactly optimal adaptive attacker vs best fixed sequence on small inst
 write_table(small[cols], tables, "06_optimal_small", head + markdown_table(small[cols], 4))
 display(Markdown(markdown_table(small[cols], 4)))
 assert small["max_loss_le_B_a"].all(), "Theorem 1 violated by the optimal adaptive attacker"
-gain = small.assign(tv_gain=small["adaptive_tv"] - small["fixed_tv"], kl_gain=small["adaptive_kl"] - small["fixed_kl"])
+gain = adversary.adaptivity_gain(small)
 print("instances where adaptivity strictly helps (TV or KL gain > 1e-9):")
-print(gain[(gain["tv_gain"] > 1e-9) | (gain["kl_gain"] > 1e-9)][["instance", "B_a", "tv_gain", "kl_gain"]].to_string())"""),
+print(gain[gain["helps"]][["instance", "B_a", "tv_gain", "kl_gain"]].to_string())"""),
     md("""## 2. The greedy adaptive attacker on PairedMem
 
 Pairs: the PairedMem **test** split (stratified down to the profile's pair count in `smoke`). The
@@ -112,24 +110,9 @@ print(f"{len(pairs)} pairs, {timings['greedy_s']} s")"""),
     md("""## 3. Figure"""),
     code("""fig = adversary.plot_adversary(small, per_t, figures / "06_adaptive_adversary.png")"""),
     md("""## 4. Summary"""),
-    code("""worst = small.loc[small["loss_over_B_a"].idxmax()]
-lines = [f"- small instances: optimal adaptive max loss <= B_a on all {len(small)} (instance, B_a) rows: "
-         f"{bool(small['max_loss_le_B_a'].all())}; largest ratio {worst['loss_over_B_a']:.3f} "
-         f"({worst['instance']}, B_a={worst['B_a']:g})",
-         f"- adaptivity strictly raised TV/KL on {int(((gain['tv_gain'] > 1e-9) | (gain['kl_gain'] > 1e-9)).sum())} "
-         f"of {len(gain)} rows (max loss: never, as every adaptive leaf is a fixed-sequence leaf)"]
-for r in at_T.itertuples():
-    lines.append(f"- {r.method}: AUC at T={T} adaptive {r.adaptive_auc:.3f} vs fixed {r.fixed_auc:.3f} "
-                 f"(max loss {r.adaptive_max_loss:.3f} vs {r.fixed_max_loss:.3f})")
-display(Markdown("\\n".join(lines)))
+    code("""display(Markdown(adversary.summary_markdown(small, at_T, T)))
 _ = (tables / "06_run.json").write_text(json.dumps({"profile": prof.name, "pairs": len(pairs), "T": T, "B_a": B_a, "K": K,
                                                 "dp_horizon": H, "timings_s": timings}, indent=1))"""),
 ]
 
-nb = nbf.v4.new_notebook()
-nb.cells = cells
-nb.metadata = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-               "language_info": {"name": "python"}}
-path = ROOT / "notebooks" / "06_adaptive_adversary.ipynb"
-nbf.write(nb, str(path))
-print(f"wrote {path}")
+write_notebook(cells, "06_adaptive_adversary")

@@ -12,6 +12,8 @@ change (clear + show: ~1.3 s, 2-3 intermediate images, the area collapses in bet
 * :class:`PaperFigure` is the paper's view: the learned-auditor AUC (our Table 3 run), the paper's
   Table 3 point and the exact ceilings of the selected setting, and their per-attribute breakdown
   (:func:`paper_view_table`, :func:`attribute_ceilings`);
+* :func:`selector_grid`, :func:`selector_rows` and :func:`summary_markdown` build notebook 05's
+  permute-and-flip vs Eq. (7) tables at one setting and its closing summary;
 * :func:`make_explorer` pushes one PNG per change into a fixed-size ``ipywidgets.Image`` (one
   frame, no layout jump); sliders send their value on release (``continuous_update=False``, the
   drag debounce), unchanged settings are not redrawn, and frames are kept in a small LRU cache.
@@ -30,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from .sensitivity import MODES, check_grid, mode_parts, setting_label
+from .sensitivity import MODES, check_grid, grid_lookup, mode_parts, setting_label
 
 _T = TypeVar("_T")
 
@@ -322,6 +324,67 @@ def attribute_ceilings(bench: Any, pairs: Sequence[Any], t3: pd.DataFrame, *, ho
             rows.append({"selector": r.selector, "b_a": float(r.b_a), "k": int(r.k), "attribute": a,
                          "ceiling_auc": float(one), "ceiling_auc_seeds": float(seeds), "n_pairs": len(ds)})
     return pd.DataFrame(rows)
+
+
+# ---- notebook 05: permute-and-flip vs Eq. (7) at one setting, and the closing summary -------------------
+SELECTOR_GRID_COLUMNS: tuple[str, ...] = ("mode", "ceiling_auc", "ceiling_auc_seeds", "max_loss", "target_rate_M",
+                                          "target_rate_Mp", "bound_max", "admit_rate")
+
+
+def selector_grid(grid: pd.DataFrame, *, b_a: Any, k: Any, T: int) -> pd.DataFrame:
+    """The exact grid at one setting for both selectors and both budget rules (notebook 05, section 6):
+    one row per mode of :data:`~dpmv_lib.experiments.sensitivity.MODES`, columns
+    :data:`SELECTOR_GRID_COLUMNS` (:func:`~dpmv_lib.experiments.sensitivity.grid_lookup`; unknown values raise)."""
+    return pd.DataFrame([grid_lookup(grid, mode=m, b_a=b_a, k=k, T=T) for m in MODES])[list(SELECTOR_GRID_COLUMNS)]
+
+
+def selector_rows(t3: pd.DataFrame, *, b_a: Any, k: Any) -> pd.DataFrame:
+    """The Table 3 rows (:func:`~dpmv_lib.experiments.sensitivity.table3`) of the setting (``b_a``, ``k``),
+    one per selector (em: Eq. (7); pf: permute-and-flip), in table order."""
+    return t3[(t3["b_a"] == float(b_a)) & (t3["k"] == int(k))].drop_duplicates("selector")
+
+
+def summary_markdown(t3: pd.DataFrame, claims: pd.DataFrame, grid: pd.DataFrame, *, b_a: Any, k: Any,
+                     T: int) -> str:
+    """Notebook 05's closing summary as a Markdown list: the Table 3 verdict counts; the main setting
+    (B_a = 2, K = 3, selector em; else Table 3's first row) beside the paper with its exact ceiling;
+    Theorem 1 (max realised loss <= B_a) on every grid cell; per selector at (``b_a``, ``k``, ``T``)
+    the grid's target-view rates and ceiling with the judged tRec, Unsup, U and auditor AUC.
+
+    Parameters
+    ----------
+    t3 : DataFrame
+        :func:`~dpmv_lib.experiments.sensitivity.table3` built with ``paper=`` and ``grid=``.
+    claims : DataFrame
+        :func:`~dpmv_lib.experiments.sensitivity.table3_claims`.
+    grid : DataFrame
+        The exact grid (:func:`~dpmv_lib.experiments.sensitivity.cached_grid`).
+    b_a, k, T
+        The setting of the selector lines (the notebook's widget defaults).
+
+    Returns
+    -------
+    str
+        One ``- `` line per finding, newline-separated.
+    """
+    from .verdicts import verdict_counts
+
+    main = t3[(t3["sweep"] == "granularity") & (t3["b_a"] == 2) & (t3["k"] == 3) & (t3["selector"] == "em")]
+    base = (main if len(main) else t3).iloc[0]
+    lines = [f"- Table 3 verdicts: {verdict_counts(claims)} (see above)",
+             f"- setting B_a={base['b_a']:g}, K={int(base['k'])}: "
+             f"AUC {base['auc']:.3f} (paper {base['paper_auc']:.3f}), "
+             f"tRec {base['trec']:.3f} (paper {base['paper_trec']:.3f}), "
+             f"Unsup {base['unsup']:.3f} (paper {base['paper_unsup']:.3f}); exact ceiling {base['ceiling_auc']:.3f}",
+             f"- grid: {len(grid)} cells; Theorem 1 holds on every cell: "
+             f"{bool((grid['max_loss'] <= grid['b_a'] + 1e-9).all())}"]
+    for _, r in selector_rows(t3, b_a=b_a, k=k).iterrows():
+        g = grid_lookup(grid, mode=SELECTOR_MODE[r["selector"]], b_a=b_a, k=k, T=T)
+        lines.append(f"- selector {r['selector']} (on, B_a={b_a:g}, K={k}, T={T}): target-view rate "
+                     f"M {g['target_rate_M']:.4f} / M' {g['target_rate_Mp']:.4f}, "
+                     f"exact ceiling {g['ceiling_auc']:.3f}; "
+                     f"tRec {r['trec']:.3f}, Unsup {r['unsup']:.3f}, U {r['u']:.3f}, AUC {r['auc']:.3f}")
+    return "\n".join(lines)
 
 
 class PaperFigure:

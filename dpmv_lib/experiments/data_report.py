@@ -4,16 +4,21 @@ example pairs side by side, and the figure. All numbers are measured from the bu
 from __future__ import annotations
 
 import html
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import pandas as pd
 
 from .common import reference_dir
+from ..bench import lexicon, transfer_quality
 from ..bench.benchmark import Pair
+from ..bench.pairedmem_gold import trajectory_problems
+from ..bench.phrasebank import OVERLAP_TEMPLATES, TEMPLATES
+from ..bench.transfer_corpora import SOURCE_KINDS
 from ..core.errors import CorpusError
 
 PAPER_FIGURES_FILE = "paper_other_figures.csv"
@@ -61,6 +66,74 @@ def build_all(data_dir: str | Path, seed: int = 0, corpora_dir: str | Path | Non
     secs["transfer"] = time.perf_counter() - t1
     secs["total"] = time.perf_counter() - t0
     return DataBuild(build, tb, err, secs, paths)
+
+
+def build_seconds(db: DataBuild) -> pd.DataFrame:
+    """The wall time of each build step of :func:`build_all` (columns step, seconds; rounded to 0.01 s)."""
+    return pd.DataFrame([{"step": k, "seconds": round(v, 2)} for k, v in db.seconds.items()])
+
+
+# ---- the public policy (notebook 01, section 1) ------------------------------------------------------
+def template_groups(policy: Any, templates: Mapping[str, Mapping[str, Any]] = TEMPLATES,
+                    overlap: Collection[str] = OVERLAP_TEMPLATES) -> pd.DataFrame:
+    """The protected groups I_a of every template: per template and attribute the sorted positions,
+    their number and the slots they lie in (from ``policy``'s layout, shared by all templates), and
+    whether the template makes groups overlap.
+
+    Parameters
+    ----------
+    policy : Policy
+        Any template's policy (the layout is the same in all).
+    templates : mapping
+        template -> attribute -> positions (default: the phrase bank's ``TEMPLATES``).
+    overlap : container
+        The templates whose groups overlap (default: ``OVERLAP_TEMPLATES``).
+
+    Returns
+    -------
+    DataFrame
+        One row per template: ``template``, one column per attribute, ``overlap``.
+    """
+    slot_of = dict(policy.layout)
+
+    def cell(g: Any) -> str:
+        return f"{sorted(g)} ({len(g)}; slots: {', '.join(sorted({slot_of[i] for i in g}))})"
+
+    return pd.DataFrame([{"template": t, **{a: cell(g) for a, g in groups.items()}, "overlap": t in overlap}
+                         for t, groups in templates.items()])
+
+
+def slot_table(policy: Any) -> pd.DataFrame:
+    """Per slot of ``policy``: its number of positions, its view names and its number of public intents."""
+    return pd.DataFrame([{"slot": s.name, "positions": len(policy.positions_of(s.name)),
+                          "views": ", ".join(v.id.split(".")[1] for v in s.views),
+                          "intents": sum(1 for i in policy.intents if i.startswith(s.name + "."))}
+                         for s in policy.slots])
+
+
+# ---- S3 and S4 (notebook 01, sections 3 and 6) -----------------------------------------------------------
+def failed_candidates(candidates: Sequence[Any]) -> pd.DataFrame:
+    """The S3 candidates that failed validation: spec, attribute, template, the simulated writer error
+    and the problems found (an empty frame without columns when none failed)."""
+    return pd.DataFrame([{"spec": c.spec.spec_id, "attribute": c.spec.attribute, "template": c.spec.template,
+                          "simulated writer error": c.realisation.defect, "problems": "; ".join(c.problems)}
+                         for c in candidates if not c.passed])
+
+
+def selection_crosstab(pairs: Sequence[Pair]) -> pd.DataFrame:
+    """Selected pairs by attribute x template with margins (:func:`group_table`)."""
+    sel = group_table(pairs)
+    return pd.crosstab(sel["attribute"], sel["template"], margins=True)
+
+
+def trajectory_checks(pairs: Sequence[Pair], policy_of: Any, behaviours: Mapping[str, Any]) -> dict[str, int]:
+    """S4's checks on every pair: queries checked, queries that name a protected attribute or a direct
+    synonym (:func:`dpmv_lib.bench.lexicon.query_problems`) and trajectory problems
+    (:func:`dpmv_lib.bench.pairedmem_gold.trajectory_problems`; ``policy_of``: Pair -> its policy)."""
+    bad = [(p.pair_id, t.index) for p in pairs for t in p.turns if lexicon.query_problems(t.query.text)]
+    problems = [x for p in pairs for x in trajectory_problems(policy_of(p), p, behaviours)]
+    return {"queries": sum(len(p.turns) for p in pairs), "naming_attribute": len(bad),
+            "trajectory_problems": len(problems)}
 
 
 def _row(quantity: str, ours: Any, paper: Any = None, note: str = "") -> dict[str, Any]:
@@ -145,6 +218,46 @@ def background_table(db: DataBuild) -> pd.DataFrame:
                      **{f"slot:{k}": n for k, n in v["sentences_by_slot"].items()},
                      "fallback_positions": v["slot_fallback_positions"]})
     return pd.DataFrame(rows)
+
+
+# ---- the transfer track (notebook 01, section 9) -------------------------------------------------------
+def transfer_quality_table(report: Mapping[str, Any]) -> pd.DataFrame:
+    """:func:`dpmv_lib.bench.transfer_quality.quality_table` of ``report`` as a frame (figure, v1, v2, now,
+    goal, met)."""
+    return pd.DataFrame(transfer_quality.quality_table(report))
+
+
+def evidence_kind_table(report: Mapping[str, Any]) -> pd.DataFrame:
+    """Distinct evidence sentences per attribute (rows) and source kind (columns, in the order of
+    ``SOURCE_KINDS``; 0 where none) from a transfer quality report."""
+    return (pd.DataFrame(report["distinct_evidence_by_kind"]).T.reindex(columns=list(SOURCE_KINDS))
+            .fillna(0).astype(int))
+
+
+def edit_distance_table(report: Mapping[str, Any]) -> pd.DataFrame:
+    """Per attribute the word edit distance between each evidence sentence and its M' replacement
+    (summary statistics, then the share bins as columns) from a transfer quality report."""
+    return pd.DataFrame({a: {k: v for k, v in d.items() if k != "share_bins"} | d["share_bins"]
+                         for a, d in report["m_prime_edit_distance"].items()}).T
+
+
+def evidence_examples(track: Any, per_attribute: int = 3) -> pd.DataFrame:
+    """The first ``per_attribute`` evidence sentences of each attribute of a transfer build: attribute,
+    source, the sentence in M and its reviewed replacement in M'."""
+    return pd.DataFrame([{"attribute": e.attribute, "source": e.source, "M": e.text, "M' (reviewed)": e.edited}
+                         for a in lexicon.ATTRIBUTES for e in track.evidence[a][:per_attribute]])
+
+
+def manifest_tables(data_dir: str | Path, tracks: Sequence[str] = ("pairedmem", "transfer")) -> list[pd.DataFrame]:
+    """One table per track of ``tracks`` frozen under ``data_dir``: its manifest's files with their
+    checksums and sizes (tracks without a ``manifest.json`` are left out)."""
+    out = []
+    for track in tracks:
+        mf = Path(data_dir) / track / "manifest.json"
+        if mf.exists():
+            m = json.loads(mf.read_text())
+            out.append(pd.DataFrame([{"track": track, "file": k, **v} for k, v in m["files"].items()]))
+    return out
 
 
 def group_table(pairs: Sequence[Pair]) -> pd.DataFrame:

@@ -77,6 +77,13 @@ def test_tfidf_auditor_separates_one_differing_word():
     assert auc_of(AU.views_scores(df, CFG), "views") == 0.5    # the views are identical
 
 
+def test_scores_do_not_depend_on_the_worker_count():
+    """The learned auditors' fits run over forked workers (issue 30): identical scores, in order."""
+    df = views_table("law")
+    for run in (lambda w: AU.views_scores(df, CFG, workers=w), lambda w: AU.tfidf_scores(df, CFG, workers=w)):
+        pd.testing.assert_frame_equal(run(1), run(2))
+
+
 def test_identical_transcripts_give_exactly_chance():
     df = views_table("none")
     for sc in (AU.views_scores(df, CFG), AU.tfidf_scores(df, CFG)):

@@ -5,6 +5,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -79,6 +80,16 @@ def test_single_release_closed_form_and_power():
     assert d.max_loss() == pytest.approx(math.log(3))
     # two independent copies == a two-turn trajectory
     assert d.power(2).auc() == pytest.approx(trajectory_distribution([(p, q), (p, q)]).auc())
+
+
+def test_pair_results_do_not_depend_on_the_worker_count():
+    """The pairs run over forked workers (issue 30): the same rows, distributions included."""
+    df = make_transcripts(n_per_attr=6, turns=3)
+    one, two = (pair_results(df, 3, keep_dists=True, workers=w) for w in (1, 2))
+    pd.testing.assert_frame_equal(one.drop(columns=["dist", "resp_dist"]), two.drop(columns=["dist", "resp_dist"]))
+    for a, b in zip(one["dist"], two["dist"]):
+        for f in ("llr", "p_m", "p_mp", "lo", "hi"):
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
 
 
 def test_bad_probabilities_raise():

@@ -221,7 +221,7 @@ def test_the_grid_does_not_depend_on_the_number_of_workers():
 def test_parallel_map_keeps_order_and_runs_in_other_processes():
     import os
 
-    from dpmv_lib.experiments.common import parallel_map
+    from dpmv_lib.common.parallel import parallel_map
 
     pids = parallel_map(lambda x: (x * x, os.getpid()), range(12), workers=2)  # (a lambda: not pickled)
     assert [v for v, _ in pids] == [x * x for x in range(12)]

@@ -42,6 +42,7 @@ from threadpoolctl import threadpool_limits
 
 from .audit import GROUP, REQUIRED, AuditConfig, auc_rows, independent_auc, fit_auditor, prefix_features
 from .encoders import Encoder
+from ..common.parallel import parallel_map
 from ..core.errors import ParameterError
 
 AUDITORS: tuple[str, ...] = ("c5", "c5-raw", "views", "views-links", "tfidf")
@@ -255,20 +256,25 @@ def fit_cv(X, y: np.ndarray, groups: np.ndarray, units: np.ndarray, config: Lear
 
 
 def _learned(keys: pd.DataFrame, config: LearnedConfig, auditor: str,
-             features: Callable[[np.ndarray, np.ndarray, str, int], tuple]) -> pd.DataFrame:
+             features: Callable[[np.ndarray, np.ndarray, str, int], tuple], workers: int | None = None
+             ) -> pd.DataFrame:
     """Fit one auditor per (response model, method, attribute, horizon) and score its evaluation
-    transcripts. ``features(fit_rows, eval_rows, attribute, t) -> (X_fit, X_eval)``."""
+    transcripts. ``features(fit_rows, eval_rows, attribute, t) -> (X_fit, X_eval)``. The fits run
+    over ``workers`` forked processes (None: the usable cores; each fit single-threaded), with the
+    same scores for any count."""
     y = (keys["side"] == "M").to_numpy().astype(int)
     pair = keys["pair_id"].astype(str).to_numpy()
     unit = pair + "|" + keys["side"].astype(str).to_numpy()
-    parts = []
-    for (_, _, attr), fit, ev in _fit_eval_sets(keys, config.source_track, config.fit_splits):
-        for t in config.horizons:
-            x_fit, x_ev = features(fit, ev, attr, int(t))
-            with threadpool_limits(limits=1):   # small problems: BLAS threads only contend
-                clf, _, _ = fit_cv(x_fit, y[fit], pair[fit], unit[fit], config)
-            parts.append(_score_frame(keys, ev, t, clf.decision_function(x_ev), auditor))
-    return _finish(parts)
+    tasks = [(attr, fit, ev, int(t)) for (_, _, attr), fit, ev in
+             _fit_eval_sets(keys, config.source_track, config.fit_splits) for t in config.horizons]
+
+    def one(task: tuple[str, np.ndarray, np.ndarray, int]) -> pd.DataFrame:
+        attr, fit, ev, t = task
+        x_fit, x_ev = features(fit, ev, attr, t)
+        with threadpool_limits(limits=1):   # small problems: BLAS threads only contend
+            clf, _, _ = fit_cv(x_fit, y[fit], pair[fit], unit[fit], config)
+        return _score_frame(keys, ev, t, clf.decision_function(x_ev), auditor)
+    return _finish(parallel_map(one, tasks, workers=workers))
 
 
 # ---- the released-views auditor -------------------------------------------------------------------------
@@ -299,7 +305,7 @@ def view_methods(transcripts: pd.DataFrame) -> list[str]:
 
 
 def views_scores(transcripts: pd.DataFrame, config: LearnedConfig = LearnedConfig(), *,
-                 view_links: Mapping[str, Sequence[str]] | None = None) -> pd.DataFrame:
+                 view_links: Mapping[str, Sequence[str]] | None = None, workers: int | None = None) -> pd.DataFrame:
     """The released-views auditor (``"views"``, or ``"views-links"`` with ``view_links``).
 
     Parameters
@@ -308,6 +314,7 @@ def views_scores(transcripts: pd.DataFrame, config: LearnedConfig = LearnedConfi
         are audited) and the learned-auditor settings.
     view_links : public gold rules' view id -> linked attributes; replaces the per-view counts
         by the number of informative slots and of those releasing a view linked to the attribute.
+    workers : processes for the fits (None: the usable cores; same scores for any count).
 
     Returns
     -------
@@ -348,11 +355,12 @@ def views_scores(transcripts: pd.DataFrame, config: LearnedConfig = LearnedConfi
         dv = DictVectorizer(sort=True).fit([dicts[t][i] for i in fit])
         return dv.transform([dicts[t][i] for i in fit]), dv.transform([dicts[t][i] for i in ev])
 
-    return _learned(keys, config, "views" if view_links is None else "views-links", features)
+    return _learned(keys, config, "views" if view_links is None else "views-links", features, workers)
 
 
 # ---- the lexical auditor ------------------------------------------------------------------------------
-def tfidf_scores(transcripts: pd.DataFrame, config: LearnedConfig = LearnedConfig()) -> pd.DataFrame:
+def tfidf_scores(transcripts: pd.DataFrame, config: LearnedConfig = LearnedConfig(), *,
+                 workers: int | None = None) -> pd.DataFrame:
     """The lexical auditor (``"tfidf"``): TF-IDF (word n-grams, sublinear tf, fitted on the fitting
     transcripts of the attribute) of the prefix's responses joined in turn order, with a
     cross-validated logistic regression.
@@ -360,6 +368,7 @@ def tfidf_scores(transcripts: pd.DataFrame, config: LearnedConfig = LearnedConfi
     Parameters
     ----------
     transcripts, config : the transcript table and the learned-auditor settings.
+    workers : processes for the fits (None: the usable cores; same scores for any count).
 
     Returns
     -------
@@ -386,14 +395,14 @@ def tfidf_scores(transcripts: pd.DataFrame, config: LearnedConfig = LearnedConfi
                 continue
         return np.ones((len(fit), 1)), np.ones((len(ev), 1))
 
-    return _learned(keys, config, "tfidf", features)
+    return _learned(keys, config, "tfidf", features, workers)
 
 
 # ---- every auditor ---------------------------------------------------------------------------------------
 def learned_audit(transcripts: pd.DataFrame, auditors: Sequence[str] = ("c5", "c5-raw", "views", "tfidf"), *,
                   encoder: Encoder | None = None, config: LearnedConfig = LearnedConfig(),
                   audit_config: AuditConfig | None = None, view_links: Mapping[str, Sequence[str]] | None = None,
-                  progress: bool = False) -> pd.DataFrame:
+                  progress: bool = False, workers: int | None = None) -> pd.DataFrame:
     """Scores of several auditors (names from :data:`AUDITORS`) on one transcript table, stacked.
 
     Parameters
@@ -405,6 +414,7 @@ def learned_audit(transcripts: pd.DataFrame, auditors: Sequence[str] = ("c5", "c
     audit_config : the C.5 settings (default ``AuditConfig(horizons=config.horizons, n_boot=0)``).
     view_links : public view -> attributes links (``"views-links"``).
     progress : show the encoder's progress bar.
+    workers : processes for the learned auditors' fits (None: the usable cores; same scores for any count).
 
     Returns
     -------
@@ -429,11 +439,11 @@ def learned_audit(transcripts: pd.DataFrame, auditors: Sequence[str] = ("c5", "c
         c5 = c5_scores(transcripts, encoder, acfg, source_track=config.source_track, progress=progress)
         parts.append(c5[c5["auditor"].isin(auditors)])
     if "views" in auditors:
-        parts.append(views_scores(transcripts, config))
+        parts.append(views_scores(transcripts, config, workers=workers))
     if "views-links" in auditors:
-        parts.append(views_scores(transcripts, config, view_links=view_links))
+        parts.append(views_scores(transcripts, config, view_links=view_links, workers=workers))
     if "tfidf" in auditors:
-        parts.append(tfidf_scores(transcripts, config))
+        parts.append(tfidf_scores(transcripts, config, workers=workers))
     return _finish([p for p in parts if len(p)])
 
 

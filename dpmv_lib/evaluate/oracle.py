@@ -38,6 +38,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..common.parallel import parallel_map
 from ..core.errors import ParameterError
 
 DEFAULT_GRID = 1e-9
@@ -446,13 +447,15 @@ def _groups(df: pd.DataFrame, keys: Sequence[str]) -> Iterable[tuple[tuple, np.n
 
 
 def pair_results(transcripts: pd.DataFrame, horizon: int = 16, *, fpr: float = 0.05,
-                    grid: float = DEFAULT_GRID, max_atoms: int = DEFAULT_MAX_ATOMS,
-                    keep_dists: bool = False) -> pd.DataFrame:
+                 grid: float = DEFAULT_GRID, max_atoms: int = DEFAULT_MAX_ATOMS,
+                 keep_dists: bool = False, workers: int | None = None) -> pd.DataFrame:
     """One row per (track, response_model, method, pair, seed) with the exact single-transcript
     ceilings (AUC, TPR@fpr), the maximum realised privacy loss and the merge error bounds; for
     memory-text methods also the response-level ceiling (identical responses: 0.5, else 1).
     The views and conditioning do not depend on the response model, so each (track, method,
-    pair) is computed once (from the first response model's rows) and shared."""
+    pair) is computed once (from the first response model's rows) and shared; the pairs run over
+    ``workers`` forked processes (None: the usable cores; :func:`~dpmv_lib.common.parallel.parallel_map`),
+    with the same result for any count."""
     missing = set(NEEDED) - set(transcripts.columns)
     if missing:
         raise ParameterError(f"transcript table lacks columns {sorted(missing)}")
@@ -463,11 +466,14 @@ def pair_results(transcripts: pd.DataFrame, horizon: int = 16, *, fpr: float = 0
     parser = _Parser()
     models = sorted(df["response_model"].unique())
     first = df["response_model"] == models[0]
-    base: dict[tuple, dict] = {}
-    for (track, method, pair_id), idx in _groups(df[first], ["track", "method", "pair_id"]):
-        idx = np.flatnonzero(first.to_numpy())[idx]
-        base[(track, method, pair_id)] = pair_oracle({c: [cols[c][i] for i in idx] for c in cols}, horizon, parser,
-                                                      grid=grid, max_atoms=max_atoms)
+    first_rows = np.flatnonzero(first.to_numpy())
+    groups = list(_groups(df[first], ["track", "method", "pair_id"]))
+
+    def one(group: tuple[tuple, np.ndarray]) -> dict:
+        rows = first_rows[group[1]]
+        return pair_oracle({c: [cols[c][i] for i in rows] for c in cols}, horizon, parser, grid=grid,
+                           max_atoms=max_atoms)
+    base: dict[tuple, dict] = {key: res for (key, _), res in zip(groups, parallel_map(one, groups, workers=workers))}
     recs = []
     for (track, model, method, pair_id), idx in _groups(df, ["track", "response_model", "method", "pair_id"]):
         res = base.get((track, method, pair_id))

@@ -452,8 +452,8 @@ def attack_table(bench, methods: Sequence[str], *, horizon: int = 16, B_a=2, K: 
     :func:`.oracle.summary`), the mean per-pair AUC and the max realised loss; per_pair
     lists each pair's played queries and AUC at ``horizon``. The (method, attacker, pair) games
     are independent and deterministic given ``seed``; they run over ``workers`` processes
-    (None: the usable cores; :func:`.common.parallel_map`) with the same result for any count."""
-    from .common import parallel_map
+    (None: the usable cores; :func:`dpmv_lib.common.parallel.parallel_map`) with the same result for any count."""
+    from ..common.parallel import parallel_map
 
     pairs = [p for p in bench if split is None or p.split == split]
     if not pairs:

@@ -1,5 +1,5 @@
 """Experiment plumbing shared by the notebooks: their parameters (:class:`ExperimentConfig`), wall
-time per step (:class:`Timer`), work over the usable cores (:func:`parallel_map`), the paper's reference tables
+time per step (:class:`Timer`), the paper's reference tables
 (:func:`reference_dir`, :func:`load_paper_csv`, :func:`paper_figure`) and Markdown rendering of result tables
 (:func:`markdown_table`; claims tables: :func:`dpmv_lib.experiments.verdicts.claims_markdown`; writing a table:
 :func:`dpmv_lib.experiments.tables.write_table`).
@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import functools
 import math
-import multiprocessing as mp
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from ..common.machine import usable_cores
 from ..core.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -140,54 +137,6 @@ class Timer:
         rows = [{"step": k, "seconds": round(v, 1)} for k, v in self.seconds.items()]
         rows.append({"step": "total (wall)", "seconds": round(self.total, 1)})
         return pd.DataFrame(rows)
-
-
-_TASK: list[Callable[[Any], Any]] = []  # the function of the running parallel_map (inherited by fork)
-
-
-def _run_task(item: Any) -> Any:
-    return _TASK[0](item)
-
-
-def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int | None = None,
-                 progress: bool = False, desc: str = "", unit: str = "it") -> list[Any]:
-    """``[fn(x) for x in items]``, in order, over ``workers`` forked processes (None: the usable
-    cores; 1, one item, or no ``fork`` start method: this process). ``fn`` is inherited, not
-    pickled (it may hold caches and data); each item and result is pickled.
-
-    Raises
-    ------
-    ParameterError
-        If ``workers`` is not None or an int >= 1."""
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ParameterError(f"workers must be None (the usable cores) or an int >= 1, got {workers!r}")
-    items = list(items)
-    n = min(usable_cores() if workers is None else workers, len(items))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(items), desc=desc, unit=unit)
-    out = []
-    try:
-        if n <= 1 or "fork" not in mp.get_all_start_methods() or _TASK:
-            for x in items:
-                out.append(fn(x))
-                if bar is not None:
-                    bar.update()
-            return out
-        _TASK.append(fn)
-        try:
-            with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork")) as pool:
-                for r in pool.map(_run_task, items):
-                    out.append(r)
-                    if bar is not None:
-                        bar.update()
-        finally:
-            _TASK.clear()
-        return out
-    finally:
-        if bar is not None:
-            bar.close()
 
 
 def fmt_number(x: Any, nd: int = 3) -> str:

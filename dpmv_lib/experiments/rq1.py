@@ -64,7 +64,7 @@ class RQ1Config:
     methods: tuple[str, ...] = RQ1_METHODS
     # contract-violating variants whose views go to the exact oracle only (max loss vs B_a)
     oracle_ablations: tuple[str, ...] = ("IncompleteCharge", "CappedArgmax", "NoCap", "ScoreChannel")
-    workers: int | None = None            # processes for the conditioning; None: the usable cores
+    workers: int | None = None            # processes for the conditioning and the oracle; None: the usable cores
     progress: bool = True
     write: bool = True
 
@@ -227,7 +227,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     if config.oracle_ablations:
         abl = ablation_views(benches, config, prof, model=str(transcripts["response_model"].iloc[0]))
         oracle_input = pd.concat([transcripts, abl], ignore_index=True)
-    opp = O.pair_results(oracle_input, config.T, keep_dists=True)
+    opp = O.pair_results(oracle_input, config.T, keep_dists=True, workers=config.workers)
     osum = O.summary(opp, caps=float(config.B_a))
     oracle_pairs = opp.drop(columns=["dist", "resp_dist"])
     timings["oracle"] = time.perf_counter() - t

@@ -43,7 +43,7 @@ from ..core.releases import Release, SlotRelease
 from .rq2 import with_paper
 from .verdicts import BootClaim, Case, ExactClaim, decide, highest, lowest
 from .rq2_support import MemoScorer, SlotStep, lockstep_steps
-from .common import parallel_map
+from ..common.parallel import parallel_map
 from .rq2_horizon import pooled_ceiling, prefix_distributions, steps_to_turns
 
 

@@ -121,6 +121,7 @@ def pf_log_probabilities(utilities: Sequence[Number], epsilon: Number, sensitivi
     Returns
     -------
     list of float
+
     Raises
     ------
     ParameterError

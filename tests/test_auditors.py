@@ -11,6 +11,7 @@ from sklearn.metrics import roc_auc_score
 
 from dpmv_lib.core.errors import ParameterError
 from dpmv_lib.evaluate import auditors as AU
+from dpmv_lib.evaluate import auditor_summary as AS
 from dpmv_lib.evaluate.audit import AuditConfig, fit_auditor, prefix_features, run_audit
 from dpmv_lib.evaluate.encoders import HashingEncoder
 from rq1_synth import make_transcripts
@@ -58,7 +59,7 @@ def views_table(kind: str, *, n: int = 36, turns: int = 4, seeds=(0, 1), rng_see
 
 
 def auc_of(scores: pd.DataFrame, auditor: str) -> float:
-    s = AU.summarise(scores)
+    s = AS.summarise(scores)
     return float(s.loc[s["auditor"] == auditor, "auc"].iloc[0])
 
 
@@ -87,7 +88,7 @@ def test_scores_do_not_depend_on_the_worker_count():
 def test_identical_transcripts_give_exactly_chance():
     df = views_table("none")
     for sc in (AU.views_scores(df, CFG), AU.tfidf_scores(df, CFG)):
-        s = AU.summarise(sc).iloc[0]
+        s = AS.summarise(sc).iloc[0]
         assert s["auc"] == 0.5 and s["auc_per_seed"] == 0.5
         assert s["tpr"] == pytest.approx(0.05)    # all scores tied: the ROC is the diagonal
 
@@ -95,7 +96,7 @@ def test_identical_transcripts_give_exactly_chance():
 def test_same_law_gives_chance_within_tolerance():
     df = views_table("law")
     for sc in (AU.views_scores(df, CFG), AU.tfidf_scores(df, CFG)):
-        s = AU.summarise(sc).iloc[0]
+        s = AS.summarise(sc).iloc[0]
         assert abs(s["auc"] - 0.5) < NULL_TOL and abs(s["auc_indep"] - 0.5) < NULL_TOL
 
 
@@ -161,7 +162,7 @@ def test_uncalibrated_scores_are_the_decision_function():
         assert np.allclose(r.sort_index().to_numpy(), d.sort_index().to_numpy())
         m = d.groupby(level=["pair_id", "side"]).mean().reset_index()   # seed-averaged, as summarise
         want = roc_auc_score(m["side"] == "M", m[0])
-        got = AU.summarise(raw[raw["attribute"] == attr])["auc"].iloc[0]
+        got = AS.summarise(raw[raw["attribute"] == attr])["auc"].iloc[0]
         assert got == pytest.approx(want)
 
 
@@ -171,7 +172,7 @@ def test_inverting_platt_fit_is_undone_by_raw_scores():
     val = df["split"] == "validation"
     flip = {"M": "M'", "M'": "M"}
     df.loc[val, "side"] = df.loc[val, "side"].map(flip)
-    s = AU.summarise(AU.c5_scores(df, ENC, AuditConfig(horizons=(2,), n_boot=0))).set_index("auditor")
+    s = AS.summarise(AU.c5_scores(df, ENC, AuditConfig(horizons=(2,), n_boot=0))).set_index("auditor")
     assert s.loc["c5", "auc"] == 0.0 and s.loc["c5-raw", "auc"] == 1.0
 
 
@@ -186,18 +187,18 @@ def test_pooled_interpolated_tpr_hand_computed():
             for side, v in (("M", pos[a][i]), ("M'", neg[a][i])):
                 rows.append(dict(auditor="x", track="pairedmem", response_model="r", method="m", pair_id=f"{a}{i}",
                                  attribute=a, side=side, seed=0, horizon=1, score=v))
-    s = AU.summarise(pd.DataFrame(rows)).iloc[0]
+    s = AS.summarise(pd.DataFrame(rows)).iloc[0]
     # pooled ROC: 0.95, 0.9 positives -> (0, 0.2); 0.8 one positive tied with one negative ->
     # (0.1, 0.3); FPR 0.05 lies halfway along that diagonal: TPR 0.25
     assert s["tpr"] == pytest.approx(0.25)
     assert s["min_fpr"] == pytest.approx(0.1) and s["n_neg"] == 10 and s["n_pos"] == 10
     p, n = sum(pos.values(), []), sum(neg.values(), [])
-    assert AU.tpr_at_fpr_interp(p, n, 0.1) == pytest.approx(0.7)      # top of the vertical run at FPR 0.1
-    assert AU.tpr_at_fpr_interp(p, n, 0.0) == pytest.approx(0.2)
-    assert AU.tpr_at_fpr_interp(p, n, 1.0) == 1.0
-    assert AU.tpr_at_fpr_interp([1.0, 2.0], [0.0], 0.05) == 1.0
+    assert AS.tpr_at_fpr_interp(p, n, 0.1) == pytest.approx(0.7)      # top of the vertical run at FPR 0.1
+    assert AS.tpr_at_fpr_interp(p, n, 0.0) == pytest.approx(0.2)
+    assert AS.tpr_at_fpr_interp(p, n, 1.0) == 1.0
+    assert AS.tpr_at_fpr_interp([1.0, 2.0], [0.0], 0.05) == 1.0
     with pytest.raises(ParameterError, match="fpr"):
-        AU.tpr_at_fpr_interp(p, n, 1.5)
+        AS.tpr_at_fpr_interp(p, n, 1.5)
 
 
 def test_power_against_the_ceiling():
@@ -213,7 +214,7 @@ def test_power_against_the_ceiling():
                                          horizon=16, score=rng.normal(0.6 if side == "M" else 0.0)))
     ceil = pd.DataFrame({"method": ["det", "em", "flat"], "ceiling_auc": [0.9, 0.7, 0.5],
                          "ceiling_auc_seeds": [0.9, 0.8, 0.5]})
-    s = AU.summarise(pd.DataFrame(rows), ceil, n_boot=200, seed=1).set_index("method")
+    s = AS.summarise(pd.DataFrame(rows), ceil, n_boot=200, seed=1).set_index("method")
     assert s.loc["det", "ceiling"] == 0.9 and s.loc["em", "ceiling"] == 0.8    # all-seeds ceiling with seeds
     assert s.loc["det", "power"] == pytest.approx((s.loc["det", "auc"] - 0.5) / 0.4)
     assert s.loc["em", "power"] == pytest.approx((s.loc["em", "auc"] - 0.5) / 0.3)
@@ -223,10 +224,10 @@ def test_power_against_the_ceiling():
         assert s.loc[m, "auc_lo"] <= s.loc[m, "auc"] <= s.loc[m, "auc_hi"]
         assert s.loc[m, "power_lo"] <= s.loc[m, "power"] <= s.loc[m, "power_hi"]
     worse = s.reset_index().assign(auditor="tfidf", power=lambda d: d["power"] - 0.1)
-    best = AU.best_auditor(pd.concat([worse, s.reset_index()]))
+    best = AS.best_auditor(pd.concat([worse, s.reset_index()]))
     assert set(best["auditor"]) == {"views"} and set(best["method"]) == {"det", "em"}
     with pytest.raises(ParameterError, match="several rows"):
-        AU.summarise(pd.DataFrame(rows), pd.concat([ceil, ceil]))
+        AS.summarise(pd.DataFrame(rows), pd.concat([ceil, ceil]))
 
 
 def test_bad_inputs():

@@ -1,4 +1,5 @@
-"""Learned auditors beside the paper's C.5 column, and their power against the exact ceiling.
+"""Learned auditors beside the paper's C.5 column (their summaries and power against the exact ceiling:
+:mod:`dpmv_lib.evaluate.auditor_summary`).
 
 The paper's embedding auditor (:mod:`dpmv_lib.evaluate.audit`, ``"c5"``) is kept unchanged. Beside
 it, on the same splits (fitted on the ``source_track``'s training pairs, evaluated on its test
@@ -21,8 +22,9 @@ side, seed) transcript is one sample):
 
 The learned (non-C.5) auditors choose the inverse L2 strength C by cross-validation on the fitting
 pairs only (folds by pair, seeded; criterion: the seed-averaged out-of-fold AUC; ties to the
-smaller C). Their scores are decision functions; :func:`summarise` averages them over the EM seeds
-of each (pair, side) as C.5 averages its probabilities (for log-odds, the mean combines seeds).
+smaller C). Their scores are decision functions; :func:`~dpmv_lib.evaluate.auditor_summary.summarise`
+averages them over the EM seeds of each (pair, side) as C.5 averages its probabilities (for log-odds,
+the mean combines seeds).
 """
 from __future__ import annotations
 
@@ -37,10 +39,10 @@ import pandas as pd
 from sklearn.feature_extraction import DictVectorizer
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score, roc_curve
+from sklearn.metrics import roc_auc_score
 from threadpoolctl import threadpool_limits
 
-from .audit import GROUP, REQUIRED, AuditConfig, auc_rows, independent_auc, fit_auditor, prefix_features
+from .audit import GROUP, REQUIRED, AuditConfig, fit_auditor, prefix_features
 from .encoders import Encoder
 from ..common.parallel import parallel_map
 from ..core.errors import ParameterError
@@ -95,7 +97,8 @@ class LearnedConfig:
 
 
 # ---- transcripts -> one row per transcript ------------------------------------------------------------
-def _require(df: pd.DataFrame, cols: Sequence[str] | set[str], what: str = "transcript table") -> None:
+def require_columns(df: pd.DataFrame, cols: Sequence[str] | set[str], what: str = "transcript table") -> None:
+    """ParameterError naming the columns ``df`` (the ``what``) lacks."""
     missing = set(cols) - set(df.columns)
     if missing:
         raise ParameterError(f"{what} lacks columns {sorted(missing)}")
@@ -104,7 +107,7 @@ def _require(df: pd.DataFrame, cols: Sequence[str] | set[str], what: str = "tran
 def _transcript_rows(transcripts: pd.DataFrame, hmax: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
     """(turn rows below ``hmax`` sorted by transcript and turn, one key row per transcript (GROUP +
     attribute, split), (n transcripts, hmax) positions into the rows); every turn must be present."""
-    _require(transcripts, REQUIRED)
+    require_columns(transcripts, REQUIRED)
     df = transcripts[transcripts["turn"] < hmax].sort_values(GROUP + ["turn"], kind="stable").reset_index(drop=True)
     sizes = df.groupby(GROUP, sort=False).size()
     if len(sizes) == 0 or (sizes != hmax).any():
@@ -169,7 +172,7 @@ def c5_scores(transcripts: pd.DataFrame, encoder: Encoder, config: AuditConfig =
     ParameterError
         on missing columns, incomplete transcripts or missing train / validation pairs.
     """
-    _require(transcripts, REQUIRED)
+    require_columns(transcripts, REQUIRED)
     keys, feats, _ = prefix_features(transcripts, encoder, config.horizons, unit=config.unit, progress=progress)
     y = (keys["side"] == "M").to_numpy().astype(int)
     src, split = (keys["track"] == source_track).to_numpy(), keys["split"].to_numpy()
@@ -299,7 +302,7 @@ def _slot_records(released: str, views: str) -> tuple[tuple[str, str, frozenset 
 
 def view_methods(transcripts: pd.DataFrame) -> list[str]:
     """Methods that release views (some ``views`` cell is a non-empty list)."""
-    _require(transcripts, {"method", "views"})
+    require_columns(transcripts, {"method", "views"})
     has = transcripts["views"].fillna("").astype(str).str.strip().map(lambda s: s not in ("", "[]", "{}"))
     return sorted(transcripts.loc[has, "method"].unique())
 
@@ -325,7 +328,7 @@ def views_scores(transcripts: pd.DataFrame, config: LearnedConfig = LearnedConfi
     ParameterError
         on missing columns, invalid JSON or incomplete transcripts.
     """
-    _require(transcripts, REQUIRED | {"views", "released"})
+    require_columns(transcripts, REQUIRED | {"views", "released"})
     methods = view_methods(transcripts)
     if not methods:
         return _finish([])
@@ -445,166 +448,3 @@ def learned_audit(transcripts: pd.DataFrame, auditors: Sequence[str] = ("c5", "c
     if "tfidf" in auditors:
         parts.append(tfidf_scores(transcripts, config, workers=workers))
     return _finish([p for p in parts if len(p)])
-
-
-# ---- metrics -------------------------------------------------------------------------------------------
-def tpr_at_fpr_interp(pos: np.ndarray, neg: np.ndarray, fpr: float = 0.05) -> float:
-    """TPR at ``fpr`` on the empirical ROC curve (:func:`sklearn.metrics.roc_curve`), linearly
-    interpolated between the last vertex with FPR <= ``fpr`` (its highest TPR) and the next one:
-    the TPR of the randomised test at exactly ``fpr``.
-
-    Parameters
-    ----------
-    pos, neg, fpr : scores of the positives (M) and negatives (M'); the FPR, in [0, 1].
-
-    Returns
-    -------
-    The interpolated TPR (NaN if either sample is empty).
-
-    Raises
-    ------
-    ParameterError
-        if ``fpr`` lies outside [0, 1].
-    """
-    if not 0 <= fpr <= 1:
-        raise ParameterError(f"fpr must lie in [0, 1], got {fpr}")
-    pos, neg = np.asarray(pos, float), np.asarray(neg, float)
-    if len(pos) == 0 or len(neg) == 0:
-        return float("nan")
-    f, t, _ = roc_curve(np.r_[np.ones(len(pos)), np.zeros(len(neg))], np.r_[pos, neg], drop_intermediate=False)
-    i = int(np.searchsorted(f, fpr, side="right")) - 1
-    if i >= len(f) - 1:
-        return float(t[-1])
-    return float(np.interp(fpr, [f[i], f[i + 1]], [t[i], t[i + 1]]))
-
-
-def _ceiling_lookup(summary: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
-    _require(ceilings, {"ceiling_auc"}, "ceiling table")
-    on = [c for c in CEILING_KEYS if c in ceilings.columns]
-    if "method" not in on:
-        raise ParameterError("the ceiling table needs a 'method' column")
-    cols = on + ["ceiling_auc"] + (["ceiling_auc_seeds"] if "ceiling_auc_seeds" in ceilings.columns else [])
-    c = ceilings[cols].copy()
-    if c.duplicated(on).any():
-        raise ParameterError(f"the ceiling table holds several rows per {on}")
-    if "horizon" in on:
-        c["horizon"] = c["horizon"].astype(int)
-    return summary.merge(c, on=on, how="left")
-
-
-def _power(auc: pd.Series, ceiling: pd.Series) -> pd.Series:
-    gap = ceiling - 0.5
-    return ((auc - 0.5) / gap).where(gap > 1e-12)
-
-
-def summarise(scores: pd.DataFrame, ceilings: pd.DataFrame | None = None, *, fpr: float = 0.05,
-              n_boot: int = 0, seed: int = 0) -> pd.DataFrame:
-    """Per (auditor, track, response_model, method, horizon): the auditors' AUC, TPR and power.
-
-    * ``auc``: macro over attributes of the AUC (:func:`sklearn.metrics.roc_auc_score`) of the
-      scores averaged over the EM seeds within each (pair, side), as C.5; ``auc[<attribute>]``;
-      with ``n_boot``, ``auc_lo`` / ``auc_hi``: 95% percentile bootstrap over pairs, stratified
-      by attribute (M and M' of a pair resampled together);
-    * ``auc_per_seed``: AUC per seed, averaged; ``auc_indep``: M and M' drawn independently
-      (:func:`dpmv_lib.evaluate.audit.independent_auc`, the quantity ``ceiling_auc`` bounds);
-    * ``tpr``: TPR at ``fpr`` on the ROC of ALL attributes' seed-averaged scores pooled, linearly
-      interpolated (:func:`tpr_at_fpr_interp`); ``min_fpr`` = 1 / n_neg, the lowest nonzero FPR
-      the pooled negatives reach;
-    * with ``ceilings`` (``ceiling_auc``, optional ``ceiling_auc_seeds``, keyed by any of track,
-      response_model, method, horizon; ``method`` required): ``ceiling`` (``ceiling_auc_seeds``
-      where several seeds are averaged, else ``ceiling_auc``), ``power = (auc - 0.5) / (ceiling
-      - 0.5)`` (and ``power_lo`` / ``power_hi`` from the AUC interval), ``power_indep = (auc_indep
-      - 0.5) / (ceiling_auc - 0.5)``; NaN where the ceiling is <= 0.5.
-
-    Parameters
-    ----------
-    scores : scores in :data:`SCORE_COLUMNS` (without ``auditor``: one auditor, "c5").
-    ceilings : the exact ceilings, or None.
-    fpr : the false-positive rate of ``tpr``.
-    n_boot, seed : bootstrap replicates (0: no intervals) and seed.
-
-    Returns
-    -------
-    One row per summary key.
-
-    Raises
-    ------
-    ParameterError
-        on missing columns, a (pair, side, seed) without scores or n_boot < 0.
-    """
-    if "auditor" not in scores.columns:
-        scores = scores.assign(auditor="c5")
-    _require(scores, set(SCORE_COLUMNS), "score table")
-    if n_boot < 0:
-        raise ParameterError(f"n_boot must be >= 0, got {n_boot}")
-    rng = np.random.default_rng(seed)
-    recs = []
-    for key, g in scores.groupby(list(SUMMARY_KEYS), sort=True):
-        seeds = sorted(g["seed"].unique())
-        rec = dict(zip(SUMMARY_KEYS, key))
-        rec["horizon"] = int(rec["horizon"])
-        aucs, per_seed, indep, pos_all, neg_all, boots = {}, [], [], [], [], []
-        for attr, ga in g.groupby("attribute", sort=True):
-            tab = ga.pivot_table(index="pair_id", columns=["side", "seed"], values="score", aggfunc="mean")
-            try:
-                P, Q = tab["M"][seeds].to_numpy(), tab["M'"][seeds].to_numpy()
-            except KeyError:
-                raise ParameterError(f"{'/'.join(map(str, key))}/{attr}: every pair needs scores for M and M' "
-                                     f"at every seed {seeds}") from None
-            if np.isnan(P).any() or np.isnan(Q).any():
-                raise ParameterError(f"{'/'.join(map(str, key))}/{attr}: missing scores for some (pair, side, seed)")
-            pos, neg = P.mean(axis=1), Q.mean(axis=1)
-            y = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
-            aucs[attr] = float(roc_auc_score(y, np.r_[pos, neg]))
-            per_seed.append(np.mean([roc_auc_score(y, np.r_[P[:, s], Q[:, s]]) for s in range(len(seeds))]))
-            indep.append(float(independent_auc(P, Q)) if len(P) > 1 or len(seeds) > 1 else float("nan"))
-            pos_all.append(pos)
-            neg_all.append(neg)
-            if n_boot:
-                ii = rng.integers(0, len(pos), size=(n_boot, len(pos)))
-                boots.append(auc_rows(pos[ii], neg[ii]))
-        pos, neg = np.concatenate(pos_all), np.concatenate(neg_all)
-        rec.update(auc=float(np.mean(list(aucs.values()))), auc_per_seed=float(np.mean(per_seed)),
-                   auc_indep=float(np.mean(indep)), tpr=tpr_at_fpr_interp(pos, neg, fpr), fpr=fpr,
-                   min_fpr=1.0 / len(neg), n_pos=int(len(pos)), n_neg=int(len(neg)), n_seeds=len(seeds))
-        if n_boot:
-            b = np.mean(boots, axis=0)
-            rec["auc_lo"], rec["auc_hi"] = float(np.quantile(b, 0.025)), float(np.quantile(b, 0.975))
-        rec.update({f"auc[{a}]": v for a, v in aucs.items()})
-        recs.append(rec)
-    out = pd.DataFrame.from_records(recs)
-    if ceilings is None or out.empty:
-        return out
-    out = _ceiling_lookup(out, ceilings)
-    seeds_c = out.get("ceiling_auc_seeds", pd.Series(np.nan, index=out.index))
-    out["ceiling"] = seeds_c.where((out["n_seeds"] > 1) & seeds_c.notna(), out["ceiling_auc"])
-    for name, col in (("power", "auc"), ("power_lo", "auc_lo"), ("power_hi", "auc_hi")):
-        if col in out.columns:
-            out[name] = _power(out[col], out["ceiling"])
-    out["power_indep"] = _power(out["auc_indep"], out["ceiling_auc"])
-    return out
-
-
-def best_auditor(summary: pd.DataFrame, *, exclude: Sequence[str] = ()) -> pd.DataFrame:
-    """Per (track, response_model, method, horizon): the auditor with the highest ``power`` (ties:
-    the first in :data:`AUDITORS` order), leaving out ``exclude``.
-
-    Parameters
-    ----------
-    summary, exclude : :func:`summarise` output with ceilings; auditor names not to consider.
-
-    Returns
-    -------
-    The chosen rows (methods without a finite power are left out).
-
-    Raises
-    ------
-    ParameterError
-        if ``summary`` has no ``power`` column.
-    """
-    _require(summary, {"power", "auditor"}, "summary")
-    s = summary[~summary["auditor"].isin(exclude) & summary["power"].notna()].copy()
-    s["_rank"] = s["auditor"].map({a: i for i, a in enumerate(AUDITORS)}).fillna(len(AUDITORS))
-    s = s.sort_values(["power", "_rank"], ascending=[False, True], kind="stable")
-    keys = [k for k in CEILING_KEYS if k in s.columns]
-    return s.drop_duplicates(keys).sort_values(keys).drop(columns="_rank").reset_index(drop=True)

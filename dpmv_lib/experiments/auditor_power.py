@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from ..evaluate.auditors import AUDITORS, LearnedConfig, best_auditor, learned_audit, summarise
+from ..evaluate.auditor_summary import best_auditor, summarise
+from ..evaluate.auditors import AUDITORS, LearnedConfig, learned_audit
 from ..evaluate.encoders import Encoder
 from .plots import save_figure
 
@@ -37,7 +38,7 @@ def views_ceilings(oracle: pd.DataFrame) -> pd.DataFrame:
 def auditor_power(transcripts: pd.DataFrame, encoder: Encoder, ceilings: pd.DataFrame, *, horizon: int,
                   view_links: Mapping[str, Sequence[str]] | None, seed: int = 0, n_boot: int = 1000,
                   auditors: Sequence[str] = AUDITORS, progress: bool = False) -> pd.DataFrame:
-    """Every auditor's summary at ``horizon`` (:func:`dpmv_lib.evaluate.auditors.summarise`:
+    """Every auditor's summary at ``horizon`` (:func:`dpmv_lib.evaluate.auditor_summary.summarise`:
     macro AUC with a bootstrap interval, pooled interpolated TPR@5%FPR, ceiling, power).
 
     Raises

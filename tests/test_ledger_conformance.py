@@ -21,7 +21,7 @@ promises MemView:
 
 A test that a backend fails where the others pass is a conformance bug, fixed in the library (the
 three found when the suite was written: an empty attribute name, a 5000-digit eps, a lone-surrogate
-name) or, while open, marked ``xfail(strict=True)`` for that backend (``_known_disagreement``).
+name) or, while open, marked ``xfail(strict=True)`` for that backend with the reason.
 """
 from __future__ import annotations
 
@@ -103,14 +103,6 @@ def ledger(backend: Backend) -> Any:
     return backend.open()
 
 
-def _known_disagreement(request: pytest.FixtureRequest, backend: Backend, names: tuple[str, ...],
-                        reason: str, raises: type[BaseException] | None = None) -> None:
-    """Mark this test xfail(strict=True) on the backends that disagree with the others (only for
-    the exception ``raises`` when given: any other failure still fails)."""
-    if backend.name in names:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason, raises=raises))
-
-
 def _trail(led: Any) -> list[tuple[Any, ...]]:
     """The operator audit trail in a backend-neutral form: (attributes, eps, admitted, remaining)."""
     return [(tuple(sorted(r.attributes)), r.epsilon, r.admitted, tuple(r.remaining)) for r in led.log]
@@ -186,7 +178,7 @@ def test_bad_caps_are_refused_at_construction(backend: Backend, caps: Any) -> No
         backend.build(caps)
 
 
-def test_empty_attribute_name_is_refused_at_construction(request: pytest.FixtureRequest, backend: Backend) -> None:
+def test_empty_attribute_name_is_refused_at_construction(backend: Backend) -> None:
     """Policy refuses an attribute named "" (policy.py), and so do the durable ledgers (records._check_caps)."""
     with pytest.raises(BudgetError, match="attribute names"):
         backend.build({"": 1, "a": 1})
@@ -340,8 +332,7 @@ def test_extreme_denominators_stay_exact(ledger: Any) -> None:
     assert ledger.spent()["a"] == 6 * odd
 
 
-def test_epsilon_beyond_the_int_string_limit_gets_a_typed_answer(request: pytest.FixtureRequest,
-                                                                 backend: Backend) -> None:
+def test_epsilon_beyond_the_int_string_limit_gets_a_typed_answer(backend: Backend) -> None:
     """An exact Fraction eps whose denominator has more than 4300 digits (CPython's int->str
     limit): admitted exactly, or refused with a BudgetError; either way nothing else moves."""
     led = backend.open()
@@ -388,8 +379,7 @@ def test_bad_input_raises_the_documented_error_and_changes_nothing(ledger: Any, 
 
 @pytest.mark.parametrize("name", ["ä", 'q"uote', "new\nline", "\x00nul", "\ud800"],
                          ids=["unicode", "quote", "newline", "nul", "lone_surrogate"])
-def test_unusual_attribute_names_work_or_are_refused_with_budget_error(request: pytest.FixtureRequest,
-                                                                        backend: Backend, name: str) -> None:
+def test_unusual_attribute_names_work_or_are_refused_with_budget_error(backend: Backend, name: str) -> None:
     """Any str is a valid attribute name for InMemoryLedger; a durable backend must either store
     it exactly or refuse it at construction with a BudgetError (PostgreSQL refuses NUL: its text
     cannot hold one)."""

@@ -112,7 +112,7 @@ def conditioning_identical(transcripts: pd.DataFrame, horizon: int | None = None
     ``conditioning`` text, plus the released ``views`` and public ``released`` record where
     present) identical under M and M' for every pair, seed and turn (< ``horizon`` if given)?
     Returns the verdict with the number of (pair, seed, turn) cells checked and differing."""
-    _require(transcripts, REQUIRED)
+    require_columns(transcripts, REQUIRED)
     df = transcripts if horizon is None else transcripts[transcripts["turn"] < horizon]
     cols = [c for c in ("conditioning", "views", "released") if c in df.columns]
     key = ["track", "response_model", "method", "pair_id", "seed", "turn"]
@@ -170,7 +170,7 @@ def prefix_features(transcripts: pd.DataFrame, encoder: Encoder, horizons: Seque
     Returns (keys, {t: X_t}, unit) with one row of ``keys`` (GROUP columns + attribute, split) per
     transcript, aligned with the rows of every X_t; ``unit`` is the embedding unit used (see
     :func:`embed_responses`). Each distinct response text is encoded once."""
-    _require(transcripts, REQUIRED)
+    require_columns(transcripts, REQUIRED)
     hmax = int(max(horizons))
     df = transcripts[transcripts["turn"] < hmax].sort_values(GROUP + ["turn"], kind="stable")
     sizes = df.groupby(GROUP, sort=False).size()
@@ -279,7 +279,7 @@ def run_audit(transcripts: pd.DataFrame, encoder: Encoder, config: AuditConfig =
     horizon) with macro AUC / TPR@fpr and bootstrap CIs, per-attribute values, the per-seed and
     independent-draw AUCs and the embedding unit used; and the calibrated score of every evaluated
     (pair, side, seed) transcript (seed averaging happens in :func:`summarise_scores`)."""
-    _require(transcripts, REQUIRED)
+    require_columns(transcripts, REQUIRED)
     if source_track not in set(transcripts["track"]):
         raise ParameterError(f"the auditor is fitted on the {source_track!r} track, absent from the transcripts")
     keys, feats, unit = prefix_features(transcripts, encoder, config.horizons, unit=config.unit,
@@ -406,7 +406,8 @@ def apply_dagger(summary: pd.DataFrame, identical: pd.DataFrame) -> pd.DataFrame
     return out
 
 
-def _require(df: pd.DataFrame, cols: Iterable[str]) -> None:
+def require_columns(df: pd.DataFrame, cols: Iterable[str], what: str = "transcript table") -> None:
+    """ParameterError naming the columns ``df`` (the ``what``) lacks."""
     missing = set(cols) - set(df.columns)
     if missing:
-        raise ParameterError(f"transcript table lacks columns {sorted(missing)}")
+        raise ParameterError(f"{what} lacks columns {sorted(missing)}")

@@ -12,8 +12,8 @@ import pandas as pd
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from ..core.errors import ParameterError
-from .audit import auc_rows, independent_auc
-from .auditors import AUDITORS, CEILING_KEYS, SCORE_COLUMNS, SUMMARY_KEYS, require_columns
+from .audit import auc_rows, independent_auc, require_columns
+from .auditors import AUDITORS, CEILING_KEYS, SCORE_COLUMNS, SUMMARY_KEYS
 
 
 def tpr_at_fpr_interp(pos: np.ndarray, neg: np.ndarray, fpr: float = 0.05) -> float:

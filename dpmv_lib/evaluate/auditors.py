@@ -42,7 +42,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from threadpoolctl import threadpool_limits
 
-from .audit import GROUP, REQUIRED, AuditConfig, fit_auditor, prefix_features
+from .audit import GROUP, REQUIRED, AuditConfig, fit_auditor, prefix_features, require_columns
 from .encoders import Encoder
 from ..common.parallel import parallel_map
 from ..core.errors import ParameterError
@@ -97,13 +97,6 @@ class LearnedConfig:
 
 
 # ---- transcripts -> one row per transcript ------------------------------------------------------------
-def require_columns(df: pd.DataFrame, cols: Sequence[str] | set[str], what: str = "transcript table") -> None:
-    """ParameterError naming the columns ``df`` (the ``what``) lacks."""
-    missing = set(cols) - set(df.columns)
-    if missing:
-        raise ParameterError(f"{what} lacks columns {sorted(missing)}")
-
-
 def _transcript_rows(transcripts: pd.DataFrame, hmax: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
     """(turn rows below ``hmax`` sorted by transcript and turn, one key row per transcript (GROUP +
     attribute, split), (n transcripts, hmax) positions into the rows); every turn must be present."""

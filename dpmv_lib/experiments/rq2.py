@@ -30,7 +30,7 @@ import json
 import math
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -41,6 +41,7 @@ from ..checks.accounting import reconstructed_bound, reported_ledger
 from ..core.errors import ParameterError
 from ..core.releases import Release, SlotRelease
 from ..core.policy import Query
+from ..evaluate.audit import require_columns
 from .common import fmt_delta, fmt_number, markdown_table
 from .verdicts import BootClaim, Case, ExactClaim, decide, verdict_counts
 
@@ -66,11 +67,6 @@ def fraction_or_inf(x: Fraction | float) -> float:
     """A bound as a float (inf stays inf)."""
     return math.inf if (isinstance(x, float) and math.isinf(x)) else float(x)
 
-
-def require_columns(df: pd.DataFrame, cols: Iterable[str], what: str = "transcript table") -> None:
-    missing = sorted(set(cols) - set(df.columns))
-    if missing:
-        raise ParameterError(f"{what} lacks columns {missing}")
 
 
 def one_model(transcripts: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,8 @@ from ..evaluate.oracle import DEFAULT_GRID, LLRDistribution, mixture
 from .common import fmt_number
 from .rq2_support import SlotStep
 from .verdicts import ExactClaim, decide
-from .rq2 import HORIZON_MAX_ATOMS, one_model, require_columns, violated_condition
+from ..evaluate.audit import require_columns
+from .rq2 import HORIZON_MAX_ATOMS, one_model, violated_condition
 
 
 # ---- exact optimal auditor, every prefix in one pass ----------------------------------------------------

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from .rq2 import SCORE_CHANNEL, one_model, require_columns
+from ..evaluate.audit import require_columns
+from .rq2 import SCORE_CHANNEL, one_model
 
 
 # ---- score channel (C3/C6) ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from ..core.memview import MemView
 from ..core.releases import Release, SlotRelease
 from ..core.policy import Policy, Query, TableReadPolicy, TableRouter
 from ..core.store import MemoryStore
-from .rq2 import require_columns
+from ..evaluate.audit import require_columns
 
 
 # ---- lockstep runs on M and M' (C1 support, exact view distributions) ---------------------------------

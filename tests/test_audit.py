@@ -137,6 +137,25 @@ def test_prefix_features_are_normalised_prefix_means():
     assert len(keys) == 8                              # 4 pairs x 2 sides
 
 
+def test_prefix_features_equal_the_stacked_cumsum_bitwise():
+    """The running sum over turns (issue 30: no (transcripts, turns, dim) stack) performs the
+    same float64 additions as a cumsum over that stack, so the features are bit-identical."""
+    df = make_transcripts(n_per_attr=3, turns=5, methods=("Same", "Leaky"))
+    horizons = (5, 1, 3)
+    keys, feats, _ = prefix_features(df, ENC, horizons)
+    d = df[df["turn"] < 5].sort_values(["track", "response_model", "method", "pair_id", "side", "seed", "turn"],
+                                       kind="stable")
+    uniq, inv = np.unique(d["response"].astype(str).to_numpy(), return_inverse=True)
+    emb = ENC.encode(list(uniq))
+    cum = np.cumsum(emb[inv].reshape(len(keys), 5, -1), axis=1, dtype=np.float64)
+    assert list(feats) == list(horizons)
+    for t in horizons:
+        x = cum[:, t - 1, :] / t
+        nrm = np.linalg.norm(x, axis=1, keepdims=True)
+        nrm[nrm == 0] = 1.0
+        assert np.array_equal(feats[t], (x / nrm).astype(np.float32))
+
+
 def test_sentence_unit_is_mean_of_sentence_embeddings():
     x, unit = embed_responses(["a. b.", "a. a."], FixedEncoder(), "sentence")
     assert unit == "sentence" and np.allclose(x[0], np.array([1, 1]) / np.sqrt(2))

@@ -137,6 +137,24 @@ def test_score_transcripts_trec_on_m_unsup_on_mprime():
     assert per.groupby(["pair_id", "side"])["rubric_id"].nunique().max() == 1
 
 
+def test_judge_scores_do_not_depend_on_the_worker_count(monkeypatch):
+    """The distinct turns are scored in chunks over forked workers (issue 30): the same table, bit
+    for bit, for 1 and 2 workers, with chunks small enough that both workers get several."""
+    import dpmv_lib.evaluate.rubric_judge as RJ
+
+    bench = toy_benchmark()
+    df = _toy_transcripts(bench)
+    df["response"] = [f"{r} Turn {t} of {p} on {s} side, method {m}." for r, t, p, s, m in
+                      zip(df["response"], df["turn"], df["pair_id"], df["side"], df["method"])]
+    monkeypatch.setattr(RJ, "TURN_CHUNK", 7)
+    one, two = (score_transcripts(df, {"pairedmem": bench}, RubricJudge(HashingEncoder(), workers=w), 16)
+                for w in (1, 2))
+    assert df["response"].nunique() > 4 * RJ.TURN_CHUNK
+    pd.testing.assert_frame_equal(one, two, check_exact=True)
+    with pytest.raises(ParameterError, match="workers"):
+        RubricJudge(HashingEncoder(), workers=0)
+
+
 # ---- LLM judge: strict parsing, retries, failure records ------------------------------------------------
 def _valid(rubric, v=3):
     return json.dumps({"relevance": 4, "correctness": 3, "actionability": 2, "personalisation": 1,

@@ -92,6 +92,18 @@ def test_pair_results_do_not_depend_on_the_worker_count():
             np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
 
 
+def test_summary_does_not_depend_on_the_worker_count():
+    """The (track, model, method) groups of the summary run over forked workers (issue 30): the
+    same table, bit for bit, with a Mapping of caps as well as one cap."""
+    df = make_transcripts(n_per_attr=6, turns=3)
+    pp = pair_results(df, 3, keep_dists=True, workers=1)
+    caps = {a: 1.5 for a in pp["attribute"].unique()}
+    for c in (2.0, caps):
+        one, two = (summary(pp, caps=c, workers=w) for w in (1, 2))
+        pd.testing.assert_frame_equal(one, two, check_exact=True)
+        assert len(one) == pp.groupby(["track", "response_model", "method"]).ngroups
+
+
 def test_bad_probabilities_raise():
     with pytest.raises(ParameterError, match="sum to"):
         LLRDistribution.from_probs({"a": 0.5}, {"a": 1.0})

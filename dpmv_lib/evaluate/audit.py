@@ -181,13 +181,20 @@ def prefix_features(transcripts: pd.DataFrame, encoder: Encoder, horizons: Seque
     uniq, inv = np.unique(texts, return_inverse=True)
     emb, unit = embed_responses(list(uniq), encoder, unit, progress=progress)
     n = len(sizes)
-    cum = np.cumsum(emb[inv].reshape(n, hmax, -1), axis=1, dtype=np.float64)
+    rows = inv.reshape(n, hmax)
+    wanted = {int(t) for t in horizons}
+    # running float64 sum over turns: the same additions, in the same order, as a cumsum over the
+    # (n, hmax, dim) stack, without holding that stack (issue 30: peak memory)
+    acc = np.zeros((n, emb.shape[1]), dtype=np.float64)
     feats = {}
-    for t in horizons:
-        x = cum[:, t - 1, :] / t
-        nrm = np.linalg.norm(x, axis=1, keepdims=True)
-        nrm[nrm == 0] = 1.0
-        feats[int(t)] = (x / nrm).astype(np.float32)
+    for t in range(1, hmax + 1):
+        acc += emb[rows[:, t - 1]]
+        if t in wanted:
+            x = acc / t
+            nrm = np.linalg.norm(x, axis=1, keepdims=True)
+            nrm[nrm == 0] = 1.0
+            feats[t] = (x / nrm).astype(np.float32)
+    feats = {int(t): feats[int(t)] for t in horizons}
     keys = df.groupby(GROUP, sort=False)[["attribute", "split"]].first().reset_index()
     return keys, feats, unit
 

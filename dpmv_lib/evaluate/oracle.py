@@ -510,19 +510,41 @@ def _response_dists(cols: Mapping[str, list], idx: np.ndarray) -> dict[int, LLRD
 
 
 def summary(per_pair: pd.DataFrame, *, fpr: float = 0.05, caps: Mapping[str, float] | float = 2.0,
-                   source_track: str = "pairedmem", eval_split: str | None = "test") -> pd.DataFrame:
+            source_track: str = "pairedmem", eval_split: str | None = "test",
+            workers: int | None = None) -> pd.DataFrame:
     """Per (track, response_model, method): pooled ceilings over the auditor's evaluation pairs
     (``eval_split`` of ``source_track``, every pair of other tracks), macro over attributes, for one
     transcript per pair (``ceiling_auc``/``ceiling_tpr``) and for all EM seeds of a pair observed
     together (``*_seeds``: the ceiling of the seed-averaged auditor); the mean per-pair ceiling;
     and over EVERY pair the maximum realised loss and whether it is <= B_a (``caps``).
-    ``per_pair`` must come from ``pair_results(..., keep_dists=True)``."""
+    ``per_pair`` must come from ``pair_results(..., keep_dists=True)``. The groups run over
+    ``workers`` forked processes (None: the usable cores), each by the same code, so the table
+    does not depend on the count."""
     if "dist" not in per_pair.columns:
         raise ParameterError("summary needs pair_results(..., keep_dists=True)")
-    cap_of = (lambda a: float(caps[a])) if isinstance(caps, Mapping) else (lambda a: float(caps))
-    recs = []
-    for (track, model, method), g in per_pair.groupby(["track", "response_model", "method"], sort=True):
-        ev = g if (track != source_track or eval_split is None) else g[g["split"] == eval_split]
+    groups = list(per_pair.groupby(["track", "response_model", "method"], sort=True).indices.items())
+    job = _SummaryJob(per_pair, fpr, caps, source_track, eval_split)
+    return pd.DataFrame.from_records(parallel_map(job, groups, workers=workers))
+
+
+@dataclass(frozen=True)
+class _SummaryJob:
+    """One (track, response_model, method) row of :func:`summary` (run by :func:`parallel_map`)."""
+
+    per_pair: pd.DataFrame
+    fpr: float
+    caps: Mapping[str, float] | float
+    source_track: str
+    eval_split: str | None
+
+    def cap_of(self, attribute: str) -> float:
+        return float(self.caps[attribute]) if isinstance(self.caps, Mapping) else float(self.caps)
+
+    def __call__(self, group: tuple[tuple, np.ndarray]) -> dict:
+        (track, model, method), idx = group
+        fpr = self.fpr
+        g = self.per_pair.iloc[idx]
+        ev = g if (track != self.source_track or self.eval_split is None) else g[g["split"] == self.eval_split]
         if ev.empty:
             ev = g
         single_auc, single_tpr, multi_auc, multi_tpr, errs, resp = [], [], [], [], [], []
@@ -543,8 +565,8 @@ def summary(per_pair: pd.DataFrame, *, fpr: float = 0.05, caps: Mapping[str, flo
             if ga["resp_dist"].notna().all():
                 resp.append(mixture(list(ga["resp_dist"])).auc())
         pair_loss = g.groupby(["pair_id", "attribute"])["max_loss"].max().reset_index()
-        over = [r.max_loss > cap_of(r.attribute) + 1e-9 for r in pair_loss.itertuples()]
-        recs.append({
+        over = [r.max_loss > self.cap_of(r.attribute) + 1e-9 for r in pair_loss.itertuples()]
+        return {
             "track": track, "response_model": model, "method": method, "kind": g["kind"].iloc[0],
             "n_eval_pairs": int(ev["pair_id"].nunique()), "n_pairs": int(g["pair_id"].nunique()),
             "n_seeds": int(g["seed"].nunique()),
@@ -555,5 +577,4 @@ def summary(per_pair: pd.DataFrame, *, fpr: float = 0.05, caps: Mapping[str, flo
             "pairs_over_cap": int(sum(over)),
             "public_path_equal_all": bool(g["public_path_equal"].all()),
             "response_ceiling_auc": float(np.mean(resp)) if resp else np.nan,
-        })
-    return pd.DataFrame.from_records(recs)
+        }

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from .encoders import Encoder
+from ..common.parallel import parallel_map
 from ..core.errors import ParameterError
+from .encoders import Encoder
 from .rubric import DIMENSIONS, Judgement, Rubric
 
 
@@ -32,6 +33,7 @@ THRESHOLDS: Mapping[str, tuple[float, float, float, float]] = {
     "hashing": (0.08, 0.14, 0.20, 0.26),  # lexical hashing encoder (smoke profile)
 }
 ON_TOPIC = {"st": 0.30, "hashing": 0.08}  # a sentence "addresses" a query or behaviour at grade >= 1
+TURN_CHUNK = 2048   # distinct turns per parallel task of judge_many (issue 30)
 # Specificity margin m = cos(s, description) - max cos(s, contrast): measured on CALIBRATION_CONTRAST
 # (restating / generic same-slot / unrelated): MiniLM 0.17-0.36 / -0.39--0.11 / -0.19--0.05;
 # hashing -0.02-0.18 / -0.21-0.00 / -0.07-0.00.
@@ -219,7 +221,11 @@ class RubricJudge:
     Transcript scores are means over its turns; an empty response scores 0 everywhere."""
 
     def __init__(self, encoder: Encoder, thresholds: Sequence[float] | None = None,
-                 on_topic: float | None = None, margins: Sequence[float] | None = None) -> None:
+                 on_topic: float | None = None, margins: Sequence[float] | None = None, *,
+                 workers: int | None = None) -> None:
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise ParameterError(f"workers must be None (the usable cores) or an int >= 1, got {workers!r}")
+        self.workers = workers   # processes that score the distinct turns (issue 30; same scores for any count)
         fam = _family(encoder)
         self.encoder = encoder
         self.thresholds = tuple(thresholds) if thresholds is not None else THRESHOLDS[fam]
@@ -268,13 +274,17 @@ class RubricJudge:
                         idx(c)
         if texts:
             emb = self.encoder.encode(list(texts))
-            # 2. per distinct (query, response, items) turn
-            it: Iterable = turn_jobs
-            if progress:
-                from tqdm.auto import tqdm
-                it = tqdm(turn_jobs, desc="judge turns", unit="turn")
-            for k in it:
-                self._turn_cache[k] = self._score_turn(k, emb, texts)
+            # 2. per distinct (query, response, items) turn, in chunks over forked workers (each
+            # turn is scored alone from the same embeddings, so the count changes nothing)
+            keys = list(turn_jobs)
+            starts = range(0, len(keys), TURN_CHUNK)
+
+            def score(start: int) -> list[tuple]:
+                return [self._score_turn(k, emb, texts) for k in keys[start:start + TURN_CHUNK]]
+            scored = parallel_map(score, starts, workers=self.workers, progress=progress,
+                                  desc=f"judge {len(keys)} turns", unit="chunk")
+            for start, chunk in zip(starts, scored):
+                self._turn_cache.update(zip(keys[start:start + TURN_CHUNK], chunk))
         out = []
         for r, resp in jobs:
             per_turn = [self._turn_cache[(q, a, tuple((i.item_id, i.description, i.role, i.contrast)

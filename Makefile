@@ -23,7 +23,7 @@ help:
 	@echo "make seeds       notebooks 03-05 again with --seed 1 and 2 (verdicts by seed) into results/seeds/"
 	@echo "make smoke       run every notebook with the smoke profile into results/smoke/"
 	@echo "make bench       run benchmarks/bench_*.py (results in benchmarks/results/)"
-	@echo "options: PROFILE=llm RUN_ARGS='--only 03 -p pairs 8' PYTEST_ARGS='-m \"not slow\"'"
+	@echo "options: PROFILE=llm RUN_ARGS='--only 03 -p pairs 8' PYTEST_ARGS='-m \"not slow\"' PYTEST_WORKERS=1"
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "dpmv needs Python >= 3.11; run make PYTHON=python3.11 ...")'
@@ -61,7 +61,8 @@ reproduce: $(STAMP) $(if $(filter llm%,$(PROFILE)),export-openvino)
 	$(PY) -m dpmv_lib.run --profile $(PROFILE) $(RUN_ARGS)
 
 # pytest exit code 5 means "no tests collected": not a failure for this project. The first run
-# also compiles the llama.cpp extra, in the background while the rest of the suite runs.
+# also compiles the llama.cpp extra, in the background while the rest of the suite runs. The
+# suite runs over the usable cores (pytest-xdist; PYTEST_WORKERS=1 for one process).
 test: $(STAMP)
 	@bash tools/run_tests.sh $(PY) $(LLAMA_STAMP) $(PYTEST_ARGS)
 

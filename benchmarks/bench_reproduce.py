@@ -3,8 +3,8 @@
 For each git revision in ``--refs`` (default: ``HEAD``) a detached worktree is checked out under
 ``--work`` (beside a link to this checkout's ``../shared``) and the notebooks run there as
 ``make reproduce`` runs them (``python -m dpmv_lib.run --profile <profile>``) with this
-checkout's interpreter, into the worktree's own ``results/`` with an empty cache: the cost of a
-fresh clone after the install. Recorded per revision: wall time per notebook (run manifest),
+checkout's interpreter, into the worktree's own ``results/`` with an empty cache and no committed
+exact grid: the cost of a fresh clone after the install. Recorded per revision: wall time per notebook (run manifest),
 each notebook's slow cells (papermill's cell durations), the stage timings the experiments write
 (``results/tables/*_run.json``) and the peak memory of the whole process tree (the runner, its
 kernels and their forked workers: summed PSS and RSS, sampled every 0.5 s). With two or more
@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -52,6 +54,11 @@ def checkout(ref: str, work: Path, i: int) -> tuple[str, Path]:
         _git("worktree", "remove", "--force", str(tree))
     base.mkdir(parents=True, exist_ok=True)
     _git("worktree", "add", "--detach", "--force", str(tree), sha)
+    # the committed results hold notebook 05's exact grid with its key: a revision whose code
+    # matches that key would reuse it and skip the grid, so every grid is removed first
+    for grids in sorted((tree / "results").rglob("grids")):
+        if grids.is_dir():
+            shutil.rmtree(grids)
     shared = base / "shared"
     if not shared.exists():
         shared.symlink_to((ROOT.parent / "shared").resolve())
@@ -61,13 +68,39 @@ def checkout(ref: str, work: Path, i: int) -> tuple[str, Path]:
 class TreeMemory:
     """Peak summed memory of a process and all its descendants, sampled every ``every`` s: RSS, and
     PSS where Linux reports it (forked workers share pages copy-on-write; RSS counts them once
-    per process, PSS splits them, so its sum is the memory the run really holds)."""
+    per process, PSS splits them, so its sum is the memory the run really holds). With the
+    runner's ``log``, also the peak PSS of each notebook and the cell it was running then (from
+    the runner's "[k/n] name" and papermill's "Executing Cell N" lines)."""
 
-    def __init__(self, pid: int, every: float = 0.5) -> None:
+    NOTEBOOK = re.compile(r"^\[\d+/\d+\] (\S+)", re.M)
+    CELL = re.compile(r"^Executing Cell (\d+)", re.M)
+
+    def __init__(self, pid: int, every: float = 0.5, log: Path | None = None) -> None:
         self.proc, self.every, self.peak_rss, self.peak_pss = psutil.Process(pid), every, 0, 0
+        self.log, self._pos, self._tail = log, 0, ""
+        self.notebook: str | None = None
+        self.cell: int | None = None
+        self.by_notebook: dict[str, dict] = {}   # name -> {"pss": bytes, "cell": int | None}
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
+
+    def _where(self) -> None:
+        """Advance through the log: the notebook and cell running now."""
+        if self.log is None or not self.log.exists():
+            return
+        with open(self.log, "rb") as f:
+            f.seek(self._pos)
+            new = f.read()
+        self._pos += len(new)
+        text = self._tail + new.decode("utf-8", "replace")
+        cut = text.rfind("\n") + 1
+        text, self._tail = text[:cut], text[cut:]
+        for m in sorted([*self.NOTEBOOK.finditer(text), *self.CELL.finditer(text)], key=lambda m: m.start()):
+            if m.re is self.NOTEBOOK:
+                self.notebook, self.cell = m.group(1), None
+            else:
+                self.cell = int(m.group(1)) - 1   # papermill counts from 1; slow_cells() from 0
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -84,6 +117,11 @@ class TreeMemory:
                 except psutil.Error:
                     pass
             self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
+            self._where()
+            if self.notebook is not None:
+                cur = self.by_notebook.setdefault(self.notebook, {"pss": 0, "cell": None})
+                if pss > cur["pss"]:
+                    cur.update(pss=pss, cell=self.cell)
             self._stop.wait(self.every)
 
     def stop(self) -> tuple[int, int]:
@@ -115,13 +153,16 @@ def run_one(i: int, ref: str, work: Path, profile: str, only: list[str]) -> dict
     t = time.perf_counter()
     with open(tree / "bench_reproduce.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
-        mem = TreeMemory(proc.pid)
+        mem = TreeMemory(proc.pid, log=tree / "bench_reproduce.log")
         rc = proc.wait()
         peak_rss, peak_pss = mem.stop()
     wall = time.perf_counter() - t
     results = tree / "results" if profile == "default" else tree / "results" / profile
     manifest = json.loads((results / "manifest.json").read_text()) if (results / "manifest.json").exists() else {}
-    notebooks = [{"name": n["name"], "status": n["status"], "wall_s": n.get("wall_s"),
+    def peak(name: str) -> dict:
+        p = mem.by_notebook.get(name) or mem.by_notebook.get(f"{name}.ipynb") or {}
+        return {"peak_pss_gb": round(p["pss"] / 2**30, 2), "peak_cell": p["cell"]} if p else {}
+    notebooks = [{"name": n["name"], "status": n["status"], "wall_s": n.get("wall_s"), **peak(n["name"]),
                   "slow_cells": slow_cells(results / "notebooks" / f"{n['name']}.ipynb")}
                  for n in manifest.get("notebooks", []) if n.get("run") == "this"]
     stages = {}
@@ -193,6 +234,16 @@ def markdown(recs: list[dict], comparisons: dict[str, list[dict]], info: dict) -
     lines.append("| exit code | " + " | ".join(str(r["rc"]) for r in recs) + " |")
     lines.append("| load average at start (1/5/15 min) | "
                  + " | ".join(str(r.get("loadavg_at_start", "-")) for r in recs) + " |")
+    if any("peak_pss_gb" in n for r in recs for n in r["notebooks"]):
+        lines += ["", "## Peak memory by notebook (summed PSS; the cell running at the peak, numbered as below)", "",
+                  "| notebook | " + " | ".join(r["ref"] for r in recs) + " |", "| --- |" + " --- |" * len(recs)]
+        for name in names:
+            cells = []
+            for r in recs:
+                n = next((n for n in r["notebooks"] if n["name"] == name), None)
+                cells.append(f"{n['peak_pss_gb']:.2f} GB (cell {n['peak_cell']})"
+                             if n and "peak_pss_gb" in n else "-")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "## Stages (seconds, from the experiments' `*_run.json`)", ""]
     keys = list(dict.fromkeys((s, k) for r in recs for s, d in r["stages"].items() for k in d))
     lines += ["| run file | stage | " + " | ".join(r["ref"] for r in recs) + " |",

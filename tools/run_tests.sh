@@ -5,14 +5,23 @@
 # The llama.cpp backend is tested for real, so the suite needs llama-cpp-python (extra `llamacpp`),
 # which PyPI ships as source only. The first time (no install stamp, or one recording other
 # CMAKE_ARGS: tools/install_llamacpp.sh), it is compiled in the background while the rest of the
-# suite runs (pytest keeps mostly one core busy), and the backend's tests run once it is
+# suite runs (sharing the cores with it), and the backend's tests run once it is
 # installed. When pytest arguments name paths, the build runs first and pytest runs once.
+#
+# The suite runs over the usable cores (pytest-xdist, `-n`; issue 30): PYTEST_WORKERS sets the
+# count (default: nproc; 1 runs in one process); a `-n` in the pytest arguments wins.
 #
 # usage: tools/run_tests.sh PYTHON LLAMA_STAMP [pytest args...]
 set -uo pipefail
 PY=$1
 STAMP=$2
 shift 2
+workers=${PYTEST_WORKERS:-$(nproc 2>/dev/null || echo 1)}
+case "$workers" in
+    ''|*[!0-9]*|0) echo "PYTEST_WORKERS must be a whole number >= 1, got '$workers'" >&2; exit 2 ;;
+esac
+XDIST=()
+if [ "$workers" -gt 1 ]; then XDIST=(-n "$workers"); fi
 LLAMA_TESTS=tests/test_llamacpp_backend.py
 # checks the compiled library itself, so it runs after the build too
 LLAMA_BUILT=tests/test_build_flags.py::test_installed_library_was_built_with_these_flags
@@ -32,7 +41,7 @@ finish() {  # exit with the combined status: 0 when every pytest run passed or c
 echo
 
 if bash tools/install_llamacpp.sh --check "$PY" "$STAMP"; then
-    "$PY" -m pytest -q "$@"
+    "$PY" -m pytest -q "${XDIST[@]}" "$@"
     finish $?
 fi
 
@@ -50,7 +59,7 @@ for arg in "$@"; do
     if [ -e "${arg%%::*}" ]; then   # explicit test paths: build first, then one pytest run
         echo "== compiling $pin (about 10 minutes on 2 cores; log: $LOG)"
         build || build_failed
-        "$PY" -m pytest -q "$@"
+        "$PY" -m pytest -q "${XDIST[@]}" "$@"
         finish $?
     fi
 done
@@ -58,7 +67,7 @@ done
 echo "== compiling $pin in the background (about 10 minutes on 2 cores; log: $LOG)"
 build &
 bpid=$!
-"$PY" -m pytest -q --ignore="$LLAMA_TESTS" --deselect="$LLAMA_BUILT" "$@"
+"$PY" -m pytest -q "${XDIST[@]}" --ignore="$LLAMA_TESTS" --deselect="$LLAMA_BUILT" "$@"
 rc1=$?
 echo "== waiting for the llama-cpp-python build to finish"
 wait "$bpid" || build_failed

@@ -1,0 +1,59 @@
+"""benchmarks/bench_reproduce.py's memory sampler (issue 30): the peak of each notebook and the
+cell it was running, read from the runner's log as it grows. No timing is asserted."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+
+import pytest
+
+from dpmv_lib.common.paths import project_root
+
+
+@pytest.fixture(scope="module")
+def bench():
+    path = project_root() / "benchmarks" / "bench_reproduce.py"
+    sys.path.insert(0, str(path.parent))          # the script imports its sibling machine_info
+    spec = importlib.util.spec_from_file_location("bench_reproduce_under_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    yield mod
+    sys.modules.pop(spec.name, None)
+    sys.path.remove(str(path.parent))
+
+
+def _wait_for(cond, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "the sampler did not catch up with the log"
+        time.sleep(0.02)
+
+
+def test_peaks_are_attributed_to_the_notebook_and_cell_running(bench, tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("[1/2] 01_first (profile default) -> results/notebooks/01_first.ipynb\nExecuting Cell 1---\n")
+    mem = bench.TreeMemory(os.getpid(), every=0.02, log=log)
+    try:
+        _wait_for(lambda: "01_first" in mem.by_notebook)
+        with open(log, "a") as f:
+            f.write("Ending Cell 1---\nExecuting Cell 4---\nsome output\n[2/2] 02_sec")   # a line still being written
+        _wait_for(lambda: mem.cell == 3)
+        assert mem.notebook == "01_first"
+        with open(log, "a") as f:
+            f.write("ond (profile default) -> x\n")
+        _wait_for(lambda: "02_second" in mem.by_notebook)
+    finally:
+        peak_rss, peak_pss = mem.stop()
+    first, second = mem.by_notebook["01_first"], mem.by_notebook["02_second"]
+    assert first["cell"] in (0, 3) and second["cell"] is None     # papermill's 1-based cell -> 0-based
+    assert 0 < first["pss"] <= peak_pss and 0 < second["pss"] <= peak_pss and peak_pss <= peak_rss
+
+
+def test_without_a_log_only_the_totals_are_kept(bench):
+    mem = bench.TreeMemory(os.getpid(), every=0.02)
+    _wait_for(lambda: mem.peak_pss > 0)
+    mem.stop()
+    assert mem.by_notebook == {} and mem.notebook is None

@@ -1,0 +1,67 @@
+"""tools/run_tests.sh runs the suite over the usable cores (pytest-xdist; issue 30).
+
+A stand-in Python records what the script asks pytest for; the llama.cpp stamp is made current,
+so the script takes its one-pytest-run branch."""
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dpmv_lib.common.paths import project_root
+
+ROOT = project_root()
+
+
+@pytest.fixture
+def fake(tmp_path: Path):
+    log = tmp_path / "calls.txt"
+    py = tmp_path / "python"
+    py.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\nexit 0\n')
+    py.chmod(py.stat().st_mode | stat.S_IXUSR)
+    stamp = tmp_path / "stamp"
+    args = subprocess.run(["bash", str(ROOT / "tools" / "llamacpp_cmake_args.sh")], capture_output=True, text=True,
+                          check=True, env={k: v for k, v in os.environ.items() if k != "CMAKE_ARGS"}).stdout
+    stamp.write_text(args)
+
+    def run(*pytest_args: str, workers: str | None = None) -> tuple[subprocess.CompletedProcess, list[str]]:
+        env = {k: v for k, v in os.environ.items() if k not in ("CMAKE_ARGS", "PYTEST_WORKERS")}
+        if workers is not None:
+            env["PYTEST_WORKERS"] = workers
+        log.unlink(missing_ok=True)
+        r = subprocess.run(["bash", "tools/run_tests.sh", str(py), str(stamp), *pytest_args], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=60)
+        calls = log.read_text().splitlines() if log.exists() else []
+        return r, [c for c in calls if c.startswith("-m pytest")]
+
+    return run
+
+
+def test_the_suite_runs_over_the_given_workers(fake):
+    r, calls = fake("-x", workers="3")
+    assert r.returncode == 0, r.stderr
+    assert calls == ["-m pytest -q -n 3 -x"]
+
+
+def test_one_worker_runs_in_one_process_and_a_given_n_wins(fake):
+    r, calls = fake(workers="1")
+    assert r.returncode == 0 and calls == ["-m pytest -q"]
+    r, calls = fake("-n", "0", workers="2")
+    assert r.returncode == 0 and calls == ["-m pytest -q -n 2 -n 0"]   # the last -n counts for pytest
+
+
+def test_the_default_is_the_usable_cores(fake):
+    r, calls = fake()
+    n = int(subprocess.run(["nproc"], capture_output=True, text=True, check=True).stdout)
+    assert r.returncode == 0
+    assert calls == (["-m pytest -q"] if n == 1 else [f"-m pytest -q -n {n}"])
+
+
+@pytest.mark.parametrize("bad", ["0", "two", "-1", "2.5"])
+def test_a_bad_worker_count_is_refused_before_pytest(fake, bad):
+    r, calls = fake(workers=bad)
+    assert r.returncode == 2 and calls == []
+    assert "PYTEST_WORKERS must be a whole number >= 1" in r.stderr

@@ -39,7 +39,7 @@ $(STAMP): pyproject.toml | $(PY)
 install: $(STAMP)
 
 # The llama.cpp backend (extra `llamacpp`): PyPI ships llama-cpp-python as source only, so pip
-# compiles llama.cpp once (about 8-11 minutes on 2 cores; the multimodal library is left out).
+# compiles llama.cpp once (202 s on 2 idle cores for 0.3.36; the multimodal library is left out).
 # The build flags live in tools/llamacpp_cmake_args.sh (portable AVX2 on x86-64, no AMX: issue
 # 11); tools/install_llamacpp.sh rebuilds when the stamp records other flags (FORCE: it always
 # checks, and does nothing when current).

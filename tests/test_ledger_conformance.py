@@ -359,7 +359,18 @@ _BAD_ATTRS = [(frozenset({"z"}), UnknownAttributeError, "'z'"), ({"a", "z"}, Unk
               ([["a"]], BudgetError, "hashable")]
 BAD_CALLS = ([(({"a"}, eps), BudgetError, f"epsilon.*{word}") for eps, word in _BAD_EPS]
              + [((attrs, F(1, 3)), cls, word) for attrs, cls, word in _BAD_ATTRS])
-BAD_IDS = ([f"eps={e!r}" for e, _ in _BAD_EPS] + [f"attrs={a!r}" for a, _, _ in _BAD_ATTRS])
+
+
+def _stable_repr(x) -> str:
+    """repr with a set's elements sorted: test ids must not follow the hash seed (pytest-xdist
+    workers collect separately and must agree on every id)."""
+    if isinstance(x, (set, frozenset)):
+        inner = ", ".join(sorted(map(repr, x)))
+        return f"{{{inner}}}" if isinstance(x, set) else f"frozenset({{{inner}}})"
+    return repr(x)
+
+
+BAD_IDS = ([f"eps={e!r}" for e, _ in _BAD_EPS] + [f"attrs={_stable_repr(a)}" for a, _, _ in _BAD_ATTRS])
 
 
 @pytest.mark.parametrize("args,error,match", BAD_CALLS, ids=BAD_IDS)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,19 @@ def test_a_bad_worker_count_is_refused_before_pytest(fake, bad):
     r, calls = fake(workers=bad)
     assert r.returncode == 2 and calls == []
     assert "PYTEST_WORKERS must be a whole number >= 1" in r.stderr
+
+
+def test_test_ids_do_not_depend_on_the_hash_seed():
+    """pytest-xdist workers collect separately and must agree on every test id: an id built from a
+    set's repr follows the hash seed and breaks the run at random (seen with the Ledger
+    conformance suite). Two collections under different seeds must list the same ids."""
+    def ids(seed: str) -> list[str]:
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                            "-p", "no:xdist", "tests"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        return [ln for ln in r.stdout.splitlines() if "::" in ln]
+    a, b = ids("1"), ids("2")
+    assert len(a) > 1000
+    assert a == b, sorted(set(a) ^ set(b))[:10]

@@ -17,6 +17,18 @@ def _run_task(item: Any) -> Any:
     return _TASK[0](item)
 
 
+def check_workers(workers: int | None) -> int | None:
+    """``workers`` as given, if it is None (the usable cores) or an int >= 1.
+
+    Raises
+    ------
+    ParameterError
+        If ``workers`` is anything else."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ParameterError(f"workers must be None (the usable cores) or an int >= 1, got {workers!r}")
+    return workers
+
+
 def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int | None = None,
                  progress: bool = False, desc: str = "", unit: str = "it") -> list[Any]:
     """``[fn(x) for x in items]``, in order, over ``workers`` forked processes (None: the usable
@@ -27,8 +39,7 @@ def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int
     ------
     ParameterError
         If ``workers`` is not None or an int >= 1."""
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ParameterError(f"workers must be None (the usable cores) or an int >= 1, got {workers!r}")
+    check_workers(workers)
     items = list(items)
     n = min(usable_cores() if workers is None else workers, len(items))
     bar = None

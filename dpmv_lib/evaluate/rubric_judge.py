@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..common.parallel import parallel_map
+from ..common.parallel import check_workers, parallel_map
 from ..core.errors import ParameterError
 from .encoders import Encoder
 from .rubric import DIMENSIONS, Judgement, Rubric
@@ -223,9 +223,8 @@ class RubricJudge:
     def __init__(self, encoder: Encoder, thresholds: Sequence[float] | None = None,
                  on_topic: float | None = None, margins: Sequence[float] | None = None, *,
                  workers: int | None = None) -> None:
-        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-            raise ParameterError(f"workers must be None (the usable cores) or an int >= 1, got {workers!r}")
-        self.workers = workers   # processes that score the distinct turns (issue 30; same scores for any count)
+        # processes that score the distinct turns (issue 30; the same scores for any count)
+        self.workers = check_workers(workers)
         fam = _family(encoder)
         self.encoder = encoder
         self.thresholds = tuple(thresholds) if thresholds is not None else THRESHOLDS[fam]

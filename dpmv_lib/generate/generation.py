@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 
 from ..bench.benchmark import Benchmark, Pair
 from ..common.machine import usable_cores
+from ..common.parallel import check_workers
 from ..common.progress import ProgressLog
 from .cache import GenerationCache, content_address
 from ..core.errors import GenerationError, ParameterError
@@ -162,8 +163,7 @@ def _check_args(benchmark, methods, seeds, sides, workers) -> None:
     for s in seeds:
         if isinstance(s, bool) or not isinstance(s, int) or s < 0:
             raise ParameterError(f"EM seeds must be ints >= 0, got {s!r}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ParameterError(f"workers must be None (the usable cores) or an int >= 1, got {workers!r}")
+    check_workers(workers)
 
 
 # ---- stages 2-4 ------------------------------------------------------------------------------------

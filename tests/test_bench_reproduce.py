@@ -2,27 +2,20 @@
 cell it was running, read from the runner's log as it grows. No timing is asserted."""
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import time
 
 import pytest
+
+from helpers.scripts import script_module
 
 from dpmv_lib.common.paths import project_root
 
 
 @pytest.fixture(scope="module")
 def bench():
-    path = project_root() / "benchmarks" / "bench_reproduce.py"
-    sys.path.insert(0, str(path.parent))          # the script imports its sibling machine_info
-    spec = importlib.util.spec_from_file_location("bench_reproduce_under_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    yield mod
-    sys.modules.pop(spec.name, None)
-    sys.path.remove(str(path.parent))
+    with script_module(project_root() / "benchmarks" / "bench_reproduce.py", "bench_reproduce_under_test") as mod:
+        yield mod
 
 
 def _wait_for(cond, timeout: float = 10.0) -> None:

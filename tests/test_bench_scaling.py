@@ -3,12 +3,12 @@ measurement at the smallest sizes and the exponent fit on data with a known slop
 is asserted (speed is measured by the benchmark, never in tests)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 
 import pytest
+
+from helpers.scripts import script_module
 
 from dpmv_lib.common.paths import project_root
 from dpmv_lib.core.errors import PolicyError, QueryError
@@ -18,13 +18,8 @@ from dpmv_lib.core.policy import Policy, Query
 
 @pytest.fixture(scope="module")
 def bench():
-    path = project_root() / "benchmarks" / "bench_scaling.py"
-    spec = importlib.util.spec_from_file_location("bench_scaling_under_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    yield mod
-    sys.modules.pop(spec.name, None)
+    with script_module(project_root() / "benchmarks" / "bench_scaling.py", "bench_scaling_under_test") as mod:
+        yield mod
 
 
 # ---- the exponent fit ----------------------------------------------------------------------------

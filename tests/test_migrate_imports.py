@@ -2,19 +2,15 @@
 flat names, issue 32's moves out of core), and the result imports."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("migrate_imports", ROOT / "tools" / "migrate_imports.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["migrate_imports"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "tools" / "migrate_imports.py", "migrate_imports")
 
 
 def test_issue32_moves_are_rewritten_and_import(tmp_path):

@@ -2,19 +2,15 @@
 (regenerate the block with ``python tools/module_index.py``)."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("module_index", ROOT / "tools" / "module_index.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["module_index"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(ROOT / "tools" / "module_index.py", "module_index")
 
 
 def test_architecture_doc_lists_every_module():

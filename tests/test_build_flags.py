@@ -50,17 +50,36 @@ def test_one_place_for_the_flags():
     assert "llamacpp_cmake_args.sh" in INSTALL_SH.read_text()
 
 
+def stand_in_python(root: Path, modules: tuple[str, ...]) -> str:
+    """An interpreter that sees only the standard library and empty stand-ins for ``modules``
+    (``-S``: no site-packages), so the check does not depend on what this venv has installed,
+    or on a llama-cpp-python build that tools/run_tests.sh runs beside the suite."""
+    site = root / "site"
+    for m in modules:
+        (site / m).mkdir(parents=True)
+        (site / m / "__init__.py").write_text("")
+    py = root / "python"
+    py.write_text(f'#!/usr/bin/env bash\nPYTHONPATH="{site}" exec "{sys.executable}" -S "$@"\n')
+    py.chmod(0o755)
+    return str(py)
+
+
+SERVER_DEPS = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings", "yaml")
+
+
 def test_stamp_with_other_flags_means_rebuild(tmp_path):
-    def check(stamp: Path, py: str = sys.executable) -> int:
+    def check(stamp: Path, py: str) -> int:
         return subprocess.run(["bash", str(INSTALL_SH), "--check", py, str(stamp)], cwd=ROOT,
                               capture_output=True).returncode
     missing, old, current = tmp_path / "missing", tmp_path / "old", tmp_path / "current"
     old.write_text("-DLLAVA_BUILD=OFF\n")                 # the flags before issue 11: -march=native
     current.write_text(cmake_args() + "\n")
-    assert check(missing) == 1 and check(old) == 1
-    have_llama = subprocess.run([sys.executable, "-c", "import importlib.util, sys; "
-                                 "sys.exit(importlib.util.find_spec('llama_cpp') is None)"]).returncode == 0
-    assert check(current) == (0 if have_llama else 1)     # current flags AND the package installed
+    full = stand_in_python(tmp_path / "full", ("llama_cpp",) + SERVER_DEPS)
+    no_llama = stand_in_python(tmp_path / "no_llama", SERVER_DEPS)
+    no_server = stand_in_python(tmp_path / "no_server", ("llama_cpp",) + SERVER_DEPS[:-1])
+    assert check(missing, full) == 1 and check(old, full) == 1
+    assert check(current, full) == 0                      # current flags AND the packages installed
+    assert check(current, no_llama) == 1 and check(current, no_server) == 1
 
 
 def test_installed_library_was_built_with_these_flags():

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from dpmv_lib.core.errors import ParameterError
-from dpmv_lib.evaluate.oracle import (LLRDistribution, brute_force, mixture, pair_results, summary,
+from dpmv_lib.evaluate.oracle import (LLRDistribution, brute_force, ceilings, mixture, pair_results, summary,
                              trajectory_distribution)
 from rq1_synth import make_transcripts
 
@@ -102,6 +102,37 @@ def test_summary_does_not_depend_on_the_worker_count():
         one, two = (summary(pp, caps=c, workers=w) for w in (1, 2))
         pd.testing.assert_frame_equal(one, two, check_exact=True)
         assert len(one) == pp.groupby(["track", "response_model", "method"]).ngroups
+
+
+def _two_models_two_tracks() -> pd.DataFrame:
+    """Two response models (the views shared), a second track, and one method of that track whose
+    pairs are all in the train split (its summary then falls back to every pair)."""
+    base = make_transcripts(n_per_attr=6, turns=3)
+    other = make_transcripts(n_per_attr=3, turns=3, track="transfer", rng_seed=1)
+    other.loc[other["method"] == "Views", "split"] = "train"
+    two = pd.concat([base, other], ignore_index=True)
+    two = pd.concat([two, two.assign(response_model="other-model")], ignore_index=True)
+    return two.sample(frac=1.0, random_state=0).reset_index(drop=True)     # row order must not matter
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ceilings_equal_pair_results_and_summary(workers):
+    """``ceilings`` keeps only the evaluation pairs' distributions, in workers (issue 30): the
+    same two tables as pair_results + summary, bit for bit, for several options."""
+    df = _two_models_two_tracks()
+    caps = {a: 1.5 for a in df["attribute"].unique()}
+    tables = []
+    for kw in ({}, {"caps": caps, "fpr": 0.1}, {"eval_split": None}, {"source_track": "transfer"}):
+        per_pair, table = ceilings(df, 3, workers=workers, **kw)
+        tables.append(table)
+        pp = pair_results(df, 3, keep_dists=True, fpr=kw.get("fpr", 0.05), workers=1)
+        pd.testing.assert_frame_equal(per_pair, pp.drop(columns=["dist", "resp_dist"]), check_exact=True)
+        pd.testing.assert_frame_equal(table, summary(pp, workers=1, **kw), check_exact=True)
+    t = tables[0].set_index(["track", "response_model", "method"])
+    assert t.loc[("pairedmem", "surrogate", "Views"), "n_eval_pairs"] == 8          # the test split
+    assert t.loc[("transfer", "other-model", "Views"), "n_eval_pairs"] == 12        # train only: every pair
+    with pytest.raises(ParameterError, match="lacks columns"):
+        ceilings(df.drop(columns=["view_probs"]), 3)
 
 
 def test_bad_probabilities_raise():

@@ -3,6 +3,7 @@ processes, with the same result for any worker count (used by the exact grid, th
 and the exact oracle)."""
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Iterable
@@ -55,6 +56,7 @@ def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int
                     bar.update()
             return out
         _TASK.append(fn)
+        gc.freeze()  # a child's collections then skip the inherited objects (writing them would copy their pages)
         try:
             with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork")) as pool:
                 for r in pool.map(_run_task, items):
@@ -63,6 +65,7 @@ def parallel_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int
                         bar.update()
         finally:
             _TASK.clear()
+            gc.unfreeze()
         return out
     finally:
         if bar is not None:

@@ -122,7 +122,8 @@ class LLRDistribution:
             lo = np.add.outer(self.lo, other.lo).ravel()
             hi = np.add.outer(self.hi, other.hi).ravel()
         keep = (pm > 0) | (pq > 0)
-        pm, pq, llr, lo, hi = pm[keep], pq[keep], llr[keep], lo[keep], hi[keep]
+        if not keep.all():  # (a copy of five outer products: skipped when every atom stays)
+            pm, pq, llr, lo, hi = pm[keep], pq[keep], llr[keep], lo[keep], hi[keep]
         # an atom of zero M-mass has L = -inf, of zero M'-mass L = +inf (never inf - inf)
         for arr in (llr, lo, hi):
             arr[pm == 0] = -np.inf
@@ -441,11 +442,6 @@ def pair_oracle(rows: Mapping[str, Sequence], horizon: int, parser: _Parser | No
     return out
 
 
-def _groups(df: pd.DataFrame, keys: Sequence[str]) -> Iterable[tuple[tuple, np.ndarray]]:
-    codes = df.groupby(list(keys), sort=True).indices
-    return codes.items()
-
-
 def pair_results(transcripts: pd.DataFrame, horizon: int = 16, *, fpr: float = 0.05,
                  grid: float = DEFAULT_GRID, max_atoms: int = DEFAULT_MAX_ATOMS,
                  keep_dists: bool = False, workers: int | None = None) -> pd.DataFrame:
@@ -453,47 +449,147 @@ def pair_results(transcripts: pd.DataFrame, horizon: int = 16, *, fpr: float = 0
     ceilings (AUC, TPR@fpr), the maximum realised privacy loss and the merge error bounds; for
     memory-text methods also the response-level ceiling (identical responses: 0.5, else 1).
     The views and conditioning do not depend on the response model, so each (track, method,
-    pair) is computed once (from the first response model's rows) and shared; the pairs run over
-    ``workers`` forked processes (None: the usable cores; :func:`~dpmv_lib.common.parallel.parallel_map`),
-    with the same result for any count."""
-    missing = set(NEEDED) - set(transcripts.columns)
-    if missing:
-        raise ParameterError(f"transcript table lacks columns {sorted(missing)}")
-    df = transcripts[transcripts["turn"] < horizon].reset_index(drop=True)
-    if df.empty:
-        raise ParameterError("no transcript rows below the horizon")
-    cols = {c: df[c].tolist() for c in NEEDED}
-    parser = _Parser()
-    models = sorted(df["response_model"].unique())
-    first = df["response_model"] == models[0]
-    first_rows = np.flatnonzero(first.to_numpy())
-    groups = list(_groups(df[first], ["track", "method", "pair_id"]))
+    pair) is computed once (from the first response model's rows) and shared; the (track, method)
+    groups run over ``workers`` forked processes (None: the usable cores;
+    :func:`~dpmv_lib.common.parallel.parallel_map`), with the same result for any count.
 
-    def one(group: tuple[tuple, np.ndarray]) -> dict:
-        rows = first_rows[group[1]]
-        return pair_oracle({c: [cols[c][i] for i in rows] for c in cols}, horizon, parser, grid=grid,
-                           max_atoms=max_atoms)
-    base: dict[tuple, dict] = {key: res for (key, _), res in zip(groups, parallel_map(one, groups, workers=workers))}
-    recs = []
-    for (track, model, method, pair_id), idx in _groups(df, ["track", "response_model", "method", "pair_id"]):
-        res = base.get((track, method, pair_id))
-        if res is None:
-            raise ParameterError(f"{track}/{method}/{pair_id}: missing for response model {models[0]!r}")
-        resp = _response_dists(cols, idx) if res["kind"] == "memory_text" else {}
-        i0 = idx[0]
-        for seed, d in res["dists"].items():
-            tpr, tpr_err = d.tpr_at(fpr)
-            rec = {"track": track, "response_model": model, "method": method, "pair_id": pair_id,
-                   "attribute": cols["attribute"][i0], "split": cols["split"][i0], "seed": seed,
-                   "kind": res["kind"], "public_path_equal": res["public_path_equal"],
-                   "oracle_auc": d.auc(), "oracle_auc_err": d.auc_error(), "oracle_tpr": tpr,
-                   "oracle_tpr_err": tpr_err, "max_loss": d.max_loss(), "n_atoms": d.n_atoms, "grid": d.grid,
-                   "response_auc": resp[seed].auc() if seed in resp else np.nan}
-            if keep_dists:
-                rec["dist"] = d
-                rec["resp_dist"] = resp.get(seed)
-            recs.append(rec)
-    return pd.DataFrame.from_records(recs)
+    Raises
+    ------
+    ParameterError
+        If columns are missing, no row lies below ``horizon``, or a pair's turns are incomplete."""
+    job = _MethodJob.build(transcripts, horizon, fpr=fpr, grid=grid, max_atoms=max_atoms, keep_dists=keep_dists)
+    return job.run(workers)[0]
+
+
+def ceilings(transcripts: pd.DataFrame, horizon: int = 16, *, fpr: float = 0.05,
+             caps: Mapping[str, float] | float = 2.0, source_track: str = "pairedmem",
+             eval_split: str | None = "test", grid: float = DEFAULT_GRID, max_atoms: int = DEFAULT_MAX_ATOMS,
+             workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(pair_results(transcripts, horizon), summary(...))``, the same numbers in the same order,
+    without holding every distribution at once: each forked worker computes one (track, method,
+    attribute), keeps only the distributions of evaluation pairs, and returns that attribute's
+    pooled ceilings (:func:`_attribute_ceilings`) with scalar rows (1.1 GB less at the peak of the
+    default profile's RQ1, whose distributions take about 1 GB).
+
+    Raises
+    ------
+    ParameterError
+        As :func:`pair_results`."""
+    rule = _SummaryRule(fpr, caps, source_track, eval_split)
+    job = _MethodJob.build(transcripts, horizon, fpr=fpr, grid=grid, max_atoms=max_atoms, keep_dists=False,
+                           rule=rule)
+    per_pair, parts = job.run(workers)
+    rows = []
+    groups = per_pair.groupby(["track", "response_model", "method"], sort=True).indices
+    for (track, model, method), idx in groups.items():
+        g = per_pair.iloc[idx]
+        ev = rule.eval_rows(track, g)
+        rows.append(rule.row((track, model, method), g, ev,
+                             [parts[(track, model, method, attr)] for attr in sorted(ev["attribute"].unique())]))
+    return per_pair, pd.DataFrame.from_records(rows)
+
+
+_GROUP = ["track", "response_model", "method", "pair_id"]
+
+
+@dataclass
+class _MethodJob:
+    """The per-pair rows of one (track, method, attribute) for every response model (run by
+    :func:`parallel_map`); with a summary ``rule`` also that attribute's pooled ceilings per
+    model, the distributions then staying in the worker."""
+
+    source: pd.DataFrame
+    horizon: int
+    models: list[str]
+    # per (track, method, attribute): its rows of ``source`` and (pair_id, the first model's rows,
+    # {model: rows}) sorted by pair_id, the rows as positions in the unit's. A worker takes its
+    # unit's cells from ``source`` itself: built in the parent, Python copies of every cell of a
+    # pyarrow-backed table would take about 0.8 GB for the default profile's RQ1
+    units: list[tuple[tuple[str, str, str], np.ndarray, list[tuple[str, np.ndarray, dict[str, np.ndarray]]]]]
+    fpr: float
+    grid: float
+    max_atoms: int
+    keep_dists: bool
+    rule: "_SummaryRule | None" = None
+    fallback: frozenset = frozenset()   # (track, model, method) groups without an eval-split pair
+
+    @classmethod
+    def build(cls, transcripts: pd.DataFrame, horizon: int, *, rule: "_SummaryRule | None" = None,
+              **kw) -> "_MethodJob":
+        missing = set(NEEDED) - set(transcripts.columns)
+        if missing:
+            raise ParameterError(f"transcript table lacks columns {sorted(missing)}")
+        keep = np.flatnonzero((transcripts["turn"] < horizon).to_numpy())
+        if not len(keep):
+            raise ParameterError("no transcript rows below the horizon")
+        keys = transcripts[[*_GROUP, "attribute", "split"]].take(keep).reset_index(drop=True)
+        attribute, split = keys["attribute"].tolist(), keys["split"].tolist()
+        models = sorted(keys["response_model"].unique())
+        rows: dict[tuple[str, str, str], dict[str, dict[str, np.ndarray]]] = {}
+        has_eval: set[tuple[str, str, str]] = set()
+        for (track, model, method, pair_id), idx in keys.groupby(_GROUP, sort=True).indices.items():
+            i0 = idx[0]
+            rows.setdefault((track, method, attribute[i0]), {}).setdefault(pair_id, {})[model] = keep[idx]
+            if rule is not None and split[i0] == rule.eval_split:
+                has_eval.add((track, model, method))
+        units = []
+        for key in sorted(rows):
+            pairs, take = [], []
+            for pair_id in sorted(rows[key]):
+                per_model = rows[key][pair_id]
+                if models[0] not in per_model:
+                    raise ParameterError(f"{key[0]}/{key[1]}/{pair_id}: missing for response model {models[0]!r}")
+                local = {}
+                for model, idx in per_model.items():
+                    local[model] = np.arange(len(take), len(take) + len(idx))
+                    take.extend(idx)
+                pairs.append((pair_id, local[models[0]], local))
+            units.append((key, np.asarray(take), pairs))
+        fallback = frozenset((t, m, me) for t, me, _ in rows for m in models) - has_eval
+        return cls(transcripts, horizon, models, units, rule=rule, fallback=fallback, **kw)
+
+    def run(self, workers: int | None) -> tuple[pd.DataFrame, dict[tuple, tuple]]:
+        recs, parts = [], {}
+        for r, p in parallel_map(self, self.units, workers=workers):
+            recs.extend(r)
+            parts.update(p)
+        recs.sort(key=lambda r: tuple(r[c] for c in _GROUP))   # stable: a pair's seeds keep their order
+        return pd.DataFrame.from_records(recs), parts
+
+    def __call__(self, unit: tuple[tuple[str, str, str], list]) -> tuple[list[dict], dict[tuple, tuple]]:
+        (track, method, attribute), take, pairs = unit
+        cols = {c: self.source[c].take(take).tolist() for c in NEEDED}
+        fpr, rule = self.fpr, self.rule
+        parser = _Parser()  # one memo per unit: its cells rarely repeat in another unit
+        recs = []
+        ev_dists: dict[str, list[dict]] = {}      # per model: rows of evaluation pairs, with distributions
+        for pair_id, first, per_model in pairs:
+            res = pair_oracle({c: [cols[c][i] for i in first] for c in cols}, self.horizon, parser,
+                              grid=self.grid, max_atoms=self.max_atoms)
+            for model in self.models:
+                idx = per_model.get(model)
+                if idx is None:
+                    continue
+                resp = _response_dists(cols, idx) if res["kind"] == "memory_text" else {}
+                split = cols["split"][idx[0]]
+                for seed, d in res["dists"].items():
+                    tpr, tpr_err = d.tpr_at(fpr)
+                    rec = {"track": track, "response_model": model, "method": method, "pair_id": pair_id,
+                           "attribute": attribute, "split": split, "seed": seed,
+                           "kind": res["kind"], "public_path_equal": res["public_path_equal"],
+                           "oracle_auc": d.auc(), "oracle_auc_err": d.auc_error(), "oracle_tpr": tpr,
+                           "oracle_tpr_err": tpr_err, "max_loss": d.max_loss(), "n_atoms": d.n_atoms,
+                           "grid": d.grid, "response_auc": resp[seed].auc() if seed in resp else np.nan}
+                    if self.keep_dists:
+                        rec.update(dist=d, resp_dist=resp.get(seed))
+                    recs.append(rec)
+                    if rule is not None and ((track, model, method) in self.fallback
+                                             or rule.evaluates(track, split)):
+                        ev_dists.setdefault(model, []).append({"pair_id": pair_id, "dist": d,
+                                                               "resp_dist": resp.get(seed)})
+        parts = {(track, model, method, attribute): _attribute_ceilings(pd.DataFrame.from_records(r), fpr)
+                 for model, r in ev_dists.items()}
+        return recs, parts
 
 
 def _response_dists(cols: Mapping[str, list], idx: np.ndarray) -> dict[int, LLRDistribution]:
@@ -519,19 +615,36 @@ def summary(per_pair: pd.DataFrame, *, fpr: float = 0.05, caps: Mapping[str, flo
     and over EVERY pair the maximum realised loss and whether it is <= B_a (``caps``).
     ``per_pair`` must come from ``pair_results(..., keep_dists=True)``. The groups run over
     ``workers`` forked processes (None: the usable cores), each by the same code, so the table
-    does not depend on the count."""
+    does not depend on the count. :func:`ceilings` gives the same table with less memory."""
     if "dist" not in per_pair.columns:
         raise ParameterError("summary needs pair_results(..., keep_dists=True)")
     groups = list(per_pair.groupby(["track", "response_model", "method"], sort=True).indices.items())
-    job = _SummaryJob(per_pair, fpr, caps, source_track, eval_split)
+    job = _SummaryJob(per_pair, _SummaryRule(fpr, caps, source_track, eval_split))
     return pd.DataFrame.from_records(parallel_map(job, groups, workers=workers))
 
 
-@dataclass(frozen=True)
-class _SummaryJob:
-    """One (track, response_model, method) row of :func:`summary` (run by :func:`parallel_map`)."""
+def _attribute_ceilings(ga: pd.DataFrame, fpr: float) -> tuple[float, float, float, float, float, float | None]:
+    """One attribute's pooled ceilings over the rows ``ga`` (``pair_id``, ``dist``, ``resp_dist``):
+    AUC and TPR for one transcript per pair (every (pair, seed) equally likely) and for all seeds
+    of a pair together, the larger merge error of the two, and the response-level AUC (None
+    unless every row has a response distribution)."""
+    single = mixture(list(ga["dist"]))
+    multi = []
+    for _, gp in ga.groupby("pair_id"):
+        d = gp["dist"].iloc[0]
+        for other in gp["dist"].iloc[1:]:
+            d = d.convolve(other)
+        multi.append(d)
+    mm = mixture(multi)
+    resp = mixture(list(ga["resp_dist"])).auc() if ga["resp_dist"].notna().all() else None
+    return (single.auc(), single.tpr_at(fpr)[0], mm.auc(), mm.tpr_at(fpr)[0],
+            max(single.auc_error(), mm.auc_error()), resp)
 
-    per_pair: pd.DataFrame
+
+@dataclass(frozen=True)
+class _SummaryRule:
+    """Which pairs a :func:`summary` row pools, and how it combines the attributes' ceilings."""
+
     fpr: float
     caps: Mapping[str, float] | float
     source_track: str
@@ -540,30 +653,19 @@ class _SummaryJob:
     def cap_of(self, attribute: str) -> float:
         return float(self.caps[attribute]) if isinstance(self.caps, Mapping) else float(self.caps)
 
-    def __call__(self, group: tuple[tuple, np.ndarray]) -> dict:
-        (track, model, method), idx = group
-        fpr = self.fpr
-        g = self.per_pair.iloc[idx]
+    def evaluates(self, track: str, split: str) -> bool:
+        return track != self.source_track or self.eval_split is None or split == self.eval_split
+
+    def eval_rows(self, track: str, g: pd.DataFrame) -> pd.DataFrame:
+        """The evaluation pairs of one group (all of them where it has none of ``eval_split``)."""
         ev = g if (track != self.source_track or self.eval_split is None) else g[g["split"] == self.eval_split]
-        if ev.empty:
-            ev = g
-        single_auc, single_tpr, multi_auc, multi_tpr, errs, resp = [], [], [], [], [], []
-        for _, ga in ev.groupby("attribute"):
-            single = mixture(list(ga["dist"]))          # every (pair, seed) equally likely
-            single_auc.append(single.auc())
-            single_tpr.append(single.tpr_at(fpr)[0])
-            multi = []                                  # all seeds of a pair together
-            for _, gp in ga.groupby("pair_id"):
-                d = gp["dist"].iloc[0]
-                for other in gp["dist"].iloc[1:]:
-                    d = d.convolve(other)
-                multi.append(d)
-            mm = mixture(multi)
-            multi_auc.append(mm.auc())
-            multi_tpr.append(mm.tpr_at(fpr)[0])
-            errs.append(max(single.auc_error(), mm.auc_error()))
-            if ga["resp_dist"].notna().all():
-                resp.append(mixture(list(ga["resp_dist"])).auc())
+        return g if ev.empty else ev
+
+    def row(self, key: tuple[str, str, str], g: pd.DataFrame, ev: pd.DataFrame, parts: Sequence[tuple]) -> dict:
+        """The summary row of group ``key`` from its rows, evaluation rows and per-attribute ceilings."""
+        track, model, method = key
+        single_auc, single_tpr, multi_auc, multi_tpr, errs, resp = (list(x) for x in zip(*parts))
+        resp = [r for r in resp if r is not None]
         pair_loss = g.groupby(["pair_id", "attribute"])["max_loss"].max().reset_index()
         over = [r.max_loss > self.cap_of(r.attribute) + 1e-9 for r in pair_loss.itertuples()]
         return {
@@ -578,3 +680,18 @@ class _SummaryJob:
             "public_path_equal_all": bool(g["public_path_equal"].all()),
             "response_ceiling_auc": float(np.mean(resp)) if resp else np.nan,
         }
+
+
+@dataclass(frozen=True)
+class _SummaryJob:
+    """One (track, response_model, method) row of :func:`summary` (run by :func:`parallel_map`)."""
+
+    per_pair: pd.DataFrame
+    rule: _SummaryRule
+
+    def __call__(self, group: tuple[tuple, np.ndarray]) -> dict:
+        key, idx = group
+        g = self.per_pair.iloc[idx]
+        ev = self.rule.eval_rows(key[0], g)
+        parts = [_attribute_ceilings(ga, self.rule.fpr) for _, ga in ev.groupby("attribute")]
+        return self.rule.row(key, g, ev, parts)

@@ -227,9 +227,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     if config.oracle_ablations:
         abl = ablation_views(benches, config, prof, model=str(transcripts["response_model"].iloc[0]))
         oracle_input = pd.concat([transcripts, abl], ignore_index=True)
-    opp = O.pair_results(oracle_input, config.T, keep_dists=True, workers=config.workers)
-    osum = O.summary(opp, caps=float(config.B_a), workers=config.workers)
-    oracle_pairs = opp.drop(columns=["dist", "resp_dist"])
+    oracle_pairs, osum = O.ceilings(oracle_input, config.T, caps=float(config.B_a), workers=config.workers)
     timings["oracle"] = time.perf_counter() - t
     log(f"[rq1] exact oracle: {len(oracle_pairs)} (pair, seed) rows ({timings['oracle']:.0f} s)")
 

@@ -150,6 +150,7 @@ def run_one(i: int, ref: str, work: Path, profile: str, only: list[str]) -> dict
     cmd = [sys.executable, "-m", "dpmv_lib.run", "--profile", profile, *(["--only", *only] if only else [])]
     print(f"[{ref} = {sha[:10]}] {' '.join(cmd)} in {tree}", flush=True)
     load = [round(x, 2) for x in os.getloadavg()]
+    started = time.time()
     t = time.perf_counter()
     with open(tree / "bench_reproduce.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -165,26 +166,42 @@ def run_one(i: int, ref: str, work: Path, profile: str, only: list[str]) -> dict
     notebooks = [{"name": n["name"], "status": n["status"], "wall_s": n.get("wall_s"), **peak(n["name"]),
                   "slow_cells": slow_cells(results / "notebooks" / f"{n['name']}.ipynb")}
                  for n in manifest.get("notebooks", []) if n.get("run") == "this"]
-    stages = {}
-    for f in sorted((results / "tables").glob("*_run.json")):
-        d = json.loads(f.read_text())
-        stages[f.stem] = {k: round(float(v), 1) for k, v in (d.get("timings_s") or d).items()
-                          if isinstance(v, (int, float))}
     rec = {"ref": ref, "commit": sha, "profile": profile, "rc": rc, "wall_s": round(wall, 1), "loadavg_at_start": load,
+           "started": started, "stages": stage_times(results, started),
            "notebook_s": round(sum(n["wall_s"] or 0 for n in notebooks), 1),
            "peak_rss_gb": round(peak_rss / 2**30, 2), "peak_pss_gb": round(peak_pss / 2**30, 2),
-           "notebooks": notebooks, "stages": stages,
+           "notebooks": notebooks,
            "results": str(results)}
     print(f"[{ref}] rc {rc}, notebooks {rec['notebook_s']} s, peak PSS {rec['peak_pss_gb']} GB "
           f"(RSS {rec['peak_rss_gb']} GB)", flush=True)
     return rec
 
 
-def compare_tables(a: Path, b: Path) -> list[dict]:
-    """Every CSV table of run ``a`` against run ``b``: identical bytes, else AUC and verdict drift."""
+def written(results: Path, pattern: str, since: float | None) -> list[Path]:
+    """The files ``results/tables/<pattern>`` that the run started at ``since`` wrote (all if None):
+    with ``--only`` the other tables are the committed ones, which no revision recomputed."""
+    return [f for f in sorted((results / "tables").glob(pattern)) if since is None or f.stat().st_mtime >= since]
+
+
+def stage_times(results: Path, since: float | None) -> dict[str, dict[str, float]]:
+    """Stage timings (seconds) of the experiments' ``*_run.json`` written by this run."""
+    stages = {}
+    for f in written(results, "*_run.json", since):
+        d = json.loads(f.read_text())
+        stages[f.stem] = {k: round(float(v), 1) for k, v in (d.get("timings_s") or d).items()
+                          if isinstance(v, (int, float))}
+    return stages
+
+
+def compare_tables(a: Path, b: Path, since: tuple[float | None, float | None] = (None, None)) -> list[dict]:
+    """Every CSV table written by both runs (``since``: their start times), ``a`` against ``b``:
+    identical bytes, else AUC and verdict drift."""
     rows = []
-    for fa in sorted((a / "tables").glob("*.csv")):
+    later = {f.name for f in written(b, "*.csv", since[1])}
+    for fa in written(a, "*.csv", since[0]):
         fb = b / "tables" / fa.name
+        if since[1] is not None and fb.exists() and fa.name not in later:
+            continue
         if not fb.exists():
             rows.append({"table": fa.name, "identical": False, "note": "missing in the later run"})
             continue
@@ -283,16 +300,23 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "reproduce"))
     ap.add_argument("--add", action="store_true", help="append these runs to the records already in "
                     "<out>.json (a rerun in quieter conditions, say) instead of starting afresh")
+    ap.add_argument("--rerender", action="store_true", help="run nothing: rebuild <out>.md (stages and "
+                    "table comparisons) from the recorded runs' results directories, which must still exist")
     a = ap.parse_args(argv)
     info = machine()
     out = Path(a.out)
-    recs = json.loads(out.with_suffix(".json").read_text())["runs"] if a.add else []
-    for i, ref in enumerate(a.refs, start=len(recs)):
+    recs = json.loads(out.with_suffix(".json").read_text())["runs"] if (a.add or a.rerender) else []
+    if a.rerender:
+        info = json.loads(out.with_suffix(".json").read_text())["machine"]
+        for r in recs:
+            r["stages"] = stage_times(Path(r["results"]), r.get("started"))
+    for i, ref in enumerate([] if a.rerender else a.refs, start=len(recs)):
         rec = run_one(i, ref, Path(a.work), a.profile, a.only)
         if any(r["ref"] == rec["ref"] for r in recs):
             rec["ref"] = f"{rec['ref']} (run {i + 1})"
         recs.append(rec)
-    comparisons = {r["ref"]: compare_tables(Path(recs[0]["results"]), Path(r["results"])) for r in recs[1:]}
+    comparisons = {r["ref"]: compare_tables(Path(recs[0]["results"]), Path(r["results"]),
+                                            since=(recs[0].get("started"), r.get("started"))) for r in recs[1:]}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"machine": info, "runs": recs, "tables": comparisons}, indent=1))
     out.with_suffix(".md").write_text(markdown(recs, comparisons, info))

@@ -50,3 +50,23 @@ def test_without_a_log_only_the_totals_are_kept(bench):
     _wait_for(lambda: mem.peak_pss > 0)
     mem.stop()
     assert mem.by_notebook == {} and mem.notebook is None
+
+
+def test_only_what_a_run_wrote_is_timed_and_compared(bench, tmp_path):
+    """With ``--only`` the other tables and run files are the committed ones: the report must
+    neither list their stages nor count them as byte-identical."""
+    runs = []
+    for name, started in (("a", 1_000.0), ("b", 2_000.0)):
+        tables = tmp_path / name / "tables"
+        tables.mkdir(parents=True)
+        for f, body, mtime in (("x_run.json", '{"timings_s": {"fit": 2.5}}', started + 5),
+                               ("old_run.json", '{"timings_s": {"grid": 9}}', 10.0),
+                               ("fresh.csv", "auc\n0.5\n", started + 5), ("committed.csv", "auc\n0.7\n", 10.0)):
+            (tables / f).write_text(body)
+            os.utime(tables / f, (mtime, mtime))
+        runs.append((tmp_path / name, started))
+    (a, ta), (b, tb) = runs
+    assert bench.stage_times(a, ta) == {"x_run": {"fit": 2.5}}
+    assert set(bench.stage_times(a, None)) == {"x_run", "old_run"}
+    assert [r["table"] for r in bench.compare_tables(a, b, since=(ta, tb))] == ["fresh.csv"]
+    assert [r["table"] for r in bench.compare_tables(a, b)] == ["committed.csv", "fresh.csv"]

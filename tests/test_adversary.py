@@ -117,7 +117,7 @@ def test_pairs(bench):
 def test_fixed_attacker_matches_the_interfaces_view_probs(bench, test_pairs, method):
     """The attacker's exact per-turn laws agree with what the RQ1 interface records (oracle input)."""
     from dpmv_lib.generate.interfaces import make_interface
-    from dpmv_lib.evaluate.oracle import trajectory_distribution
+    from dpmv_lib.evaluate.llr import trajectory_distribution
 
     for pair in test_pairs:
         pol = bench.policy(pair)

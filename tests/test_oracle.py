@@ -1,4 +1,5 @@
-"""Exact optimal auditor: brute-force agreement, known answers, error bounds, transcript tables."""
+"""Exact optimal auditor (dpmv_lib.evaluate.llr and .oracle): brute-force agreement, known answers,
+error bounds, transcript tables."""
 from __future__ import annotations
 
 import json
@@ -10,8 +11,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from dpmv_lib.core.errors import ParameterError
-from dpmv_lib.evaluate.oracle import (LLRDistribution, brute_force, ceilings, mixture, pair_results, summary,
-                             trajectory_distribution)
+from dpmv_lib.evaluate.llr import (_BIG, LLRDistribution, brute_force, cell_ranks, merge_atoms, mixture,
+                                   trajectory_distribution)
+from dpmv_lib.evaluate.oracle import ceilings, pair_results, summary
 from rq1_synth import make_transcripts
 
 
@@ -133,6 +135,58 @@ def test_ceilings_equal_pair_results_and_summary(workers):
     assert t.loc[("transfer", "other-model", "Views"), "n_eval_pairs"] == 12        # train only: every pair
     with pytest.raises(ParameterError, match="lacks columns"):
         ceilings(df.drop(columns=["view_probs"]), 3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(-40, 40), st.sampled_from([int(_BIG), -int(_BIG)]),
+                          st.integers(-(1 << 40), 1 << 40)), min_size=1, max_size=60))
+def test_cell_ranks_are_numpy_unique(keys):
+    """The counting grouping of merge_atoms (issue 30: no sort of up to 4M keys per convolution)
+    returns np.unique's cells and inverse exactly: dense ranges, wide ranges (the sort fallback),
+    the +-inf sentinels alone or mixed in."""
+    key = np.array(keys, dtype=np.int64)
+    want, got = np.unique(key, return_inverse=True), cell_ranks(key)
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype and np.array_equal(w, g)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_merge_atoms_matches_sorting_by_key(seed):
+    """merge_atoms against a direct reference (np.unique, stable argsort): the same atoms bit for
+    bit, with infinite and zero-mass atoms, exact ties and a forced coarse grid."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    llr = np.round(rng.normal(0, 2, n), int(rng.integers(1, 4)))    # rounding makes exact ties
+    llr[rng.random(n) < 0.05] = np.inf
+    llr[rng.random(n) < 0.05] = -np.inf
+    pm, pq = rng.random(n), rng.random(n)
+    pm[llr == -np.inf], pq[llr == np.inf] = 0.0, 0.0
+    grid, max_atoms = (1e-9, 10_000) if seed % 2 else (1e-9, int(rng.integers(2, 30)))
+    d = merge_atoms(llr, pm, pq, llr.copy(), llr.copy(), grid, max_atoms)
+    fin = np.isfinite(llr)
+    g = grid
+    if fin.any():
+        span = float(llr[fin].max() - llr[fin].min())
+        g = span / max_atoms if span / grid > max_atoms else grid
+    key = np.where(fin, np.floor(np.where(fin, llr, 0.0) / g), 0).astype(np.int64)
+    key = np.where(llr == np.inf, _BIG, np.where(llr == -np.inf, -_BIG, key))
+    uniq, inv = np.unique(key, return_inverse=True)
+    if len(uniq) == n:
+        order = np.argsort(key, kind="stable")
+        want = (llr[order], pm[order], pq[order])
+    else:
+        s_pm, s_pq = np.bincount(inv, weights=pm), np.bincount(inv, weights=pq)
+        lo, hi = np.full(len(uniq), np.inf), np.full(len(uniq), -np.inf)
+        np.minimum.at(lo, inv, llr)
+        np.maximum.at(hi, inv, llr)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rep = np.log(s_pm) - np.log(s_pq)
+        rep = np.where(np.isfinite(rep), np.clip(rep, lo, hi), rep)
+        rep[uniq == _BIG], rep[uniq == -_BIG] = np.inf, -np.inf
+        want = (rep, s_pm, s_pq)
+    for w, got in zip(want, (d.llr, d.p_m, d.p_mp)):
+        np.testing.assert_array_equal(got, w)
+    assert d.grid == g
 
 
 def test_bad_probabilities_raise():

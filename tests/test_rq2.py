@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dpmv_lib.checks import counterexamples as cx
-from dpmv_lib.evaluate import oracle
+from dpmv_lib.evaluate import llr, oracle
 from dpmv_lib.experiments import rq2
 from dpmv_lib.experiments import common
 from dpmv_lib.bench.datasets import load_benchmark
@@ -294,10 +294,10 @@ def test_prefix_distributions_match_oracle_and_brute_force():
     turns = _random_turns(rng, 5)
     d = rq2_horizon.prefix_distributions(turns, range(1, 6), max_atoms=200_000)
     for h in (1, 3, 5):
-        ref = oracle.trajectory_distribution(turns[:h])
+        ref = llr.trajectory_distribution(turns[:h])
         assert d[h].auc() == pytest.approx(ref.auc(), abs=1e-12)
         assert d[h].max_loss() == pytest.approx(ref.max_loss(), abs=1e-12)
-    bf = oracle.brute_force(turns[:4])
+    bf = llr.brute_force(turns[:4])
     assert d[4].auc() == pytest.approx(bf["auc"], abs=1e-9)
     sep = rq2_horizon.prefix_distributions(turns, (1, 3), public_equal=[True, False, True, True, True])
     assert sep[1].auc() < 1 and sep[3].auc() == 1.0 and math.isinf(sep[3].max_loss())
@@ -331,10 +331,10 @@ def test_horizon_oracle_matches_oracle_per_pair():
 
 
 def test_pooled_ceiling_of_point_masses_is_chance():
-    pt = oracle.LLRDistribution.point()
+    pt = llr.LLRDistribution.point()
     auc, tpr, err = rq2_horizon.pooled_ceiling({"a": [pt, pt], "b": [pt]})
     assert auc == pytest.approx(0.5) and tpr == pytest.approx(0.05) and err == 0
-    auc, _, _ = rq2_horizon.pooled_ceiling({"a": [oracle.LLRDistribution.separable()]})
+    auc, _, _ = rq2_horizon.pooled_ceiling({"a": [llr.LLRDistribution.separable()]})
     assert auc == 1.0
 
 

@@ -56,7 +56,7 @@ from ..core.errors import ParameterError
 from ..core.exact import Strategy, Transcript, fixed_strategy, transcript_distribution, turn_outcomes
 from ..core.memview import MemView
 from ..core.releases import Release
-from ..evaluate.oracle import LLRDistribution, merge_atoms, mixture
+from ..evaluate.llr import LLRDistribution, merge_atoms, mixture
 from ..core.policy import Query, TableReadPolicy, TableRouter
 from ..core.store import MemoryStore
 

@@ -302,7 +302,7 @@ def attribute_ceilings(bench: Any, pairs: Sequence[Any], t3: pd.DataFrame, *, ho
     attribute at ``horizon`` for one transcript (``ceiling_auc``) and for ``n_seeds`` transcripts
     observed together (``ceiling_auc_seeds``) - the per-attribute terms whose mean is the grid's
     macro ceiling (:func:`dpmv_lib.experiments.sensitivity.compute_grid`, same code path)."""
-    from ..evaluate.oracle import mixture
+    from ..evaluate.llr import mixture
     from .rq2_support import MemoScorer
     from ..core.scorer import LexiconScorer
     from .sensitivity import pair_grid_rows

@@ -20,7 +20,7 @@ or of the benchmark pairs; this module holds the accounting and Table 4, its sib
   same public prefix; the exact view supports (``_outcomes``) show which views have positive
   probability under one store and zero under the other.
 * **Leakage vs horizon** (:mod:`~dpmv_lib.experiments.rq2_horizon`): the exact optimal auditor of
-  :mod:`dpmv_lib.evaluate.oracle` (:class:`~dpmv_lib.evaluate.oracle.LLRDistribution`) convolved
+  :mod:`dpmv_lib.evaluate.oracle` (:class:`~dpmv_lib.evaluate.llr.LLRDistribution`) convolved
   turn by turn, recording every prefix T = 1..32 in one pass; max realised privacy loss <= B_a
   (Theorem 1) for DP-MemView, not for the ablations.
 """

@@ -13,7 +13,7 @@ import pandas as pd
 
 from .plots import save_figure
 from ..core.errors import ParameterError
-from ..evaluate.oracle import DEFAULT_GRID, LLRDistribution, mixture
+from ..evaluate.llr import DEFAULT_GRID, LLRDistribution, mixture
 from .common import fmt_number
 from .rq2_support import SlotStep
 from .verdicts import ExactClaim, decide
@@ -27,7 +27,7 @@ def prefix_distributions(turns: Sequence[tuple[Mapping, Mapping]], horizons: Ite
                          max_atoms: int = HORIZON_MAX_ATOMS,
                          turn_dist: Callable[[int], LLRDistribution] | None = None) -> dict[int, LLRDistribution]:
     """The exact LLR distribution of the augmented transcript prefix for every T in ``horizons``
-    (the computation of :func:`dpmv_lib.evaluate.oracle.trajectory_distribution`, recorded turn by turn).
+    (the computation of :func:`dpmv_lib.evaluate.llr.trajectory_distribution`, recorded turn by turn).
 
     ``turns[t]`` = (probs under M, probs under M'), each slot -> {view: prob}. A turn whose public
     release (``public_equal[t]`` False) or active slots differ makes the rest separable.
@@ -55,7 +55,7 @@ def prefix_distributions(turns: Sequence[tuple[Mapping, Mapping]], horizons: Ite
 
 def _turn_distribution(pm_t: Mapping, pq_t: Mapping) -> LLRDistribution:
     """One turn's LLR distribution: its slots' releases convolved (independent given the prefix)."""
-    from ..evaluate.oracle import trajectory_distribution
+    from ..evaluate.llr import trajectory_distribution
 
     return trajectory_distribution([(pm_t, pq_t)])
 
@@ -191,7 +191,7 @@ def horizon_oracle(transcripts: pd.DataFrame, horizons: Sequence[int], *, method
 def pooled_ceiling(dists_by_attribute: Mapping[str, Sequence[LLRDistribution]], fpr: float = 0.05
                    ) -> tuple[float, float, float]:
     """(macro AUC, macro TPR@fpr, max AUC error bound) of the optimal auditor over a pool of
-    transcripts per attribute (every transcript equally likely; :func:`dpmv_lib.evaluate.oracle.mixture`),
+    transcripts per attribute (every transcript equally likely; :func:`dpmv_lib.evaluate.llr.mixture`),
     the ceiling of an auditor evaluated over those pairs."""
     if not dists_by_attribute:
         raise ParameterError("no distributions to pool")

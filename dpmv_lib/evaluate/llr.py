@@ -104,9 +104,10 @@ class LLRDistribution:
         if not keep.all():  # (a copy of five outer products: skipped when every atom stays)
             pm, pq, llr, lo, hi = pm[keep], pq[keep], llr[keep], lo[keep], hi[keep]
         # an atom of zero M-mass has L = -inf, of zero M'-mass L = +inf (never inf - inf)
-        for arr in (llr, lo, hi):
-            arr[pm == 0] = -np.inf
-            arr[pq == 0] = np.inf
+        for zero, value in ((pm == 0, -np.inf), (pq == 0, np.inf)):
+            if zero.any():
+                for arr in (llr, lo, hi):
+                    arr[zero] = value
         return merge_atoms(llr, pm, pq, lo, hi, max(grid, self.grid, other.grid), max_atoms)
 
     def power(self, n: int, **kw) -> "LLRDistribution":
@@ -198,6 +199,14 @@ def cell_ranks(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     linear time instead of sorted; the two infinite keys (``+-_BIG``) take the range's ends.
     Sparser keys fall back to ``np.unique``."""
     key = np.asarray(key, dtype=np.int64)
+    kmin, kmax = int(key.min()), int(key.max())
+    if -_BIG < kmin and kmax < _BIG:          # no infinite atom: one range, no sentinels
+        span = kmax - kmin + 1
+        if span > 4 * len(key) + 64:
+            return np.unique(key, return_inverse=True)
+        dense = key - kmin
+        occupied = np.bincount(dense, minlength=span) > 0
+        return np.flatnonzero(occupied) + kmin, (np.cumsum(occupied) - 1)[dense]
     ends = (key == _BIG) | (key == -_BIG)
     mid = key[~ends]
     lo = int(mid.min()) if len(mid) else 0

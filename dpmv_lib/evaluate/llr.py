@@ -200,27 +200,26 @@ def cell_ranks(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Sparser keys fall back to ``np.unique``."""
     key = np.asarray(key, dtype=np.int64)
     kmin, kmax = int(key.min()), int(key.max())
-    if -_BIG < kmin and kmax < _BIG:          # no infinite atom: one range, no sentinels
-        span = kmax - kmin + 1
-        if span > 4 * len(key) + 64:
-            return np.unique(key, return_inverse=True)
-        dense = key - kmin
-        occupied = np.bincount(dense, minlength=span) > 0
-        return np.flatnonzero(occupied) + kmin, (np.cumsum(occupied) - 1)[dense]
-    ends = (key == _BIG) | (key == -_BIG)
-    mid = key[~ends]
-    lo = int(mid.min()) if len(mid) else 0
-    span = int(mid.max()) - lo + 1 if len(mid) else 0
+    neg, pos = kmin == -_BIG, kmax == _BIG     # an atom with L = -inf / +inf
+    lo, hi = kmin, kmax
+    if neg or pos:
+        mid = key[(key != _BIG) & (key != -_BIG)]
+        lo, hi = (int(mid.min()), int(mid.max())) if len(mid) else (0, -1)
+    span = hi - lo + 1
     if span > 4 * len(key) + 64:
         return np.unique(key, return_inverse=True)
-    dense = key - (lo - 1)               # finite keys -> 1..span
-    dense[key == -_BIG] = 0
-    dense[key == _BIG] = span + 1
+    dense = key - (lo - 1)               # finite keys -> 1..span, -inf -> 0, +inf -> span + 1
+    if neg:
+        dense[key == -_BIG] = 0
+    if pos:
+        dense[key == _BIG] = span + 1
     occupied = np.bincount(dense, minlength=span + 2) > 0
     cells = np.flatnonzero(occupied)
     uniq = cells + (lo - 1)
-    uniq[cells == 0] = -_BIG
-    uniq[cells == span + 1] = _BIG
+    if neg:
+        uniq[0] = -_BIG
+    if pos:
+        uniq[-1] = _BIG
     return uniq, (np.cumsum(occupied) - 1)[dense]
 
 

@@ -259,7 +259,8 @@ class _MethodJob:
                     take.extend(idx)
                 pairs.append((pair_id, local[models[0]], local))
             units.append((key, np.asarray(take), pairs))
-        fallback = frozenset((t, m, me) for t, me, _ in rows for m in models) - has_eval
+        fallback = (frozenset((t, m, me) for t, me, _ in rows for m in models) - has_eval if rule is not None
+                    else frozenset())
         return cls(transcripts, horizon, models, units, rule=rule, fallback=fallback, **kw)
 
     def run(self, workers: int | None) -> tuple[pd.DataFrame, dict[tuple, tuple]]:
@@ -367,12 +368,16 @@ class _SummaryRule:
     def cap_of(self, attribute: str) -> float:
         return float(self.caps[attribute]) if isinstance(self.caps, Mapping) else float(self.caps)
 
+    def pools_all(self, track: str) -> bool:
+        """Whether every pair of ``track`` is an evaluation pair (not only its ``eval_split``)."""
+        return track != self.source_track or self.eval_split is None
+
     def evaluates(self, track: str, split: str) -> bool:
-        return track != self.source_track or self.eval_split is None or split == self.eval_split
+        return self.pools_all(track) or split == self.eval_split
 
     def eval_rows(self, track: str, g: pd.DataFrame) -> pd.DataFrame:
         """The evaluation pairs of one group (all of them where it has none of ``eval_split``)."""
-        ev = g if (track != self.source_track or self.eval_split is None) else g[g["split"] == self.eval_split]
+        ev = g if self.pools_all(track) else g[g["split"] == self.eval_split]
         return g if ev.empty else ev
 
     def row(self, key: tuple[str, str, str], g: pd.DataFrame, ev: pd.DataFrame, parts: Sequence[tuple]) -> dict:

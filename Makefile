@@ -39,12 +39,13 @@ $(STAMP): pyproject.toml | $(PY)
 install: $(STAMP)
 
 # The llama.cpp backend (extra `llamacpp`): PyPI ships llama-cpp-python as source only, so pip
-# compiles llama.cpp once (202 s on 2 idle cores for 0.3.36; the multimodal library is left out).
+# compiles llama.cpp once (98 s on 2 idle cores for 0.3.36; the multimodal and common libraries
+# are left out).
 # The build flags live in tools/llamacpp_cmake_args.sh (portable AVX2 on x86-64, no AMX: issue
 # 11); tools/install_llamacpp.sh rebuilds when the stamp records other flags (FORCE: it always
 # checks, and does nothing when current).
 # `make test` needs it (its backend is tested for real: tools/run_tests.sh compiles it while
-# the rest of the suite runs); `make reproduce` needs it only for PROFILE=llm.
+# the project installs and the rest of the suite runs); `make reproduce` needs it only for PROFILE=llm.
 $(LLAMA_STAMP): $(STAMP) FORCE
 	@bash tools/install_llamacpp.sh $(PY) $(LLAMA_STAMP)
 
@@ -61,10 +62,11 @@ reproduce: $(STAMP) $(if $(filter llm%,$(PROFILE)),export-openvino)
 	$(PY) -m dpmv_lib.run --profile $(PROFILE) $(RUN_ARGS)
 
 # pytest exit code 5 means "no tests collected": not a failure for this project. The first run
-# also compiles the llama.cpp extra, in the background while the rest of the suite runs. The
+# also compiles the llama.cpp extra, in the background from the start: beside `make install`
+# (INSTALL_CMD: run_tests.sh installs after starting the compile) and the rest of the suite. The
 # suite runs over the usable cores (pytest-xdist; PYTEST_WORKERS=1 for one process).
-test: $(STAMP)
-	@bash tools/run_tests.sh $(PY) $(LLAMA_STAMP) $(PYTEST_ARGS)
+test: | $(PY)
+	@INSTALL_CMD='$(MAKE) --no-print-directory install' bash tools/run_tests.sh $(PY) $(LLAMA_STAMP) $(PYTEST_ARGS)
 
 # issue 32: the style and type checks (configured in pyproject.toml: [tool.ruff], [tool.mypy]);
 # .ci/run runs them before the tests

@@ -37,6 +37,25 @@ def test_x86_build_is_portable_avx2_without_amx():
     assert not any(a.endswith("NATIVE=ON") or "march=native" in a for a in args)
 
 
+def test_the_common_library_is_left_out():
+    """llama-cpp-python forces LLAMA_BUILD_COMMON ON and never loads that library; a hook run at the
+    end of llama.cpp's project() call turns it off again (issue 30: half the compile)."""
+    args = cmake_args().split()
+    hook = [a.partition("=")[2] for a in args if a.startswith("-DCMAKE_PROJECT_llama.cpp_INCLUDE=")]
+    assert hook == [str(ROOT / "tools" / "llamacpp_no_common.cmake")]
+    assert 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL' in Path(hook[0]).read_text() and "FORCE)" in Path(hook[0]).read_text()
+
+
+def test_a_checkout_path_with_a_space_keeps_the_common_library(tmp_path):
+    """scikit-build-core splits CMAKE_ARGS at spaces: no hook path that would be cut in two."""
+    tools = tmp_path / "a checkout" / "tools"
+    tools.mkdir(parents=True)
+    (tools / ARGS_SH.name).write_text(ARGS_SH.read_text())
+    e = {k: v for k, v in os.environ.items() if k != "CMAKE_ARGS"}
+    out = subprocess.run(["bash", str(tools / ARGS_SH.name)], env=e, capture_output=True, text=True, check=True).stdout
+    assert "-DLLAVA_BUILD=OFF" in out and "CMAKE_PROJECT" not in out
+
+
 def test_cmake_args_from_the_environment_win():
     assert cmake_args(CMAKE_ARGS="-DGGML_CUDA=on") == "-DGGML_CUDA=on"
 
@@ -96,3 +115,7 @@ def test_installed_library_was_built_with_these_flags():
              (p.partition("=") for p in run.value.split("|")) if v}
     assert feats.get("AVX2") == "1" and feats.get("FMA") == "1" and feats.get("F16C") == "1"
     assert "AVX512" not in feats and "AMX_INT8" not in feats and "AVX512_VNNI" not in feats
+    import importlib.util
+    libs = {p.name.split(".so")[0] for p in
+            (Path(importlib.util.find_spec("llama_cpp").submodule_search_locations[0]) / "lib").glob("*.so*")}
+    assert {"libllama", "libggml", "libggml-cpu"} <= libs and "libllama-common" not in libs, libs

@@ -23,17 +23,24 @@ ROOT = project_root()
 def fake(tmp_path: Path):
     log = tmp_path / "calls.txt"
     py = tmp_path / "python"
-    py.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\nexit 0\n')
+    # "pip wheel ... -w DIR" leaves a wheel in DIR, as the compile would
+    py.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\n'
+                  'if [ "$2 $3" = "pip wheel" ]; then while [ $# -gt 0 ]; do\n'
+                  '  if [ "$1" = -w ]; then touch "$2/llama_cpp_python-0-py3-none-any.whl"; fi; shift\n'
+                  'done; fi\nexit 0\n')
     py.chmod(py.stat().st_mode | stat.S_IXUSR)
     stamp = tmp_path / "stamp"
     args = subprocess.run(["bash", str(ROOT / "tools" / "llamacpp_cmake_args.sh")], capture_output=True, text=True,
                           check=True, env={k: v for k, v in os.environ.items() if k != "CMAKE_ARGS"}).stdout
     stamp.write_text(args)
 
-    def run(*pytest_args: str, workers: str | None = None,
-            built: bool = True) -> tuple[subprocess.CompletedProcess, list[str]]:
-        env = {k: v for k, v in os.environ.items() if k not in ("CMAKE_ARGS", "PYTEST_WORKERS")}
+    def run(*pytest_args: str, workers: str | None = None, built: bool = True,
+            install: str | None = None, pytest_only: bool = True) -> tuple[subprocess.CompletedProcess, list[str]]:
+        env = {k: v for k, v in os.environ.items() if k not in ("CMAKE_ARGS", "PYTEST_WORKERS", "INSTALL_CMD")}
         env["LLAMA_BUILD_LOG"] = str(tmp_path / "build.log")
+        env["LLAMA_WHEEL_DIR"] = str(tmp_path / "wheel")
+        if install is not None:
+            env["INSTALL_CMD"] = install.format(log=log)
         if workers is not None:
             env["PYTEST_WORKERS"] = workers
         if not built:
@@ -42,7 +49,7 @@ def fake(tmp_path: Path):
         r = subprocess.run(["bash", "tools/run_tests.sh", str(py), str(stamp), *pytest_args], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=60)
         calls = log.read_text().splitlines() if log.exists() else []
-        return r, [c for c in calls if c.startswith("-m pytest")]
+        return r, [c for c in calls if c.startswith("-m pytest") or not pytest_only]
 
     return run
 
@@ -97,7 +104,7 @@ def after_build() -> list[str]:
 
 def test_without_the_build_its_tests_wait_for_it(fake):
     """No stamp: the compile runs beside the suite, which leaves out every test that loads
-    llama-cpp-python; those run in a second pytest once the build has finished."""
+    llama-cpp-python; those run in a second pytest once the wheel is built and installed."""
     r, calls = fake(workers="2", built=False)
     assert r.returncode == 0, r.stdout + r.stderr
     later = after_build()
@@ -120,3 +127,31 @@ def test_every_test_that_loads_llama_cpp_runs_after_the_build():
                     and loads.search(ast.get_source_segment(src, node)):
                 found.add(f"tests/{path.name}::{node.name}")
     assert found and found == set(after_build())
+
+
+def test_the_compile_starts_before_the_install(fake, tmp_path):
+    """No stamp: the wheel compiles in the background while INSTALL_CMD (the project's install)
+    runs; the wheel is installed after the first pytest run, and its folder is removed."""
+    # the install waits until the compile has begun (it would time out if the compile came later)
+    r, calls = fake(workers="2", built=False, install="until grep -q 'pip wheel' {log}; do sleep 0.05; done; "
+                                                      "echo INSTALL >> {log}", pytest_only=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    compile_at = next(i for i, c in enumerate(calls) if c.startswith("-m pip wheel"))
+    install_at, first_pytest = calls.index("INSTALL"), next(i for i, c in enumerate(calls) if c.startswith("-m pytest"))
+    assert compile_at < install_at < first_pytest
+    wheel_install = next(i for i, c in enumerate(calls) if c.startswith("-m pip install -q ")
+                         and c.endswith("llama_cpp_python-0-py3-none-any.whl"))
+    assert first_pytest < wheel_install < len(calls) - 1 and calls[-1].startswith("-m pytest -q tests/test_llamacpp")
+    assert not (tmp_path / "wheel").exists()
+    assert "== compiled in" in (tmp_path / "build.log").read_text()
+
+
+def test_a_failed_install_stops_the_compile_and_runs_no_test(fake, tmp_path):
+    r, calls = fake(workers="2", built=False, install="sleep 1; exit 3", pytest_only=False)
+    assert r.returncode == 1 and not [c for c in calls if c.startswith("-m pytest")]
+
+
+def test_with_the_build_current_the_install_still_runs(fake):
+    r, calls = fake(workers="2", install="echo INSTALL >> {log}", pytest_only=False)
+    assert r.returncode == 0 and "INSTALL" in calls and not [c for c in calls if "pip wheel" in c]
+    assert calls.index("INSTALL") < next(i for i, c in enumerate(calls) if c.startswith("-m pytest"))

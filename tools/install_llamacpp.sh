@@ -5,15 +5,39 @@
 # package means "build again". pip's wheel cache is bypassed, so a wheel built earlier with other
 # flags is never reused. Used by the Makefile ($(LLAMA_STAMP)) and tools/run_tests.sh.
 #
-# usage: tools/install_llamacpp.sh PYTHON STAMP            build unless the stamp is current
-#        tools/install_llamacpp.sh --check PYTHON STAMP    exit 0 iff the stamp is current
+# The compile and the install are two steps: `--wheel` compiles a wheel into a folder without
+# touching the environment's packages (pip's isolated build), so tools/run_tests.sh runs it beside
+# the project's own install and the test suite (issue 30), and installs it afterwards.
+#
+# usage: tools/install_llamacpp.sh PYTHON STAMP [WHEEL_DIR]  build unless the stamp is current;
+#                                                            install WHEEL_DIR's wheel when it was
+#                                                            compiled with the current flags
+#        tools/install_llamacpp.sh --check PYTHON STAMP      exit 0 iff the stamp is current
+#        tools/install_llamacpp.sh --wheel PYTHON WHEEL_DIR  compile only: the wheel and, in
+#                                                            WHEEL_DIR/ARGS, the flags it was built with
 set -uo pipefail
-check=0
-if [ "${1:-}" = "--check" ]; then check=1; shift; fi
+mode=install
+case "${1:-}" in --check) mode=check; shift ;; --wheel) mode=wheel; shift ;; esac
 PY=$1
-STAMP=$2
 here=$(cd "$(dirname "$0")" && pwd)
 args=$(bash "$here/llamacpp_cmake_args.sh")
+pin() {
+    "$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llamacpp"][0])'
+}
+compile_wheel() {   # DIR: a fresh folder with one wheel and ARGS
+    local dir=$1 p
+    p=$(pin) || return 1
+    rm -rf "$dir" && mkdir -p "$dir" || return 1
+    echo "== compiling $p with CMAKE_ARGS=$args"
+    CMAKE_ARGS="$args" "$PY" -m pip wheel -q --no-deps --no-cache-dir -w "$dir" "$p" || return 1
+    printf '%s\n' "$args" >"$dir/ARGS"
+}
+if [ "$mode" = wheel ]; then
+    compile_wheel "$2"
+    exit $?
+fi
+STAMP=$2
+WHEELS=${3:-}
 
 current() {
     [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$args" ] &&
@@ -29,13 +53,18 @@ install_server_deps() {
         xargs -r -d '\n' "$PY" -m pip install -q
 }
 if current && server_deps_ok; then exit 0; fi
-if [ "$check" = 1 ]; then exit 1; fi
+if [ "$mode" = check ]; then exit 1; fi
 if current; then install_server_deps; exit $?; fi
 
-pin=$("$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llamacpp"][0])') || exit 1
 rm -f "$STAMP"
-echo "== compiling $pin with CMAKE_ARGS=$args"
+if [ -z "$WHEELS" ] || [ ! -f "$WHEELS/ARGS" ] || [ "$(cat "$WHEELS/ARGS")" != "$args" ]; then
+    WHEELS=$(mktemp -d "${TMPDIR:-/tmp}/llamacpp-wheel.XXXXXX") || exit 1
+    trap 'rm -rf "$WHEELS"' EXIT
+    compile_wheel "$WHEELS" || exit 1
+fi
+wheel=$(ls "$WHEELS"/llama_cpp_python-*.whl 2>/dev/null | head -n 1)
+[ -n "$wheel" ] || { echo "no llama-cpp-python wheel in $WHEELS" >&2; exit 1; }
 "$PY" -m pip uninstall -y -q llama-cpp-python >/dev/null 2>&1
-CMAKE_ARGS="$args" "$PY" -m pip install -q --no-cache-dir "$pin" || exit 1
+"$PY" -m pip install -q "$wheel" || exit 1
 install_server_deps || exit 1
 printf '%s\n' "$args" >"$STAMP"

@@ -9,11 +9,21 @@
 # segfaulted on the first decode (issue 11; upstream: ggml-org/llama.cpp#20824). The same ISA
 # everywhere also keeps the kernels, and so the numbers, comparable between machines.
 # Elsewhere (arm64, macOS) llama.cpp's defaults are kept.
+#
+# Everywhere: llama.cpp's common library, which llama-cpp-python builds but never loads, is left
+# out (tools/llamacpp_no_common.cmake; it halves the compile, issue 30). The hook is named by its
+# absolute path, so the install stamp of a venv records where its checkout was; scikit-build-core
+# splits CMAKE_ARGS at spaces, so a checkout whose path has one builds the common library as before.
 if [ -n "${CMAKE_ARGS:-}" ]; then
     printf '%s\n' "$CMAKE_ARGS"
     exit 0
 fi
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 args="-DLLAVA_BUILD=OFF"
+case "$here" in
+    *[[:space:]]*) ;;
+    *) args="$args -DCMAKE_PROJECT_llama.cpp_INCLUDE=$here/llamacpp_no_common.cmake" ;;
+esac
 case "$(uname -s)/$(uname -m)" in
     Darwin/*) ;;
     */x86_64|*/amd64)

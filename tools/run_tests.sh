@@ -4,14 +4,16 @@
 #
 # The llama.cpp backend is tested for real, so the suite needs llama-cpp-python (extra `llamacpp`),
 # which PyPI ships as source only. The first time (no install stamp, or one recording other
-# CMAKE_ARGS: tools/install_llamacpp.sh), it is compiled in the background while the rest of the
-# suite runs (sharing the cores with it), and the backend's tests run once it is
-# installed. When pytest arguments name paths, the build runs first and pytest runs once.
+# CMAKE_ARGS: tools/install_llamacpp.sh), a wheel is compiled in the background from the start:
+# beside the project's own install (INSTALL_CMD, set by the Makefile: `make install`, which keeps
+# one core busy) and then beside the rest of the suite (issue 30). The wheel is installed after
+# that pytest run, and the backend's tests then run. When pytest arguments name paths, pytest runs
+# once, after the install.
 #
 # The suite runs over the usable cores (pytest-xdist, `-n`; issue 30): PYTEST_WORKERS sets the
 # count (default: nproc; 1 runs in one process); a `-n` in the pytest arguments wins.
 #
-# usage: tools/run_tests.sh PYTHON LLAMA_STAMP [pytest args...]
+# usage: [INSTALL_CMD='make install'] tools/run_tests.sh PYTHON LLAMA_STAMP [pytest args...]
 set -uo pipefail
 PY=$1
 STAMP=$2
@@ -23,11 +25,12 @@ esac
 XDIST=()
 if [ "$workers" -gt 1 ]; then XDIST=(-n "$workers"); fi
 LLAMA_TESTS=tests/test_llamacpp_backend.py
-# other tests that load llama-cpp-python: they run after the build too (during it the package can
-# be half installed, so whether they pass or skip would depend on the build's timing)
+# other tests that load llama-cpp-python: they run after the install too (before it the package is
+# missing or an older build, so whether they pass or skip would depend on what was there)
 AFTER_BUILD=(tests/test_build_flags.py::test_installed_library_was_built_with_these_flags
              tests/test_playground.py::test_smollm2_responds_when_installed)
 LOG=${LLAMA_BUILD_LOG:-.venv/llamacpp-build.log}
+WHEELS=${LLAMA_WHEEL_DIR:-.venv/llamacpp-wheel}     # the compiled wheel, until it is installed
 
 finish() {  # exit with the combined status: 0 when every pytest run passed or collected nothing
     local rc
@@ -37,46 +40,61 @@ finish() {  # exit with the combined status: 0 when every pytest run passed or c
     exit 0
 }
 
+stop_build() {   # the background compile and the pip and compiler processes under it
+    local p
+    for p in $(pgrep -P "$1" 2>/dev/null); do stop_build "$p"; done
+    kill "$1" 2>/dev/null
+}
+building=0
+if ! bash tools/install_llamacpp.sh --check "$PY" "$STAMP"; then
+    building=1
+    pin=$("$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llamacpp"][0])') || exit 1
+    echo "== compiling $pin in the background (2 minutes on 2 idle cores, longer beside the install and the suite; log: $LOG)"
+    (   # the log ends with the compile's wall time
+        t0=$SECONDS
+        bash tools/install_llamacpp.sh --wheel "$PY" "$WHEELS" >"$LOG" 2>&1
+        rc=$?
+        echo "== compiled in $((SECONDS - t0)) s (exit $rc)" >>"$LOG"
+        exit "$rc"
+    ) &
+    bpid=$!
+fi
+if [ -n "${INSTALL_CMD:-}" ]; then
+    bash -c "$INSTALL_CMD" || { [ "$building" = 1 ] && stop_build "$bpid"; exit 1; }
+fi
+
 # which committed result sets are current or stale against this checkout (information only:
 # stale results never fail the tests; README "Where results go")
 "$PY" -m dpmv_lib.run --status || echo "== (could not list the result status)"
 echo
 
-if bash tools/install_llamacpp.sh --check "$PY" "$STAMP"; then
+if [ "$building" = 0 ]; then
     "$PY" -m pytest -q "${XDIST[@]}" "$@"
     finish $?
 fi
 
-pin=$("$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llamacpp"][0])') || exit 1
-build() {   # the log ends with the build's wall time
-    local t0=$SECONDS rc
-    bash tools/install_llamacpp.sh "$PY" "$STAMP" >"$LOG" 2>&1
-    rc=$?
-    echo "== built in $((SECONDS - t0)) s (exit $rc)" >>"$LOG"
-    return "$rc"
-}
-build_failed() {
-    echo "== could not install $pin (it compiles llama.cpp: needs a C/C++ compiler and CMake); end of $LOG:"
-    tail -n 30 "$LOG"
-    exit 1
+install_built() {
+    echo "== waiting for the llama-cpp-python compile to finish"
+    if ! wait "$bpid"; then
+        echo "== could not compile $pin (it needs a C/C++ compiler and CMake); end of $LOG:"
+        tail -n 30 "$LOG"
+        exit 1
+    fi
+    tail -n 1 "$LOG"
+    bash tools/install_llamacpp.sh "$PY" "$STAMP" "$WHEELS" || { echo "== could not install $pin"; exit 1; }
+    rm -rf "$WHEELS"
 }
 
 for arg in "$@"; do
-    if [ -e "${arg%%::*}" ]; then   # explicit test paths: build first, then one pytest run
-        echo "== compiling $pin (3-4 minutes on 2 idle cores; log: $LOG)"
-        build || build_failed
+    if [ -e "${arg%%::*}" ]; then   # explicit test paths: the build first, then one pytest run
+        install_built
         "$PY" -m pytest -q "${XDIST[@]}" "$@"
         finish $?
     fi
 done
 
-echo "== compiling $pin in the background (3-4 minutes on 2 idle cores, longer beside the suite; log: $LOG)"
-build &
-bpid=$!
 "$PY" -m pytest -q "${XDIST[@]}" --ignore="$LLAMA_TESTS" "${AFTER_BUILD[@]/#/--deselect=}" "$@"
 rc1=$?
-echo "== waiting for the llama-cpp-python build to finish"
-wait "$bpid" || build_failed
-tail -n 1 "$LOG"
+install_built
 "$PY" -m pytest -q "$@" "$LLAMA_TESTS" "${AFTER_BUILD[@]}"
 finish "$rc1" $?

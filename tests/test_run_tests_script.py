@@ -24,7 +24,7 @@ def fake(tmp_path: Path):
     log = tmp_path / "calls.txt"
     py = tmp_path / "python"
     # "pip wheel ... -w DIR" leaves a wheel in DIR, as the compile would
-    py.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\n'
+    py.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\necho "${{OMP_NUM_THREADS:-unset}}" >> {log}.omp\n'
                   'if [ "$2 $3" = "pip wheel" ]; then while [ $# -gt 0 ]; do\n'
                   '  if [ "$1" = -w ]; then touch "$2/llama_cpp_python-0-py3-none-any.whl"; fi; shift\n'
                   'done; fi\nexit 0\n')
@@ -34,9 +34,12 @@ def fake(tmp_path: Path):
                           check=True, env={k: v for k, v in os.environ.items() if k != "CMAKE_ARGS"}).stdout
     stamp.write_text(args)
 
-    def run(*pytest_args: str, workers: str | None = None, built: bool = True,
-            install: str | None = None, pytest_only: bool = True) -> tuple[subprocess.CompletedProcess, list[str]]:
-        env = {k: v for k, v in os.environ.items() if k not in ("CMAKE_ARGS", "PYTEST_WORKERS", "INSTALL_CMD")}
+    def run(*pytest_args: str, workers: str | None = None, built: bool = True, install: str | None = None,
+            pytest_only: bool = True, omp: str | None = None) -> tuple[subprocess.CompletedProcess, list[str]]:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("CMAKE_ARGS", "PYTEST_WORKERS", "INSTALL_CMD", "OMP_NUM_THREADS")}
+        if omp is not None:
+            env["OMP_NUM_THREADS"] = omp
         env["LLAMA_BUILD_LOG"] = str(tmp_path / "build.log")
         env["LLAMA_WHEEL_DIR"] = str(tmp_path / "wheel")
         if install is not None:
@@ -46,6 +49,7 @@ def fake(tmp_path: Path):
         if not built:
             stamp.unlink(missing_ok=True)
         log.unlink(missing_ok=True)
+        Path(f"{log}.omp").unlink(missing_ok=True)
         r = subprocess.run(["bash", "tools/run_tests.sh", str(py), str(stamp), *pytest_args], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=60)
         calls = log.read_text().splitlines() if log.exists() else []
@@ -58,6 +62,18 @@ def test_the_suite_runs_over_the_given_workers(fake):
     r, calls = fake("-x", workers="3")
     assert r.returncode == 0, r.stderr
     assert calls == ["-m pytest -q -n 3 -x"]
+
+
+def test_each_worker_gets_its_share_of_the_cores_for_openmp(fake, tmp_path):
+    """Two workers with an OpenMP pool of every core each would spin against each other."""
+    omp = tmp_path / "calls.txt.omp"
+    n = int(subprocess.run(["nproc"], capture_output=True, text=True, check=True).stdout)
+    fake(workers="2")
+    assert set(omp.read_text().split()) == {str(max(1, n // 2))}
+    fake(workers="1")
+    assert set(omp.read_text().split()) == {"unset"}
+    fake(workers="2", omp="3")                                        # the user's setting wins
+    assert set(omp.read_text().split()) == {"3"}
 
 
 def test_one_worker_runs_in_one_process_and_a_given_n_wins(fake):

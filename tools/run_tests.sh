@@ -23,7 +23,16 @@ case "$workers" in
     ''|*[!0-9]*|0) echo "PYTEST_WORKERS must be a whole number >= 1, got '$workers'" >&2; exit 2 ;;
 esac
 XDIST=()
-if [ "$workers" -gt 1 ]; then XDIST=(-n "$workers"); fi
+if [ "$workers" -gt 1 ]; then
+    XDIST=(-n "$workers")
+    # one OpenMP pool per worker over its share of the cores (torch, OpenBLAS): two workers with a
+    # pool of every core each spin against each other (issue 30: the suite 379 -> 347 s on 2 cores)
+    cores=$(nproc 2>/dev/null || echo 1)
+    export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / workers > 1 ? cores / workers : 1 ))}
+fi
+phase() {   # a step of the run, with the seconds since the start
+    echo "== [${SECONDS} s] $*"
+}
 LLAMA_TESTS=tests/test_llamacpp_backend.py
 # other tests that load llama-cpp-python: they run after the install too (before it the package is
 # missing or an older build, so whether they pass or skip would depend on what was there)
@@ -34,6 +43,7 @@ WHEELS=${LLAMA_WHEEL_DIR:-.venv/llamacpp-wheel}     # the compiled wheel, until 
 
 finish() {  # exit with the combined status: 0 when every pytest run passed or collected nothing
     local rc
+    phase "done"
     for rc in "$@"; do
         if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then exit "$rc"; fi
     done
@@ -61,6 +71,7 @@ if ! bash tools/install_llamacpp.sh --check "$PY" "$STAMP"; then
 fi
 if [ -n "${INSTALL_CMD:-}" ]; then
     bash -c "$INSTALL_CMD" || { [ "$building" = 1 ] && stop_build "$bpid"; exit 1; }
+    phase "installed"
 fi
 
 # which committed result sets are current or stale against this checkout (information only:
@@ -74,7 +85,7 @@ if [ "$building" = 0 ]; then
 fi
 
 install_built() {
-    echo "== waiting for the llama-cpp-python compile to finish"
+    phase "waiting for the llama-cpp-python compile to finish"
     if ! wait "$bpid"; then
         echo "== could not compile $pin (it needs a C/C++ compiler and CMake); end of $LOG:"
         tail -n 30 "$LOG"
@@ -83,6 +94,7 @@ install_built() {
     tail -n 1 "$LOG"
     bash tools/install_llamacpp.sh "$PY" "$STAMP" "$WHEELS" || { echo "== could not install $pin"; exit 1; }
     rm -rf "$WHEELS"
+    phase "installed $pin"
 }
 
 for arg in "$@"; do

@@ -19,13 +19,20 @@ from dpmv_lib.common.paths import project_root
 ROOT = project_root()
 
 
+def usable_cores() -> int:
+    """GNU nproc, without the OpenMP variables it would answer instead (run_tests.sh sets one)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT")}
+    return int(subprocess.run(["nproc"], capture_output=True, text=True, check=True, env=env).stdout)
+
+
 @pytest.fixture
 def fake(tmp_path: Path):
     log = tmp_path / "calls.txt"
     py = tmp_path / "python"
     # "pip wheel ... -w DIR" leaves a wheel in DIR, as the compile would
     py.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\necho "${{OMP_NUM_THREADS:-unset}}" >> {log}.omp\n'
-                  'if [ "$2 $3" = "pip wheel" ]; then while [ $# -gt 0 ]; do\n'
+                  'if [ "$2 $3" = "pip wheel" ]; then echo "NICE $(nice)" >> ' f'{log}\n'
+                  'while [ $# -gt 0 ]; do\n'
                   '  if [ "$1" = -w ]; then touch "$2/llama_cpp_python-0-py3-none-any.whl"; fi; shift\n'
                   'done; fi\nexit 0\n')
     py.chmod(py.stat().st_mode | stat.S_IXUSR)
@@ -67,7 +74,7 @@ def test_the_suite_runs_over_the_given_workers(fake):
 def test_each_worker_gets_its_share_of_the_cores_for_openmp(fake, tmp_path):
     """Two workers with an OpenMP pool of every core each would spin against each other."""
     omp = tmp_path / "calls.txt.omp"
-    n = int(subprocess.run(["nproc"], capture_output=True, text=True, check=True).stdout)
+    n = usable_cores()
     fake(workers="2")
     assert set(omp.read_text().split()) == {str(max(1, n // 2))}
     fake(workers="1")
@@ -85,7 +92,7 @@ def test_one_worker_runs_in_one_process_and_a_given_n_wins(fake):
 
 def test_the_default_is_the_usable_cores(fake):
     r, calls = fake()
-    n = int(subprocess.run(["nproc"], capture_output=True, text=True, check=True).stdout)
+    n = usable_cores()
     assert r.returncode == 0
     assert calls == (["-m pytest -q"] if n == 1 else [f"-m pytest -q -n {n}"])
 
@@ -155,6 +162,7 @@ def test_the_compile_starts_before_the_install(fake, tmp_path):
     compile_at = next(i for i, c in enumerate(calls) if c.startswith("-m pip wheel"))
     install_at, first_pytest = calls.index("INSTALL"), next(i for i, c in enumerate(calls) if c.startswith("-m pytest"))
     assert compile_at < install_at < first_pytest
+    assert f"NICE {min(19, os.nice(0) + 10)}" in calls          # the compile yields to the install and the suite
     wheel_install = next(i for i, c in enumerate(calls) if c.startswith("-m pip install -q ")
                          and c.endswith("llama_cpp_python-0-py3-none-any.whl"))
     assert first_pytest < wheel_install < len(calls) - 1 and calls[-1].startswith("-m pytest -q tests/test_llamacpp")

@@ -4,10 +4,11 @@
 #
 # The llama.cpp backend is tested for real, so the suite needs llama-cpp-python (extra `llamacpp`),
 # which PyPI ships as source only. The first time (no install stamp, or one recording other
-# CMAKE_ARGS: tools/install_llamacpp.sh), a wheel is compiled in the background from the start:
-# beside the project's own install (INSTALL_CMD, set by the Makefile: `make install`, which keeps
-# one core busy) and then beside the rest of the suite (issue 30). The wheel is installed after
-# that pytest run, and the backend's tests then run. When pytest arguments name paths, pytest runs
+# CMAKE_ARGS: tools/install_llamacpp.sh), a wheel is compiled in the background from the start,
+# at a lower CPU priority (nice): beside the project's own install (INSTALL_CMD, set by the
+# Makefile: `make install`, which keeps one core busy) and then beside the rest of the suite,
+# on the time they leave (issue 30). The wheel is installed after that pytest run, and the
+# backend's tests then run. When pytest arguments name paths, pytest runs
 # once, after the install.
 #
 # The suite runs over the usable cores (pytest-xdist, `-n`; issue 30): PYTEST_WORKERS sets the
@@ -18,7 +19,9 @@ set -uo pipefail
 PY=$1
 STAMP=$2
 shift 2
-workers=${PYTEST_WORKERS:-$(nproc 2>/dev/null || echo 1)}
+# the usable cores (GNU nproc would otherwise answer OMP_NUM_THREADS, which is set below)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1)
+workers=${PYTEST_WORKERS:-$cores}
 case "$workers" in
     ''|*[!0-9]*|0) echo "PYTEST_WORKERS must be a whole number >= 1, got '$workers'" >&2; exit 2 ;;
 esac
@@ -27,7 +30,6 @@ if [ "$workers" -gt 1 ]; then
     XDIST=(-n "$workers")
     # one OpenMP pool per worker over its share of the cores (torch, OpenBLAS): two workers with a
     # pool of every core each spin against each other (issue 30: the suite 379 -> 347 s on 2 cores)
-    cores=$(nproc 2>/dev/null || echo 1)
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / workers > 1 ? cores / workers : 1 ))}
 fi
 phase() {   # a step of the run, with the seconds since the start
@@ -62,7 +64,7 @@ if ! bash tools/install_llamacpp.sh --check "$PY" "$STAMP"; then
     echo "== compiling $pin in the background (2 minutes on 2 idle cores, longer beside the install and the suite; log: $LOG)"
     (   # the log ends with the compile's wall time
         t0=$SECONDS
-        bash tools/install_llamacpp.sh --wheel "$PY" "$WHEELS" >"$LOG" 2>&1
+        nice -n 10 bash tools/install_llamacpp.sh --wheel "$PY" "$WHEELS" >"$LOG" 2>&1
         rc=$?
         echo "== compiled in $((SECONDS - t0)) s (exit $rc)" >>"$LOG"
         exit "$rc"

@@ -31,10 +31,10 @@ def fake(tmp_path: Path):
     py = tmp_path / "python"
     # "pip wheel ... -w DIR" leaves a wheel in DIR, as the compile would
     py.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\necho "${{OMP_NUM_THREADS:-unset}}" >> {log}.omp\n'
-                  'if [ "$2 $3" = "pip wheel" ]; then echo "NICE $(nice)" >> ' f'{log}\n'
+                  'if [ "$2 $3" = "pip wheel" ]; then sleep "${FAKE_COMPILE_S:-0}"\n'
                   'while [ $# -gt 0 ]; do\n'
                   '  if [ "$1" = -w ]; then touch "$2/llama_cpp_python-0-py3-none-any.whl"; fi; shift\n'
-                  'done; fi\nexit 0\n')
+                  'done; exit "${FAKE_COMPILE_RC:-0}"; fi\nexit 0\n')
     py.chmod(py.stat().st_mode | stat.S_IXUSR)
     stamp = tmp_path / "stamp"
     args = subprocess.run(["bash", str(ROOT / "tools" / "llamacpp_cmake_args.sh")], capture_output=True, text=True,
@@ -42,11 +42,13 @@ def fake(tmp_path: Path):
     stamp.write_text(args)
 
     def run(*pytest_args: str, workers: str | None = None, built: bool = True, install: str | None = None,
-            pytest_only: bool = True, omp: str | None = None) -> tuple[subprocess.CompletedProcess, list[str]]:
+            pytest_only: bool = True, omp: str | None = None,
+            compile_s: float = 0, compile_rc: int = 0) -> tuple[subprocess.CompletedProcess, list[str]]:
         env = {k: v for k, v in os.environ.items()
                if k not in ("CMAKE_ARGS", "PYTEST_WORKERS", "INSTALL_CMD", "OMP_NUM_THREADS")}
         if omp is not None:
             env["OMP_NUM_THREADS"] = omp
+        env["FAKE_COMPILE_S"], env["FAKE_COMPILE_RC"] = str(compile_s), str(compile_rc)
         env["LLAMA_BUILD_LOG"] = str(tmp_path / "build.log")
         env["LLAMA_WHEEL_DIR"] = str(tmp_path / "wheel")
         if install is not None:
@@ -126,9 +128,10 @@ def after_build() -> list[str]:
 
 
 def test_without_the_build_its_tests_wait_for_it(fake):
-    """No stamp: the compile runs beside the suite, which leaves out every test that loads
-    llama-cpp-python; those run in a second pytest once the wheel is built and installed."""
-    r, calls = fake(workers="2", built=False)
+    """No stamp, and the compile still running after the install: it runs beside the suite, which
+    leaves out every test that loads llama-cpp-python; those run in a second pytest once the
+    wheel is built and installed."""
+    r, calls = fake(workers="2", built=False, compile_s=3)
     assert r.returncode == 0, r.stdout + r.stderr
     later = after_build()
     assert calls == ["-m pytest -q -n 2 --ignore=tests/test_llamacpp_backend.py "
@@ -154,15 +157,15 @@ def test_every_test_that_loads_llama_cpp_runs_after_the_build():
 
 def test_the_compile_starts_before_the_install(fake, tmp_path):
     """No stamp: the wheel compiles in the background while INSTALL_CMD (the project's install)
-    runs; the wheel is installed after the first pytest run, and its folder is removed."""
+    runs; still compiling after it, the wheel is installed after the first pytest run, and its
+    folder is removed."""
     # the install waits until the compile has begun (it would time out if the compile came later)
     r, calls = fake(workers="2", built=False, install="until grep -q 'pip wheel' {log}; do sleep 0.05; done; "
-                                                      "echo INSTALL >> {log}", pytest_only=False)
+                                                      "echo INSTALL >> {log}", pytest_only=False, compile_s=3)
     assert r.returncode == 0, r.stdout + r.stderr
     compile_at = next(i for i, c in enumerate(calls) if c.startswith("-m pip wheel"))
     install_at, first_pytest = calls.index("INSTALL"), next(i for i, c in enumerate(calls) if c.startswith("-m pytest"))
     assert compile_at < install_at < first_pytest
-    assert f"NICE {min(19, os.nice(0) + 10)}" in calls          # the compile yields to the install and the suite
     wheel_install = next(i for i, c in enumerate(calls) if c.startswith("-m pip install -q ")
                          and c.endswith("llama_cpp_python-0-py3-none-any.whl"))
     assert first_pytest < wheel_install < len(calls) - 1 and calls[-1].startswith("-m pytest -q tests/test_llamacpp")
@@ -179,3 +182,22 @@ def test_with_the_build_current_the_install_still_runs(fake):
     r, calls = fake(workers="2", install="echo INSTALL >> {log}", pytest_only=False)
     assert r.returncode == 0 and "INSTALL" in calls and not [c for c in calls if "pip wheel" in c]
     assert calls.index("INSTALL") < next(i for i, c in enumerate(calls) if c.startswith("-m pytest"))
+
+
+def test_a_compile_done_by_the_end_of_the_install_means_one_pytest_run(fake, tmp_path):
+    """The install waits here until the compile has finished: the wheel is installed before pytest,
+    which then runs every test at once (no second run for the backend's tests)."""
+    r, calls = fake(workers="2", built=False, pytest_only=False,
+                    install=f"until grep -q 'compiled in' {tmp_path / 'build.log'}; do sleep 0.05; done")
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = [c for c in calls if c.startswith("-m pytest")]
+    assert runs == ["-m pytest -q -n 2"]
+    wheel_install = next(i for i, c in enumerate(calls) if c.endswith("llama_cpp_python-0-py3-none-any.whl"))
+    assert wheel_install < calls.index(runs[0])
+
+
+def test_a_failed_compile_still_runs_the_suite_then_fails(fake, tmp_path):
+    r, calls = fake(workers="2", built=False, compile_rc=1,
+                    install=f"until grep -q 'compiled in' {tmp_path / 'build.log'}; do sleep 0.05; done")
+    assert r.returncode == 1 and "could not compile" in r.stdout
+    assert len(calls) == 1 and calls[0].startswith("-m pytest -q -n 2 --ignore=tests/test_llamacpp_backend.py")

@@ -184,18 +184,6 @@ def test_with_the_build_current_the_install_still_runs(fake):
     assert calls.index("INSTALL") < next(i for i, c in enumerate(calls) if c.startswith("-m pytest"))
 
 
-def test_a_compile_done_by_the_end_of_the_install_means_one_pytest_run(fake, tmp_path):
-    """The install waits here until the compile has finished: the wheel is installed before pytest,
-    which then runs every test at once (no second run for the backend's tests)."""
-    r, calls = fake(workers="2", built=False, pytest_only=False,
-                    install=f"until grep -q 'compiled in' {tmp_path / 'build.log'}; do sleep 0.05; done")
-    assert r.returncode == 0, r.stdout + r.stderr
-    runs = [c for c in calls if c.startswith("-m pytest")]
-    assert runs == ["-m pytest -q -n 2"]
-    wheel_install = next(i for i, c in enumerate(calls) if c.endswith("llama_cpp_python-0-py3-none-any.whl"))
-    assert wheel_install < calls.index(runs[0])
-
-
 def test_a_failed_compile_still_runs_the_suite_then_fails(fake, tmp_path):
     r, calls = fake(workers="2", built=False, compile_rc=1,
                     install=f"until grep -q 'compiled in' {tmp_path / 'build.log'}; do sleep 0.05; done")

@@ -6,11 +6,11 @@
 # which PyPI ships as source only. The first time (no install stamp, or one recording other
 # CMAKE_ARGS: tools/install_llamacpp.sh), a wheel is compiled in the background from the start,
 # beside the project's own install (INSTALL_CMD, set by the Makefile: `make install`, which keeps
-# one core busy; issue 30). Where the compile has finished by then (2 cores: 133 s against an
-# install of 157 s beside it), the wheel is installed and one pytest run takes every test. Else
-# the suite runs without the backend's tests beside the compile; the wheel is installed after
-# that pytest run, and the backend's tests then run. When pytest arguments name paths, pytest runs
-# once, after the install.
+# one core busy; issue 30: on 2 cores the compile is usually over before the install), then beside
+# the suite, which leaves out the backend's tests. The wheel is installed after that pytest run,
+# and the backend's tests then run in a second one (one process: their llama.cpp threads would
+# contend under two workers, 35 -> 49 s). When pytest arguments name paths, pytest runs once,
+# after the wheel is installed.
 #
 # The suite runs over the usable cores (pytest-xdist, `-n`; issue 30): PYTEST_WORKERS sets the
 # count (default: nproc; 1 runs in one process); a `-n` in the pytest arguments wins.
@@ -95,22 +95,17 @@ install_built() {
     phase "installed $pin"
 }
 
-# the compile is over and succeeded (its last log line), or pytest arguments name paths: the wheel
-# first, then one pytest run (a failed compile is reported after the suite, below)
-if [ "$building" = 1 ] && grep -q "^== compiled in .* (exit 0)$" "$LOG" 2>/dev/null; then
-    install_built
-    building=0
-fi
-for arg in "$@"; do
-    if [ "$building" = 1 ] && [ -e "${arg%%::*}" ]; then
-        install_built
-        building=0
-    fi
-done
 if [ "$building" = 0 ]; then
     "$PY" -m pytest -q "${XDIST[@]}" "$@"
     finish $?
 fi
+for arg in "$@"; do
+    if [ -e "${arg%%::*}" ]; then   # explicit test paths: the wheel first, then one pytest run
+        install_built
+        "$PY" -m pytest -q "${XDIST[@]}" "$@"
+        finish $?
+    fi
+done
 
 "$PY" -m pytest -q "${XDIST[@]}" --ignore="$LLAMA_TESTS" "${AFTER_BUILD[@]/#/--deselect=}" "$@"
 rc1=$?

@@ -69,7 +69,7 @@ test: | $(PY)
 	@INSTALL_CMD='$(MAKE) --no-print-directory install' bash tools/run_tests.sh $(PY) $(LLAMA_STAMP) $(PYTEST_ARGS)
 
 # issue 32: the style and type checks (configured in pyproject.toml: [tool.ruff], [tool.mypy]);
-# .ci/run runs them before the tests
+# .ci/run runs them after the tests (make test installs first, with the llama.cpp compile beside it)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check dpmv_lib tests tools benchmarks
 	$(VENV)/bin/mypy dpmv_lib

@@ -42,8 +42,9 @@ def test_the_common_library_is_left_out():
     end of llama.cpp's project() call turns it off again (issue 30: half the compile)."""
     args = cmake_args().split()
     hook = [a.partition("=")[2] for a in args if a.startswith("-DCMAKE_PROJECT_llama.cpp_INCLUDE=")]
-    assert hook == [str(ROOT / "tools" / "llamacpp_no_common.cmake")]
-    assert 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL' in Path(hook[0]).read_text() and "FORCE)" in Path(hook[0]).read_text()
+    cmake = ROOT / "tools" / "llamacpp_no_common.cmake"
+    assert hook == ([] if any(c.isspace() for c in str(ROOT)) else [str(cmake)])   # see the next test
+    assert 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL' in cmake.read_text() and "FORCE)" in cmake.read_text()
 
 
 def test_a_checkout_path_with_a_space_keeps_the_common_library(tmp_path):

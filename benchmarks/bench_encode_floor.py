@@ -89,7 +89,8 @@ def main() -> None:
              "| batch size | responses/s | largest cosine distance to batch 64 |", "| ---: | ---: | ---: |"]
     lines += [f"| {bs} | {r['responses_per_s']} | {r['max_cosine_distance_to_batch_64']:.1e} |"
               for bs, r in runs.items()]
-    lines += ["", f"- Encoding notebook 03's responses once takes at least **{rec['notebook03_encode_floor_s']:.0f} s** "
+    floor03 = rec["notebook03_encode_floor_s"]
+    lines += ["", f"- Encoding notebook 03's responses once takes at least **{floor03:.0f} s** "
               f"at the best rate ({best} responses/s).",
               f"- The committed default run ({rec['warm_run']['commit'][:8]}, warm embedding cache: no encoding) took "
               f"**{rec['warm_run']['notebooks_s']:.0f} s** of notebook time.",

@@ -95,7 +95,8 @@ def report(runs: list[dict], mach: dict) -> str:
         lines.append(f"| {name} | " + " | ".join(vals) + " |")
     row("**wall time**", [f"**{r['wall_s']:.0f} s** ({r['wall_s'] / 60:.1f} min)" for r in runs])
     row("CPU time (user + system, whole tree)", [f"{r['cpu_s']:.0f} s" for r in runs])
-    row("llama-cpp-python compile (its own wall time)", [f"{r['compile_s']} s" if r["compile_s"] else "-" for r in runs])
+    row("llama-cpp-python compile (its own wall time)",
+        [f"{r['compile_s']} s" if r["compile_s"] else "-" for r in runs])
     for k in range(max(len(r["pytest"]) for r in runs)):
         row(f"pytest run {k + 1}", [f"{r['pytest'][k]['summary']} in {r['pytest'][k]['seconds']:.0f} s"
                                     if k < len(r["pytest"]) else "-" for r in runs])

@@ -5,9 +5,11 @@ so the script takes its one-pytest-run branch, or removed, so it "builds" in the
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 import ast
 import re
 from pathlib import Path
@@ -31,7 +33,8 @@ def fake(tmp_path: Path):
     py = tmp_path / "python"
     # "pip wheel ... -w DIR" leaves a wheel in DIR, as the compile would
     py.write_text(f'#!/usr/bin/env bash\necho "$*" >> {log}\necho "${{OMP_NUM_THREADS:-unset}}" >> {log}.omp\n'
-                  'if [ "$2 $3" = "pip wheel" ]; then sleep "${FAKE_COMPILE_S:-0}"\n'
+                  'if [ "$2 $3" = "pip wheel" ]; then echo $$ > ' f'{log}.compile_pid\n'
+                  'sleep "${FAKE_COMPILE_S:-0}"\n'
                   'while [ $# -gt 0 ]; do\n'
                   '  if [ "$1" = -w ]; then touch "$2/llama_cpp_python-0-py3-none-any.whl"; fi; shift\n'
                   'done; exit "${FAKE_COMPILE_RC:-0}"; fi\nexit 0\n')
@@ -174,8 +177,21 @@ def test_the_compile_starts_before_the_install(fake, tmp_path):
 
 
 def test_a_failed_install_stops_the_compile_and_runs_no_test(fake, tmp_path):
-    r, calls = fake(workers="2", built=False, install="sleep 1; exit 3", pytest_only=False)
+    r, calls = fake(workers="2", built=False, install="sleep 1; exit 3", pytest_only=False, compile_s=30)
     assert r.returncode == 1 and not [c for c in calls if c.startswith("-m pytest")]
+    log = tmp_path / "build.log"                                   # the compile never came to its end
+    assert not log.exists() or "== compiled in" not in log.read_text()
+    pid = int((tmp_path / "calls.txt.compile_pid").read_text())   # and pip's stand-in is gone
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the compile outlived a failed install")
 
 
 def test_with_the_build_current_the_install_still_runs(fake):

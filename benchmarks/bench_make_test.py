@@ -4,8 +4,8 @@ For each git revision in ``--refs`` (default: ``HEAD``) this checkout is cloned 
 ``--work/<i>-<sha>/main`` (beside a link to this checkout's ``../shared``) and ``make test`` runs
 there as on a fresh machine: it creates ``.venv``, installs, compiles llama-cpp-python and runs the
 suite (``CI=true``, as ``.ci/run`` runs it, so a missing browser or PostgreSQL fails instead of
-skipping). Recorded per revision: the wall time, the CPU time of the whole process tree (user +
-system), the steps ``tools/run_tests.sh`` reports (``== [N s] ...``, where the revision prints
+skipping). Recorded per revision: the wall time, the CPU time of the process tree (user + system of
+the processes waited for), the steps ``tools/run_tests.sh`` reports (``== [N s] ...``, where the revision prints
 them), every pytest summary line, the compile time from the build log and the slowest tests.
 
     .venv/bin/python benchmarks/bench_make_test.py --refs 5d9ad81 HEAD
@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STEP = re.compile(r"^== \[(\d+) s\] (.+)$", re.M)
 SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+) in ([\d.]+)s", re.M)
 COMPILED = re.compile(r"^== (?:built|compiled) in (\d+) s \(exit (\d+)\)", re.M)
+# getrusage(RUSAGE_CHILDREN): the processes waited for; a daemon (pg_ctl's PostgreSQL server) is not
+CPU_LABEL = "CPU time (user + system of the waited-for process tree; daemons not counted)"
 SLOW = re.compile(r"^([\d.]+)s (call|setup|teardown)\s+(\S+)$", re.M)
 
 
@@ -94,7 +96,7 @@ def report(runs: list[dict], mach: dict) -> str:
     def row(name: str, vals: list[str]) -> None:
         lines.append(f"| {name} | " + " | ".join(vals) + " |")
     row("**wall time**", [f"**{r['wall_s']:.0f} s** ({r['wall_s'] / 60:.1f} min)" for r in runs])
-    row("CPU time (user + system, whole tree)", [f"{r['cpu_s']:.0f} s" for r in runs])
+    row(CPU_LABEL, [f"{r['cpu_s']:.0f} s" for r in runs])
     row("llama-cpp-python compile (its own wall time)",
         [f"{r['compile_s']} s" if r["compile_s"] else "-" for r in runs])
     for k in range(max(len(r["pytest"]) for r in runs)):

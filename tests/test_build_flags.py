@@ -2,6 +2,7 @@
 without AMX, and a rebuild whenever the install stamp records other flags."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import subprocess
@@ -116,7 +117,6 @@ def test_installed_library_was_built_with_these_flags():
              (p.partition("=") for p in run.value.split("|")) if v}
     assert feats.get("AVX2") == "1" and feats.get("FMA") == "1" and feats.get("F16C") == "1"
     assert "AVX512" not in feats and "AMX_INT8" not in feats and "AVX512_VNNI" not in feats
-    import importlib.util
     libs = {p.name.split(".so")[0] for p in
             (Path(importlib.util.find_spec("llama_cpp").submodule_search_locations[0]) / "lib").glob("*.so*")}
     assert {"libllama", "libggml", "libggml-cpu"} <= libs and "libllama-common" not in libs, libs

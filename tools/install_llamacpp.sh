@@ -15,9 +15,10 @@
 #        tools/install_llamacpp.sh --check PYTHON STAMP      exit 0 iff the stamp is current
 #        tools/install_llamacpp.sh --wheel PYTHON WHEEL_DIR  compile only: the wheel and, in
 #                                                            WHEEL_DIR/ARGS, the flags it was built with
+#        tools/install_llamacpp.sh --pin PYTHON              print the pin (e.g. llama-cpp-python==0.3.36)
 set -uo pipefail
 mode=install
-case "${1:-}" in --check) mode=check; shift ;; --wheel) mode=wheel; shift ;; esac
+case "${1:-}" in --check) mode=check; shift ;; --wheel) mode=wheel; shift ;; --pin) mode=pin; shift ;; esac
 PY=$1
 here=$(cd "$(dirname "$0")" && pwd)
 args=$(bash "$here/llamacpp_cmake_args.sh")
@@ -32,6 +33,10 @@ compile_wheel() {   # DIR: a fresh folder with one wheel and ARGS
     CMAKE_ARGS="$args" "$PY" -m pip wheel -q --no-deps --no-cache-dir -w "$dir" "$p" || return 1
     printf '%s\n' "$args" >"$dir/ARGS"
 }
+if [ "$mode" = pin ]; then
+    pin
+    exit $?
+fi
 if [ "$mode" = wheel ]; then
     compile_wheel "$2"
     exit $?

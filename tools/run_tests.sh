@@ -61,7 +61,7 @@ stop_build() {   # the background compile and the pip and compiler processes und
 building=0
 if ! bash tools/install_llamacpp.sh --check "$PY" "$STAMP"; then
     building=1
-    pin=$("$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["llamacpp"][0])') || exit 1
+    pin=$(bash tools/install_llamacpp.sh --pin "$PY") || exit 1
     echo "== compiling $pin in the background (2 minutes on 2 idle cores, longer beside the install and the suite; log: $LOG)"
     (   # the log ends with the compile's wall time
         t0=$SECONDS

@@ -89,6 +89,48 @@ def test_rules_reject(attribute, text, reason):
     assert not kept and sum(why.values()) == 1, dict(why)
 
 
+@pytest.mark.parametrize("attribute,record", [
+    # the four job-loss records of the independent check (SDCNL paraphrased, not quoted)
+    ("job_loss", "I have been jobless for 14 months. last week, I finally got a job. I am so happy."),
+    ("job_loss", "I got laid off a few months back and was really worried about paying my bills. It was consuming "
+                 "me. But I ended up getting a new job the week my unemployment ran out!"),
+    ("job_loss", "I am doing well. I start a new job on Monday. I have been unemployed for about a year now."),
+    ("job_loss", "I got laid off in November. I got the call that I am going back to work on Saturday, but what is "
+                 "the use?"),
+    ("job_loss", "I was fired from my job. Good news: I got hired at the bakery."),
+    ("pregnancy", "I am 30 weeks pregnant. Update: I gave birth to a healthy boy yesterday."),
+    ("debt", "My credit card debt is ridiculous. Update: I paid off all my debt last month."),
+    ("diabetes", "I am a diabetic. My doctor says my diabetes is in remission now."),
+])
+def test_record_that_says_the_attribute_ended_rejects_the_sentence(attribute, record):
+    assert TE.ended_in_record(record, attribute)
+    kept, why = TE.select_evidence(_st(record), attribute)
+    assert not kept and why["ended_in_record"] == 1, dict(why)
+    # each sentence taken as its own record: the evidence is kept (the rule reads the record)
+    assert [e for s in TE.sentences(record) for e in TE.select_evidence(_st(s), attribute)[0]]
+
+
+@pytest.mark.parametrize("attribute,record", [
+    ("job_loss", "I lost my job last week. I need to find a new job soon."),        # a wish
+    ("job_loss", "I lost my job. My husband got a new job last month."),            # someone else
+    ("job_loss", "I was just laid off. Have you found a job yet?"),                 # a question
+    ("job_loss", "I was just laid off. I haven't found a new job yet."),            # a negation
+    ("pregnancy", "I am 30 weeks pregnant. My sister gave birth last year."),
+    ("debt", "My credit card debt is ridiculous. I can't wait to be debt free."),
+    ("diabetes", "I am a diabetic. I hope it goes into remission."),
+])
+def test_record_rule_keeps_records_that_do_not_say_it_ended(attribute, record):
+    assert TE.ended_in_record(record, attribute) == []
+    kept, why = TE.select_evidence(_st(record), attribute)
+    assert [e.text for e in kept] == [TE.sentences(record)[0]], dict(why)
+
+
+def test_rules_read_typographic_apostrophes():
+    assert TE.evidence_problems("I\u2019m currently unemployed and struggling.", "job_loss") == []
+    assert "not_the_attribute" in TE.evidence_problems("I don\u2019t have diabetes.", "diabetes")
+    assert "hypothetical" in TE.evidence_problems("I\u2019ll be in debt until I\u2019m 52.", "debt")
+
+
 def test_clause_fallback_keeps_only_the_current_clause():
     kept, _ = TE.select_evidence(_st("I got laid off a few months back and was really worried about paying my bills."),
                                  "job_loss")
@@ -482,6 +524,13 @@ def test_data_card_reports_the_committed_counts(quality, committed):
         ed = quality["m_prime_edit_distance"][a]
         assert (f"| {a.replace('_', ' ')} (M -> M') | {ed['words_min']} / {ed['words_median']} / "
                 f"{ed['words_max']} |") in card
+    # transfer test pairs whose skeleton (whose 32 queries they reuse) is a PairedMem train/validation pair
+    split = {p.pair_id: p.split for p in committed[1].pairs}
+    by_split = Counter(split[p.meta["matched_pair"]] for p in committed[0])
+    seen = by_split["train"] + by_split["validation"]
+    assert re.search(rf"{seen} of the {quality['pairs']} skeleton pairs are\s+in PairedMem's train "
+                     rf"\({by_split['train']}\) or validation \({by_split['validation']}\) split; only "
+                     rf"{by_split['test']} are test pairs\. So {seen} transfer test\s+pairs", card)
     n = quality["pairs_per_attribute"]
     assert re.search(rf"{quality['pairs']} pairs \({n['diabetes']} \+ {n['debt']} \+ {n['job_loss']} "
                      rf"\+ {n['pregnancy']}\)"
@@ -518,6 +567,29 @@ def test_committed_transfer_invariants(committed):
         common = set.intersection(*(set(p.m.contents) - set(p.meta["evidence_positions"]) for p in ps))
         for i in common:
             assert len({p.m.contents[i] for p in ps}) == 1
+
+
+def test_committed_evidence_records_do_not_say_the_attribute_ended(committed):
+    """Every evidence sentence of the committed pairs, and every allow-list entry, comes from a source
+    record that does not say the attribute has ended (re-read from the corpora); the four job-loss
+    records an independent check found (6 evidence slots) are rejected by that rule."""
+    try:
+        root = TC.check_corpora()
+    except CorpusError as exc:
+        pytest.skip(str(exc))
+    records = {t.ref: t.text for reader in (TC.read_empathetic, TC.read_medical, TC.read_health, TC.read_finance)
+               for t in reader(root)}
+    used = {(p.attribute, e["ref"]) for p in committed[0] for e in p.meta["evidence"]}
+    listed = {(a, r.ref) for a, rows in TE.load_review().items() for r in rows.values()}
+    ended = {(a, ref): TE.ended_in_record(records[ref], a) for a, ref in sorted(used | listed)}
+    assert not any(ended.values()), {k: v for k, v in ended.items() if v}
+    for ref in ("ed-train:11627", "ed-valid:1682", "mts-dialog:TrainingSet:170:0", "sdcnl:training:77:selftext"):
+        assert TE.ended_in_record(records[ref], "job_loss"), ref
+        assert ("job_loss", ref) not in listed
+    counts = committed[0].manifest["counts"]["evidence_rejections"]
+    # 5 job-loss candidates: those four and dreaddit:train:43931 (data/README.md); no other attribute
+    assert {a: c.get("ended_in_record", 0) for a, c in counts.items()} == {
+        "diabetes": 0, "pregnancy": 0, "debt": 0, "job_loss": 5}
 
 
 def test_no_corpus_file_is_copied_into_the_repo():

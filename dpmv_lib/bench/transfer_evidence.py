@@ -41,8 +41,8 @@ TARGET_PATTERNS: Mapping[str, tuple[str, ...]] = {
                  r"\bI(?:'ve| have| had)? (?:just |recently )?(?:got|was|been|had been|get) "
                  r"(?:just )?(?:laid off|fired|let go)\b",
                  r"\b(?:I|I've|I have|I just|I recently)\s+(?:just |recently )?lost my job\b", r"\bfired me\b",
-                 r"\bI(?:'m| am) (?:still |now )?(?:unemployed|out of work|jobless)\b",
-                 r"\bI(?:'ve| have)? been (?:unemployed|out of work|jobless)\b",
+                 r"\bI(?:'m| am) (?:still |now |currently )?(?:unemployed|out of work|jobless)\b",
+                 r"\bI(?:'ve| have)? (?:only |now )?been (?:unemployed|out of work|jobless)\b",
                  r"\bafter getting (?:fired|laid off)\b",
                  r"\b(?:was|got|been) let go from my job\b"),
 }
@@ -102,6 +102,30 @@ RESOLVED_BY_ATTRIBUTE: Mapping[str, str] = {
     "debt": r"\b(?:paid (?:it |them )?(?:all )?off|settled)\b",
 }
 METAPHOR = r"\b(?:pregnant pause|fired up|on fire|killing me|dying to)\b"
+# ---- the source record says the attribute has ended (re-employed, gave birth, debt paid off,
+# diabetes in remission): the candidate is not the speaker's current state even if the sentence
+# alone reads as current. Read in every sentence of the record that is not a question; a match is
+# skipped when the words before it negate, hedge or wish (ENDED_GUARD) or name someone else
+# (THIRD_PARTY), e.g. "I need to find a job", "my husband got a new job".
+ENDED_IN_RECORD: Mapping[str, str] = {
+    "diabetes": (r"\b(?:in remission|reversed (?:my )?(?:type 2 )?diabetes|(?:diabetes|it) (?:is|was|has been) "
+                 r"(?:cured|reversed|gone)|cured (?:my |of )?diabetes|no longer (?:diabetic|have diabetes|"
+                 r"need (?:insulin|metformin))|(?:don't|do not) have diabetes (?:any ?more|now))\b"),
+    "pregnancy": (r"\b(?:gave birth|given birth|had (?:my|the|our) (?:baby|son|daughter)|(?:baby|son|daughter) "
+                  r"was born|delivered (?:my|the|a|our) (?:baby|son|daughter)|postpartum|post-partum|"
+                  r"(?:after|since) (?:my|the) delivery|miscarried|had a miscarriage|lost the baby)\b"),
+    "debt": (r"\b(?:paid off (?:all |the )?(?:of )?(?:my |the )?(?:debts?|loans?|(?:credit )?cards?|balance)|"
+             r"paid (?:it|them|everything) (?:all )?(?:off|back)|debt[- ]free|out of debt|"
+             r"cleared (?:all )?(?:of )?my debts?|debts? (?:is|are|was|were) (?:now )?(?:paid|gone|cleared))\b"),
+    "job_loss": (r"\b(?:(?:got|found|landed|accepted|started|start|starting|began|begin|getting)\s+"
+                 r"(?:a |my |the |this |that )?(?:new |full[- ]time |part[- ]time |better |another )?(?:job|position)|"
+                 r"(?:got|was|been|get|getting|I'm|am) (?:re)?hired|rehired|(?:back|returned|returning|return) to work|"
+                 r"back at work|employed again)\b"),
+}
+ENDED_GUARD = (r"\b(?:not|no|never|can|cant|cannot|unable|wont|dont|if|hope|hoping|wish|want|wanted|trying|try|"
+               r"tried|need|needs|looking|look|apply|applying|applied|search\w*|hard|harder|trouble|struggl\w*|until|"
+               r"unless|whether|before|chance|help|would|could|should|might|may|you|your)\b|n't\b")
+_QUESTION_START = r"^(?:what|how|why|when|where|which|who|is|are|can|could|should|do|does|did|will|have|has)\b"
 # sentence-level failures that a clause holding the target mention may still pass
 FALLBACK_TO_CLAUSE = ("question", "hypothetical", "not_current", "length", "other_attribute", "not_first_person")
 _CLAUSE = re.compile(r"\s*(?:,|;|\s-\s|\s+(?:and|but|so|because|since|although|though)\s+)\s*")
@@ -162,9 +186,36 @@ def sentences(text: str) -> list[str]:
     return out
 
 
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'"})
+
+
+def plain_apostrophes(text: str) -> str:
+    """``text`` with typographic apostrophes (U+2019, U+2018) as ASCII ones, so that the rules'
+    "I'm", "n't", "'ll" also match real posts typed with curly quotes."""
+    return text.translate(_APOSTROPHES)
+
+
 def _has(patterns: Sequence[str] | str, text: str) -> bool:
     pats = [patterns] if isinstance(patterns, str) else list(patterns)
-    return any(re.search(p, text, re.I) for p in pats)
+    return any(re.search(p, plain_apostrophes(text), re.I) for p in pats)
+
+
+def ended_in_record(record: str, attribute: str) -> list[str]:
+    """The statements of the source ``record`` saying that ``attribute`` has ended for the speaker
+    (:data:`ENDED_IN_RECORD`: a new job, back to work; gave birth; debt paid off; diabetes in
+    remission), one per match as ``'<match>' in '<sentence>'``; [] = the record does not say so.
+    Question sentences, and matches after a negation, hedge or wish (:data:`ENDED_GUARD`) or a
+    mention of someone else (:data:`THIRD_PARTY`), do not count. The rule reads what the record
+    states, not in what order: a record whose job came before the loss also matches."""
+    out = []
+    for s in sentences(plain_apostrophes(record)):
+        if re.search(_QUESTION_START, s, re.I):
+            continue
+        for m in re.finditer(ENDED_IN_RECORD[attribute], s, re.I):
+            before = s[:m.start()]
+            if not (re.search(ENDED_GUARD, before, re.I) or re.search(THIRD_PARTY, before, re.I)):
+                out.append(f"{m.group(0)!r} in {s!r}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -179,7 +230,9 @@ class Evidence:
 
 
 def evidence_problems(text: str, attribute: str) -> list[str]:
-    """T3: every evidence rule ``text`` breaks for ``attribute`` (names in RULE_NAMES; [] = passes)."""
+    """T3: every evidence rule ``text`` breaks for ``attribute`` (names in RULE_NAMES; [] = passes).
+    Typographic apostrophes are read as ASCII ones (:func:`plain_apostrophes`)."""
+    text = plain_apostrophes(text)
     n = len(text.split())
     checks = (
         ("no_target_pattern", not _has(TARGET_PATTERNS[attribute], text)),
@@ -316,8 +369,9 @@ def select_evidence(texts: Sequence[SourceText], attribute: str, review: Mapping
     allow-list for this attribute) a passing unit is kept only if it is allow-listed, and its M'
     text is the reviewed replacement; without it every passing unit is returned with edited="".
     ``rejected`` (:func:`load_rejections` for this attribute) names the candidates rejected on review.
+    A unit whose source record says the attribute has ended (:func:`ended_in_record`) is never kept.
     Returns (kept, counts by first failed rule / 'duplicate' / 'rejected_on_review' /
-    'not_reviewed' (passes the rules, never reviewed) / 'kept')."""
+    'ended_in_record' / 'not_reviewed' (passes the rules, never reviewed) / 'kept')."""
     kept: list[Evidence] = []
     reasons: Counter = Counter()
     seen: set[str] = set()
@@ -346,9 +400,14 @@ def select_evidence(texts: Sequence[SourceText], attribute: str, review: Mapping
             if key in seen:
                 reasons["duplicate"] += 1
                 continue
+            if rejected is not None and review_key(unit, st.source) in rejected:
+                reasons["rejected_on_review"] += 1
+                continue
+            if ended_in_record(st.text, attribute):
+                reasons["ended_in_record"] += 1
+                continue
             if review is not None and unit not in review:
-                listed = rejected is not None and review_key(unit, st.source) in rejected
-                reasons["rejected_on_review" if listed else "not_reviewed"] += 1
+                reasons["not_reviewed"] += 1
                 continue
             seen.add(key)
             reasons["kept"] += 1

@@ -168,9 +168,10 @@ written.append(figures / "01_pairedmem_structure.png")"""),
 T3 evidence rules (`dpmv_lib.bench.transfer_evidence.evidence_problems`): the sentence states the speaker's own
 current state (first person; no resolved past state, post-birth pregnancy, hypothetical, question,
 negation, other person; diabetes must be type-2 compatible: no type 1, gestational, DKA, insipidus,
-pump), carries no other attribute's signal and hits a scorer cue. Evidence comes from real patient
-questions (iCliniq-style, MeQSum, LiveQA), real posts (Dreaddit, SDCNL, CAMS, SAD/LiveJournal),
-dialogues (ACI-Bench, MTS-Dialog), crowd-written (EmpatheticDialogues, SAD/mTurk) and machine-generated
+pump), carries no other attribute's signal and hits a scorer cue; its source record must not say the
+state has ended (`ended_in_record`: a new job, back to work, gave birth, debt paid off, remission).
+Evidence comes from real patient questions (iCliniq-style, MeQSum, LiveQA), real posts (Dreaddit,
+SDCNL, CAMS, SAD/LiveJournal), dialogues (ACI-Bench, MTS-Dialog), crowd-written (EmpatheticDialogues, SAD/mTurk) and machine-generated
 text (GenMedGPT-5k); every sentence records its source kind and the pool puts real text first. Every
 candidate that passes the rules is reviewed in `dpmv_lib/bench/transfer_review.json`: accepted with a
 hand-written a-neutral $M'$ replacement (checked in code for any attribute signal, residual-signal word

@@ -1,6 +1,8 @@
 """Transfer track T2/T3 sentence rules (paper C.3): first-person, current, unhedged target
 evidence (:func:`evidence_problems`), M' replacement checks, the reviewed allow-list
-(``transfer_review.json``), evidence selection and the speaker's background sentences.
+(``transfer_review.json``), evidence selection and the speaker's background sentences. A
+candidate is also rejected when its source record says the attribute has ended
+(:func:`ended_in_record`).
 """
 from __future__ import annotations
 

@@ -18,10 +18,13 @@ on ONE strong decision instead and reuses it:
   of the Eq. (7) sampler on utilities (s, 1 - s) with exponent eps u, i.e. the exact sampler
   called with sensitivity 1/2. With s_M = 1 and s_M' = 0 it is randomised response at eps,
   which sits on the DP frontier (:mod:`dpmv_lib.checks.frontier`).
-* **reuse** (post-processing): every slot's view is a fixed public function of the query, the
-  slot and the decisions already released (z_a is read back from the history: the deciding
+* **release**: the deciding operation shows a view linked to a if z_a = 1, else the generic view
+  (the same two views whatever was decided before, so its law given the public path does not
+  depend on earlier draws).
+* **reuse** (post-processing): every later slot's view is a fixed public function of the query,
+  the slot and the decisions already released (z_a is read back from the history: the deciding
   release names a and shows a view linked to a exactly when z_a = 1). Nothing else is read or
-  charged.
+  charged; its mechanism tag is ``"reuse"`` and its likelihood ratio given the prefix is 1.
 
 The view-to-attribute links are public policy (the benchmark's public gold rules, or by default
 every view of a slot linked to every attribute whose group meets the slot's positions). Theorem 1's
@@ -146,7 +149,8 @@ class AttributeDecisionMemView(MemView):
                  fresh: tuple[str, int] | None = None) -> str:
         """The slot's view, a public function of the decisions: with a fresh z_a = 1, a view linked
         to a; otherwise a view linked to an attribute of Gamma*(R) decided 1 (never one linked to a
-        fresh a decided 0), preferring views that serve the query's intent; else the generic view."""
+        fresh a decided 0), preferring views that serve the query's intent and then views linked to
+        more positive attributes; else the generic view."""
         spec = self.policy.slot(slot)
         positive = {b for b in read_attributes if known.get(b) == 1}
         if fresh is not None and fresh[1] == 1:
@@ -216,15 +220,20 @@ class AttributeDecisionMemView(MemView):
                             read_attributes=attrs, score=self.score(own, query) if ok else Fraction(0))
 
     def _decision_outcomes(self, prep: DecisionSlot) -> list[tuple[SlotRelease, Fraction | None, int]]:
-        """(release, unused, z) of each value of the decision (z = 1 first)."""
+        """(release, unused, z) of each value of the decision (z = 1 first). A decision's two views
+        do not depend on earlier decisions (z = 1: a view linked to a; z = 0: the generic view), so
+        its law given the public path is the same whatever was realised before (the exact oracle
+        convolves decisions); a reuse releases the view of the decisions already public."""
         assert prep.query is not None
-        known = dict(prep.known)
-        out = []
-        for z in ((1, 0) if prep.admitted else (0,)):
-            fresh = (prep.decides, z) if prep.decides is not None else None
-            view = self.view_for(prep.query, prep.plan.slot, prep.read_attributes, known, fresh)
-            out.append((self._release(prep, view), None, z))
-        return out
+        slot = prep.plan.slot
+        if prep.decides is None:
+            view = self.view_for(prep.query, slot, prep.read_attributes, dict(prep.known))
+            return [(self._release(prep, view), None, 0)]
+        generic = self.policy.slot(slot).generic.id
+        if not prep.admitted:
+            return [(self._release(prep, generic), None, 0)]
+        linked = self.view_for(prep.query, slot, frozenset({prep.decides}), {prep.decides: 1})
+        return [(self._release(prep, linked), None, 1), (self._release(prep, generic), None, 0)]
 
     def _release(self, prep: DecisionSlot, view: str) -> SlotRelease:
         p = prep.plan
@@ -239,6 +248,10 @@ class AttributeDecisionMemView(MemView):
     def _utilities_of(self, prep: DecisionSlot) -> list[Fraction]:
         return [prep.score, 1 - prep.score]  # (z = 1, z = 0)
 
+    def decision_epsilon(self, prepared: PreparedSlot) -> Fraction:
+        """The eps a decision is sampled at: exactly the eps its ledger charge records (C3, C5)."""
+        return prepared.epsilon
+
     def select(self, prepared: PreparedSlot) -> SlotRelease:
         """One draw of the decision (the exact sampler) or the reused view."""
         prep = _checked(prepared)
@@ -247,9 +260,9 @@ class AttributeDecisionMemView(MemView):
             return outs[0][0]
         utils = self._utilities_of(prep)
         if self.exact:
-            i = self.decider.sample_exact(utils, prep.epsilon, _RR_SENSITIVITY, self._source)
+            i = self.decider.sample_exact(utils, self.decision_epsilon(prep), _RR_SENSITIVITY, self._source)
         else:
-            i = self.decider.sample(utils, prep.epsilon, _RR_SENSITIVITY, self._rng)
+            i = self.decider.sample(utils, self.decision_epsilon(prep), _RR_SENSITIVITY, self._rng)
         return outs[i][0]
 
     def outcomes(self, prepared: PreparedSlot) -> list[tuple[SlotRelease, float]]:
@@ -258,7 +271,7 @@ class AttributeDecisionMemView(MemView):
         outs = self._decision_outcomes(prep)
         if len(outs) == 1:
             return [(outs[0][0], 1.0)]
-        probs = self.decider.probabilities(self._utilities_of(prep), prep.epsilon, _RR_SENSITIVITY)
+        probs = self.decider.probabilities(self._utilities_of(prep), self.decision_epsilon(prep), _RR_SENSITIVITY)
         return [(o[0], float(p)) for o, p in zip(outs, probs)]
 
     def log_outcomes(self, prepared: PreparedSlot) -> list[tuple[SlotRelease, float]]:
@@ -267,7 +280,8 @@ class AttributeDecisionMemView(MemView):
         outs = self._decision_outcomes(prep)
         if len(outs) == 1:
             return [(outs[0][0], 0.0)]
-        logp = selector_log_probabilities(self.decider, self._utilities_of(prep), prep.epsilon, _RR_SENSITIVITY)
+        logp = selector_log_probabilities(self.decider, self._utilities_of(prep), self.decision_epsilon(prep),
+                                          _RR_SENSITIVITY)
         return [(o[0], lp) for o, lp in zip(outs, logp)]
 
     def decision_probability(self, prepared: PreparedSlot) -> float:
@@ -275,7 +289,8 @@ class AttributeDecisionMemView(MemView):
         prep = _checked(prepared)
         if not prep.admitted:
             return 0.0
-        return float(self.decider.probabilities(self._utilities_of(prep), prep.epsilon, _RR_SENSITIVITY)[0])
+        return float(self.decider.probabilities(self._utilities_of(prep), self.decision_epsilon(prep),
+                                               _RR_SENSITIVITY)[0])
 
 
 def decision_epsilons(policy: Policy, links: Mapping[str, frozenset[str]]) -> dict[str, Fraction]:

@@ -74,6 +74,8 @@ RQ1_METHODS = ("GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilte
                "DP-MemView (on)", "DP-MemView (pre)") + PF_METHODS
 #: beyond the paper: one randomised decision per attribute, reused by every slot
 ATTRIBUTE_DECISION = "DP-MemView (attribute decision)"
+#: interfaces beyond the paper's tables (not in RQ1_METHODS: a run adds them by name)
+EXTRA_METHODS = (ATTRIBUTE_DECISION,)
 RQ2_METHODS = ("IncompleteCharge", "CappedArgmax", "NoCap", "ScoreChannel")
 SIDES = ("M", "M'")
 DETERMINISTIC_SEED = -1

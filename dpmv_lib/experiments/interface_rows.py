@@ -43,10 +43,12 @@ COLUMNS = ["interface", "b_a", "target_rate_M", "target_rate_Mp", "difference", 
 
 @dataclass(frozen=True)
 class RowsResult:
-    """A table of exact rows with a caption; displays itself (HTML table, text fallback)."""
+    """A table of exact rows with a caption (and the per-pair rows behind it, where there are
+    any); displays itself (HTML table, text fallback)."""
 
     table: pd.DataFrame
     caption: str
+    per_pair: pd.DataFrame | None = None
 
     def _repr_html_(self) -> str:
         return styled(self.table, precision=4, caption=self.caption).to_html()
@@ -123,12 +125,13 @@ def decision_rows(bench: Any, pairs: Sequence[Any], b_as: Sequence[float] = (1, 
                   grid: pd.DataFrame | None = None, k: int = 3) -> RowsResult:
     """The new interface's exact rows at each B_a (over ``pairs``), beside DP-MemView's rows of
     the exact ``grid`` at the same B_a (K = ``k``, T = ``horizon``) when a grid is given."""
-    rows = summarise(decision_pairs(bench, pairs, b_as, links=links, horizon=horizon, workers=workers))
+    per = decision_pairs(bench, pairs, b_as, links=links, horizon=horizon, workers=workers)
+    rows = summarise(per)
     if grid is not None:
         rows = pd.concat([grid_rows(grid, b_as, k=k, T=horizon), rows], ignore_index=True)
     rows = rows.sort_values(["b_a", "interface"], kind="stable").reset_index(drop=True)
     return RowsResult(rows, f"Exact target-view rates on M and M' and max realised loss, T={horizon}, "
-                            f"{len(pairs)} pairs (exact enumeration / exact grid)")
+                            f"{len(pairs)} pairs (exact enumeration / exact grid)", per)
 
 
 def grid_rows(grid: pd.DataFrame, b_as: Sequence[float] = (1, 2, 4, 8), *, k: int = 3, T: int = 16,

@@ -97,9 +97,10 @@ def points(grid: pd.DataFrame | None = None, *, rows: pd.DataFrame | None = None
         _need(measured, {"b_a", "trec", "unsup"}, "measured")
         m = measured[measured["k"] == int(k)] if "k" in measured.columns else measured
         for r in m.to_dict("records"):
-            name = str(r.get("method") or "DP-MemView (on)")
-            if "selector" in r and "[" in name:
+            if "selector" in r:  # Table 3's rows: the online interface of each selector
                 name = "DP-MemView (on, P&F)" if r["selector"] == "pf" else "DP-MemView (on)"
+            else:
+                name = str(r.get("method") or "DP-MemView (on)")
             add("ours", name, float(r["b_a"]), MEASURED, float(r["unsup"]), float(r["trec"]))
     if paper_table3 is not None:
         _need(paper_table3, {"b_a", "k", "trec", "unsup"}, "paper_table3")
@@ -111,7 +112,8 @@ def points(grid: pd.DataFrame | None = None, *, rows: pd.DataFrame | None = None
         for method, g in t2.groupby("method", sort=False):
             add("paper", f"{method} (Table 2, mean over models)", paper_b_a, PAPER, float(g["unsup"].mean()),
                 float(g["trec"].mean()))
-    return pd.DataFrame(out, columns=["source", "interface", "b_a", "statistic", "q", "p", "frontier", "distance"])
+    table = pd.DataFrame(out, columns=["source", "interface", "b_a", "statistic", "q", "p", "frontier", "distance"])
+    return table.drop_duplicates(["source", "interface", "b_a", "statistic"]).reset_index(drop=True)
 
 
 def _need(frame: pd.DataFrame, cols: set[str], name: str) -> None:

@@ -359,7 +359,7 @@ class MemViewInterface(Interface):
         kwargs: dict[str, Any] = {}
         if cls is IncompleteCharge:
             kwargs["keep"] = tuple(a for a in pol.attribute_names if a != pair.attribute)
-        if cls is AttributeDecisionMemView:
+        if isinstance(self, AttributeDecisionInterface):
             kwargs["links"] = self.view_links()
         return cls(pol, pair.store(side), budget=self.budget(pol, pair.queries), scorer=self._caches["scorer"],
                    exact=self.exact, seed=em_seed(pair.pair_id, seed), selector=self.selector, **kwargs)

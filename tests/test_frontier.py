@@ -290,3 +290,18 @@ def test_attribution_rows_label_contract_breaks(pairedmem_bench, links):
     assert (kept["max_loss"] <= 2.0 * (1 + REL)).all()
     assert np.allclose(t["frontier_gap"], [fr.distance(q, p, 2.0) for q, p in zip(t["target_rate_Mp"],
                                                                                   t["target_rate_M"])])
+
+
+def test_release_samples_the_exact_decision_law():
+    """The deployment path (release(), exact sampler) draws z_a = 1 as often as outcomes() says."""
+    from scipy.stats import binomtest
+    case = tight_em_case(n_views=4)
+    q = case.queries[0]
+    mv = AttributeDecisionMemView(case.policy, case.m, scorer=case.scorer, seed=0)
+    p = mv.outcomes(mv.fork().prepare(q, "g"))[0][1]
+    n = 1500
+    hits = sum(AttributeDecisionMemView(case.policy, case.m, scorer=case.scorer, seed=s).release(q).slots[0].view
+               != "g.generic" for s in range(n))
+    assert 0.5 < p < 1 and binomtest(hits, n, p).pvalue > 1e-3
+    second = mv.release(q, (mv.release(q),))       # the decision is public now: reused, nothing charged
+    assert second.slots[0].mechanism == "reuse" and second.spent == mv.ledger.spent()

@@ -100,3 +100,62 @@ VARIANTS: dict[str, type[MemView]] = {
     "ScoreChannel": ScoreChannel,
     "StoreDependentVocabulary": StoreDependentVocabulary,
 }
+
+
+class MonotoneUtility(MemView):
+    """VIOLATES C3 (a measurement device for the utility frontier, never a proposal): samples
+    with exponent eps u / Du instead of Eq. (7)'s eps u / (2 Du), which is eps-DP only for a
+    utility monotone in the store (the scorer's is not: a cue can raise one view and lower another)."""
+
+    label = "MonotoneUtility"
+    violates = "C3"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.draws = np.random.default_rng(kwargs.get("seed"))
+
+    def select(self, prepared: PreparedSlot) -> SlotRelease:
+        if not prepared.admitted:
+            return super().select(prepared)
+        outs = self.outcomes(prepared)
+        w = np.array([p for _, p in outs])
+        return outs[int(self.draws.choice(len(outs), p=w / w.sum()))][0]
+
+    def outcomes(self, prepared: PreparedSlot) -> list[tuple[SlotRelease, float]]:
+        if not prepared.admitted:
+            return super().outcomes(prepared)
+        half = Fraction(self.policy.sensitivity) / 2
+        probs = self.selector.probabilities(prepared.utilities, prepared.epsilon, half)
+        p = prepared.plan
+        return [(SlotRelease(p.slot, v.id, p.read_set, p.affected, p.charged, prepared.epsilon,
+                             self.selector.name), float(q)) for v, q in zip(prepared.views, probs)]
+
+
+class ChargeOncePerRead(MemView):
+    """VIOLATES C2 (a measurement device for the utility frontier, never a proposal): a fresh
+    Eq. (7) selection every time, but a (slot, read set) already charged is not charged again."""
+
+    label = "ChargeOncePerRead"
+    violates = "C2"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.charged_reads: set[tuple[str, tuple[int, ...]]] = set()
+
+    def fork(self) -> MemView:
+        other = super().fork()
+        assert isinstance(other, ChargeOncePerRead)
+        other.charged_reads = set(self.charged_reads)
+        return other
+
+    def prepare(self, query: Any, slot: str, history: Sequence[Any] = (), plan: Any = None,
+                admitted: bool | None = None) -> PreparedSlot:
+        if plan is None:
+            plan = self.plan(query, slot, history)
+        key = (plan.slot, plan.read_set)
+        if plan.epsilon is not None and key in self.charged_reads:
+            return super().prepare(query, slot, history, plan, True)
+        prep = super().prepare(query, slot, history, plan, admitted)
+        if prep.admitted and plan.epsilon is not None:
+            self.charged_reads.add(key)
+        return prep

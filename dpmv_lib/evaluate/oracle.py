@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..common.parallel import parallel_map
+from ..core.attribute_decision import REUSE
 from ..core.errors import ParameterError
 from .llr import DEFAULT_GRID, DEFAULT_MAX_ATOMS, LLRDistribution, mixture, trajectory_distribution
 
@@ -58,7 +59,8 @@ class _Parser:
         self.paths: dict[str, str] = {}
         self.probs: dict[str, dict] = {}
         self.views: dict[str, frozenset] = {}
-        self.dists: dict[tuple[str, str], LLRDistribution] = {}
+        self.dists: dict[tuple[str, str, frozenset], LLRDistribution] = {}
+        self.reuses: dict[str, frozenset] = {}
 
     def path(self, released: str) -> str:
         """The public release of one turn minus the sampled views (the ledger path given h)."""
@@ -93,12 +95,30 @@ class _Parser:
             hit = self.views[s] = frozenset(obj.values() if isinstance(obj, dict) else obj)
         return hit
 
-    def turn_dist(self, pm_s: str, pq_s: str) -> LLRDistribution:
-        """The LLR distribution of one turn (all its slots), memoised by the two JSON strings."""
-        k = (pm_s, pq_s)
+    def reused(self, released: str) -> frozenset:
+        """The slots of a turn whose release is a reuse (mechanism ``"reuse"``): a fixed function of
+        the public prefix, so their likelihood ratio given the prefix is 1 (attribute decisions)."""
+        hit = self.reuses.get(released)
+        if hit is None:
+            try:
+                obj = json.loads(released) if released else {}
+            except (TypeError, ValueError) as exc:
+                raise ParameterError(f"the 'released' column holds invalid JSON: {released[:80]!r}") from exc
+            slots = obj.get("slots", []) if isinstance(obj, dict) else []
+            hit = self.reuses[released] = frozenset(s.get("slot") for s in slots
+                                                    if isinstance(s, dict) and s.get("mechanism") == REUSE)
+        return hit
+
+    def turn_dist(self, pm_s: str, pq_s: str, skip: frozenset = frozenset()) -> LLRDistribution:
+        """The LLR distribution of one turn (all its slots but ``skip``), memoised by the two JSON
+        strings."""
+        k = (pm_s, pq_s, skip)
         hit = self.dists.get(k)
         if hit is None:
             pm, pq = self.prob(pm_s), self.prob(pq_s)
+            if skip:
+                pm = {g: d for g, d in pm.items() if g not in skip}
+                pq = {g: d for g, d in pq.items() if g not in skip}
             hit = self.dists[k] = trajectory_distribution([(pm, pq)])
         return hit
 
@@ -146,7 +166,8 @@ def pair_oracle(rows: Mapping[str, Sequence], horizon: int, parser: _Parser | No
                 if bad:
                     raise ParameterError(f"pair {pid!r} side {col['side'][k]} turn {col['turn'][k]}: released "
                                          f"views {sorted(bad)} have zero probability in view_probs")
-            td = parser.turn_dist(col["view_probs"][a] or "", col["view_probs"][b] or "")
+            td = parser.turn_dist(col["view_probs"][a] or "", col["view_probs"][b] or "",
+                                  parser.reused(col["released"][a] or ""))
             if not (td.n_atoms == 1 and td.llr[0] == 0):
                 d = d.convolve(td, grid=grid, max_atoms=max_atoms)
         out["dists"][int(seed)] = d

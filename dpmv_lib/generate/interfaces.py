@@ -25,6 +25,9 @@ and its protection.
   eps = min_a B_a / C_a. The response model sees only the released views' texts.
 * ``DP-MemView (on, P&F)`` / ``(pre, P&F)`` (beyond the paper): the same interfaces with the
   permute-and-flip selector instead of Eq. (7) (:mod:`.selection`; same eps, ledger, caps).
+* ``DP-MemView (attribute decision)`` (beyond the paper): one randomised decision per protected
+  attribute, reused by every slot (:class:`~dpmv_lib.core.attribute_decision.AttributeDecisionMemView`;
+  pure B_a-DP over the whole transcript); view -> attribute links from the public gold rules.
 * RQ2 (contract-violating, :mod:`.variants`): ``IncompleteCharge`` (C2), ``CappedArgmax`` (C3),
   ``NoCap`` (C5), ``ScoreChannel`` (C3/C6), all online with K. IncompleteCharge keeps, on a read
   that touches several groups, the charge of the first affected attribute other than the pair's
@@ -52,6 +55,7 @@ from ..bench.benchmark import Pair
 from ..core.errors import ParameterError
 from .filters import DeletionFilter
 from ..core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
+from ..core.attribute_decision import AttributeDecisionMemView
 from ..core.memview import MemView
 from ..core.releases import Release
 from ..core.policy import Policy, Query
@@ -68,6 +72,10 @@ PLACEHOLDER = "[withheld {slot} detail]"
 PF_METHODS = ("DP-MemView (on, P&F)", "DP-MemView (pre, P&F)")
 RQ1_METHODS = ("GenericOnly", "RawReadSet", "TypedMask", "TaskMin", "OutputFilter",
                "DP-MemView (on)", "DP-MemView (pre)") + PF_METHODS
+#: beyond the paper: one randomised decision per attribute, reused by every slot
+ATTRIBUTE_DECISION = "DP-MemView (attribute decision)"
+#: interfaces beyond the paper's tables (not in RQ1_METHODS: a run adds them by name)
+EXTRA_METHODS = (ATTRIBUTE_DECISION,)
 RQ2_METHODS = ("IncompleteCharge", "CappedArgmax", "NoCap", "ScoreChannel")
 SIDES = ("M", "M'")
 DETERMINISTIC_SEED = -1
@@ -351,6 +359,8 @@ class MemViewInterface(Interface):
         kwargs: dict[str, Any] = {}
         if cls is IncompleteCharge:
             kwargs["keep"] = tuple(a for a in pol.attribute_names if a != pair.attribute)
+        if isinstance(self, AttributeDecisionInterface):
+            kwargs["links"] = self.view_links()
         return cls(pol, pair.store(side), budget=self.budget(pol, pair.queries), scorer=self._caches["scorer"],
                    exact=self.exact, seed=em_seed(pair.pair_id, seed), selector=self.selector, **kwargs)
 
@@ -380,7 +390,8 @@ class MemViewInterface(Interface):
 
 
 _VARIANT_CLASSES: dict[str, type[MemView]] = {
-    "DP-MemView": MemView, "IncompleteCharge": IncompleteCharge, "CappedArgmax": CappedArgmax,
+    "DP-MemView": MemView, "AttributeDecision": AttributeDecisionMemView, "IncompleteCharge": IncompleteCharge,
+    "CappedArgmax": CappedArgmax,
     "NoCap": NoCap, "ScoreChannel": ScoreChannel,
 }
 
@@ -407,6 +418,27 @@ class DPMemViewPrePF(MemViewInterface):
     name: ClassVar[str] = "DP-MemView (pre, P&F)"
     mode: str = "preallocated"
     selector: str = "pf"
+
+
+@dataclass(frozen=True)
+class AttributeDecisionInterface(MemViewInterface):
+    """One randomised decision per attribute, reused by every slot (beyond the paper; ``K`` and
+    ``mode`` do not enter it). ``links``: public view id -> attributes; None reads the public
+    gold rules of ``data_dir``."""
+
+    name: ClassVar[str] = ATTRIBUTE_DECISION
+    variant: str = "AttributeDecision"
+    links: Mapping[str, Sequence[str]] | None = field(default=None, compare=False)
+    data_dir: str = "data"
+
+    def view_links(self) -> Mapping[str, Sequence[str]]:
+        """The public view -> attribute links (read once from the gold rules when not given)."""
+        if self.links is None:
+            from ..bench.datasets import load_gold_rules
+
+            object.__setattr__(self, "links", load_gold_rules(self.data_dir)["view_links"])
+        assert self.links is not None
+        return self.links
 
 
 @dataclass(frozen=True)
@@ -438,6 +470,7 @@ METHODS: dict[str, type[Interface]] = {
     "GenericOnly": GenericOnly, "RawReadSet": RawReadSet, "TypedMask": TypedMask, "TaskMin": TaskMin,
     "OutputFilter": OutputFilter, "DP-MemView (on)": DPMemViewOnline, "DP-MemView (pre)": DPMemViewPre,
     "DP-MemView (on, P&F)": DPMemViewOnlinePF, "DP-MemView (pre, P&F)": DPMemViewPrePF,
+    ATTRIBUTE_DECISION: AttributeDecisionInterface,
     "IncompleteCharge": IncompleteChargeInterface, "CappedArgmax": CappedArgmaxInterface,
     "NoCap": NoCapInterface, "ScoreChannel": ScoreChannelInterface,
 }

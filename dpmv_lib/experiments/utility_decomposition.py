@@ -385,12 +385,20 @@ def decomposition(transcripts: pd.DataFrame, per_transcript: pd.DataFrame, bench
     return Decomposition(items, parts, pp, ours_implied(parts), fig)
 
 
-def rq1_decomposition(res: Any, *, figure_path: Any = None) -> Decomposition:
+def rq1_decomposition(res: Any, *, name: str = "03_utility_decomposition") -> Decomposition:
     """:func:`decomposition` of an RQ1 run (:class:`dpmv_lib.experiments.rq1.RQ1Result`): its
-    transcripts, judge table and bootstrap metrics, the benchmarks reloaded as the run loaded them."""
+    transcripts, judge table and bootstrap metrics, the benchmarks reloaded as the run loaded
+    them. With ``res.config.write`` the parts go to ``{results_dir}/tables/<name>.csv|md`` and the
+    figure to ``{results_dir}/figures/<name>.png``."""
+    from ..common.paths import resolve
     from .rq1 import load_tracks
+    from .tables import write_table
 
     cfg = res.config
+    out = resolve(cfg.results_dir)
     benches = load_tracks(cfg.data_dir, res.profile, cfg.seed)
-    return decomposition(res.transcripts, res.utility_transcripts, benches, horizon=cfg.T, metrics=res.metrics,
-                         seed=cfg.seed, figure_path=figure_path)
+    dec = decomposition(res.transcripts, res.utility_transcripts, benches, horizon=cfg.T, metrics=res.metrics,
+                        seed=cfg.seed, figure_path=(out / "figures" / f"{name}.png") if cfg.write else None)
+    if cfg.write:
+        write_table(dec.parts, out / "tables", name)
+    return dec

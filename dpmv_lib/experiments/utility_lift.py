@@ -229,10 +229,10 @@ def finding(lifts: pd.DataFrame, ratios: pd.DataFrame, slope: pd.DataFrame | Non
         ratio_of = {m: (_f(rt.at[m, "paper_ratio"], False), _f(rt.at[m, "ratio"], False)) for m in dp}
         if r["paper_lift"] < r["lift_lo"]:
             verdict = (f"So in the paper raw memory itself barely moves tRec ({RAW} {_f(r['paper_lift'])} over a free "
-                       f"credit of {_f(pbase, False)}), and DP-MemView keeps "
+                       f"credit of {_f(pbase, False)}), and DP-MemView's lift is "
                        + " / ".join(f"{v[0]} ({m})" for m, v in ratio_of.items())
-                       + f" of that small lift; here raw memory lifts tRec by {_f(r['lift'])} and DP-MemView keeps "
-                       + " / ".join(f"{v[1]} ({m})" for m, v in ratio_of.items()) + " of it")
+                       + f" times that small lift; here raw memory lifts tRec by {_f(r['lift'])} and DP-MemView's "
+                       f"lift is " + " / ".join(f"{v[1]} ({m})" for m, v in ratio_of.items()) + " times it")
         elif r["paper_lift"] > r["lift_hi"]:
             verdict = f"{RAW}'s lift is larger in the paper than here"
         else:
@@ -240,6 +240,13 @@ def finding(lifts: pd.DataFrame, ratios: pd.DataFrame, slope: pd.DataFrame | Non
         same = ((" and ".join(dp_same) + " reproduce" + ("s" if len(dp_same) == 1 else "")
                  + " the paper's lift within the CI") if dp_same else "no DP-MemView lift reproduces within its CI")
         out.append(verdict + f". Of the lifts alone: {same}.")
+        size = {m: lt.at[m, "lift"] / lt.at[m, "paper_lift"] for m in (*dp, RAW)
+                if math.isfinite(lt.at[m, "paper_lift"]) and lt.at[m, "paper_lift"] > 0}
+        if size:
+            alike = [m for m, v in size.items() if 0.5 <= v <= 2]
+            out.append("Lift here / lift in the paper: " + ", ".join(f"{m} {v:.2f}" for m, v in size.items())
+                       + (f"; within a factor of 2, i.e. of the paper's size: {', '.join(alike)}" if alike
+                          else "; none within a factor of 2") + ".")
     if decomposition is not None and len(decomposition):
         d = decomposition[(decomposition["track"] == track) & (decomposition["metric"] == "tRec")
                           & (decomposition["response_model"] == model)].set_index("method")
@@ -309,9 +316,27 @@ def lift_finding(metrics: Metrics, paper: pd.DataFrame | None = None, *, slope: 
     return LiftFinding(lifts, ratios, slope, finding(lifts, ratios, slope, track=track, decomposition=decomposition))
 
 
-def slope_finding(t3: pd.DataFrame, metrics: Metrics | None = None, *, log2: bool = True) -> LiftFinding:
+def rq1_lift(res: Any, *, decomposition: pd.DataFrame | None = None, name: str = "03_utility_lift") -> LiftFinding:
+    """:func:`lift_finding` of an RQ1 run (:class:`dpmv_lib.experiments.rq1.RQ1Result`, its paired
+    bootstrap ``res.metrics``); with ``res.config.write`` the lift and ratio tables go to
+    ``{results_dir}/tables/<name>.csv|md`` (the paragraph heads the Markdown)."""
+    from ..common.paths import resolve
+    from .common import markdown_table
+    from .tables import write_table
+
+    if res.metrics is None:
+        raise ParameterError("the RQ1 result holds no bootstrap metrics")
+    lf = lift_finding(res.metrics, decomposition=decomposition)
+    if res.config.write:
+        write_table(lf.lifts, resolve(res.config.results_dir) / "tables", name,
+                    lf.text + "\n\n" + markdown_table(lf.lifts) + "\n\n" + markdown_table(lf.ratios))
+    return lf
+
+
+def slope_finding(t3: pd.DataFrame, metrics: Metrics | None = None, *, log2: bool = True,
+                  tables_dir: Any = None, name: str = "05_budget_slope") -> LiftFinding:
     """:func:`budget_slope` of tRec and Unsup with the sentence :func:`finding` writes for it
-    (notebook 05)."""
+    (notebook 05); with ``tables_dir`` the slopes go to ``<tables_dir>/<name>.csv|md``."""
     slope = pd.concat([budget_slope(t3, metrics, metric=m, log2=log2) for m in LIFT_METRICS], ignore_index=True)
     s = slope[slope["metric"] == "tRec"].set_index("source")
     parts = []
@@ -327,4 +352,9 @@ def slope_finding(t3: pd.DataFrame, metrics: Metrics | None = None, *, log2: boo
         inside = s.at["ours", "slope_lo"] <= s.at["paper", "slope"] <= s.at["ours", "slope_hi"]
         text += (" The paper's slope lies inside our CI: the budget moves tRec as little here as there."
                  if inside else " The paper's slope lies outside our CI.")
+    if tables_dir is not None:
+        from .common import markdown_table
+        from .tables import write_table
+
+        write_table(slope, tables_dir, name, text + "\n\n" + markdown_table(slope))
     return LiftFinding(pd.DataFrame(), pd.DataFrame(), slope, text)

@@ -133,6 +133,21 @@ def test_smoke_decomposition_multiplies_back_within_the_ci(smoke):
     dp = t.xs("DP-MemView (on)", level="method")
     assert ((dp["p_reached"] > 0) & (dp["p_reached"] < 1) & (dp["p_admitted"] < 1)).all()
     assert (parts.loc[(parts["metric"] == "Unsup") & (parts["family"] == "memory_text"), "p_reached"] == 0).all()
+    fig = ud.decomposition_figure(parts, ud.paper_parts(paper_frame()))
+    assert len(fig.axes) == 2
+
+
+def test_the_paper_side_is_its_free_credit_and_raw_memory():
+    paper = paper_frame()
+    pp = ud.paper_parts(paper)
+    mean = pp[(pp["response_model"] == "mean") & (pp["track"] == "pairedmem")].set_index("method")
+    raw = paper[paper["track"] == "pairedmem"].groupby("method")["trec"].mean()
+    assert mean.at["GenericOnly", "implied_reach"] == 0 and mean.at["RawReadSet", "implied_reach"] == pytest.approx(1)
+    assert mean.at["DP-MemView (on)", "free_credit"] == pytest.approx(raw["GenericOnly"])
+    assert mean.at["DP-MemView (on)", "implied_reach"] == pytest.approx(
+        (raw["DP-MemView (on)"] - raw["GenericOnly"]) / (raw["RawReadSet"] - raw["GenericOnly"]))
+    with pytest.raises(ParameterError, match="lacks GenericOnly"):
+        ud.paper_parts(paper[paper["method"] != "GenericOnly"])
 
 
 def test_smoke_reach_is_the_exact_view_probability(smoke):

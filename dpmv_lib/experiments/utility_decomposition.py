@@ -334,7 +334,8 @@ def decomposition_figure(parts: pd.DataFrame, paper: pd.DataFrame | None = None,
                          path: Any = None):
     """One stacked bar per method and track: the reached share ``p_reached * credit_reached`` over
     the free share ``(1 - p_reached) * credit_not_reached``, the measured value with its 95% CI as
-    an error bar; the paper's bars (mean of its models) split into free credit and lift."""
+    an error bar; the paper's bars (mean of its models) split into free credit and lift (a negative
+    lift as an outlined gap below GenericOnly's value)."""
     from .plots import pyplot, save_figure
 
     plt = pyplot()
@@ -355,9 +356,14 @@ def decomposition_figure(parts: pd.DataFrame, paper: pd.DataFrame | None = None,
             pm = paper[(paper["track"] == track) & (paper["response_model"] == "mean")].set_index("method")
             pf = np.array([pm.at[m, "free_credit"] if m in pm.index else np.nan for m in methods])
             pl = np.array([pm.at[m, "lift"] if m in pm.index else np.nan for m in methods])
-            ax.bar(x + 0.2, pf, 0.4, color="#bdbdbd", hatch="//", edgecolor="white", label="paper: free (GenericOnly)")
-            ax.bar(x + 0.2, pl, 0.4, bottom=pf, color="#98df8a", hatch="//", edgecolor="white",
+            low = np.minimum(pf, pf + pl)
+            ax.bar(x + 0.2, low, 0.4, color="#bdbdbd", hatch="//", edgecolor="white", label="paper: free (GenericOnly)")
+            ax.bar(x + 0.2, np.clip(pl, 0, None), 0.4, bottom=pf, color="#98df8a", hatch="//", edgecolor="white",
                    label="paper: lift over GenericOnly")
+            neg = pl < 0
+            if neg.any():
+                ax.bar(x[neg] + 0.2, -pl[neg], 0.4, bottom=low[neg], color="none", edgecolor="#d62728",
+                       label="paper: below GenericOnly")
         ax.set_xticks(x, methods, rotation=35, ha="right", fontsize=8)
         ax.set(ylabel=metric, ylim=(0, 1), title=f"{track}: ours (left bar) vs paper (right, hatched)")
     axes[0][0].legend(fontsize=7, loc="upper left")

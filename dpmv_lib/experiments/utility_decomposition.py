@@ -52,6 +52,7 @@ import pandas as pd
 
 from ..bench.benchmark import Benchmark
 from ..core.errors import ParameterError
+from ..evaluate.judge_agreement import SHOWN
 from ..evaluate.rubric import behaviour_view, build_rubrics
 from .styled import styled
 from .verdicts import Metrics, paired_bootstrap
@@ -63,8 +64,8 @@ ITEM_COLUMNS = ("track", "response_model", "method", "family", "metric", "pair_i
                 "turn", "item_id", "view", "slot", "grade", "credit", "weight", "admitted", "p_reached", "reached")
 PART_COLUMNS = ("track", "response_model", "method", "family", "metric", "n_pairs", "n_items", "p_admitted",
                 "p_target_given_admitted", "p_reached", "p_reached_sampled", "credit_reached",
-                "credit_not_reached", "recombined", "measured", "measured_lo", "measured_hi", "within_ci", "draw_sd",
-                "draw_z")
+                "credit_not_reached", "shown_reached", "shown_not_reached", "recombined", "measured", "measured_lo",
+                "measured_hi", "within_ci", "draw_sd", "draw_z")
 #: above this gap between a view's exact probability and admission (0), the transcript is inconsistent
 _TOL = 1e-9
 
@@ -198,7 +199,9 @@ def decompose(items: pd.DataFrame, metrics: Metrics | None = None, per_transcrip
               *, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """The parts of tRec and Unsup per (track, response model, method), and their recombination.
 
-    ``p_reached = p_admitted * p_target_given_admitted`` (exact), ``credit_*`` measured,
+    ``p_reached = p_admitted * p_target_given_admitted`` (exact), ``credit_*`` measured (mean
+    grade / 4, what tRec averages), ``shown_*`` the share graded >= 2 ("shown"; beside the credit,
+    outside the identity),
     ``recombined = p_reached * credit_reached + (1 - p_reached) * credit_not_reached`` (a missing
     credit counts only where its weight is positive), ``measured`` the judge's tRec / Unsup with
     its 95% CI from the paired bootstrap over pairs (``metrics``, or computed from
@@ -230,6 +233,8 @@ def decompose(items: pd.DataFrame, metrics: Metrics | None = None, per_transcrip
         a, p, z = (g[x].to_numpy(float) for x in ("admitted", "p_reached", "reached"))
         p_adm, p_r, p_z = float(w @ a), float(w @ p), float(w @ z)
         c1, c0 = _ratio(float(w @ (z * c)), p_z), _ratio(float(w @ ((1 - z) * c)), 1 - p_z)
+        shown = (g["grade"].to_numpy(float) >= SHOWN).astype(float)
+        s1, s0 = _ratio(float(w @ (z * shown)), p_z), _ratio(float(w @ ((1 - z) * shown)), 1 - p_z)
         recombined = (p_r * c1 if p_r > _TOL else 0.0) + ((1 - p_r) * c0 if 1 - p_r > _TOL else 0.0)
         key = (track, model, method, metric)
         boot = metrics.boot.get(key)
@@ -240,7 +245,8 @@ def decompose(items: pd.DataFrame, metrics: Metrics | None = None, per_transcrip
         recs.append({"track": track, "response_model": model, "method": method, "family": family, "metric": metric,
                      "n_pairs": int(g["pair_id"].nunique()), "n_items": int(len(g)), "p_admitted": p_adm,
                      "p_target_given_admitted": _ratio(p_r, p_adm), "p_reached": p_r, "p_reached_sampled": p_z,
-                     "credit_reached": c1, "credit_not_reached": c0, "recombined": recombined,
+                     "credit_reached": c1, "credit_not_reached": c0, "shown_reached": s1, "shown_not_reached": s0,
+                     "recombined": recombined,
                      "measured": measured, "measured_lo": lo, "measured_hi": hi,
                      "within_ci": bool(lo - _TOL <= recombined <= hi + _TOL) if boot is not None else False,
                      "draw_sd": sd, "draw_z": (measured - recombined) / sd if sd > 0 else 0.0})
@@ -312,7 +318,8 @@ class Decomposition:
         from IPython.display import display
 
         show = ["track", "response_model", "method", "family", "metric", "p_admitted", "p_target_given_admitted",
-                "p_reached", "credit_reached", "credit_not_reached", "recombined", "measured", "measured_lo",
+                "p_reached", "credit_reached", "credit_not_reached", "shown_reached", "shown_not_reached", "recombined",
+                "measured", "measured_lo",
                 "measured_hi", "within_ci"]
         display(styled(self.parts[show], precision=3,
                        caption="tRec / Unsup = P(reached) x credit(reached) + (1 - P(reached)) x credit(not reached)"))

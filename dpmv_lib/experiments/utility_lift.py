@@ -19,7 +19,7 @@ tRec per doubling.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -279,13 +279,14 @@ def finding(lifts: pd.DataFrame, ratios: pd.DataFrame, slope: pd.DataFrame | Non
 @dataclass
 class LiftFinding:
     """The lift table, the ratio table, the budget slope (if any) and the generated paragraph;
-    displays itself in a notebook."""
+    displays itself in a notebook (the paragraph too unless ``show_text`` is False, for a notebook
+    that prints it in a cell of its own)."""
 
     lifts: pd.DataFrame
     ratios: pd.DataFrame
     slope: pd.DataFrame | None = None
     text: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    show_text: bool = True
 
     def _ipython_display_(self) -> None:
         from IPython.display import Markdown, display
@@ -297,7 +298,7 @@ class LiftFinding:
             display(styled(self.ratios, precision=3, caption=f"DP-MemView's lift as a share of {RAW}'s"))
         if self.slope is not None and len(self.slope):
             display(styled(self.slope, precision=4, caption="tRec's slope in the budget (scipy.stats.linregress)"))
-        if self.text:
+        if self.text and self.show_text:
             display(Markdown(self.text))
 
     def __repr__(self) -> str:
@@ -327,6 +328,7 @@ def rq1_lift(res: Any, *, decomposition: pd.DataFrame | None = None, name: str =
     if res.metrics is None:
         raise ParameterError("the RQ1 result holds no bootstrap metrics")
     lf = lift_finding(res.metrics, decomposition=decomposition)
+    lf.show_text = False  # notebook 03 prints the paragraph in a cell of its own
     if res.config.write:
         write_table(lf.lifts, resolve(res.config.results_dir) / "tables", name,
                     lf.text + "\n\n" + markdown_table(lf.lifts) + "\n\n" + markdown_table(lf.ratios))

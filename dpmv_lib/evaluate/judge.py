@@ -75,7 +75,9 @@ def score_transcripts(transcripts: pd.DataFrame, benchmarks: Mapping[str, Benchm
                       horizon: int = 16, *, progress: bool = False) -> pd.DataFrame:
     """One row per transcript (track, response_model, method, pair, side, seed): the four holistic
     scores (0-4), U, tRec (M: mean normalised score of target-required items), Unsup (M': of
-    unsupported items), and the failure record. The judge gets only (rubric, responses)."""
+    unsupported items), ``items`` (item key "turn:behaviour" -> grade 0-4, what tRec and Unsup
+    average; :mod:`dpmv_lib.experiments.utility_decomposition` splits them) and the failure
+    record. The judge gets only (rubric, responses)."""
     need = {"track", "response_model", "method", "pair_id", "attribute", "side", "seed", "turn", "response"}
     if need - set(transcripts.columns):
         raise ParameterError(f"transcript table lacks columns {sorted(need - set(transcripts.columns))}")
@@ -101,7 +103,8 @@ def score_transcripts(transcripts: pd.DataFrame, benchmarks: Mapping[str, Benchm
         track, model, method, pair_id, side, seed, attr = k
         rec = {"track": track, "response_model": model, "method": method, "pair_id": pair_id, "attribute": attr,
                "side": side, "seed": seed, **{d: j.scores.get(d, math.nan) for d in DIMENSIONS},
-               "U": j.U, "failed": j.failed, "error": j.error, "attempts": j.attempts, "rubric_id": rub.rubric_id}
+               "U": j.U, "items": dict(j.items),
+               "failed": j.failed, "error": j.error, "attempts": j.attempts, "rubric_id": rub.rubric_id}
         trec = [j.items[i.key] / 4 for i in rub.items if kind.get(i.item_id) == "target_required" and i.key in j.items]
         uns = [j.items[i.key] / 4 for i in rub.items if kind.get(i.item_id) == "unsupported" and i.key in j.items]
         rec["tRec"] = float(np.mean(trec)) if (side == "M" and trec) else math.nan

@@ -26,7 +26,8 @@ from ..evaluate.audit import AuditConfig, run_audit
 from ..evaluate.judge import make_judge, score_transcripts, summarise_utility
 from ..generate.interfaces import RQ1_METHODS
 from . import (adversary, budget_explorer, instruments, interface_rows, pipeline, playground, playground_widget,
-               plots, rq2, rq2_horizon, rq2_score, rq2_support, samples, sensitivity, utility_frontier, verdicts)
+               plots, rq2, rq2_horizon, rq2_score, rq2_support, samples, sensitivity, utility_decomposition,
+               utility_frontier, utility_lift, verdicts)
 from .auditor_power import auditor_power, power_figure, power_table
 from .common import ExperimentConfig, Timer, load_paper_csv, markdown_table, paper_figure, run_encoder
 from .judge_degradation import evaluate_judge
@@ -40,7 +41,7 @@ __all__ = [
     # modules (used qualified)
     "adversary", "budget_explorer", "instruments", "interface_rows", "judge_agreement", "pipeline", "playground",
     "playground_widget", "plots", "rq2", "rq2_horizon", "rq2_score", "rq2_support", "samples",
-    "sensitivity", "utility_frontier", "verdicts",
+    "sensitivity", "utility_decomposition", "utility_frontier", "utility_lift", "verdicts",
     # data and paths
     "Query", "load_benchmark", "load_gold_rules", "resolve", "RQ1_METHODS",
     # run settings, timing, the paper's reference tables

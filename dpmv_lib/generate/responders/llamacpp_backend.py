@@ -44,7 +44,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...core.errors import GenerationError
-from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
+from .base import DecodingConfig, Prompt, Responder, key_seed
 from .transformers_backend import file_fingerprint, cpu_threads, smollm2_gguf
 
 log = logging.getLogger(__name__)
@@ -279,7 +279,7 @@ class LlamaCppResponder(Responder):
     def render(self, prompt: Prompt) -> str:
         """The prompt text (the GGUF's own chat template, as transformers renders it)."""
         s = self.load()
-        return s["template"].render(messages=build_messages(prompt), add_generation_prompt=True,
+        return s["template"].render(messages=self.messages(prompt), add_generation_prompt=True,
                                     bos_token=s["bos"], eos_token=s["eos"])
 
     def tokenize(self, text: str) -> list[int]:

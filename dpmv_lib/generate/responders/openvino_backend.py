@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from ...common import progress
 from ...core.errors import GenerationError
-from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
+from .base import DecodingConfig, Prompt, Responder, key_seed
 from .openvino_export import EXPORT_HINT, ir_dir, missing_files, model_source
 from .transformers_backend import cpu_threads, length_batches
 
@@ -118,13 +118,16 @@ class OpenVINOResponder(Responder):
         return self._pipe
 
     def render(self, prompt: Prompt) -> str:
-        return self.load().get_tokenizer().apply_chat_template(build_messages(prompt), add_generation_prompt=True)
+        return self.load().get_tokenizer().apply_chat_template(self.messages(prompt), add_generation_prompt=True)
 
     def _config(self, seed: int | None = None):
         import openvino_genai as og
         gc = og.GenerationConfig()
         gc.max_new_tokens = self.decoding.max_new_tokens
         gc.apply_chat_template = False
+        gc.repetition_penalty = float(self.decoding.repetition_penalty)
+        if self.decoding.no_repeat_ngram_size > 0:
+            gc.no_repeat_ngram_size = int(self.decoding.no_repeat_ngram_size)
         if self.decoding.greedy:
             gc.do_sample = False
         else:

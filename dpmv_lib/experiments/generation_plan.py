@@ -14,6 +14,9 @@ call these.
 from __future__ import annotations
 
 import ast
+import gzip
+import os
+import pickle
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,13 +124,37 @@ def _conditioning_prompts(bench: Any, methods: Sequence[str], *, seeds: Sequence
             for r in rows]
 
 
+def plan_key(profile: str, seed: int, overrides: Mapping[str, Any] | None, only: Sequence[str] | None,
+             notebooks_dir: str | Path | None, responders: Mapping[str, Any]) -> str:
+    """A hash of everything a plan depends on: the arguments, the responders' identities and
+    system prompts, the source of every dpmv_lib module, the notebooks and the data manifests."""
+    import hashlib
+    import json
+
+    from ..common.paths import project_root
+
+    root = project_root()
+    h = hashlib.sha256(json.dumps([profile, seed, dict(overrides or {}), sorted(only or []),
+                                   {k: [r.identity(), r.system] for k, r in responders.items()}],
+                                  sort_keys=True, default=str).encode())
+    nb_dir = Path(notebooks_dir) if notebooks_dir is not None else root / "notebooks"
+    files = sorted((root / "dpmv_lib").rglob("*.py")) + sorted(nb_dir.glob("*.ipynb")) \
+        + sorted((root / "data").glob("*/manifest.json"))
+    for f in files:
+        h.update(str(f.relative_to(root) if f.is_relative_to(root) else f).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:20]
+
+
 def build_plan(profile: str = "llm", *, seed: int = 0, results_dir: str | Path | None = None,
                notebooks_dir: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
                only: Sequence[str] | None = None, responder_factory: Callable[[str], Any] | None = None,
-               workers: int | None = None, progress: bool = True, log: Callable[[str], None] = print) -> Plan:
+               workers: int | None = None, progress: bool = True, cache_dir: str | Path | None = None,
+               log: Callable[[str], None] = print) -> Plan:
     """The plan of ``profile`` (see the module docstring). ``responder_factory`` maps a responder
     spec to a Responder (default :func:`~dpmv_lib.generate.responders.make_responder`; tests pass a
-    fake); ``only`` limits the notebooks ("03", ...)."""
+    fake); ``only`` limits the notebooks ("03", ...). With ``cache_dir`` the requests are kept
+    there (gzip pickle, keyed by :func:`plan_key`), so the next chunk skips the conditioning."""
     from ..bench.datasets import load_benchmark, load_gold_rules
     from ..common.paths import project_root, resolve
     from ..generate.interfaces import SIDES
@@ -151,6 +178,18 @@ def build_plan(profile: str = "llm", *, seed: int = 0, results_dir: str | Path |
     responders = {s: make(s) for s in specs}
     plan.responders = {r.name: r for r in responders.values()}
     first = responders[specs[0]]
+    cached = None
+    if cache_dir is not None:
+        key = plan_key(prof.name, seed, overrides, only, notebooks_dir, responders)
+        cached = Path(cache_dir) / f"plan-{prof.name}-{key}.pkl.gz"
+        if cached.is_file():
+            try:
+                with gzip.open(cached, "rb") as f:
+                    plan.parts, plan.notes = pickle.load(f)
+                log(f"[plan] requests read from {cached.name} (same code, data and settings)")
+                return plan
+            except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
+                log(f"[plan] ignoring unreadable {cached.name}: {exc}")
     nbs = {nb.number: nb for nb in select_notebooks(discover_notebooks(notebooks_dir), only)}
     for num in [n for n in PLANNED_NOTEBOOKS if n in nbs]:
         nb = nbs[num]
@@ -187,7 +226,7 @@ def build_plan(profile: str = "llm", *, seed: int = 0, results_dir: str | Path |
                 f"{len(bench)} pairs; {len(combos)} (B_a, K) x (em, pf); EM seeds {list(prof.em_seeds)}; T={v['T']}"))
             for b, k in combos:
                 here = list(dict.fromkeys(sels[(settings["b_a"] == b) & (settings["k"] == k)]))
-                methods = [sensitivity.SELECTOR_METHODS[x] for x in here]
+                methods = tuple(sensitivity.SELECTOR_METHODS[x] for x in here)
                 part.add(_conditioning_prompts(bench, methods, seeds=prof.em_seeds, turns=v["T"], B_a=b, K=k,
                                                plan_horizon=v["T"], workers=workers, progress=progress), first)
             plan.parts.append(part)
@@ -206,6 +245,12 @@ def build_plan(profile: str = "llm", *, seed: int = 0, results_dir: str | Path |
             plan.parts.append(part)
         log(f"[plan] {nb.name}: {len(plan.parts[-1].addresses)} distinct requests "
             f"({time.perf_counter() - t0:.0f} s)")
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(cached.name + f".{os.getpid()}.tmp")
+        with gzip.open(tmp, "wb") as f:
+            pickle.dump((plan.parts, plan.notes), f)
+        os.replace(tmp, cached)
     return plan
 
 

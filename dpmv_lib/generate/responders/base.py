@@ -113,6 +113,30 @@ class DecodingConfig:
         return d
 
 
+# SmolLM2-135M's decoding in every local backend (chosen on development pairs,
+# dpmv_lib/experiments/responder_dev.py; docs/generation_store.md): greedy with repetition control.
+SMOLLM2_DECODING = DecodingConfig(repetition_penalty=1.2)
+
+
+def repetition_adjusted(logits: Any, tokens: Sequence[int], decoding: DecodingConfig) -> Any:
+    """``logits`` (a numpy vector over the vocabulary) after ``decoding``'s repetition penalty
+    and no-repeat n-gram rule, given the sequence's own tokens so far (prompt and output)."""
+    import numpy as np
+
+    z = np.array(logits, dtype=np.float64, copy=True)
+    if decoding.repetition_penalty != 1 and len(tokens):
+        ids = np.unique(np.asarray(tokens, dtype=np.int64))
+        got = z[ids]
+        z[ids] = np.where(got > 0, got / decoding.repetition_penalty, got * decoding.repetition_penalty)
+    n = decoding.no_repeat_ngram_size
+    if n > 0 and len(tokens) >= n:
+        seq = list(tokens)
+        prefix = tuple(seq[len(seq) - n + 1:]) if n > 1 else ()
+        banned = [seq[i + n - 1] for i in range(len(seq) - n + 1) if tuple(seq[i:i + n - 1]) == prefix]
+        z[banned] = -np.inf
+    return z
+
+
 class Responder(ABC):
     """A response model: ``respond(prompts) -> texts`` (same order, one text per prompt).
 

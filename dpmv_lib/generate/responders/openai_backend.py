@@ -65,6 +65,11 @@ class OpenAIResponder(Responder):
                                 "top_p": float(d.top_p)}
         if not d.greedy:
             body["seed"] = key_seed(prompt.key)
+        # repetition control as vLLM's extra sampling fields (a server that rejects them answers 400)
+        if d.repetition_penalty != 1:
+            body["repetition_penalty"] = float(d.repetition_penalty)
+        if d.no_repeat_ngram_size > 0:
+            body["no_repeat_ngram_size"] = int(d.no_repeat_ngram_size)
         return body
 
     def _post(self, body: dict[str, Any]) -> str:

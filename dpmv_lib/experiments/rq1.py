@@ -102,10 +102,14 @@ class RQ1Result:
 
 
 # ---- data -----------------------------------------------------------------------------------------
-def select_pairs(bench: Benchmark, n: int | None, seed: int = 0) -> Benchmark:
+def select_pairs(bench: Benchmark, n: int | Mapping[str, int] | None, seed: int = 0) -> Benchmark:
     """A stratified subset of ``n`` pairs: equal shares per attribute, and within an attribute the
     split proportions of the track with at least one train, validation and test pair where the
-    track has them (so every auditor can be fitted, calibrated and evaluated). Deterministic."""
+    track has them (so every auditor can be fitted, calibrated and evaluated). Deterministic.
+    ``n`` may instead map splits to counts (e.g. ``{"train": 96}``): every pair of the splits not
+    named, and of each named split that many, with equal shares per attribute."""
+    if isinstance(n, Mapping):
+        return _select_by_split(bench, n, seed)
     if n is None or n >= len(bench):
         return bench
     if n < 1:
@@ -133,6 +137,19 @@ def select_pairs(bench: Benchmark, n: int | None, seed: int = 0) -> Benchmark:
             ids = sorted(by_split[s])
             take = min(quota[s], len(ids))
             keep.extend(rng.choice(ids, size=take, replace=False).tolist())
+    return bench.subset(keep)
+
+
+def _select_by_split(bench: Benchmark, counts: Mapping[str, int], seed: int) -> Benchmark:
+    splits = {p.split for p in bench}
+    keep = [p.pair_id for p in bench if p.split not in counts]
+    for split, k in sorted(counts.items()):
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ParameterError(f"pairs per split must be ints >= 1, got {split!r}: {k!r}")
+        if split not in splits:
+            continue
+        part = select_pairs(bench.subset([p.pair_id for p in bench if p.split == split]), k, seed)
+        keep.extend(p.pair_id for p in part)
     return bench.subset(keep)
 
 

@@ -84,6 +84,11 @@ def test_bad_specs_and_options_name_the_problem(tmp_path):
         make_responder("openvinox")
 
 
+def test_an_ignored_no_repeat_ngram_size_is_refused():
+    with pytest.raises(GenerationError, match="no_repeat_ngram_size"):
+        OpenVINOResponder("smollm2", DecodingConfig(no_repeat_ngram_size=4))
+
+
 def test_a_missing_export_is_a_clear_error(tmp_path):
     r = OpenVINOResponder("smollm2", ir=str(tmp_path))
     with pytest.raises(GenerationError) as exc:

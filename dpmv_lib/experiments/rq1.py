@@ -303,6 +303,15 @@ def ablation_views(benches: Mapping[str, Benchmark], config: RQ1Config, prof: Pr
     return df
 
 
+def run_scope(transcripts: pd.DataFrame) -> str:
+    """What a transcript table ran on: pairs per track (of which test, the evaluated split of the
+    learned auditors) and the EM seeds."""
+    parts = [f"{t}: {g['pair_id'].nunique()} pairs ({g.loc[g['split'] == 'test', 'pair_id'].nunique()} test)"
+             for t, g in transcripts.groupby("track", sort=True)]
+    seeds = sorted(int(x) for x in transcripts["seed"].unique() if int(x) >= 0)
+    return "; ".join(parts) + f"; EM seeds {seeds}"
+
+
 def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
     """Tables (CSV + Markdown) under {results}/tables and figures under {results}/figures."""
     from . import plots as P
@@ -313,11 +322,13 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
     cfg = res.config
     head = (f"Table 2 reproduction (RQ1) at T={cfg.T}, B_a={cfg.B_a}, K={cfg.K}; profile {res.profile.name}; "
             f"response model(s): {', '.join(sorted(res.table2['response_model'].unique()))}; encoder "
-            f"{cfg.encoder or res.profile.encoder}; judge {cfg.judge or res.profile.judge}.\n\n")
+            f"{cfg.encoder or res.profile.encoder}; judge {cfg.judge or res.profile.judge}; "
+            f"{run_scope(res.transcripts)}.\n\n")
     written = {"table2": TB.write_table(res.table2, tdir, "table2_rq1", head + TB.table2_markdown(res.table2))}
     if not res.comparison.empty:
         written["comparison"] = TB.write_table(res.comparison, tdir, "table2_rq1_vs_paper",
-                                               TB.comparison_markdown(res.comparison))
+                                               f"Profile {res.profile.name}; {run_scope(res.transcripts)}.\n\n"
+                                               + TB.comparison_markdown(res.comparison))
     aT = res.audit[res.audit["horizon"] == cfg.T]
     written["oracle"] = TB.write_table(res.oracle, tdir, "rq1_oracle_ceiling",
                                        TB.oracle_markdown(res.oracle, aT, float(cfg.B_a)))

@@ -3,6 +3,8 @@
     python -m dpmv_lib.run [--profile NAME] [--only NOTEBOOK ...] [-p KEY VALUE ...]
                            [--seed N] [--results-dir DIR] [--notebooks-dir DIR] [--timeout S]
     python -m dpmv_lib.run --status [--profile NAME | --results-dir DIR]
+    python -m dpmv_lib.run --profile NAME --plan [--rate R]
+    python -m dpmv_lib.run --profile NAME --generate-only --minutes N
 
 Notebooks are ``notebooks/NN_*.ipynb`` (01_data_construction, 02_mechanism,
 03_rq1_privacy_utility, 04_rq2_safeguards, 05_budget_sensitivity, 06_adaptive_adversary,
@@ -18,6 +20,13 @@ dpmv_lib modules it imports, the data manifests, the profile: :mod:`dpmv_lib.com
 ``current``, ``stale`` (with what changed) or ``unknown`` (no fingerprint recorded, or the run did
 not finish); it exits 0 either way. The default profile writes to ``results/``; any other
 profile to ``results/<profile>/`` so smoke runs never overwrite the committed results.
+
+A real response model's generations go to the results' committed store
+``{results_dir}/generations/`` (:mod:`dpmv_lib.generate.store`; the kernels get its path in
+``DPMV_GENERATION_STORE``). ``--plan`` prints per notebook the distinct requests, how many the
+store holds and how many are left, with an estimate at ``--rate`` responses/s (default: measured
+on one batch of the missing requests, which is kept); ``--generate-only --minutes N`` generates
+the next missing requests for N minutes and stops (:mod:`dpmv_lib.experiments.generation_plan`).
 
 Exit codes: 0 all notebooks ran; 1 a notebook failed (the run stops there); 2 bad arguments
 (unknown profile, notebook or parameter).
@@ -48,6 +57,7 @@ from .common import fingerprint as fp
 from .common.machine import cpu_info
 from .common.paths import project_root, resolve
 from .common.progress import ENV as PROGRESS_ENV
+from .generate.store import ENV as STORE_ENV
 from .experiments.profiles import PROFILES, get_profile
 
 NOTEBOOK_ORDER = ("01_data_construction", "02_mechanism", "03_rq1_privacy_utility",
@@ -463,6 +473,8 @@ def run_notebooks(profile: str = "default", *, only: Sequence[str] | None = None
     with _kernel_environment() as engine_options:
         # long steps (generation) append done/total, rate and ETA here: `tail -f` it
         os.environ.setdefault(PROGRESS_ENV, str(rd_abs / "progress.log"))
+        # real models' generations: the results' committed store (the surrogate is not stored)
+        os.environ.setdefault(STORE_ENV, str(rd_abs / "generations"))
         manifest["kernel_environment"] = {k: os.environ[k] for k in KERNEL_ENV_DEFAULTS}
         for i, entry in enumerate(todo, 1):
             nb = by_name[entry["name"]]
@@ -534,7 +546,57 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list notebooks and profiles, then exit")
     p.add_argument("--status", action="store_true", help="say for each notebook of each result set "
                    "whether its results are current or stale (and why) against this checkout, then exit")
+    p.add_argument("--plan", action="store_true", help="print per notebook the distinct response-model requests "
+                   "of the profile, how many its generation store holds, how many are left and the time left, "
+                   "then exit")
+    p.add_argument("--generate-only", action="store_true", help="generate the profile's next missing requests "
+                   "into its store for --minutes, then exit (no notebook runs)")
+    p.add_argument("--minutes", type=float, default=None, help="time limit of --generate-only")
+    p.add_argument("--rate", type=float, default=None, help="responses/s for --plan's estimate (default: measure "
+                   "one batch of missing requests, kept in the store)")
+    p.add_argument("--workers", type=int, default=None, help="processes for --plan's conditioning (default: the "
+                   "usable cores)")
     return p
+
+
+def plan_command(args: argparse.Namespace, overrides: Mapping[str, Any], echo=print) -> int:
+    """``--plan`` / ``--generate-only``: see the module docstring."""
+    from .experiments.generation_plan import build_plan, generate_missing
+
+    if args.generate_only and (args.minutes is None or args.minutes <= 0):
+        raise ParameterError("--generate-only needs --minutes N (N > 0)")
+    if args.rate is not None and args.rate <= 0:
+        raise ParameterError(f"--rate must be > 0, got {args.rate}")
+    prof = get_profile(args.profile or "default")
+    plan = build_plan(prof.name, seed=args.seed, results_dir=args.results_dir, notebooks_dir=args.notebooks_dir,
+                      overrides=overrides, only=args.only, workers=args.workers,
+                      cache_dir=project_root() / "results" / "cache" / "plans",
+                      progress=sys.stderr.isatty(), log=lambda m: print(m, file=sys.stderr, flush=True))
+    for n in plan.notes:
+        echo(f"note: {n}")
+    if not plan.parts:
+        return 0
+    rate, how = args.rate, "given with --rate"
+    if args.generate_only:
+        res = generate_missing(plan, minutes=args.minutes, log=lambda m: print(m, file=sys.stderr, flush=True))
+        echo(f"generate-only: {res.generated} generated in {res.seconds:.0f} s ({res.rate:.2f}/s), "
+             f"{res.from_cache} copied from the SQLite cache, {res.left} left; stopped: {res.stopped}")
+        rate, how = (res.rate, "measured by this chunk") if res.generated else (rate, how)
+    elif rate is None:
+        left = [a for _, a in plan.ordered() if a not in plan.store.load()]
+        if left:
+            res = generate_missing(plan, minutes=60, max_batches=1, log=lambda m: None)
+            rate, how = res.rate, f"measured on one batch of {res.generated} (kept in the store)"
+    table = plan.table(rate)
+    echo(f"profile {plan.profile}: generation store {_display_path(plan.store.directory, project_root())} "
+         f"({len(plan.store.shards())} shards, {plan.store.size_bytes() / 2**20:.1f} MiB)")
+    if plan.store.report.bad_lines or plan.store.report.torn:
+        echo(f"store problems (regenerated when needed): {len(plan.store.report.bad_lines)} bad entries, "
+             f"{len(plan.store.report.torn)} torn shards")
+    echo(table.to_string(index=False))
+    if rate:
+        echo(f"rate: {rate:.2f} responses/s ({how}; machine: {cpu_info().get('model', '?')})")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -549,6 +611,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(status_text(args.profile, args.results_dir, args.notebooks_dir))
             return 0
         overrides = parse_overrides(args.param)
+        if args.plan or args.generate_only:
+            return plan_command(args, overrides)
         run_notebooks(args.profile or "default", only=args.only, overrides=overrides, seed=args.seed,
                       results_dir=args.results_dir, notebooks_dir=args.notebooks_dir,
                       timeout=args.timeout,

@@ -37,6 +37,18 @@ def test_select_pairs_is_stratified_and_deterministic(pairedmem):
         select_pairs(pairedmem, 0)
 
 
+def test_select_pairs_by_split_keeps_the_other_splits_whole(pairedmem):
+    """The llm profile's {"train": 96}: every validation and test pair, 24 train pairs per attribute."""
+    sub = select_pairs(pairedmem, {"train": 96}, seed=0)
+    full = Counter(p.split for p in pairedmem)
+    assert Counter(p.split for p in sub) == {"train": 96, "validation": full["validation"], "test": full["test"]}
+    assert Counter(p.attribute for p in sub if p.split == "train") == {a: 24 for a in ("debt", "diabetes", "job_loss",
+                                                                                       "pregnancy")}
+    assert [p.pair_id for p in select_pairs(pairedmem, {"train": 96}, seed=0)] == [p.pair_id for p in sub]
+    with pytest.raises(ParameterError):
+        select_pairs(pairedmem, {"train": 0})
+
+
 def _table(over=None):
     """A Table 2 shaped like the paper's claims (all hold), with overrides (method, column) -> value."""
     base = {"GenericOnly": (0.5, 0.05, 0.40, 0.88, 0.04), "RawReadSet": (0.90, 0.60, 0.52, 0.70, 0.20),

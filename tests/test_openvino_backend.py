@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,11 @@ def test_bad_specs_and_options_name_the_problem(tmp_path):
         make_responder("openvinox")
 
 
+def test_an_ignored_no_repeat_ngram_size_is_refused():
+    with pytest.raises(GenerationError, match="no_repeat_ngram_size"):
+        OpenVINOResponder("smollm2", DecodingConfig(no_repeat_ngram_size=4))
+
+
 def test_a_missing_export_is_a_clear_error(tmp_path):
     r = OpenVINOResponder("smollm2", ir=str(tmp_path))
     with pytest.raises(GenerationError) as exc:
@@ -119,6 +125,22 @@ def test_f32_greedy_texts_do_not_depend_on_the_batch(ir):
     r = _ov(max_new_tokens=4, batch_size=8)
     r.respond(PROMPTS)
     assert 0 < r.generated_tokens <= 4 * len(PROMPTS)
+
+
+def test_repetition_control_stays_greedy_and_batch_invariant(ir):
+    """With SmolLM2's repetition control (the llm profile's decoding) the texts are the same at
+    batch 1 and batch 32 (32 prompts), and the control reaches the pipeline (texts change)."""
+    from dpmv_lib.generate.responders import SMOLLM2_DECODING
+
+    assert SMOLLM2_DECODING.repetition_control and SMOLLM2_DECODING.greedy
+    prompts = [Prompt(p.query, p.conditioning, ("p", i, 0)) for i, p in enumerate(PROMPTS * 4)]
+    prompts = [Prompt(p.query + (" Please." if i >= 16 else ""), p.conditioning, p.key) for i, p in enumerate(prompts)]
+    dec = replace(SMOLLM2_DECODING, max_new_tokens=48)
+    one = OpenVINOResponder("smollm2", dec, threads=2, batch_size=1).respond(prompts)
+    many = OpenVINOResponder("smollm2", dec, threads=2, batch_size=32).respond(prompts)
+    assert one == many and all(t.strip() for t in one)
+    plain = OpenVINOResponder("smollm2", DecodingConfig(max_new_tokens=48), threads=2, batch_size=32).respond(prompts)
+    assert plain != many
 
 
 def test_f32_greedy_texts_do_not_depend_on_the_thread_count(ir, tmp_path, monkeypatch):

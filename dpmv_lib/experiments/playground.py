@@ -42,6 +42,7 @@ from ..core.policy import Policy, Query
 from ..core.releases import FAILSAFE_UTILITY, Release, selector_log_probabilities
 from ..core.selection import DP_SELECTOR_TAGS
 from ..core.store import MemoryStore, differing_positions
+from ..generate.generation import generate_responses
 from ..generate.interfaces import MemViewInterface, make_interface, render_guidance
 from ..generate.responders import Prompt, Responder, make_responder
 
@@ -479,8 +480,8 @@ class Responses:
         prompts = {(t, s): self.prompt(rep, s, t) for t in turns for s in SIDES}
         keys = {k: (p.query, p.conditioning, p.key) for k, p in prompts.items()}
         todo = list(dict.fromkeys(v for v in keys.values() if v not in self._cache))
-        if todo:
-            texts = self.responder.respond([Prompt(q, c, k) for q, c, k in todo])
+        if todo:   # through the generation cache and the run's store (none for the surrogate)
+            texts = generate_responses([Prompt(q, c, k) for q, c, k in todo], self.responder, progress=False)
             self._cache.update(zip(todo, texts))
         return pd.DataFrame([{"turn": t + 1, "side": s, "query": prompts[(t, s)].query,
                               "conditioning": prompts[(t, s)].conditioning, "response": self._cache[keys[(t, s)]]}

@@ -12,7 +12,8 @@ from ..core.errors import ParameterError
 class Profile:
     name: str
     description: str
-    pairs: int | None            # PairedMem pairs evaluated (None = all 320)
+    pairs: int | dict[str, int] | None  # PairedMem pairs evaluated (None = all 320; {split: n}: n of
+                                        # that split and every pair of the others, rq1.select_pairs)
     transfer_pairs: int | None   # transfer pairs evaluated (None = all 67)
     responder: str               # "surrogate" | "smollm2" | "hf:<path>" | "llamacpp[:<gguf>][@f16]"
                                  # | "openai:<base_url>|<model>"
@@ -50,12 +51,15 @@ PROFILES: dict[str, Profile] = {
     "default": Profile("default", "the main job on a laptop CPU, all tables",
                        pairs=None, transfer_pairs=None, responder="surrogate", encoder="minilm",
                        judge="rubric"),
-    # Full scale (issue 12 section 4): all pairs, T = 16, EM seeds {0, 1, 2}; OpenVINO f32 is the
-    # batch-invariant engine measured fastest without AMX (benchmarks/results/generation.md).
-    # Horizons stop at T = 16 (T_max), the issue's T: notebook 04's curves to T = 32 would about
-    # double its distinct prompts (every turn adds new queries), hours more on 2 cores.
-    "llm": Profile("llm", "real offline generation with SmolLM2-135M-Instruct (OpenVINO f32), all pairs, no network",
-                   pairs=None, transfer_pairs=None, responder="openvino:smollm2@f32", encoder="minilm",
+    # SmolLM2 through OpenVINO f32 (the batch-invariant engine measured fastest without AMX,
+    # benchmarks/results/generation.md), EM seeds {0, 1, 2}, T = 16. Sized to about 6 hours of
+    # generation at 2 responses/s (docs/generation_store.md, `--plan`): every validation and test
+    # pair (the reported ones) and 96 of the 193 PairedMem train pairs, which only fit the auditors
+    # (all 320 pairs: 55,023 distinct requests, 7.6 h); horizons stop at T = 16 (T_max): notebook
+    # 04's curves to T = 32 would about double its distinct prompts.
+    "llm": Profile("llm", "real offline generation with SmolLM2-135M-Instruct (OpenVINO f32): every validation, "
+                   "test and transfer pair, 96 train pairs, no network",
+                   pairs={"train": 96}, transfer_pairs=None, responder="openvino:smollm2@f32", encoder="minilm",
                    judge="rubric", notebook_defaults={"T_max": 16}),
     "llm-smoke": Profile("llm-smoke", "the llm profile's code path end to end on 16 + 4 pairs, one EM seed",
                          pairs=16, transfer_pairs=4, responder="openvino:smollm2@f32", encoder="minilm",

@@ -102,10 +102,14 @@ class RQ1Result:
 
 
 # ---- data -----------------------------------------------------------------------------------------
-def select_pairs(bench: Benchmark, n: int | None, seed: int = 0) -> Benchmark:
+def select_pairs(bench: Benchmark, n: int | Mapping[str, int] | None, seed: int = 0) -> Benchmark:
     """A stratified subset of ``n`` pairs: equal shares per attribute, and within an attribute the
     split proportions of the track with at least one train, validation and test pair where the
-    track has them (so every auditor can be fitted, calibrated and evaluated). Deterministic."""
+    track has them (so every auditor can be fitted, calibrated and evaluated). Deterministic.
+    ``n`` may instead map splits to counts (e.g. ``{"train": 96}``): every pair of the splits not
+    named, and of each named split that many, with equal shares per attribute."""
+    if isinstance(n, Mapping):
+        return _select_by_split(bench, n, seed)
     if n is None or n >= len(bench):
         return bench
     if n < 1:
@@ -133,6 +137,19 @@ def select_pairs(bench: Benchmark, n: int | None, seed: int = 0) -> Benchmark:
             ids = sorted(by_split[s])
             take = min(quota[s], len(ids))
             keep.extend(rng.choice(ids, size=take, replace=False).tolist())
+    return bench.subset(keep)
+
+
+def _select_by_split(bench: Benchmark, counts: Mapping[str, int], seed: int) -> Benchmark:
+    splits = {p.split for p in bench}
+    keep = [p.pair_id for p in bench if p.split not in counts]
+    for split, k in sorted(counts.items()):
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ParameterError(f"pairs per split must be ints >= 1, got {split!r}: {k!r}")
+        if split not in splits:
+            continue
+        part = select_pairs(bench.subset([p.pair_id for p in bench if p.split == split]), k, seed)
+        keep.extend(p.pair_id for p in part)
     return bench.subset(keep)
 
 
@@ -286,6 +303,15 @@ def ablation_views(benches: Mapping[str, Benchmark], config: RQ1Config, prof: Pr
     return df
 
 
+def run_scope(transcripts: pd.DataFrame) -> str:
+    """What a transcript table ran on: pairs per track (of which test, the evaluated split of the
+    learned auditors) and the EM seeds."""
+    parts = [f"{t}: {g['pair_id'].nunique()} pairs ({g.loc[g['split'] == 'test', 'pair_id'].nunique()} test)"
+             for t, g in transcripts.groupby("track", sort=True)]
+    seeds = sorted(int(x) for x in transcripts["seed"].unique() if int(x) >= 0)
+    return "; ".join(parts) + f"; EM seeds {seeds}"
+
+
 def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
     """Tables (CSV + Markdown) under {results}/tables and figures under {results}/figures."""
     from . import plots as P
@@ -296,11 +322,13 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
     cfg = res.config
     head = (f"Table 2 reproduction (RQ1) at T={cfg.T}, B_a={cfg.B_a}, K={cfg.K}; profile {res.profile.name}; "
             f"response model(s): {', '.join(sorted(res.table2['response_model'].unique()))}; encoder "
-            f"{cfg.encoder or res.profile.encoder}; judge {cfg.judge or res.profile.judge}.\n\n")
+            f"{cfg.encoder or res.profile.encoder}; judge {cfg.judge or res.profile.judge}; "
+            f"{run_scope(res.transcripts)}.\n\n")
     written = {"table2": TB.write_table(res.table2, tdir, "table2_rq1", head + TB.table2_markdown(res.table2))}
     if not res.comparison.empty:
         written["comparison"] = TB.write_table(res.comparison, tdir, "table2_rq1_vs_paper",
-                                               TB.comparison_markdown(res.comparison))
+                                               f"Profile {res.profile.name}; {run_scope(res.transcripts)}.\n\n"
+                                               + TB.comparison_markdown(res.comparison))
     aT = res.audit[res.audit["horizon"] == cfg.T]
     written["oracle"] = TB.write_table(res.oracle, tdir, "rq1_oracle_ceiling",
                                        TB.oracle_markdown(res.oracle, aT, float(cfg.B_a)))

@@ -44,6 +44,7 @@ from ..common.machine import usable_cores
 from ..common.parallel import check_workers
 from ..common.progress import ProgressLog
 from .cache import GenerationCache, content_address
+from .store import messages_sha256
 from ..core.errors import GenerationError, ParameterError
 from .interfaces import RQ1_METHODS, SIDES, Interface, make_interface, to_json
 from .responders.base import Prompt, Responder
@@ -196,32 +197,51 @@ def _unique(prompts: Sequence[Prompt], seeded: bool) -> tuple[list[Prompt], list
     return reps, index
 
 
+def request_addresses(prompts: Sequence[Prompt], responder: Responder
+                      ) -> tuple[list[Prompt], list[int], list[str], dict[str, dict[str, Any]]]:
+    """Stage 2: the distinct requests of ``prompts`` (representatives), each prompt's
+    representative index, the representatives' content addresses, and per address the fields a
+    store entry records (backend, model, revision, decoding, rendered messages' hash)."""
+    reps, index = _unique(prompts, responder.seeded)
+    identity = responder.identity()
+    addresses: list[str] = []
+    meta: dict[str, dict[str, Any]] = {}
+    for p in reps:
+        req = responder.request(p)
+        a = content_address(identity, req)
+        addresses.append(a)
+        meta[a] = {"backend": identity["backend"], "model": identity["model"], "revision": identity["revision"],
+                   "decoding": identity["decoding"], "messages_sha256": messages_sha256(req["messages"])}
+    return reps, index, addresses, meta
+
+
+def default_batch_size(responder: Responder) -> int:
+    """Prompts per ``respond`` call (and per store flush): the backend's batch size, 4 x the
+    concurrency of a server, 2048 for the surrogate."""
+    if responder.backend == "openai":
+        return max(1, 4 * getattr(responder, "concurrency", 8))
+    if responder.backend == "surrogate":
+        return 2048
+    return getattr(responder, "batch_size", None) or 64
+
+
 def _generate(prompts: Sequence[Prompt], responder: Responder, cache: Any, batch_size: int | None,
               progress: bool, stats: GenerationStats) -> tuple[list[str], list[str]]:
     """Stages 2-3: (text per prompt, content address per prompt)."""
-    reps, index = _unique(prompts, responder.seeded)
+    reps, index, addresses, meta = request_addresses(prompts, responder)
     stats.requests += len(prompts)
     stats.unique_requests += len(reps)
-    identity = responder.identity()
-    addresses = [content_address(identity, responder.request(p)) for p in reps]
     texts: list[str | None] = [None] * len(reps)
     store = _open_cache(cache, responder)
     try:
         if store is not None:
-            hit = store.get_many(addresses)
+            hit = store.get_many(addresses, meta)
             for j, a in enumerate(addresses):
                 if a in hit:
                     texts[j] = hit[a]
             stats.cache_hits += len(hit)
         todo = [j for j, t in enumerate(texts) if t is None]
-        if batch_size is not None:
-            bs = batch_size
-        elif responder.backend == "openai":
-            bs = max(1, 4 * getattr(responder, "concurrency", 8))
-        elif responder.backend == "surrogate":
-            bs = 2048
-        else:
-            bs = getattr(responder, "batch_size", None) or 64
+        bs = batch_size if batch_size is not None else default_batch_size(responder)
         plog = ProgressLog(f"generate ({responder.name})", len(todo)) if todo else None
         with tqdm(total=len(todo), desc=f"generate ({responder.name})", unit="resp", disable=not progress) as bar:
             for s in range(0, len(todo), bs):
@@ -235,7 +255,7 @@ def _generate(prompts: Sequence[Prompt], responder: Responder, cache: Any, batch
                         raise GenerationError(f"responder {responder.name!r} returned a {type(t).__name__}, not text")
                     texts[j] = t
                 if store is not None:
-                    store.put_many([(addresses[j], t) for j, t in zip(chunk, outs)])
+                    store.put_many([(addresses[j], t) for j, t in zip(chunk, outs)], meta)
                 stats.generated += len(chunk)
                 bar.update(len(chunk))
                 if plog is not None:

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 from ...core.errors import ParameterError, ParameterTypeError
 from ...core.policy import Policy
-from .base import (SYSTEM_PROMPT, DecodingConfig, Prompt, Responder, build_messages, key_seed,
+from .base import (SMOLLM2_DECODING, SYSTEM_PROMPT, DecodingConfig, Prompt, Responder, build_messages, key_seed,
                    parse_messages)
 from .llamacpp_backend import LlamaCppResponder
 from .openai_backend import OpenAIResponder
@@ -26,7 +26,7 @@ from .openvino_backend import OpenVINOResponder
 from .surrogate import SurrogateResponder
 from .transformers_backend import TransformersResponder, smollm2_gguf
 
-__all__ = ["SYSTEM_PROMPT", "DecodingConfig", "Prompt", "Responder", "build_messages", "key_seed",
+__all__ = ["SMOLLM2_DECODING", "SYSTEM_PROMPT", "DecodingConfig", "Prompt", "Responder", "build_messages", "key_seed",
            "parse_messages", "LlamaCppResponder", "OpenAIResponder", "OpenVINOResponder", "SurrogateResponder",
            "TransformersResponder",
            "smollm2_gguf", "make_responder"]
@@ -53,7 +53,8 @@ def make_responder(spec: str, policies: Policy | Iterable[Policy] | None = None,
         The public policies whose view vocabularies the surrogate knows (needed for
         ``surrogate`` only).
     decoding : DecodingConfig, optional
-        Shared decoding settings (default: the backend's default).
+        Shared decoding settings (default: :data:`SMOLLM2_DECODING` for the packaged SmolLM2
+        in any local engine, else the backend's default).
     **kwargs
         Backend options.
 
@@ -90,6 +91,8 @@ def make_responder(spec: str, policies: Policy | Iterable[Policy] | None = None,
         return SurrogateResponder(policies, decoding, **kwargs)
     if spec == "smollm2" or spec.startswith(("smollm2@", "hf:")):
         model, _, dtype = (spec[3:] if spec.startswith("hf:") else spec).partition("@")
+        if model == "smollm2":
+            decoding = decoding or SMOLLM2_DECODING
         if dtype:
             if dtype not in _TORCH_DTYPES:
                 raise ParameterError(f"transformers precision must be one of {sorted(_TORCH_DTYPES)}, got {dtype!r}")
@@ -97,11 +100,15 @@ def make_responder(spec: str, policies: Policy | Iterable[Policy] | None = None,
         return TransformersResponder(model, decoding, **kwargs)
     if spec == "llamacpp" or spec.startswith("llamacpp:"):
         model, _, weights = (spec[len("llamacpp:"):] or "smollm2").partition("@")
+        if model == "smollm2":
+            decoding = decoding or SMOLLM2_DECODING
         if weights:
             kwargs.setdefault("weights", weights)
         return LlamaCppResponder(model, decoding, **kwargs)
     if spec == "openvino" or spec.startswith("openvino:"):
         model, _, precision = (spec[len("openvino:"):] or "smollm2").partition("@")
+        if (model or "smollm2") == "smollm2":
+            decoding = decoding or SMOLLM2_DECODING
         if precision:
             kwargs.setdefault("precision", precision)
         return OpenVINOResponder(model or "smollm2", decoding, **kwargs)

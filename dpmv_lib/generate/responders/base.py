@@ -66,11 +66,20 @@ class DecodingConfig:
     """Decoding shared by all compared interfaces for one response model.
 
     ``temperature == 0`` is greedy decoding (seed-independent); > 0 samples with a per-prompt
-    seed derived from the prompt key. ``max_new_tokens`` is the shared output limit."""
+    seed derived from the prompt key. ``max_new_tokens`` is the shared output limit.
+    Repetition control (both act on one sequence's own tokens, so greedy decoding stays
+    deterministic and independent of the batch): ``repetition_penalty`` > 1 divides the positive
+    logits (multiplies the negative ones) of tokens already in the prompt or the output (the
+    CTRL penalty that transformers, OpenVINO GenAI and vLLM implement); ``no_repeat_ngram_size``
+    n > 0 forbids any n-gram from occurring twice in the output. At their off values (1.0, 0)
+    they are left out of :meth:`to_dict`, so the content addresses of generations without them
+    do not change."""
 
     max_new_tokens: int = 128
     temperature: float = 0.0
     top_p: float = 1.0
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
@@ -79,13 +88,53 @@ class DecodingConfig:
             raise ParameterError(f"temperature must be in [0, 100), got {self.temperature!r}")
         if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
             raise ParameterError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.repetition_penalty, bool) or not isinstance(self.repetition_penalty, (int, float)) \
+                or not 1 <= self.repetition_penalty <= 10:
+            raise ParameterError(f"repetition_penalty must be in [1, 10] (1: off), got {self.repetition_penalty!r}")
+        if isinstance(self.no_repeat_ngram_size, bool) or not isinstance(self.no_repeat_ngram_size, int) \
+                or self.no_repeat_ngram_size < 0:
+            raise ParameterError("no_repeat_ngram_size must be an int >= 0 (0: off), "
+                                 f"got {self.no_repeat_ngram_size!r}")
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
 
+    @property
+    def repetition_control(self) -> bool:
+        return self.repetition_penalty != 1 or self.no_repeat_ngram_size > 0
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if d["repetition_penalty"] == 1:
+            del d["repetition_penalty"]
+        if d["no_repeat_ngram_size"] == 0:
+            del d["no_repeat_ngram_size"]
+        return d
+
+
+# SmolLM2-135M's decoding in every local backend (chosen on development pairs,
+# dpmv_lib/experiments/responder_dev.py; docs/generation_store.md): greedy with repetition control.
+SMOLLM2_DECODING = DecodingConfig(repetition_penalty=1.2)
+
+
+def repetition_adjusted(logits: Any, tokens: Sequence[int], decoding: DecodingConfig) -> Any:
+    """``logits`` (a numpy vector over the vocabulary) after ``decoding``'s repetition penalty
+    and no-repeat n-gram rule, given the sequence's own tokens so far (prompt and output)."""
+    import numpy as np
+
+    z = np.array(logits, dtype=np.float64, copy=True)
+    if decoding.repetition_penalty != 1 and len(tokens):
+        ids = np.unique(np.asarray(tokens, dtype=np.int64))
+        got = z[ids]
+        z[ids] = np.where(got > 0, got / decoding.repetition_penalty, got * decoding.repetition_penalty)
+    n = decoding.no_repeat_ngram_size
+    if n > 0 and len(tokens) >= n:
+        seq = list(tokens)
+        prefix = tuple(seq[len(seq) - n + 1:]) if n > 1 else ()
+        banned = [seq[i + n - 1] for i in range(len(seq) - n + 1) if tuple(seq[i:i + n - 1]) == prefix]
+        z[banned] = -np.inf
+    return z
 
 
 class Responder(ABC):
@@ -101,6 +150,11 @@ class Responder(ABC):
     model_id: str = ""
     revision: str = ""
     decoding: DecodingConfig = DecodingConfig()
+    system: str = SYSTEM_PROMPT     # the system message of every prompt (part of the request)
+
+    def messages(self, prompt: Prompt) -> list[dict[str, str]]:
+        """The chat messages this responder sends for ``prompt`` (:func:`build_messages`)."""
+        return build_messages(prompt, self.system)
 
     @property
     def seeded(self) -> bool:
@@ -112,7 +166,7 @@ class Responder(ABC):
 
     def request(self, prompt: Prompt) -> dict[str, Any]:
         """The content that determines this prompt's output (the cache's content address)."""
-        body: dict[str, Any] = {"messages": build_messages(prompt)}
+        body: dict[str, Any] = {"messages": self.messages(prompt)}
         if self.seeded:
             body["key"] = list(prompt.key)
         return body

@@ -44,7 +44,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...core.errors import GenerationError
-from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
+from .base import DecodingConfig, Prompt, Responder, key_seed, repetition_adjusted
 from .transformers_backend import file_fingerprint, cpu_threads, smollm2_gguf
 
 log = logging.getLogger(__name__)
@@ -279,7 +279,7 @@ class LlamaCppResponder(Responder):
     def render(self, prompt: Prompt) -> str:
         """The prompt text (the GGUF's own chat template, as transformers renders it)."""
         s = self.load()
-        return s["template"].render(messages=build_messages(prompt), add_generation_prompt=True,
+        return s["template"].render(messages=self.messages(prompt), add_generation_prompt=True,
                                     bos_token=s["bos"], eos_token=s["eos"])
 
     def tokenize(self, text: str) -> list[int]:
@@ -362,7 +362,10 @@ class LlamaCppResponder(Responder):
         job = self._jobs.get(seq)
         if job is None:          # the shared prefix: its logits are not needed
             return
-        tok = self._choose(self._logits(row), job["rng"])
+        logits = self._logits(row)
+        if self.decoding.repetition_control:
+            logits = repetition_adjusted(logits, job["prompt"] + job["out"], self.decoding)
+        tok = self._choose(logits, job["rng"])
         L, vocab = self._loaded["L"], self._loaded["vocab"]
         if L.llama_vocab_is_eog(vocab, tok):
             job["done"] = True
@@ -383,7 +386,7 @@ class LlamaCppResponder(Responder):
             if shared:
                 L.llama_memory_seq_cp(mem, s["prefix_seq"], seq, -1, -1)
             rng = None if self.decoding.greedy else np.random.default_rng(key_seed(p.key))
-            self._jobs[seq] = {"rng": rng, "out": [], "done": False, "pos": len(toks)}
+            self._jobs[seq] = {"rng": rng, "out": [], "done": False, "pos": len(toks), "prompt": list(toks)}
             items.append((seq, shared, toks[shared:]))
         self.prompt_tokens_evaluated += sum(len(t) for _, _, t in items)
         rows = self._decode_chunks(items)

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 from ...core.errors import GenerationError
-from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
+from .base import DecodingConfig, Prompt, Responder, key_seed
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
@@ -60,11 +60,16 @@ class OpenAIResponder(Responder):
 
     def payload(self, prompt: Prompt) -> dict[str, Any]:
         d = self.decoding
-        body: dict[str, Any] = {"model": self.model_id, "messages": build_messages(prompt),
+        body: dict[str, Any] = {"model": self.model_id, "messages": self.messages(prompt),
                                 "max_tokens": d.max_new_tokens, "temperature": float(d.temperature),
                                 "top_p": float(d.top_p)}
         if not d.greedy:
             body["seed"] = key_seed(prompt.key)
+        # repetition control as vLLM's extra sampling fields (a server that rejects them answers 400)
+        if d.repetition_penalty != 1:
+            body["repetition_penalty"] = float(d.repetition_penalty)
+        if d.no_repeat_ngram_size > 0:
+            body["no_repeat_ngram_size"] = int(d.no_repeat_ngram_size)
         return body
 
     def _post(self, body: dict[str, Any]) -> str:

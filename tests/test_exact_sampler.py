@@ -709,3 +709,22 @@ def test_fixed_samplers_work_does_not_depend_on_off_grid_utilities(eps, monkeypa
             assert len(seen) == 1, (sampler.__name__, um, ump, seen)
     sizes = {max(Fraction(x).denominator.bit_length() for x in pair) for pair in OFF_GRID[0]}
     assert len(sizes) == 2   # (the exact values themselves: 1 bit against 55)
+
+
+def test_grid_flooring_is_exact_for_every_kind_of_utility():
+    """floor(D u) computed with fixed-size operands equals the exact rational floor, for floats
+    (normal, subnormal, 0, 1), Fractions, ints and numpy scalars; a denominator beyond the public
+    GRID_INPUT_BITS, a value outside [0, 1] and NaN are refused."""
+    import math as _m
+    grid = mechanism.utility_grid(DU)
+    rnd = random.Random(8)
+    xs = [0.0, 1.0, 5e-324, 2.2250738585072014e-308, 0.1, 0.5, 1 - 2 ** -53, 2.0 ** -93, 3 * 2.0 ** -95]
+    xs += [rnd.random() for _ in range(500)] + [rnd.random() * 2.0 ** -rnd.randrange(1, 1070) for _ in range(500)]
+    xs += [Fraction(x) for x in xs[:200]]
+    xs += [Fraction(1, 10 ** 300), Fraction(1, 3), Fraction(2, 3 ** 200) + Fraction(1, 2), 0, 1,
+           np.float64(0.3), np.float32(0.3), np.int64(1)]
+    ms, g = grid_utilities(xs, DU)
+    assert g == grid and ms == [_m.floor(mechanism.exact_utility(x) * grid) for x in xs]
+    for bad in ([Fraction(1, 2 ** 1200)], [1.5], [float("nan")], [-0.0 - 1e-300], [Fraction(-1, 3)]):
+        with pytest.raises(ParameterError):
+            grid_utilities(bad, DU)

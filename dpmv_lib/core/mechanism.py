@@ -422,16 +422,44 @@ def utility_grid(sensitivity: Number) -> int:
     return math.lcm(UTILITY_GRID, du.denominator)
 
 
+#: Bits every rational utility's denominator is padded to before it is floored to the grid (a
+#: float's is at most 2^1074, 10^300 < 2^997); a larger denominator is refused.
+GRID_INPUT_BITS = 1152
+_F53 = float(1 << 53)
+
+
+@lru_cache(maxsize=64)
+def _float_plan(grid: int) -> tuple[int, int]:
+    """(top, B) for floats: u D = n D / 2^s with n < 2^53, so the floor is 0 once s >= top."""
+    top = 53 + grid.bit_length()
+    return top, 1 << (top + 1)
+
+
 def _grid_numerator(u: object, grid: int) -> int:
-    """floor(D u) for a utility u in [0, 1] read exactly (ParameterError otherwise)."""
-    if isinstance(u, float) and math.isfinite(u):
-        num, den = u.as_integer_ratio()   # (no Fraction, no gcd: the same few operations for every float)
-    else:
-        f = exact_utility(u)
-        num, den = f.numerator, f.denominator
+    """floor(D u) for a utility u in [0, 1] read exactly, with the same operations on operands of
+    the same sizes whatever u is (ParameterError if it is not a number in [0, 1]).
+
+    A float u = mant 2^e (mant in [1/2, 1), from frexp: n = 2^53 mant has 53 bits; u = 0 is read
+    as 5e-324, whose floor is 0 as well): floor(D u) = floor((n D + B) / 2^s) - B / 2^s with
+    s = min(53 - e, top), B = 2^(top + 1) (a multiple of 2^s). A rational p / q (p + q and q
+    shifted to GRID_INPUT_BITS bits of q, never 0): floor(D p / q) = ((p + q) D + q) // q - D - 1."""
+    if isinstance(u, float):
+        if not 0.0 <= u <= 1.0:   # (also NaN)
+            raise ParameterError(f"utilities must be finite and lie in [0, 1] (Eq. 6), got {u!r}")
+        top, big = _float_plan(grid)
+        mant, e = math.frexp(u or 5e-324)
+        s = min(53 - e, top)
+        return ((int(mant * _F53) * grid + big) >> s) - (big >> s)
+    f = exact_utility(u)
+    num, den = f.numerator, f.denominator
     if num < 0 or num > den:
         raise ParameterError(f"utilities must lie in [0, 1] (Eq. 6), got {u}")
-    return num * grid // den
+    pad = GRID_INPUT_BITS - den.bit_length()
+    if pad < 0:
+        raise ParameterError(f"a utility's denominator has {den.bit_length()} bits, more than the "
+                             f"{GRID_INPUT_BITS} the fixed-work samplers read; round it first")
+    top, den = (num + den) << pad, den << pad
+    return (top * grid + den) // den - grid - 1
 
 
 def grid_utilities(utilities: Sequence[Number], sensitivity: Number) -> tuple[list[int], int]:

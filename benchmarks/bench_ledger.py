@@ -77,15 +77,23 @@ GAP_US = 150      # ... then as many after a busy wait of this long each (fsync 
 _TREE: list[Path] = []  # the checkout this worker measures
 
 
+#: Where a module lives in each layout a measured tree may have (the first that the tree holds).
+_PLACES = {"examples": ("checks.examples", "core.examples", "examples"),
+           "durable": ("ledgers.sqlite", "core.durable", "durable"),
+           "durable_pg": ("ledgers.postgres", "core.durable_pg", "durable_pg"),
+           "witness": ("ledgers.witness", "core.witness", "witness")}
+
+
 def _core(name: str):
-    """dpmv_lib.core.<name> of the measured tree, or dpmv_lib.<name> in a checkout from before the
-    layered layout (issue 15). The layout is read from the tree itself, and the module must come
-    from it: an editable install of another checkout (e.g. /work/main) would otherwise serve
-    ``dpmv_lib.core`` to an old tree that has no such package."""
+    """The module ``name`` of the measured tree, in whichever layout it has (``dpmv_lib.core``,
+    ``dpmv_lib.ledgers``, ``dpmv_lib.checks`` or flat). The layout is read from the tree itself,
+    and the module must come from it: an editable install of another checkout (e.g. /work/main)
+    would otherwise serve its own modules to an old tree."""
     import importlib
     tree = _TREE[0]
-    mod = importlib.import_module(f"dpmv_lib.core.{name}" if (tree / "dpmv_lib" / "core").is_dir()
-                                  else f"dpmv_lib.{name}")
+    places = _PLACES.get(name, (f"core.{name}", name))
+    place = next((p for p in places if (tree / "dpmv_lib" / (p.replace(".", "/") + ".py")).is_file()), places[-1])
+    mod = importlib.import_module(f"dpmv_lib.{place}")
     if not Path(mod.__file__).resolve().is_relative_to(tree):
         raise RuntimeError(f"{mod.__name__} was imported from {mod.__file__}, not from the measured tree {tree}")
     return mod

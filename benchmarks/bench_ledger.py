@@ -45,7 +45,9 @@ the write transactions that committed them, both counted by the worker processes
 calls and write COMMITs), i.e. how many releases group commit put into one transaction and fsync.
 Writes benchmarks/results/ledger[_LABEL].json and .md.
 
-``DPMV_BENCH_WITNESS_SYNC=1`` opens the SQLite ledgers with ``FileWitness(<db>.witness, sync=True)``
+``DPMV_BENCH_KEY=1`` opens the SQLite ledgers with a 32-byte HMAC key (a keyed chain, and a keyed
+witness in a tree whose witness takes the key). ``DPMV_BENCH_WITNESS_SYNC=1`` opens the SQLite
+ledgers with ``FileWitness(<db>.witness, sync=True)``
 (the rollback witness fsynced per write transaction; in a tree with dpmv_lib/ledgers/witness.py).
 
 Quiet-machine run (both trees interleaved: ~1.5 min on 2 cores; several minutes when every fsync takes ~4 ms)::
@@ -120,6 +122,8 @@ def worker(spec: dict) -> None:
             if os.environ.get("DPMV_BENCH_WITNESS_SYNC") == "1" \
                     and (Path(spec["tree"]) / "dpmv_lib/ledgers/witness.py").exists():
                 kw["witness"] = _core("witness").FileWitness(str(spec["db"]) + ".witness", sync=True)
+            if os.environ.get("DPMV_BENCH_KEY") == "1":   # an HMAC-keyed chain (and witness, where it has one)
+                kw["key"] = bytes(range(32))
             return _core("durable").SqliteLedger.for_policy(spec["db"], user, policy, **kw)
         return _core("durable_pg").PostgresLedger.for_policy(spec["db"], user, policy)
 

@@ -322,7 +322,11 @@ class FileWitness:
             mark, older = self._mark(user_id, fd)
             if mark.seq >= seq:
                 return  # (written and synced by whoever wrote it, under this lock)
-            os.pwrite(fd, _slot(self._mac, user_id, seq, hash, g), older * _SLOT)
+            line = _slot(self._mac, user_id, seq, hash, g)
+            os.pwrite(fd, line, older * _SLOT)
+            raw = self._seen[user_id][0]   # (what _mark verified, under this lock): now with the new slot
+            self._seen[user_id] = (raw[:older * _SLOT] + line + raw[(older + 1) * _SLOT:],
+                                   WitnessMark(seq, hash, g), 1 - older)
             if self.sync:
                 getattr(os, "fdatasync", os.fsync)(fd)  # (fsync where there is no fdatasync)
         except OSError as exc:

@@ -45,7 +45,9 @@ the write transactions that committed them, both counted by the worker processes
 calls and write COMMITs), i.e. how many releases group commit put into one transaction and fsync.
 Writes benchmarks/results/ledger[_LABEL].json and .md.
 
-``DPMV_BENCH_WITNESS_SYNC=1`` opens the SQLite ledgers with ``FileWitness(<db>.witness, sync=True)``
+``DPMV_BENCH_KEY=1`` opens the SQLite ledgers with a 32-byte HMAC key (a keyed chain, and a keyed
+witness in a tree whose witness takes the key). ``DPMV_BENCH_WITNESS_SYNC=1`` opens the SQLite
+ledgers with ``FileWitness(<db>.witness, sync=True)``
 (the rollback witness fsynced per write transaction; in a tree with dpmv_lib/ledgers/witness.py).
 
 Quiet-machine run (both trees interleaved: ~1.5 min on 2 cores; several minutes when every fsync takes ~4 ms)::
@@ -77,15 +79,23 @@ GAP_US = 150      # ... then as many after a busy wait of this long each (fsync 
 _TREE: list[Path] = []  # the checkout this worker measures
 
 
+#: Where a module lives in each layout a measured tree may have (the first that the tree holds).
+_PLACES = {"examples": ("checks.examples", "core.examples", "examples"),
+           "durable": ("ledgers.sqlite", "core.durable", "durable"),
+           "durable_pg": ("ledgers.postgres", "core.durable_pg", "durable_pg"),
+           "witness": ("ledgers.witness", "core.witness", "witness")}
+
+
 def _core(name: str):
-    """dpmv_lib.core.<name> of the measured tree, or dpmv_lib.<name> in a checkout from before the
-    layered layout (issue 15). The layout is read from the tree itself, and the module must come
-    from it: an editable install of another checkout (e.g. /work/main) would otherwise serve
-    ``dpmv_lib.core`` to an old tree that has no such package."""
+    """The module ``name`` of the measured tree, in whichever layout it has (``dpmv_lib.core``,
+    ``dpmv_lib.ledgers``, ``dpmv_lib.checks`` or flat). The layout is read from the tree itself,
+    and the module must come from it: an editable install of another checkout (e.g. /work/main)
+    would otherwise serve its own modules to an old tree."""
     import importlib
     tree = _TREE[0]
-    mod = importlib.import_module(f"dpmv_lib.core.{name}" if (tree / "dpmv_lib" / "core").is_dir()
-                                  else f"dpmv_lib.{name}")
+    places = _PLACES.get(name, (f"core.{name}", name))
+    place = next((p for p in places if (tree / "dpmv_lib" / (p.replace(".", "/") + ".py")).is_file()), places[-1])
+    mod = importlib.import_module(f"dpmv_lib.{place}")
     if not Path(mod.__file__).resolve().is_relative_to(tree):
         raise RuntimeError(f"{mod.__name__} was imported from {mod.__file__}, not from the measured tree {tree}")
     return mod
@@ -112,6 +122,8 @@ def worker(spec: dict) -> None:
             if os.environ.get("DPMV_BENCH_WITNESS_SYNC") == "1" \
                     and (Path(spec["tree"]) / "dpmv_lib/ledgers/witness.py").exists():
                 kw["witness"] = _core("witness").FileWitness(str(spec["db"]) + ".witness", sync=True)
+            if os.environ.get("DPMV_BENCH_KEY") == "1":   # an HMAC-keyed chain (and witness, where it has one)
+                kw["key"] = bytes(range(32))
             return _core("durable").SqliteLedger.for_policy(spec["db"], user, policy, **kw)
         return _core("durable_pg").PostgresLedger.for_policy(spec["db"], user, policy)
 

@@ -1,20 +1,23 @@
-"""Timing channel of the exact samplers (issue 29 part 3): does one release's running time tell M from M'?
+"""Timing channel of the exact samplers: does one release's running time tell M from M'?
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_timing_channel.py [--n 10000] [--eps 4 10] [--seed 0]
 
 Adjacent stores: the paper's running example (``dpmv_lib.checks.examples.running_example``), M
 against each neighbour (M' without the diabetes evidence, M' without the debt evidence).
 
-Part 1, the selection (what issue 29 part 3 is about). For every (query, slot) whose utilities
+Part 1, the selection. For every (query, slot) whose utilities
 differ between M and M' - computed by MemView's own path (``MemView.prepare``: lexicon scorer,
 exact Fractions) - and for eps in ``--eps`` (Du = the policy's 3/5), every exact sampler makes
 ``--n`` selections per side:
 
-* EM "rejection": ``sample_em_exact`` (uniform proposals + exact Bernoulli(exp(-x)), CKS 2020; the
-  default before issue 29);
+* EM "rejection": ``sample_em_exact`` (uniform proposals + exact Bernoulli(exp(-x)), CKS 2020);
 * EM "fixed": ``sample_em_fixed`` (the default: work fixed by |V_g|, eps and Du);
 * PF "sequential" / "fixed": ``sample_pf_exact`` / ``sample_pf_fixed`` for the permute-and-flip
   selector.
+
+``--hostile`` (default "add") adds the utility vectors a custom scorer may return (:func:`hostile_pairs`:
+floats, large denominators, 1/10^300 against 0, a subnormal float, and an A/A control); "only" runs
+just those.
 
 Each selection is the call a release makes (``selector.sample_exact(list(u), eps, Du, source)``)
 with the deployment's OS randomness (``SystemRandomSource``), timed alone with
@@ -102,6 +105,40 @@ def adjacent_pairs() -> tuple[list[dict], Fraction]:
         out.append({**p, "pair": f"{p['intent']}/{p['slot']}, control: M vs M", "neighbour": None, "control": True,
                     "u_Mprime": p["u_M"], "_u": (list(um), copy)})
     return out, policy.sensitivity
+
+
+def _pair(name: str, um: list, ump: list, control: bool = False) -> dict:
+    return {"pair": name, "intent": "custom", "slot": "custom", "neighbour": None if control else "custom",
+            "control": control, "u_M": [repr(u) if isinstance(u, float) else str(u) for u in um],
+            "u_Mprime": [repr(u) if isinstance(u, float) else str(u) for u in ump], "_u": (list(um), list(ump))}
+
+
+def hostile_pairs() -> list[dict]:
+    """Adjacent utility vectors a custom scorer may return (MemView accepts any finite number in
+    [0, 1], floats through their binary value): floats with 2^-55 steps, a running-example pair
+    as floats and with large denominators, 1/10^300 against 0, the smallest subnormal float;
+    and an A/A control of floats."""
+    big = Fraction(1, 3 ** 190)   # a utility moved by < 10^-90: a denominator of ~300 bits
+    run_m, run_mp = [Fraction(1, 2), Fraction(1), Fraction(4, 5), Fraction(0)], \
+        [Fraction(1, 2), Fraction(2, 5), Fraction(4, 5), Fraction(0)]
+    return [
+        _pair("custom: [1/2]*4 vs [1/2, 1/2, 1/2, 0.1] (floats)", [0.5] * 4, [0.5, 0.5, 0.5, 0.1]),
+        _pair("custom: running pair as floats", [float(u) for u in run_m], [float(u) for u in run_mp]),
+        _pair("custom: running pair + 1/3^190 (large denominators)", [min(Fraction(1), u + big) for u in run_m],
+              [min(Fraction(1), u + big) for u in run_mp]),
+        _pair("custom: [1/10^300, 1/2] vs [0, 1/2]", [Fraction(1, 10 ** 300), Fraction(1, 2)],
+              [Fraction(0), Fraction(1, 2)]),
+        _pair("custom: [5e-324, 0.5] vs [0.0, 0.5] (subnormal float)", [5e-324, 0.5], [0.0, 0.5]),
+        _pair("custom, control: [1/2, 1/2, 1/2, 0.1] vs itself", [0.5, 0.5, 0.5, 0.1], [0.5, 0.5, 0.5, 0.1],
+              control=True),
+    ]
+
+
+def fresh_value(u: Any) -> Any:
+    """An equal utility in a new object (Fraction or float), made untimed before each call."""
+    if isinstance(u, Fraction):
+        return Fraction(u.numerator, u.denominator)
+    return float.fromhex(float(u).hex())
 
 
 def time_interleaved(call: Callable[[int], Any], n: int, rng: random.Random,
@@ -235,12 +272,18 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="interleaving order and train/test split")
     ap.add_argument("--samplers", nargs="+", default=[f"{a}/{b}" for a, b in SAMPLERS],
                     help="selector/sampler pairs to measure (default: all four)")
+    ap.add_argument("--hostile", choices=["", "add", "only"], default="add",
+                    help="custom-scorer utility pairs (floats, large denominators, 1/10^300, a subnormal): added "
+                         "to the running example's pairs (default), only these, or none ('')")
+    ap.add_argument("--note", default="", help="a note on the machine's conditions, written into the table")
     ap.add_argument("--out", default="timing_channel")
     args = ap.parse_args()
     samplers = [tuple(s.split("/")) for s in args.samplers]
     if not set(samplers) <= set(SAMPLERS):
         ap.error(f"--samplers: choose among {[f'{a}/{b}' for a, b in SAMPLERS]}")
     pairs, du = adjacent_pairs()
+    if args.hostile:
+        pairs = (pairs if args.hostile == "add" else []) + hostile_pairs()
     selectors = {("em", s): exponential_mechanism(s) for s in ("rejection", "fixed")}
     selectors |= {("pf", s): permute_and_flip(s) for s in ("sequential", "fixed")}
     info = machine()
@@ -257,7 +300,7 @@ def main() -> None:
                 held: list = [None]
 
                 def fresh_copy(side: int) -> None:   # new Fraction objects per call: no fixed object layout
-                    held[0] = tuple(Fraction(u.numerator, u.denominator) for u in u_sides[side])  # noqa: B023 - called within the iteration
+                    held[0] = tuple(fresh_value(u) for u in u_sides[side])  # noqa: B023 - called within the iteration
 
                 times, outs = time_interleaved(lambda side: sample(list(held[0]), eps, du, src), args.n, rng,  # noqa: B023 - called within the iteration
                                                before=fresh_copy)
@@ -270,9 +313,9 @@ def main() -> None:
                       f"knn {r['acc_knn']:.3f} view {r['acc_view']:.3f} view+time {r['acc_view_time']:.3f} "
                       f"mean {r['mean_us']:.1f} us p99 {r['p99_us']:.1f} us", flush=True)
                 gc.collect()
-    intents = sorted({(p["intent"], p["neighbour"]) for p in pairs if not p["control"]})
-    intents.append((intents[0][0], None))   # A/A control: two MemViews over equal copies of M
-    for eps in args.eps if args.release_n else []:
+    intents = sorted({(p["intent"], p["neighbour"]) for p in pairs if not p["control"] and p["intent"] != "custom"})
+    intents += [(intents[0][0], None)] if intents else []   # A/A control: two MemViews over equal copies of M
+    for eps in args.eps if args.release_n and intents else []:
         policy, (m, *neighbours) = release_setup(eps)
         by_name = {st.name: st for st in neighbours}
         by_name[None] = m.replace({}, name="M (copy)")
@@ -316,11 +359,11 @@ def main() -> None:
                             "control_max_acc": max(max(r["acc_threshold"], r["acc_knn"]) for r in mine
                                                    if r["control"])})
     met = all(max(s["max_acc_threshold"], s["max_acc_knn"]) <= TARGET for s in summary if s["default"])
-    result = {"what": "one-shot classifier on the running time of one exact selection, M vs M' (issue 29 part 3)",
+    result = {"what": "one-shot classifier on the running time of one exact selection, M vs M'",
               "command": "PYTHONPATH=. .venv/bin/python benchmarks/bench_timing_channel.py " + " ".join(sys.argv[1:]),
               "commit": git_commit(), "n_per_side": args.n, "release_n_per_side": args.release_n,
               "eps": [str(e) for e in args.eps], "sensitivity": str(du), "seed": args.seed, "knn_k": KNN_K,
-              "target_max_accuracy": TARGET, "target_met_by_defaults": met, "machine": info,
+              "target_max_accuracy": TARGET, "note": args.note, "target_met_by_defaults": met, "machine": info,
               "loadavg_at_end": loadavg(), "wall_s": round(time.time() - t_start, 1),
               "pairs": [{k: v for k, v in p.items() if not k.startswith("_")} for p in pairs],
               "summary": summary, "rows": rows, "release_rows": release_rows}
@@ -349,12 +392,15 @@ def _row_lines(rows: list[dict]) -> list[str]:
 
 def markdown(res: dict) -> str:
     n_test = res["rows"][0]["n_test"] if res["rows"] else 0
-    lines = ["# Timing channel of the exact samplers (issue 29 part 3)", "",
+    lines = ["# Timing channel of the exact samplers", "",
              f"Machine: {describe(res['machine'])}; load average before/after: "
-             f"{res['machine']['loadavg_at_start']} / {res['loadavg_at_end']}.",
+             f"{res['machine']['loadavg_at_start']} / {res['loadavg_at_end']}."
+             + (f" Note: {res['note']}" if res.get("note") else ""),
              f"Code: {res['commit']}. Command: `{res['command']}` ({res['wall_s']} s).", "",
              f"Adjacent stores: the running example, M against each neighbour, for every (query, slot) whose utilities "
-             f"differ ({len(res['pairs'])} pairs); Du = {res['sensitivity']}. {res['n_per_side']} selections per side "
+             f"differ, and the 'custom' utility vectors a scorer other than the lexicon one may return (floats, large "
+             f"denominators, 1/10^300, a subnormal float) ({len(res['pairs'])} pairs); Du = {res['sensitivity']}. "
+             f"{res['n_per_side']} selections per side "
              f"and sampler, each the call a release makes with OS randomness on a fresh copy of the utilities, timed "
              f"alone, M and M' interleaved in random order. Classifiers fitted on a random half of each side and "
              f"scored on the other half "

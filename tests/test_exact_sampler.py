@@ -32,7 +32,7 @@ from dpmv_lib.core.mechanism import (EXACT_EM_SAMPLERS, FIXED_WORK_BITS, Exponen
                                      SystemRandomSource, _em_inversion, offset_exponents, _squarings,
                                      bernoulli_exp_neg, bernoulli_exp_neg_fixed, em_probabilities, exact_em_sampler,
                                      exact_exponents, exp_neg_bounds, sample_em, sample_em_batch, sample_em_exact,
-                                     sample_em_fixed)
+                                     sample_em_fixed, grid_utilities)
 from dpmv_lib.core.selection import (exponential_mechanism, permute_and_flip, pf_from_acceptance, pf_probabilities,
                                      sample_pf_exact, sample_pf_fixed)
 from dpmv_lib.core.memview import MemView
@@ -335,19 +335,26 @@ class _Bits:
 K_BITS = 4096
 
 
-def _boundaries(u, eps, du=DU, prec=1200):
-    """rho_i = (w_0 + ... + w_{i-1}) / sum w, w = exp(-x) of Eq. (7), in ``prec``-bit mpmath."""
+def on_grid(u, du=DU) -> list[Fraction]:
+    """The grid utilities u~ = floor(D u) / D the fixed-work samplers draw from, as Fractions."""
+    ms, grid = grid_utilities(u, du)
+    return [Fraction(m, grid) for m in ms]
+
+
+def _boundaries(u, eps, du=DU, prec=1200, grid=True):
+    """rho_i = (w_0 + ... + w_{i-1}) / sum w, w = exp(-x) of Eq. (7) on the grid utilities (or on
+    ``u`` itself, ``grid=False``), in ``prec``-bit mpmath."""
     with mpmath.workprec(prec):
-        w = [mpmath.exp(_mp(x)) for x in exact_exponents(u, eps, du)]
+        w = [mpmath.exp(_mp(x)) for x in exact_exponents(on_grid(u, du) if grid else u, eps, du)]
         total = mpmath.fsum(w)
         return [mpmath.fsum(w[:i]) / total for i in range(1, len(w))]
 
 
-def _inverse_cdf_mismatches(u, eps, sample_eps=None, offsets=(2 ** -200, 2 ** -90, 2 ** -40)):
+def _inverse_cdf_mismatches(u, eps, sample_eps=None, offsets=(2 ** -200, 2 ** -90, 2 ** -40), grid=True):
     """For U just below and just above every boundary rho_i (by each offset) and 40 random U:
     the (U, expected, got) where sample_em_fixed's output is not #{i : rho_i <= U}; and how
     many of those draws read more bits than the first try."""
-    rho = _boundaries(u, eps)
+    rho = _boundaries(u, eps, grid=grid)
     rnd = random.Random(len(u) * 1000 + int(eps * 7))
     with mpmath.workprec(1200):
         us = [rnd.getrandbits(K_BITS) for _ in range(40)]
@@ -585,3 +592,139 @@ def test_fixed_samplers_reject_bad_input():
             exponential_mechanism(bad)
         with pytest.raises(ParameterError):
             permute_and_flip(bad)
+
+
+# ---- the public utility grid of the fixed-work samplers --------------------------------------
+# Utilities a custom scorer may return (MemView accepts any finite number in [0, 1]): their exact
+# values have denominators up to 2^1074, which the fixed-work samplers must not carry into their
+# integers. They draw from Eq. (7) on u~ = floor(D u) / D instead (grid_utilities).
+OFF_GRID = [
+    ([0.5, 0.5, 0.5, 0.1], [0.5] * 4),
+    ([0.5, 1.0, 0.8, 0.0], [0.5, 0.4, 0.8, 0.0]),
+    ([Fraction(1, 10 ** 300), Fraction(1, 2)], [Fraction(0), Fraction(1, 2)]),
+    ([5e-324, 0.5], [0.0, 0.5]),
+    ([Fraction(1, 2) + Fraction(1, 3 ** 190), Fraction(2, 5) + Fraction(1, 3 ** 190), Fraction(1, 3 ** 190)],
+     [Fraction(1, 2), Fraction(1), Fraction(0)]),
+]
+
+
+@pytest.mark.parametrize("eps", [Fraction(1, 4), Fraction(4), Fraction(10)])
+@pytest.mark.parametrize("u", [u for pair in OFF_GRID for u in pair], ids=lambda u: "-".join(str(x)[:8] for x in u))
+def test_fixed_sampler_law_is_eq7_on_the_grid_utilities(u, eps):
+    """sample_em_fixed(U) = #{i : rho_i <= U}, rho from Eq. (7) on the grid utilities as exact
+    Fractions, for U within 2^-200 of every boundary: its law is exactly Eq. (7) on u~."""
+    bad, _ = _inverse_cdf_mismatches(u, eps)
+    assert not bad
+
+
+def test_grid_law_test_has_power():
+    """The same check against Eq. (7) on the unrounded float utilities finds mismatches: the
+    rounding is real (by < 2^-92) and the test sees it."""
+    u = [0.5, 0.5, 0.5, 0.1]
+    assert on_grid(u) != [Fraction(x) for x in u]
+    bad, _ = _inverse_cdf_mismatches(u, Fraction(4), grid=False)
+    assert bad
+
+
+def _lexicon_utilities() -> list[Fraction]:
+    """Every utility MemView scores for the running example: each routed (query, slot), on M and
+    on both neighbours (the stores of the benchmarks and the committed results)."""
+    from dpmv_lib.checks.examples import RUNNING_EXAMPLE_POLICY
+    policy, *stores = running_example()
+    out = []
+    for intent in RUNNING_EXAMPLE_POLICY["routes"]:
+        q = Query(intent, intent)
+        for slot in policy.route(q, ()):
+            for st in stores:
+                out += list(MemView(policy, st, seed=0).prepare(q, slot, ()).utilities)
+    return out
+
+
+def test_lexicon_utilities_lie_on_the_grid():
+    """Flooring to the grid changes no utility of the shipped lexicon scorer: not the running
+    example's (so no committed result or benchmark changes), nor any with <= 64 read items."""
+    from dpmv_lib.core.scorer import LexiconScorer
+    us = _lexicon_utilities()
+    assert len(set(us)) >= 7 and all(isinstance(x, Fraction) for x in us)
+    assert on_grid(us) == us
+    sc = LexiconScorer()
+    third = [sc.generic_r]   # r of the generic view; 0 and 1 otherwise
+    values = {min(Fraction(1), sc.w_r * r + sc.w_c * Fraction(k, n) + sc.w_s * Fraction(h, sc.saturation))
+              for n in range(1, 65) for k in range(n + 1) for h in range(sc.saturation + 1)
+              for r in [Fraction(0), Fraction(1)] + third}
+    values = sorted(values)
+    assert on_grid(values) == values
+    assert on_grid([Fraction(1, 3 ** 50)]) != [Fraction(1, 3 ** 50)]   # (off the grid: floored)
+
+
+def _floored_diff(u, v, du, grid):
+    return abs(Fraction(u * grid // 1 - v * grid // 1, grid))
+
+
+@pytest.mark.parametrize("du", [Fraction(3, 5), Fraction(1, 3 ** 50), Fraction(7, 11 ** 9), Fraction(1)])
+def test_the_grid_keeps_the_sensitivity_bound(du):
+    """|u - u'| <= Du implies |u~ - u'~| <= Du (floor is monotone and D Du is an integer), on
+    pairs at distance exactly Du placed just below a grid point; a grid without Du's
+    denominator (the broken copy) exceeds Du on the same pairs."""
+    grid = mechanism.utility_grid(du)
+    assert grid % mechanism.UTILITY_GRID == 0 and (grid * du).denominator == 1
+    rnd = random.Random(int(du.denominator % 1000))
+    for _ in range(300):
+        k = rnd.randrange(grid - int(grid * du)) if du < 1 else 0
+        u = Fraction(k + 1, grid) - Fraction(1, rnd.randrange(2, 10 ** 6) * grid)   # just below a grid point
+        v = min(Fraction(1), u + du * rnd.choice([1, 1, Fraction(rnd.randrange(1, 100), 100)]))
+        ms, g = grid_utilities([u, v], du)
+        assert g == grid and abs(Fraction(ms[1] - ms[0], grid)) <= du
+    if (mechanism.UTILITY_GRID * du).denominator != 1:   # broken: the grid alone, Du off it
+        broken = mechanism.UTILITY_GRID
+        u = Fraction(1, broken) - Fraction(1, 10 ** 40)
+        assert _floored_diff(u + du, u, du, broken) > du
+
+
+@pytest.mark.parametrize("eps", [Fraction(1, 4), Fraction(4), Fraction(10)])
+def test_fixed_samplers_work_does_not_depend_on_off_grid_utilities(eps, monkeypatch):
+    """Work, not time, for the custom-scorer pairs: the same randomness requests, weight-bound
+    calls and CPython digit counts of every per-view integer for both sides of each pair (and
+    for their exact rational values read without the grid, the digit counts would differ)."""
+    calls = []
+    real = mechanism._exp_neg_offset
+
+    def counting(n, d, plan):
+        lo, hi = real(n, d, plan)
+        calls.append(tuple(-(-v.bit_length() // mechanism._DIGIT) for v in (n, d, (n << plan.w) // d, lo, hi)))
+        return lo, hi
+
+    monkeypatch.setattr(mechanism, "_exp_neg_offset", counting)
+    for um, ump in OFF_GRID:
+        for sampler in (sample_em_fixed, sample_pf_fixed):
+            seen = set()
+            for v in (um, ump):
+                rec = _Recorder(11)
+                calls.clear()
+                for _ in range(20):
+                    sampler(v, eps, DU, rec)
+                sizes = set(calls)
+                seen.add((tuple(rec.requests), len(calls), tuple(sorted(sizes))))
+                assert len(sizes) == 1, (sampler.__name__, v, sizes)
+            assert len(seen) == 1, (sampler.__name__, um, ump, seen)
+    sizes = {max(Fraction(x).denominator.bit_length() for x in pair) for pair in OFF_GRID[0]}
+    assert len(sizes) == 2   # (the exact values themselves: 1 bit against 55)
+
+
+def test_grid_flooring_is_exact_for_every_kind_of_utility():
+    """floor(D u) computed with fixed-size operands equals the exact rational floor, for floats
+    (normal, subnormal, 0, 1), Fractions, ints and numpy scalars; a denominator beyond the public
+    GRID_INPUT_BITS, a value outside [0, 1] and NaN are refused."""
+    import math as _m
+    grid = mechanism.utility_grid(DU)
+    rnd = random.Random(8)
+    xs = [0.0, 1.0, 5e-324, 2.2250738585072014e-308, 0.1, 0.5, 1 - 2 ** -53, 2.0 ** -93, 3 * 2.0 ** -95]
+    xs += [rnd.random() for _ in range(500)] + [rnd.random() * 2.0 ** -rnd.randrange(1, 1070) for _ in range(500)]
+    xs += [Fraction(x) for x in xs[:200]]
+    xs += [Fraction(1, 10 ** 300), Fraction(1, 3), Fraction(2, 3 ** 200) + Fraction(1, 2), 0, 1,
+           np.float64(0.3), np.float32(0.3), np.int64(1)]
+    ms, g = grid_utilities(xs, DU)
+    assert g == grid and ms == [_m.floor(mechanism.exact_utility(x) * grid) for x in xs]
+    for bad in ([Fraction(1, 2 ** 1200)], [1.5], [float("nan")], [-0.0 - 1e-300], [Fraction(-1, 3)]):
+        with pytest.raises(ParameterError):
+            grid_utilities(bad, DU)

@@ -15,10 +15,12 @@ Two samplers of the same distribution:
   for one distribution the exponents are computed exactly in rationals, see
   :func:`em_log_probabilities`);
 * :func:`sample_em_fixed` - exact, and its work is fixed by the public (|V_g|, eps, Du) (the
-  deployment default since issue 29): inversion of Eq. (7)'s distribution function with a uniform U
-  read to a fixed number of bits and interval bounds on every weight exp(-x_v) computed with a
-  fixed number of integer operations; the decision is taken only where it is certain, and with
-  probability <= 2^-62 per selection more bits are read (exactly, so the law stays Eq. 7);
+  deployment default): utilities floored to a public grid 1/D (:func:`grid_utilities`: the same
+  Du, so the same eps-DP; the lexicon scorer's utilities lie on it), then inversion of Eq. (7)'s
+  distribution function with a uniform U read to a fixed number of bits and interval bounds on
+  every weight exp(-x_v) computed with a fixed number of integer operations; the decision is
+  taken only where it is certain, and with probability <= 2^-62 per selection more bits are read
+  (exactly, so the law stays Eq. 7);
 * :func:`sample_em_exact` - the rejection sampler ("rejection"): uniform proposal + acceptance
   with an exact Bernoulli(exp(-x)) for rational x (Canonne, Kamath & Steinke 2020). Accepted view
   v has probability proportional to exp(-x_v), x_v = eps (u_max - u_v) / (2 Du), i.e. exactly
@@ -251,7 +253,7 @@ def sample_em_exact(utilities: Sequence[Number], epsilon: Number, sensitivity: N
             return i
 
 
-# ---- fixed-work exact sampling (issue 29: running time independent of the utilities) ---------
+# ---- fixed-work exact sampling (running time independent of the utilities) -------------------
 #: Precision of the first try of the fixed-work samplers, in bits (plus 2 bit_length(|V_g|) for
 #: Eq. 7's inversion): the weight bounds are that tight and U is read to that many bits, so that
 #: Pr[more bits are needed] <= 2^-62 per selection (< 2^-62 per Bernoulli trial as well).
@@ -403,19 +405,109 @@ def _public_bound(epsilon: Number, sensitivity: Number) -> tuple[Fraction, int]:
         return _bound_and_squarings(epsilon, sensitivity)
 
 
+#: The public utility grid of the fixed-work samplers: 5 lcm(1, ..., 64). Every utility of the
+#: shipped lexicon scorer (default weights 2/5, 2/5, 1/5, saturation 2) over at most 64 read
+#: items is a multiple of 1/UTILITY_GRID, so flooring leaves it unchanged.
+UTILITY_GRID = 5 * math.lcm(*range(1, 65))
+
+
+def utility_grid(sensitivity: Number) -> int:
+    """The grid denominator D = lcm(UTILITY_GRID, denominator of Du): public, and D Du is an integer.
+
+    Raises
+    ------
+    ParameterError
+        If ``sensitivity`` is not a finite number > 0."""
+    du = _exact_param(sensitivity, "sensitivity", positive=True)
+    return math.lcm(UTILITY_GRID, du.denominator)
+
+
+#: Bits every rational utility's denominator is padded to before it is floored to the grid (a
+#: float's is at most 2^1074, 10^300 < 2^997); a larger denominator is refused.
+GRID_INPUT_BITS = 1152
+_F53 = float(1 << 53)
+
+
+@lru_cache(maxsize=64)
+def _float_plan(grid: int) -> tuple[int, int]:
+    """(top, B) for floats: u D = n D / 2^s with n < 2^53, so the floor is 0 once s >= top."""
+    top = 53 + grid.bit_length()
+    return top, 1 << (top + 1)
+
+
+def _grid_numerator(u: object, grid: int) -> int:
+    """floor(D u) for a utility u in [0, 1] read exactly, with the same operations on operands of
+    the same sizes whatever u is (ParameterError if it is not a number in [0, 1]).
+
+    A float u = mant 2^e (mant in [1/2, 1), from frexp: n = 2^53 mant has 53 bits; u = 0 is read
+    as 5e-324, whose floor is 0 as well): floor(D u) = floor((n D + B) / 2^s) - B / 2^s with
+    s = min(53 - e, top), B = 2^(top + 1) (a multiple of 2^s). A rational p / q (p + q and q
+    shifted to GRID_INPUT_BITS bits of q, never 0): floor(D p / q) = ((p + q) D + q) // q - D - 1."""
+    if isinstance(u, float):
+        if not 0.0 <= u <= 1.0:   # (also NaN)
+            raise ParameterError(f"utilities must be finite and lie in [0, 1] (Eq. 6), got {u!r}")
+        top, big = _float_plan(grid)
+        mant, e = math.frexp(u or 5e-324)
+        s = min(53 - e, top)
+        return ((int(mant * _F53) * grid + big) >> s) - (big >> s)
+    f = exact_utility(u)
+    num, den = f.numerator, f.denominator
+    if num < 0 or num > den:
+        raise ParameterError(f"utilities must lie in [0, 1] (Eq. 6), got {u}")
+    pad = GRID_INPUT_BITS - den.bit_length()
+    if pad < 0:
+        raise ParameterError(f"a utility's denominator has {den.bit_length()} bits, more than the "
+                             f"{GRID_INPUT_BITS} the fixed-work samplers read; round it first")
+    top, den = (num + den) << pad, den << pad
+    return (top * grid + den) // den - grid - 1
+
+
+def grid_utilities(utilities: Sequence[Number], sensitivity: Number) -> tuple[list[int], int]:
+    """``([m_v], D)``: every utility floored to the public grid, u~_v = m_v / D = floor(D u_v) / D.
+
+    The fixed-work samplers draw from Eq. (7) on u~ instead of u: their integers then have sizes
+    fixed by the public (D, eps, Du), whatever the utilities' representation (a float's 2^-55
+    steps, 1/10^300, a subnormal float), so their work does not depend on the utility values.
+
+    Privacy: flooring is monotone and D Du is an integer (:func:`utility_grid`), so
+    |u_M(v) - u_M'(v)| <= Du implies |u~_M(v) - u~_M'(v)| <= Du: from u_M'(v) <= u_M(v) + Du,
+    floor(D u_M'(v)) <= floor(D u_M(v) + D Du) = floor(D u_M(v)) + D Du, and symmetrically. The
+    premise of Eq. (7)'s eps-DP argument holds for u~ with the same Du, so a release stays eps-DP
+    with the eps it is charged (no term for the rounding; without D Du integer it would be
+    Du + 1/D). A utility moves by less than 1/D < 2^-92, so Pr[v] is within a factor
+    exp(eps / (Du D)) of Eq. (7) on u; on the grid (every lexicon-scorer utility of the running
+    example) the law is Eq. (7) exactly.
+
+    Raises
+    ------
+    ParameterError
+        If a utility is not a finite number in [0, 1] (or there is none), or ``sensitivity`` is
+        not a finite number > 0."""
+    try:
+        items = list(utilities)
+    except TypeError:
+        raise ParameterError(f"utilities must be a sequence of numbers, got {type(utilities).__name__}") from None
+    if not items:
+        raise ParameterError("the exponential mechanism needs at least one view")
+    grid = utility_grid(sensitivity)
+    return [_grid_numerator(u, grid) for u in items], grid
+
+
 def offset_exponents(utilities: Sequence[Number], epsilon: Number, sensitivity: Number
                       ) -> tuple[Fraction, list[tuple[int, int]]]:
     """``(bound, [(n_v, d_v)])``: bound = eps / (2 Du) and n_v / d_v = x_v / 2^s + 1/16 for Eq. (7)'s
-    exponents x_v = eps (u* - u_v) / (2 Du) (s = the squarings for ``bound``), unreduced, with the
-    same few multiplications of like-sized integers for every view (no gcd, no zero operand)."""
-    us = _checked_utilities(utilities)
+    exponents x_v = eps (u~* - u~_v) / (2 Du) on the grid utilities u~_v = m_v / D of
+    :func:`grid_utilities` (s = the squarings for ``bound``), unreduced, with the same few
+    multiplications of integers whose sizes are fixed by (D, eps, Du) for every view (no gcd, no
+    zero operand)."""
+    ms, grid = grid_utilities(utilities, sensitivity)
     bound, s = _public_bound(epsilon, sensitivity)
-    top = max(us)
     a, b = bound.numerator, bound.denominator
-    p, q = top.numerator * _BLIND, top.denominator * _BLIND   # u* = p / q, both multi-digit
-    # n_v / d_v = (u_d (16ap + bq 2^s) - 16aq u_n) / (16bq 2^s u_d), written with u_n + u_d >= 1
+    p, q = max(ms) * _BLIND, grid * _BLIND   # u~* = p / q, q fixed; p + q in [q, 2q]
+    # n_v / d_v = (D (16ap + bq 2^s) - 16aq m_v) / (16bq 2^s D), written with m_v + D in [D, 2D]
     g1, g2, g3 = (a * (p + q) << _OFFSET) + (b * q << s), a * q << _OFFSET, b * q << (s + _OFFSET)
-    return bound, [(u.denominator * g1 - (u.numerator + u.denominator) * g2, u.denominator * g3) for u in us]
+    d = grid * g3
+    return bound, [(grid * g1 - (m + grid) * g2, d) for m in ms]
 
 
 def bernoulli_offset(n: int, d: int, bound: Fraction, rnd: RandomSource, bits: int) -> bool:
@@ -498,13 +590,15 @@ def _precision(bits: int | None, n: int) -> int:
 
 def sample_em_fixed(utilities: Sequence[Number], epsilon: Number, sensitivity: Number, rnd: RandomSource,
                     *, bits: int | None = None) -> int:
-    """Index drawn exactly from Eq. (7) with work fixed by the public (|V_g|, eps, Du).
+    """Index drawn exactly from Eq. (7) on the grid utilities, with work fixed by the public (|V_g|, eps, Du).
 
-    Inversion of Eq. (7)'s distribution function: a uniform U in [0, 1) is read to L bits (one
+    The utilities are first floored to the public grid 1/D (:func:`grid_utilities`, which shows
+    that Eq. (7) on them is eps-DP with the same Du; unchanged on the grid). Inversion of Eq. (7)'s
+    distribution function: a uniform U in [0, 1) is read to L bits (one
     ``randbelow(2^L)``, L = ``bits``, default ``FIXED_WORK_BITS + 2 bit_length(n)``) and the
     output is the v with rho_v <= U < rho_{v+1}, rho_i = sum_{j<i} w_j / sum_j w_j,
-    w_j = exp(-x_j), x_j = eps (u* - u_j) / (2 Du) read exactly (as :func:`exact_exponents`); so
-    Pr[v] = w_v / sum_j w_j, exactly Eq. (7). Each rho_i is bracketed from the bounds of
+    w_j = exp(-x_j), x_j = eps (u~* - u~_j) / (2 Du) read exactly; so Pr[v] = w_v / sum_j w_j,
+    exactly Eq. (7) on u~. Each rho_i is bracketed from the bounds of
     :func:`exp_neg_bounds` (one per view, fixed work) and all n - 1 comparisons are made, with no
     early exit; a boundary is decided only when U's L-bit cell lies on one side of its bracket.
     If one is not (probability <= (n-1)(2n 2^-bits + 2^(1-L)) <= 2^-62 at the default), the

@@ -236,8 +236,11 @@ def sample_pf_fixed(utilities: Sequence[Number], epsilon: Number, sensitivity: N
     (|V_g|, eps, Du): a uniform order by Fisher-Yates (``randbelow``), then an exact
     Bernoulli(exp(-x_r)) with fixed work for EVERY view
     (:func:`~dpmv_lib.core.mechanism.bernoulli_exp_neg_fixed`, x_r = eps (u* - u_r) / (2 Du), the
-    exponents of Eq. (7)); the output is the first accepted view in the order - the same law (PF)
-    as :func:`sample_pf_exact`, since the flips after it are independent and unused. Only with
+    exponents of Eq. (7) on the utilities floored to the public grid 1/D,
+    :func:`~dpmv_lib.core.mechanism.grid_utilities`: the same Du, so the same eps-DP, and no
+    change on the grid); the output is the first accepted view in the order - the same law (PF)
+    as :func:`sample_pf_exact` on the grid utilities, since the flips after it are independent
+    and unused. Only with
     probability < n 2^(2-bits) (< 2^-59 for n <= 8 at the default ``FIXED_WORK_BITS``) does a
     flip read more bits (exactly: the law stays (PF)).
 

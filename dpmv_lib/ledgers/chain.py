@@ -130,6 +130,8 @@ class ChainLedger(ChainVerify, LedgerStateIO):
         self._witness: Witness | None = None  # rollback witness (set by a backend before _start)
         self._w_ok: WitnessMark | None = None  # the last witness mark the chain was found to hold
         self._w_mark: WitnessMark | None = None  # the mark read as the current transaction began
+        self._w_err: Exception | None = None  # the witness's tampering error, raised where it is consulted
+        self._w_binds = False  # the witness binds its marks to the ledger's genesis
 
     def _start(self) -> None:
         self._open()
@@ -150,12 +152,15 @@ class ChainLedger(ChainVerify, LedgerStateIO):
         if witness is None or witness is False:
             self._witness = None
         elif isinstance(witness, (str, Path)):
-            self._witness = FileWitness(witness)
+            self._witness = FileWitness(witness, key=self._key)  # (keyed: its slots carry the ledger's MAC)
+        elif isinstance(witness, FileWitness) and witness.key is None and self._key is not None:
+            self._witness = FileWitness(witness.path, sync=witness.sync, key=self._key)
         elif callable(getattr(witness, "read", None)) and callable(getattr(witness, "advance", None)):
             self._witness = witness
         else:
             raise BudgetTypeError(f"witness must be True, False, None, a directory path or an object with "
                                   f"read(user_id) and advance(user_id, seq, hash); got {witness!r}")
+        self._w_binds = bool(getattr(self._witness, "binds_ledger", False))
 
     def _close_witness(self) -> None:
         close = getattr(self._witness, "close", None)
@@ -170,7 +175,10 @@ class ChainLedger(ChainVerify, LedgerStateIO):
         """After a durable commit, before it is acknowledged: the witness learns the head."""
         if self._witness is not None:
             v = self._v
-            self._witness.advance(self.user_id, v.seq, v.hash)
+            if self._w_binds:  # (a FileWitness: the mark is bound to this ledger's genesis)
+                self._witness.advance(self.user_id, v.seq, v.hash, genesis=self._genesis)  # type: ignore[call-arg]
+            else:
+                self._witness.advance(self.user_id, v.seq, v.hash)
             self._w_ok = WitnessMark(v.seq, v.hash)
 
     @classmethod

@@ -14,6 +14,7 @@ from ..core.memo import remember
 from ..core.errors import (BudgetError, BudgetTypeError, LedgerFormatError, LedgerIntegrityError,
                            LedgerRollbackError, UnknownAttributeError)
 from .records import AuditRecord, SCHEMA_VERSION, format_totals, utc_now, replay_step
+from .witness import WitnessTamperError
 
 if TYPE_CHECKING:
     import threading
@@ -120,6 +121,7 @@ class ChainVerify:
     _witness: Witness | None
     _w_ok: WitnessMark | None
     _w_mark: WitnessMark | None
+    _w_err: Exception | None
 
     if TYPE_CHECKING:  # defined by ChainLedger and the backends
         def _begin(self, write: bool) -> None: ...
@@ -171,11 +173,15 @@ class ChainVerify:
             row = db.execute("SELECT fingerprint, created, chain, genesis FROM ledger_user WHERE user_id = ?",
                              (self.user_id,)).fetchone()
             if row is None:
+                if self._w_err is not None:
+                    raise self._w_err
                 mark = self._w_mark
                 if mark is not None and mark.seq:
                     raise self._rolled_back(f"the user is missing from the database but its record #{mark.seq} "
                                             "was committed and acknowledged (the user's rows deleted, or the "
-                                            "file truncated or replaced)")
+                                            "file truncated or replaced" + (
+                                                f"; or the witness belongs to another ledger, genesis "
+                                                f"{mark.genesis}..." if mark.genesis else "") + ")")
                 n_e = db.execute("SELECT COUNT(*) FROM ledger_entry WHERE user_id = ?", (self.user_id,)).fetchone()[0]
                 n_l = db.execute("SELECT COUNT(*) FROM audit_log WHERE user_id = ?", (self.user_id,)).fetchone()[0]
                 if n_e or n_l:
@@ -362,13 +368,23 @@ class ChainVerify:
         """The chain (verified up to record ``seq`` with hash ``h``) holds the witness's mark:
         it is not behind it and has the acknowledged record at that position (else
         LedgerRollbackError naming the ledger and the witness; nothing is written)."""
+        if self._w_err is not None:
+            raise self._w_err
         mark = self._w_mark  # (read before the transaction began: see Tx; None in a plain read)
         if mark is None:
             return
+        if mark.genesis and not self._genesis.startswith(mark.genesis):
+            raise self._rolled_back(f"its record #{mark.seq} is not the one that was acknowledged: the witness's "
+                                    f"mark belongs to another ledger of this user (genesis "
+                                    f"{mark.genesis}...), not to this one (genesis {self._genesis[:16]}...): the "
+                                    "database was replaced by another ledger, or the witness belongs to another "
+                                    "ledger")
         if seq < mark.seq:
             raise self._rolled_back(f"its audit chain ends at record #{seq} but record #{mark.seq} was "
-                                    "committed and acknowledged (records deleted from the end, the file or its "
-                                    "write-ahead log truncated, or an old copy restored)")
+                                    "committed and acknowledged (the database was rolled back: records deleted "
+                                    "from the end, the file or its write-ahead log truncated, or an old copy "
+                                    "restored" + ("" if mark.genesis else "; or the witness belongs to another "
+                                                  "ledger") + ")")
         if mark == self._w_ok:
             return  # (this record was found there before)
         at = h if seq == mark.seq else (db.execute("SELECT hash FROM audit_log WHERE user_id = ? AND seq = ?",
@@ -379,8 +395,11 @@ class ChainVerify:
         self._w_ok = mark
 
     def _rolled_back(self, what: str) -> LedgerRollbackError:
+        w = self._witness
+        where = getattr(w, "where", None)
+        name = f"{w} (file {where(self.user_id)})" if callable(where) else f"{w}"
         return LedgerRollbackError(f"ledger {self.path} (user {self.user_id!r}) is behind its rollback witness "
-                                   f"{self._witness}: {what}; refusing it (nothing was changed)")
+                                   f"{name}: {what}; refusing it (nothing was changed)")
 
     def _fast_step(self, row: Sequence[Any], spent: dict[str, Fraction], fast: list[Any]) -> bool:
         """Verify one (hash-checked) record by re-deciding it: True iff its stored columns are byte-identical to what
@@ -533,7 +552,11 @@ class Tx:
             # group-commit waiter's catch-up and answer) skip it: a waiter acknowledges only
             # records it finds, and the next charge checks
             w = led._witness if self.witness else None
-            led._w_mark = w.read(led.user_id) if w is not None else None
+            led._w_err = None
+            try:
+                led._w_mark = w.read(led.user_id) if w is not None else None
+            except WitnessTamperError as exc:   # raised where the witness is consulted: after the chain's
+                led._w_mark, led._w_err = None, exc   # own checks, which name a wrong key or an edit first
             led._begin(self.write)
         except self.ledger._db_errors as exc:
             self.ledger._lock.release()

@@ -386,7 +386,7 @@ class SqliteLedger(ChainLedger):
         dv = db.execute("PRAGMA data_version").fetchone()[0]
         fresh = self._fresh
         if fresh is not None and fresh[0] == dv and fresh[1] is self._v:
-            if self._w_mark is not None:  # (the file is as verified: still hold it to the witness)
+            if self._w_mark is not None or self._w_err is not None:  # (as verified: hold it to the witness)
                 self._check_witness(db, self._v.seq, self._v.hash)
             return
         self._fresh = None

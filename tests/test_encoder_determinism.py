@@ -90,3 +90,7 @@ def test_padding_to_the_batch_changes_bf16_bytes():
     alone = model.encode([TEXT], convert_to_numpy=True)[0]
     batched = model.encode([TEXT] + OTHERS, batch_size=64, convert_to_numpy=True)[0]
     assert alone.tobytes() != batched.tobytes()
+
+
+def test_no_texts_no_batches(tokenizer):
+    assert padded_batches(tokenizer, [], 256, 64) == []

@@ -195,3 +195,15 @@ def test_run_encoder_is_shared_and_cached_on_disk(tmp_path):
     fresh = CachedEncoder(a.base, tmp_path / "cache" / "embeddings")
     assert np.array_equal(fresh.encode(TEXTS_OV[:2]), x) and fresh.misses == 0
     assert run_encoder("hashing", tmp_path).id.startswith("hashing")      # never cached: cheaper than a lookup
+
+
+@pytest.mark.parametrize("spec", ["minilm@bf16", "minilm-ov@fp32", "minilm-ov@bf16"])
+def test_encoder_paths_agree_on_smoke_responses(smoke_transcripts, minilm, spec):
+    """Every selectable MiniLM path embeds the smoke profile's responses within cosine 0.99 of
+    PyTorch fp32 (the reference path, ``minilm@fp32``)."""
+    if "-ov" in spec:
+        pytest.importorskip("openvino")
+    texts = sorted(set(smoke_transcripts["response"]))[:160]
+    enc = minilm["bf16"] if spec == "minilm@bf16" else get_encoder(spec)
+    cos = np.sum(enc.encode(texts).astype(np.float64) * minilm["fp32"].encode(texts), axis=1)
+    assert len(texts) == 160 and cos.min() >= 0.99, (spec, cos.min())

@@ -244,6 +244,8 @@ def padded_batches(tokenizer, texts: Sequence[str], max_tokens: int, batch_size:
     ``[(row indices into texts, {input name: int64 array (rows, width)})]``."""
     if batch_size < 1:
         raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
+    if not texts:
+        return []
     enc = tokenizer(list(texts), truncation=True, max_length=max_tokens, padding=False)
     ids = enc["input_ids"]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

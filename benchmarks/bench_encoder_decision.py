@@ -194,10 +194,23 @@ def compare(ref: dict, cand: dict) -> dict:
     return out
 
 
+def _sizes(profile: str) -> str:
+    from dpmv_lib.core.errors import ParameterError
+    from dpmv_lib.experiments.profiles import get_profile
+    try:
+        p = get_profile(profile)
+    except ParameterError:
+        return "sizes not recorded"
+    return f"{p.pairs} PairedMem pairs of 320, {p.transfer_pairs} transfer pairs of 67"
+
+
 def markdown(m: dict, ref: dict, cand: dict, d: dict, profile: str) -> str:
     lines = [f"# Auditor encoder decision: `{cand['spec']}` against `{ref['spec']}` ({profile} profile)", "",
              f"Machine: {describe(m)}; load average at start {m['loadavg_at_start']} (2 shared cores, other "
              f"agents' jobs running beside it: the seconds below are not benchmarks).", "",
+             *([f"Profile `{profile}`: a stratified subset of the default profile ({_sizes(profile)}); its "
+                f"verdicts are those of the subset, not of the full run (less power), so identical verdicts here "
+                f"are evidence for the full run, not proof.", ""] if profile.endswith("-subset") else []),
              f"Reference `{ref['spec']}` = `{ref['encoder_id']}`; candidate `{cand['spec']}` = `{cand['encoder_id']}`. "
              f"Acceptance: every verdict identical, every AUC within {AUC_TOL}, every judge kappa within {KAPPA_TOL}. "
              f"**Accepted: {'yes' if d['accepted'] else 'no'}**"
@@ -217,9 +230,10 @@ def markdown(m: dict, ref: dict, cand: dict, d: dict, profile: str) -> str:
     if k:
         lines += ["", f"Judge against the labels (03_judge_agreement, {k['rows']} rows): largest kappa change "
                   f"{k['max_abs_kappa']:.4f}, weighted kappa {k['max_abs_weighted_kappa']:.4f}."]
-    lines += ["", "Largest utility changes (tables 4 and 3): "
-              + ", ".join(f"{a} {b:.4f}" for a, b in d["utility"].items()) + ".", "",
-              "Seconds per step (shared machine): " + "; ".join(
+    if d["utility"]:
+        lines += ["", "Largest utility changes (tables 4 and 3): "
+                  + ", ".join(f"{a} {b:.4f}" for a, b in d["utility"].items()) + "."]
+    lines += ["", "Seconds per step (shared machine): " + "; ".join(
                   f"{r['spec']}: " + ", ".join(f"{a} {b:.0f}" for a, b in r["seconds"].items())
                   for r in (ref, cand)) + "."]
     return "\n".join(lines) + "\n"
@@ -245,6 +259,15 @@ def main() -> None:
                     help="merge the runs of these files (written by this script) per encoder spec and compare "
                          "--reference with --candidate instead of running")
     args = ap.parse_args()
+    profile = args.profile
+    if args.pairs is not None or args.transfer_pairs is not None:
+        from dataclasses import replace
+
+        from dpmv_lib.experiments.profiles import PROFILES, get_profile
+        base = get_profile(args.profile)
+        profile = f"{args.profile}-subset"
+        PROFILES[profile] = replace(base, name=profile, pairs=args.pairs or base.pairs,
+                                    transfer_pairs=args.transfer_pairs or base.transfer_pairs)
     if args.combine:
         merged: dict[str, dict] = {}
         for f in args.combine:
@@ -257,7 +280,7 @@ def main() -> None:
         d = compare(ref, cand)
         Path(args.out + ".json").write_text(json.dumps({"machine": m, "runs": [ref, cand], "deltas": d}, indent=1,
                                                        default=str) + "\n")
-        Path(args.out + ".md").write_text(markdown(m, ref, cand, d, ref.get("profile", args.profile)))
+        Path(args.out + ".md").write_text(markdown(m, ref, cand, d, ref.get("profile", profile)))
         print(Path(args.out + ".md").read_text())
         return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -267,15 +290,6 @@ def main() -> None:
     import tempfile
 
     m = machine()
-    profile = args.profile
-    if args.pairs is not None or args.transfer_pairs is not None:
-        from dataclasses import replace
-
-        from dpmv_lib.experiments.profiles import PROFILES, get_profile
-        base = get_profile(args.profile)
-        profile = f"{args.profile}-subset"
-        PROFILES[profile] = replace(base, name=profile, pairs=args.pairs or base.pairs,
-                                    transfer_pairs=args.transfer_pairs or base.transfer_pairs)
     work = Path(args.work or tempfile.mkdtemp(prefix="encoder_decision_"))
     grid_path = work / "05_budget_grid.csv"
     committed = ROOT / "results" / "grids" / "05_budget_grid.csv"

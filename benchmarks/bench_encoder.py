@@ -7,6 +7,8 @@ PyTorch and the OpenVINO runtime, on this CPU, and how close each is to PyTorch 
 The texts are ``n`` distinct surrogate responses to PairedMem queries (the default profile's
 responder on ``pairs`` stratified pairs), encoded one whole response per text (the C.5 unit),
 batched sorted by length, batch size 64, no embedding cache.
+The encoders are timed interleaved (every encoder once per round, ``repeats`` rounds), so load
+from other jobs on a shared machine falls on all of them alike.
 Writes benchmarks/results/encoder.json and encoder.md.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ from machine_info import describe, loadavg, machine  # noqa: E402  (benchmarks/ 
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results"
+BATCH_PADDED = "minilm@bf16, batch-padded"
 
 
 def sample_responses(n: int, pairs: int, seed: int) -> list[str]:
@@ -68,23 +71,33 @@ def main() -> None:
         specs += ["minilm-ov@fp32", "minilm-ov@bf16"]
     except ImportError:
         print("openvino not installed: PyTorch runtime only")
-    for spec in specs:
-        enc = get_encoder(spec, **({"device": "cpu"} if "-ov" not in spec else {}))
-        enc.encode(texts[:64])   # warm-up (first-call allocations, kernel selection)
-        walls = []
-        for _ in range(args.repeats):
+    encoders = {spec: get_encoder(spec, **({"device": "cpu"} if "-ov" not in spec else {})) for spec in specs}
+    runners = {spec: enc.encode for spec, enc in encoders.items()}
+    # sentence-transformers' own encode (each batch padded to its longest text): the speed of the
+    # batch-dependent path the fixed-width padding replaced
+    st = encoders["minilm@bf16"].model
+    runners[BATCH_PADDED] = lambda texts: st.encode(list(texts), batch_size=64, normalize_embeddings=True,
+                                                    convert_to_numpy=True)
+    for run in runners.values():
+        run(texts[:64])   # warm-up (first-call allocations, kernel selection)
+    walls: dict[str, list[float]] = {spec: [] for spec in runners}
+    for _ in range(args.repeats):   # interleaved: A, B, C, ..., A, B, C, ... (a shared machine's load hits all)
+        for spec, run in runners.items():
             t = time.perf_counter()
-            emb[spec] = enc.encode(texts)
-            walls.append(time.perf_counter() - t)
-        res["runs"][spec] = {"encoder_id": enc.id, "wall_s": [round(w, 3) for w in walls],
-                             "responses_per_s_median": round(len(texts) / statistics.median(walls), 1),
-                             "responses_per_s_best": round(len(texts) / min(walls), 1),
-                             "loadavg_after": loadavg()}
+            emb[spec] = np.asarray(run(texts), dtype=np.float32)
+            walls[spec].append(time.perf_counter() - t)
+    for spec, w in walls.items():
+        res["runs"][spec] = {"encoder_id": encoders[spec].id if spec in encoders else "(not cached: batch-dependent)",
+                             "wall_s": [round(x, 3) for x in w],
+                             "responses_per_s_median": round(len(texts) / statistics.median(w), 1),
+                             "responses_per_s_best": round(len(texts) / min(w), 1)}
         print(f"{spec}: {res['runs'][spec]['responses_per_s_median']} responses/s (median of {args.repeats})")
+    res["loadavg_after"] = loadavg()
+    specs = list(runners)
     res["cosine"] = {}
     for spec in specs:
         for ref in ("minilm@fp32", "minilm@bf16"):
-            if spec != ref:
+            if spec != ref and spec != BATCH_PADDED:   # that row is timed only
                 cos = np.sum(emb[spec].astype(np.float64) * emb[ref].astype(np.float64), axis=1)
                 res["cosine"][f"{spec} vs {ref}"] = {"min": float(cos.min()), "p01": float(np.quantile(cos, 0.01)),
                                                      "median": float(np.median(cos))}
@@ -96,17 +109,19 @@ def main() -> None:
     lines = ["# Auditor encoder: all-MiniLM-L6-v2, PyTorch and OpenVINO runtimes, fp32 and bf16", "",
              f"Machine: {describe(m)}; load average at start {m['loadavg_at_start']} (shared cores).", "",
              f"{len(texts)} distinct surrogate responses (median {res['chars_median']} chars, max {res['chars_max']}), "
-             f"one text per response (C.5), batch 64 sorted by length, median of {args.repeats} timed passes "
-             f"after a warm-up. `auto` precision on this CPU: **{res['auto_precision']}**. `minilm` is PyTorch "
-             f"(sentence-transformers, the default profile's encoder), `minilm-ov` OpenVINO (opt-in: the "
-             f"default profile's learned AUCs moved by up to 0.007 with it, beyond issue 30's 0.002).", "",
+             f"one text per response (C.5), batch 64, each text padded to a width set by its own length (the "
+             f"batch-padded row: sentence-transformers' encode, batches padded to their longest text), median of "
+             f"{args.repeats} interleaved timed passes after a warm-up; load average after "
+             f"{res['loadavg_after']}. `auto` precision on this CPU: **{res['auto_precision']}**. `minilm` is "
+             f"PyTorch (the sentence-transformers model), `minilm-ov` OpenVINO "
+             f"(benchmarks/results/encoder_decision.md: the default profile's deltas between the two).", "",
              "| spec | encoder id | responses/s (median) | responses/s (best) | vs PyTorch fp32 |",
              "| --- | --- | --- | --- | --- |"]
     for spec, r in res["runs"].items():
         lines.append(f"| `{spec}` | `{r['encoder_id']}` | {r['responses_per_s_median']} | {r['responses_per_s_best']} "
                      f"| {r['speedup_vs_torch_fp32']}x |")
     lines += ["", "Cosine of each response's embedding to the reference's (PyTorch fp32 is exact; PyTorch bf16 is "
-              "the default profile's encoder before issue 30):", "",
+              "the default profile's precision on CPUs with native bf16):", "",
               "| embedding | vs | min | 1st percentile | median |", "| --- | --- | --- | --- | --- |"]
     for key, c in res["cosine"].items():
         a, b = key.split(" vs ")

@@ -1,4 +1,4 @@
-"""`make reproduce` timed per notebook and per stage, before and after, in one run (issue 30).
+"""`make reproduce` timed per notebook and per stage, before and after, in one run.
 
 For each git revision in ``--refs`` (default: ``HEAD``) a detached worktree is checked out under
 ``--work`` (beside a link to this checkout's ``../shared``) and the notebooks run there as
@@ -193,6 +193,35 @@ def stage_times(results: Path, since: float | None) -> dict[str, dict[str, float
     return stages
 
 
+def notebook_of(run_file: str, names: list[str]) -> str | None:
+    """The notebook that writes ``run_file`` (``rq1_run``: 03, ``NN_run``: NN), by name prefix."""
+    prefix = "03" if run_file.startswith("rq1") else run_file.split("_", 1)[0]
+    return next((n for n in names if n.startswith(prefix)), None)
+
+
+def stage_table(rec: dict) -> dict[tuple[str, str], float]:
+    """(notebook, stage) -> seconds for one run: the stages of the notebook's ``*_run.json`` and
+    "other cells" (the notebook's wall time less its timed stages), every notebook without a run
+    file as one "whole notebook" row."""
+    names = [n["name"] for n in rec["notebooks"]]
+    wall = {n["name"]: n["wall_s"] for n in rec["notebooks"] if n["wall_s"] is not None}
+    out: dict[tuple[str, str], float] = {}
+    timed: dict[str, float] = {}
+    for run_file, stages in rec["stages"].items():
+        nb = notebook_of(run_file, names)
+        if nb is None:
+            continue
+        for stage, sec in stages.items():
+            if stage != "total":
+                out[(nb, stage)] = sec
+                timed[nb] = timed.get(nb, 0.0) + sec
+    for nb in names:
+        if nb in wall:
+            key = (nb, "other cells") if nb in timed else (nb, "whole notebook")
+            out[key] = round(wall[nb] - timed.get(nb, 0.0), 1)
+    return out
+
+
 def compare_tables(a: Path, b: Path, since: tuple[float | None, float | None] = (None, None)) -> list[dict]:
     """Every CSV table written by both runs (``since``: their start times), ``a`` against ``b``:
     identical bytes, else AUC and verdict drift."""
@@ -261,12 +290,15 @@ def markdown(recs: list[dict], comparisons: dict[str, list[dict]], info: dict) -
                 cells.append(f"{n['peak_pss_gb']:.2f} GB (cell {n['peak_cell']})"
                              if n and "peak_pss_gb" in n else "-")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "## Stages (seconds, from the experiments' `*_run.json`)", ""]
-    keys = list(dict.fromkeys((s, k) for r in recs for s, d in r["stages"].items() for k in d))
-    lines += ["| run file | stage | " + " | ".join(r["ref"] for r in recs) + " |",
+    lines += ["", "## Where the time goes: seconds per notebook and stage", "",
+              "Stages from the experiments' `*_run.json` (`rq1_run.json`: notebook 03); \"other cells\" is the "
+              "notebook's wall time less its timed stages (the slow ones are listed below).", ""]
+    tables = [stage_table(r) for r in recs]
+    keys = list(dict.fromkeys(k for t in tables for k in t))
+    lines += ["| notebook | stage | " + " | ".join(r["ref"] for r in recs) + " |",
               "| --- | --- |" + " --- |" * len(recs)]
-    for s, k in keys:
-        lines.append(f"| {s} | {k} | " + " | ".join(str(r["stages"].get(s, {}).get(k, "-")) for r in recs) + " |")
+    for nb, stage in keys:
+        lines.append(f"| {nb} | {stage} | " + " | ".join(str(t.get((nb, stage), "-")) for t in tables) + " |")
     lines += ["", f"## Slow cells (> {SLOW_CELL_S:g} s)", ""]
     for r in recs:
         lines.append(f"**{r['ref']}**")

@@ -70,3 +70,17 @@ def test_only_what_a_run_wrote_is_timed_and_compared(bench, tmp_path):
     assert set(bench.stage_times(a, None)) == {"x_run", "old_run"}
     assert [r["table"] for r in bench.compare_tables(a, b, since=(ta, tb))] == ["fresh.csv"]
     assert [r["table"] for r in bench.compare_tables(a, b)] == ["committed.csv", "fresh.csv"]
+
+
+def test_stage_table_puts_each_stage_under_its_notebook(bench):
+    """rq1_run.json belongs to notebook 03, NN_run.json to NN; "other cells" is the rest of the
+    notebook's wall time; a notebook without a run file is one row."""
+    rec = {"notebooks": [{"name": "03_rq1_privacy_utility", "wall_s": 100.0},
+                         {"name": "04_rq2_safeguards", "wall_s": 50.0},
+                         {"name": "06_adaptive_adversary", "wall_s": 20.0}],
+           "stages": {"rq1_run": {"audit": 60.0, "judge": 10.0, "total": 70.0}, "04_run": {"audit": 30.0}}}
+    t = bench.stage_table(rec)
+    assert t == {("03_rq1_privacy_utility", "audit"): 60.0, ("03_rq1_privacy_utility", "judge"): 10.0,
+                 ("03_rq1_privacy_utility", "other cells"): 30.0, ("04_rq2_safeguards", "audit"): 30.0,
+                 ("04_rq2_safeguards", "other cells"): 20.0, ("06_adaptive_adversary", "whole notebook"): 20.0}
+    assert sum(t.values()) == 170.0

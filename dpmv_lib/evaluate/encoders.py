@@ -14,7 +14,9 @@ Specs (``get_encoder(spec)``):
 * ``"hashing"`` / ``"hashing:<dim>"`` - a fast, deterministic signed feature-hashing encoder over
   word unigrams and bigrams (smoke profile and tests; lexical, not semantic).
 
-Every encoder returns float32 rows of unit L2 norm. :class:`CachedEncoder` stores embeddings on
+Every encoder returns float32 rows of unit L2 norm. The model encoders pad each text to a width
+set by its own token count (:func:`padded_batches`), so a text's embedding is the same bytes alone,
+in any batch and from the cache (``-pad16`` in their ids). :class:`CachedEncoder` stores embeddings on
 disk keyed by (encoder id, sha256 of the text), in append-only shard files written atomically
 (tmp + rename), so a crash never leaves a half-written shard and reruns only encode new texts.
 """
@@ -89,8 +91,9 @@ class SentenceTransformerEncoder:
 
     ``batch_size`` and ``max_seq_length`` are decoding-only knobs; they do not change what an
     embedding means (texts longer than ``max_seq_length`` word pieces are truncated, as in the
-    model's own config; 256 for all-MiniLM-L6-v2). Texts are batched sorted by length (done by
-    sentence-transformers' ``encode``), so padding is small. ``precision``: ``"fp32"``, ``"bf16"``
+    model's own config; 256 for all-MiniLM-L6-v2). Each text is padded to a length set by its own
+    token count alone (:func:`padded_batches`), so its embedding is the same bytes whatever batch
+    it is encoded in, and a cached embedding equals a fresh one. ``precision``: ``"fp32"``, ``"bf16"``
     (bf16 weights and activations; embeddings returned as float32) or ``"auto"``
     (:func:`auto_precision`). The precision is part of ``id``, so caches never mix the two;
     :func:`precision_check` measures how close bf16 is to fp32."""
@@ -126,16 +129,27 @@ class SentenceTransformerEncoder:
         self.dim = int(dim)
         self.batch_size = int(batch_size)
         self.show_progress = show_progress
-        suffix = "" if self.precision == "fp32" else f"-{self.precision}"   # fp32 ids as before (caches)
-        self.id = f"st-{name or Path(self.path).name}-{self.model.max_seq_length}{suffix}"
+        backbone = getattr(self.model[0], "auto_model", None)
+        self._max_tokens = _max_tokens(self.model.max_seq_length, getattr(backbone, "config", None))
+        suffix = "" if self.precision == "fp32" else f"-{self.precision}"
+        self.id = f"st-{name or Path(self.path).name}-{self.model.max_seq_length}{suffix}-{PADDING_ID}"
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = _check_texts(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        x = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_tensor=True,
-                              normalize_embeddings=True, show_progress_bar=self.show_progress)
-        return _normalise(x.float().cpu().numpy())
+        import torch
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        batches = padded_batches(self.model.tokenizer, texts, self._max_tokens, self.batch_size)
+        if self.show_progress:
+            from tqdm.auto import tqdm
+            batches = tqdm(batches, desc=f"encode {len(texts)} texts", unit="batch")
+        with torch.inference_mode():
+            for idx, features in batches:
+                feats = {k: torch.from_numpy(v).to(self.device) for k, v in features.items()}
+                out[idx] = self.model(feats)["sentence_embedding"].float().cpu().numpy()
+        return _normalise(out)
 
 
 class OpenVINOEncoder:
@@ -193,21 +207,80 @@ class OpenVINOEncoder:
         self._request = self._compiled.create_infer_request()
         self.dim = int(model.config.hidden_size)
         self.batch_size = int(batch_size)
+        self._max_tokens = _max_tokens(self.max_seq_length, model.config)
         suffix = "" if self.precision == "fp32" else f"-{self.precision}"
-        self.id = f"ov-{name or self.path.name}-{self.max_seq_length}{suffix}"
+        self.id = f"ov-{name or self.path.name}-{self.max_seq_length}{suffix}-{PADDING_ID}"
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = _check_texts(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))   # longest first, as ST does
-        for s in range(0, len(order), self.batch_size):
-            idx = order[s:s + self.batch_size]
-            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                 max_length=self.max_seq_length, return_tensors="np")
+        for idx, enc in padded_batches(self.tokenizer, texts, self._max_tokens, self.batch_size):
             hidden = self._request.infer({k: enc[k] for k in self._inputs})[0]
             mask = enc["attention_mask"][..., None].astype(np.float32)
             out[idx] = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
         return _normalise(out)
+
+
+PAD_MULTIPLE = 16
+#: names the padding rule of :func:`padded_batches` in encoder ids (caches never mix rules)
+PADDING_ID = f"pad{PAD_MULTIPLE}"
+
+
+def padded_length(n_tokens: int) -> int:
+    """The padded length of a text of ``n_tokens`` word pieces: the next multiple of
+    ``PAD_MULTIPLE`` above ``n_tokens`` (at least one padding position, so the attention mask is
+    never all ones and every text runs the same masked attention kernel)."""
+    return PAD_MULTIPLE * (n_tokens // PAD_MULTIPLE + 1)
+
+
+def padded_batches(tokenizer, texts: Sequence[str], max_tokens: int, batch_size: int
+                   ) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """Tokenise ``texts`` (truncated to ``max_tokens`` word pieces) and group them into batches
+    whose width is :func:`padded_length` of each member's own token count.
+
+    A text's input tensors therefore depend on the text alone, never on its neighbours: with
+    fixed shapes per row the CPU kernels give the same bytes for it in any batch (measured for
+    all-MiniLM-L6-v2 in fp32 and bf16, ``tests/test_encoder_determinism.py``). Returns
+    ``[(row indices into texts, {input name: int64 array (rows, width)})]``."""
+    if batch_size < 1:
+        raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
+    if not texts:
+        return []
+    enc = tokenizer(list(texts), truncation=True, max_length=max_tokens, padding=False)
+    ids = enc["input_ids"]
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    by_width: dict[int, list[int]] = {}
+    for i, row in enumerate(ids):
+        by_width.setdefault(padded_length(len(row)), []).append(i)
+    out = []
+    for width in sorted(by_width, reverse=True):
+        rows = by_width[width]
+        for s in range(0, len(rows), batch_size):
+            idx = np.asarray(rows[s:s + batch_size], dtype=np.int64)
+            feats = {"input_ids": np.full((len(idx), width), pad_id, dtype=np.int64),
+                     "attention_mask": np.zeros((len(idx), width), dtype=np.int64)}
+            if "token_type_ids" in enc:
+                feats["token_type_ids"] = np.zeros((len(idx), width), dtype=np.int64)
+            for r, i in enumerate(idx):
+                n = len(ids[i])
+                feats["input_ids"][r, :n] = ids[i]
+                feats["attention_mask"][r, :n] = 1
+                if "token_type_ids" in enc:
+                    feats["token_type_ids"][r, :n] = enc["token_type_ids"][i]
+            out.append((idx, feats))
+    return out
+
+
+def _max_tokens(max_seq_length: int | None, config) -> int:
+    """Word pieces kept per text: ``max_seq_length``, fewer where the padded width would not fit
+    the model's position embeddings (``config.max_position_embeddings``)."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit is None:
+        if max_seq_length is None:
+            raise ParameterError("the encoder names neither max_seq_length nor max_position_embeddings")
+        return int(max_seq_length)
+    n = int(limit) - PAD_MULTIPLE if max_seq_length is None else int(max_seq_length)
+    return n if padded_length(n) <= int(limit) else int(limit) - PAD_MULTIPLE
 
 
 def _st_max_seq_length(path: Path) -> int:

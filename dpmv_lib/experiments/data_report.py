@@ -14,6 +14,7 @@ from typing import Any, Collection, Mapping, Sequence
 import pandas as pd
 
 from .common import reference_dir
+from .plots import save_figure
 from ..bench import lexicon, transfer_quality
 from ..bench.benchmark import Pair
 from ..bench.pairedmem_gold import trajectory_problems
@@ -324,10 +325,7 @@ def structure_figure(pairs: Sequence[Pair], path: str | Path):
     for ax in axes:
         ax.tick_params(axis="x", rotation=0)
     fig.tight_layout()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=120)
-    return fig
+    return save_figure(fig, path, dpi=120)
 
 
 PAPER_TABLE4_FILE = "paper_table4_safeguards.csv"

@@ -14,12 +14,19 @@ MARKERS = {"GenericOnly": "s", "RawReadSet": "X", "TypedMask": "P", "TaskMin": "
 COLOUR_OF = {"DP-MemView (on, P&F)": "DP-MemView (on)", "DP-MemView (pre, P&F)": "DP-MemView (pre)"}
 
 
+#: PNG text chunks written with every figure: none (``None`` drops matplotlib's default ``Software``)
+PNG_METADATA = {"Software": None}
+
+
 def save_figure(fig, path: str | Path | None, dpi: int = 130):
-    """Write ``fig`` as PNG to ``path`` (parents created) when a path is given; return ``fig``."""
+    """Write ``fig`` as PNG to ``path`` (parents created) when a path is given; return ``fig``.
+
+    The file holds pixels and ``dpi`` only: no text chunks (matplotlib's default ``Software``
+    names its version), so the same figure gives the same bytes on any run."""
     if path is not None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=dpi)
+        fig.savefig(path, dpi=dpi, metadata=PNG_METADATA)
     return fig
 
 

@@ -342,8 +342,7 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
     for name, fig in (("rq1_privacy_utility", P.privacy_utility_figure(res.table2)),
                       ("rq1_leakage_horizon", P.leakage_horizon_figure(res.audit)),
                       ("rq1_ceiling", P.ceiling_figure(res.oracle[res.oracle["method"].isin(res.config.methods)], aT))):
-        fdir.mkdir(parents=True, exist_ok=True)
-        fig.savefig(fdir / f"{name}.png", dpi=130)
+        P.save_figure(fig, fdir / f"{name}.png", dpi=130)
         plt.close(fig)
         paths[name] = str(fdir / f"{name}.png")
     if res.metrics is not None:

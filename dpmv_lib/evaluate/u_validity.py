@@ -383,3 +383,25 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
     return UValidity(table, cuts, UDefinition.from_kappas(pooled.to_dict()), positives(units),
                      str(getattr(judge, "id", type(judge).__name__)), seed, len(units),
                      int((units["pool"] == "extra").sum()))
+
+
+def try_validate_u(judge: Judge, data_dir: str | Path = "data", notes: list[str] | None = None) -> UValidity | None:
+    """:func:`validate_u` on ``{data_dir}/judge_labels``, or None (with a note) where the labels or
+    the benchmark are missing."""
+    from ..common.paths import resolve
+    from ..core.errors import StoreError
+
+    try:
+        return validate_u(judge, resolve(data_dir) / "judge_labels", data_dir)
+    except (ParameterError, StoreError, FileNotFoundError, OSError) as exc:
+        if notes is not None:
+            notes.append(f"U not validated against labels: {exc}")
+        return None
+
+
+def with_validated_u(per_transcript: pd.DataFrame, judge: Judge, data_dir: str | Path = "data") -> pd.DataFrame:
+    """``per_transcript`` (:func:`~.judge.score_transcripts`) with U redefined by :func:`validate_u`
+    of ``judge`` (:meth:`UDefinition.apply`; all four dimensions, marked not validated, where the
+    labels are missing)."""
+    uv = try_validate_u(judge, data_dir)
+    return (uv.definition if uv is not None else UDefinition()).apply(per_transcript)

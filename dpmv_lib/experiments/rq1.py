@@ -38,7 +38,7 @@ from ..common.paths import resolve
 from .common import run_encoder
 from .profiles import Profile, get_profile
 from . import verdicts as V
-from ..evaluate.u_validity import UDefinition
+from ..evaluate.u_validity import UDefinition, try_validate_u
 from .rq1_claims import evaluate_claims, DP_MODES, MEMORY_TEXT, PAPER_METHODS  # noqa: F401 (re-exported names of RQ1)
 
 #: beyond the paper: the DP-MemView modes with the permute-and-flip selector (no paper values)
@@ -238,7 +238,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     judge_spec = config.judge or prof.judge
     judge = J.make_judge(judge_spec, encoder)
     util_t = J.score_transcripts(transcripts, benches, judge, config.T, progress=config.progress)
-    u_valid = run_u_validity(judge, config.data_dir, notes)
+    u_valid = try_validate_u(judge, config.data_dir, notes)
     udef = u_valid.definition if u_valid is not None else UDefinition()
     util_t = udef.apply(util_t)
     notes.append(udef.sentence())
@@ -273,20 +273,6 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
              "judge": judge.id, "encoder": encoder.id, "embedding_unit": unit}, indent=1, default=str))
     log(f"[rq1] done in {timings['total']:.0f} s")
     return res
-
-
-def run_u_validity(judge: Any, data_dir: str, notes: list[str] | None = None) -> Any:
-    """:func:`dpmv_lib.evaluate.u_validity.validate_u` of ``judge`` on ``{data_dir}/judge_labels``,
-    or None (with a note) where the labels are missing: U then keeps all four dimensions, marked
-    "not validated"."""
-    from ..evaluate.u_validity import validate_u
-
-    try:
-        return validate_u(judge, resolve(data_dir) / "judge_labels", data_dir)
-    except (ParameterError, StoreError, FileNotFoundError, OSError) as exc:
-        if notes is not None:
-            notes.append(f"U not validated against labels: {exc}")
-        return None
 
 
 def ablation_views(benches: Mapping[str, Benchmark], config: RQ1Config, prof: Profile, model: str) -> pd.DataFrame:

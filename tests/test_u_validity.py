@@ -102,7 +102,7 @@ def test_heldout_kappa_is_recomputed_from_the_committed_labels(validity):
             cohen_kappa_score(y[ho], fitted[ho].astype(int), weights="quadratic", labels=list(range(5))))
     assert set(validity.definition.dimensions) == {
         d for d in DIMENSIONS if t.at[(d, "all"), "kappa_fitted"] >= UV.FLOOR}
-    assert "U = " in validity.summary() and "|" in validity._repr_markdown_()
+    assert "U = " in validity.summary() and "|" in validity.markdown()
 
 
 # ---- the definition of U -----------------------------------------------------------------------------------

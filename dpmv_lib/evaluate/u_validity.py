@@ -358,12 +358,14 @@ class UValidity:
                 f"(sklearn.model_selection.StratifiedGroupKFold split, sklearn.metrics.cohen_kappa_score).")
 
     def _repr_markdown_(self) -> str:
-        from ..experiments.common import markdown_table
+        return self.markdown()
 
+    def markdown(self) -> str:
+        """The held-out table and :meth:`summary`, as Markdown."""
         cols = [c for c in ("dimension", "response_model", "units_held_out", "positives_held_out", "kappa_raw",
                             "kappa_fitted", "kappa_fitted_min", "kappa_fitted_max", "weighted_kappa_raw",
                             "weighted_kappa_fitted", "cut_2", "goal_met") if c in self.table.columns]
-        return f"{markdown_table(self.table[cols])}\n\n{self.summary()}\n"
+        return f"{self.table[cols].to_markdown(index=False, floatfmt='.3f')}\n\n{self.summary()}\n"
 
 
 def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str | Path = "data", *,

@@ -314,7 +314,7 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
     written["claims"] = TB.write_table(res.claims, tdir, "rq1_claims", V.claims_markdown(res.claims))
     if res.u_validity is not None:
         written["u_validity"] = TB.write_table(res.u_validity.table, tdir, "rq1_u_validity",
-                                               res.u_validity._repr_markdown_())
+                                               res.u_validity.markdown())
     for key, files in written.items():
         paths.update({f"{key}_{kind}": str(path) for kind, path in files._asdict().items()})
     res.audit.to_csv(tdir / "rq1_audit_by_horizon.csv", index=False)

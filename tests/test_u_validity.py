@@ -187,3 +187,14 @@ def test_the_committed_extension_is_new_surrogate_units():
     assert not set(zip(e["query"], e["response"])) & set(zip(s["query"], s["response"]))
     assert not e.duplicated(["query", "response"]).any() and not set(e["pair_id"]) & set(s["pair_id"])
     assert len(e) >= int(UV.extra_units_needed(UV.label_pool(LABELS))["units_needed"].max())
+
+
+def test_notebooks_get_the_validated_u_or_all_four_marked_not_validated(tmp_path, validity):
+    judge = RubricJudge(HashingEncoder())
+    rows = pd.DataFrame([{"track": "pairedmem", "response_model": "surrogate", "method": "A", "pair_id": "p0",
+                          "side": "M", "seed": 0, "relevance": 4.0, "correctness": 2.0, "actionability": 0.0,
+                          "personalisation": 2.0, "U": 0.5, "failed": False}])
+    out = UV.with_validated_u(rows, judge, "data")
+    assert out["U_dims"].iloc[0] == validity.definition.dims
+    missing = UV.with_validated_u(rows, judge, tmp_path)          # no labels there
+    assert missing["U_dims"].iloc[0].endswith(UV.NOT_VALIDATED) and missing["U"].iloc[0] == pytest.approx(0.5)

@@ -28,7 +28,10 @@ that file exists), by fitting on one half of the labelled units and measuring on
   dimension is :data:`GOAL`.
 
 Nothing is tuned on the held-out half: the split, then the cuts from the fitting half, then one
-measurement.
+measurement. The split behind U is fixed (:data:`SPLIT_SEED`); :func:`split_spread` shows how far
+the kappa moves over other splits. Caveat: a unit is judged with its one rubric item
+(:func:`~.judge_agreement.judge_units`), while a transcript's U averages turns judged with all their
+items; the check validates the judge's per-response scale, not the averaging.
 """
 from __future__ import annotations
 

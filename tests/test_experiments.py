@@ -168,6 +168,10 @@ def test_smoke_run_end_to_end(tmp_path, pairedmem):
     assert c.loc["X2", "verdict"] == "HOLDS" and c.loc["C1", "test"] == "exact"      # Theorem 1; the dagger check
     assert np.isfinite(c.loc["C3", "ci_lo"]) and np.isfinite(c.loc["C3", "p_holm"])
     assert set(res.transcripts["seed"]) == set(prof.em_seeds) | {-1}
+    # U holds the dimensions validated on the labels for this judge, and says so
+    assert res.u_validity is not None and (tmp_path / "tables" / "rq1_u_validity.csv").exists()
+    assert set(res.table2["u_dims"].dropna()) == {res.u_validity.definition.dims}
+    assert res.u_validity.definition.label in c.loc["C7", "claim"]
 
 
 def test_run_seed_moves_the_em_seeds_to_a_disjoint_block():

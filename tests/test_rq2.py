@@ -189,6 +189,16 @@ def test_claims_computed_from_table():
     assert rq2.format_bound(2.0, 2.0) == "2.00 <= B_a" and rq2.format_bound(math.inf, 2) == "inf"
 
 
+def test_r5_names_the_dimensions_u_holds():
+    acc, priv, util = _t4_inputs()
+    t4 = rq2.table4(acc, priv, util.assign(U_dims="relevance+personalisation"))
+    assert set(t4["u_dims"]) == {"relevance+personalisation"}
+    c = rq2.claims(t4, 2.0, _t4_metrics(priv, util)).set_index("id")
+    assert c.loc["R5", "claim"] == "U changes by at most 0.002 [U = mean(relevance, personalisation)]"
+    c = rq2.claims(t4, 2.0, _t4_metrics(priv, util), u_label="U = mean(relevance)").set_index("id")
+    assert c.loc["R5", "claim"].endswith("[U = mean(relevance)]")
+
+
 def test_charge_structure_table_matches_the_per_pair_rows_and_the_paper():
     """Notebook 04's charge-structure table: min / max of the per-pair figures of
     benchmark_quality.charge_structure, exact (fractions as strings), beside the paper's values."""

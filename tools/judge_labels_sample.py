@@ -19,8 +19,22 @@ follow method or side. The judge modules (rubric_judge, llm_judge, score_transcr
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py
     .venv/bin/python tools/judge_labels_sample.py --show 0 20   # blind view for labelling
 
-``--show START END`` prints units START..END-1 of sample.jsonl with only unit_id, query, response
-and item description (no method, side, attribute or item kind), as the annotators saw them.
+``--show START END`` prints units START..END-1 of sample.jsonl (``--file sample_extra.jsonl`` for
+the extension) with only unit_id, query, response and item description (no method, side, attribute
+or item kind), as the annotators saw them.
+
+``--extra N`` (or ``--extra auto``) draws an extension instead: N further units, surrogate only,
+into ``sample_extra.jsonl`` (unit ids e0001...; seed 20261, deterministic). They come from pairs
+that sample.jsonl does not use, and each is a (query, response) that sample.jsonl and the rest of
+the extension do not hold, since the holistic labels depend on the query and the response alone.
+Item kinds keep the surrogate proportions of sample.jsonl (135 : 135 : 80). ``auto`` sizes N to
+close the shortfall of labelled surrogate positives (grade >= 2) to 200 per U dimension
+(:func:`dpmv_lib.evaluate.u_validity.extra_units_needed`: the shortfall over the lower 95% Wilson
+bound of each dimension's positive rate, largest over dimensions). SmolLM2 is left out: its
+generation takes minutes per few dozen responses on this CPU (387 s for 196 rows).
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py --extra auto
+    .venv/bin/python tools/judge_labels_sample.py --show 0 20 --file sample_extra.jsonl
 """
 from __future__ import annotations
 
@@ -46,6 +60,8 @@ from dpmv_lib.generate.responders import make_responder  # noqa: E402
 
 OUT = ROOT / "data" / "judge_labels"
 SEED = 20260
+SEED_EXTRA = 20261
+EXTRA_FILE = "sample_extra.jsonl"
 ABLATIONS = ("CappedArgmax", "NoCap", "IncompleteCharge")
 SURROGATE_METHODS = tuple(PAPER_METHODS) + ABLATIONS
 PARAMS = InterfaceParams(B_a=2, K=3, plan_horizon=16)
@@ -130,9 +146,11 @@ def candidates(df: pd.DataFrame, benches, model: str) -> pd.DataFrame:
     return pd.DataFrame.from_records(recs)
 
 
-def stratified(cand: pd.DataFrame, quota: int, rng: np.random.Generator, seen: set) -> list[dict]:
+def stratified(cand: pd.DataFrame, quota: int, rng: np.random.Generator, seen: set,
+               key: tuple[str, ...] = ("query", "response", "item_description")) -> list[dict]:
     """Round-robin over (method, track, side) strata, each shuffled; memory-text methods get a
-    double turn (they are the ones most likely to show target behaviours), duplicates skipped."""
+    double turn (they are the ones most likely to show target behaviours), duplicates (same
+    ``key`` fields) skipped."""
     strata = {}
     for k, g in cand.groupby(["method", "track", "side"], sort=True):
         strata[k] = g.iloc[rng.permutation(len(g))].to_dict("records")
@@ -149,7 +167,7 @@ def stratified(cand: pd.DataFrame, quota: int, rng: np.random.Generator, seen: s
             while pos[k] < len(rows):
                 r = rows[pos[k]]
                 pos[k] += 1
-                d = (r["query"], r["response"], r["item_description"])
+                d = tuple(r[k] for k in key)
                 if d not in seen:
                     seen.add(d)
                     out.append(r)
@@ -157,12 +175,77 @@ def stratified(cand: pd.DataFrame, quota: int, rng: np.random.Generator, seen: s
     return out
 
 
-def show(start: int, end: int) -> None:
+def show(start: int, end: int, file: str = "sample.jsonl") -> None:
     """The blind labelling view: unit id, query, response and item description only."""
-    with (OUT / "sample.jsonl").open(encoding="utf-8") as f:
+    with (OUT / file).open(encoding="utf-8") as f:
         units = [json.loads(line) for line in f if line.strip()]
     for u in units[start:end]:
         print(f"### {u['unit_id']}\nQ: {u['query']}\nR: {u['response']}\nITEM: {u['item_description']}\n")
+
+
+def extra_size(spec: str) -> int:
+    """N from ``--extra``: an integer, or ``auto`` (the surrogate shortfall, see the module docstring)."""
+    if spec != "auto":
+        n = int(spec)
+        if n < 1:
+            raise SystemExit(f"--extra needs a positive count or 'auto', got {spec!r}")
+        return n
+    from dpmv_lib.evaluate.u_validity import extra_units_needed, label_pool
+
+    need = extra_units_needed(label_pool(OUT), "surrogate")
+    print(need.to_string(index=False))
+    return int(need["units_needed"].max())
+
+
+def extra(spec: str, data: str) -> None:
+    """Draw the extension (see the module docstring) into ``sample_extra.jsonl``."""
+    n = extra_size(spec)
+    rng = np.random.default_rng(SEED_EXTRA)
+    sample = pd.read_json(OUT / "sample.jsonl", lines=True)
+    benches = {t: load_benchmark(t, data) for t in ("pairedmem", "transfer")}
+    used = {t: set(sample.loc[sample["track"] == t, "pair_id"]) for t in benches}
+    ids = {}
+    for t, b in benches.items():
+        ids[t] = pick_pairs(b.subset(sorted(p.pair_id for p in b.pairs if p.pair_id not in used[t])),
+                            SURR_PAIRS[t], rng)
+    policies = [p for b in benches.values() for p in b.policies.values()]
+    resp = make_responder("surrogate", policies)
+    try:
+        surr = pd.concat([generate_transcripts(b.subset(ids[t]), resp, SURROGATE_METHODS, seeds=EM_SEEDS, turns=T,
+                                               params=PARAMS, progress=False) for t, b in benches.items()],
+                         ignore_index=True)
+    finally:
+        resp.close()
+    cand = candidates(surr, benches, "surrogate")
+    key = ("query", "response")
+    seen = set(zip(sample["query"], sample["response"]))
+    share = {k: QUOTA[("surrogate", k)] for k in ("target_required", "unsupported", "generic")}
+    total = sum(share.values())
+    quota = {k: round(n * v / total) for k, v in share.items() if k != "generic"}
+    quota["generic"] = n - sum(quota.values())
+    units = []
+    for kind in ("target_required", "unsupported", "generic"):
+        c = cand[cand["item_kind"] == kind]
+        if kind == "generic":
+            half = quota[kind] // 2
+            for side, q in (("M", half), ("M'", quota[kind] - half)):
+                units += stratified(c[c["side"] == side], q, rng, seen, key)
+        else:
+            units += stratified(c, quota[kind], rng, seen, key)
+    if len(units) < n:
+        print(f"only {len(units)} distinct (query, response) units available for {n} requested")
+    units = [units[i] for i in rng.permutation(len(units))]
+    for i, u in enumerate(units):
+        u["unit_id"] = f"e{i + 1:04d}"
+    cols = ["unit_id", "track", "response_model", "method", "side", "pair_id", "attribute", "seed", "turn",
+            "query", "response", "item_id", "item_description", "item_kind", "item_role"]
+    with (OUT / EXTRA_FILE).open("w", encoding="utf-8") as f:
+        for u in units:
+            f.write(json.dumps({c: u[c] for c in cols}, ensure_ascii=False) + "\n")
+    df = pd.DataFrame(units)
+    print(f"{len(df)} units -> {OUT / EXTRA_FILE}; pairs {ids}")
+    for c in ("item_kind", "track", "side", "method"):
+        print(c, dict(Counter(df[c])))
 
 
 def main() -> None:
@@ -173,9 +256,14 @@ def main() -> None:
     ap.add_argument("--data", default=str(ROOT / "data"))
     ap.add_argument("--no-smollm2", action="store_true")
     ap.add_argument("--regen-smollm2", action="store_true")
+    ap.add_argument("--file", default="sample.jsonl", help="the sample file --show reads")
+    ap.add_argument("--extra", metavar="N|auto", help="draw N further surrogate units into sample_extra.jsonl")
     args = ap.parse_args()
     if args.show:
-        show(*args.show)
+        show(*args.show, file=args.file)
+        return
+    if args.extra:
+        extra(args.extra, args.data)
         return
     rng = np.random.default_rng(args.seed)
 

@@ -116,7 +116,7 @@ def score_transcripts(transcripts: pd.DataFrame, benchmarks: Mapping[str, Benchm
 def summarise_utility(per_transcript: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Per (track, response_model, method): U (both sides), tRec (M), Unsup (M') with pair-bootstrap
     95% CIs. Seeds are averaged within each (pair, side) first (C.5); failed judgements are
-    excluded and counted."""
+    excluded and counted. A ``U_dims`` column (the dimensions U holds) is carried over."""
     rng = np.random.default_rng(seed)
     recs = []
     ok = per_transcript[~per_transcript["failed"]]
@@ -132,6 +132,8 @@ def summarise_utility(per_transcript: pd.DataFrame, *, n_boot: int = 1000, seed:
         })
         rec = {"track": track, "response_model": model, "method": method, "n_pairs": int(len(per_pair)),
                "n_transcripts": int(len(g)), "n_failed": int(g["failed"].sum())}
+        if "U_dims" in g.columns:  # the dimensions U holds (dpmv_lib.evaluate.u_validity.UDefinition.apply)
+            rec["U_dims"] = "; ".join(sorted(set(g["U_dims"].astype(str))))
         for c in ("U", "tRec", "Unsup"):
             v = per_pair[c].dropna().to_numpy() if len(per_pair) else np.array([])
             rec[c] = float(v.mean()) if len(v) else math.nan

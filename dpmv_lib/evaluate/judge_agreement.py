@@ -38,8 +38,10 @@ def labels_dir(label_dir: str | Path | None = None) -> Path:
     return Path(label_dir) if label_dir is not None else project_root() / "data" / "judge_labels"
 
 
-def load_units(label_dir: str | Path | None = None, annotator: str = "a") -> pd.DataFrame:
-    """``sample.jsonl`` joined with ``labels_<annotator>.jsonl`` (only the labelled units).
+def load_units(label_dir: str | Path | None = None, annotator: str = "a",
+               sample: str = "sample.jsonl") -> pd.DataFrame:
+    """``sample`` (default ``sample.jsonl``) joined with ``labels_<annotator>.jsonl`` (only the
+    labelled units); e.g. ``load_units(d, "extra_a", "sample_extra.jsonl")`` for the extension.
 
     Raises
     ------
@@ -47,10 +49,10 @@ def load_units(label_dir: str | Path | None = None, annotator: str = "a") -> pd.
         A missing file, a label for an unknown unit, a duplicate, or a grade outside 0-4.
     """
     d = labels_dir(label_dir)
-    for f in ("sample.jsonl", f"labels_{annotator}.jsonl"):
+    for f in (sample, f"labels_{annotator}.jsonl"):
         if not (d / f).exists():
             raise ParameterError(f"judge labels: {d / f} not found")
-    units = pd.read_json(d / "sample.jsonl", lines=True)
+    units = pd.read_json(d / sample, lines=True)
     labels = pd.read_json(d / f"labels_{annotator}.jsonl", lines=True)
     if labels["unit_id"].duplicated().any():
         dup = labels.loc[labels["unit_id"].duplicated(), "unit_id"].tolist()[:5]

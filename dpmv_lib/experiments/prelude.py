@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..bench.datasets import load_benchmark, load_gold_rules
 from ..common.paths import resolve
 from ..core.policy import Query
-from ..evaluate import judge_agreement
+from ..evaluate import judge_agreement, u_validity
 from ..evaluate.audit import AuditConfig, run_audit
 from ..evaluate.judge import make_judge, score_transcripts, summarise_utility
 from ..generate.interfaces import RQ1_METHODS
@@ -41,7 +41,7 @@ __all__ = [
     # modules (used qualified)
     "adversary", "budget_explorer", "instruments", "interface_rows", "judge_agreement", "pipeline", "playground",
     "playground_widget", "plots", "rq2", "rq2_horizon", "rq2_score", "rq2_support", "samples",
-    "sensitivity", "utility_decomposition", "utility_frontier", "utility_lift", "verdicts",
+    "sensitivity", "u_validity", "utility_decomposition", "utility_frontier", "utility_lift", "verdicts",
     # data and paths
     "Query", "load_benchmark", "load_gold_rules", "resolve", "RQ1_METHODS",
     # run settings, timing, the paper's reference tables

@@ -38,6 +38,7 @@ from ..common.paths import resolve
 from .common import run_encoder
 from .profiles import Profile, get_profile
 from . import verdicts as V
+from ..evaluate.u_validity import UDefinition, try_validate_u
 from .rq1_claims import evaluate_claims, DP_MODES, MEMORY_TEXT, PAPER_METHODS  # noqa: F401 (re-exported names of RQ1)
 
 #: beyond the paper: the DP-MemView modes with the permute-and-flip selector (no paper values)
@@ -99,6 +100,7 @@ class RQ1Result:
     notes: list[str] = field(default_factory=list)
     scores: pd.DataFrame | None = None    # auditor score per evaluated (pair, side, seed, horizon)
     metrics: Any = None                   # verdicts.Metrics: the paired bootstrap behind the claims
+    u_validity: Any = None                # u_validity.UValidity: which judge dimensions U holds
 
 
 # ---- data -----------------------------------------------------------------------------------------
@@ -253,6 +255,10 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     judge_spec = config.judge or prof.judge
     judge = J.make_judge(judge_spec, encoder)
     util_t = J.score_transcripts(transcripts, benches, judge, config.T, progress=config.progress)
+    u_valid = try_validate_u(judge, config.data_dir, notes)
+    udef = u_valid.definition if u_valid is not None else UDefinition()
+    util_t = udef.apply(util_t)
+    notes.append(udef.sentence())
     util = J.summarise_utility(util_t, n_boot=config.n_boot, seed=config.seed)
     timings["judge"] = time.perf_counter() - t
     if util["n_failed"].sum():
@@ -271,9 +277,9 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     metrics = V.paired_bootstrap(scores[scores["horizon"] == config.T], util_t, n_boot=max(config.n_boot, V.N_BOOT),
                                  seed=config.seed, by_construction=dagger)
     claims = evaluate_claims(metrics, osum, audit_sum[audit_sum["horizon"] == config.T], identical,
-                             float(config.B_a), config.methods)
+                             float(config.B_a), config.methods, u_label=udef.label)
     res = RQ1Result(config, prof, transcripts, audit_sum, identical, oracle_pairs, osum, util_t, util, table2,
-                    comparison, claims, timings, {}, notes, scores, metrics)
+                    comparison, claims, timings, {}, notes, scores, metrics, u_valid)
     if config.write:
         res.paths = write_outputs(res, results)
     timings["tables"] = time.perf_counter() - t
@@ -323,7 +329,8 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
     head = (f"Table 2 reproduction (RQ1) at T={cfg.T}, B_a={cfg.B_a}, K={cfg.K}; profile {res.profile.name}; "
             f"response model(s): {', '.join(sorted(res.table2['response_model'].unique()))}; encoder "
             f"{cfg.encoder or res.profile.encoder}; judge {cfg.judge or res.profile.judge}; "
-            f"{run_scope(res.transcripts)}.\n\n")
+            f"{run_scope(res.transcripts)}; "
+            f"{res.u_validity.definition.label if res.u_validity is not None else UDefinition().label}.\n\n")
     written = {"table2": TB.write_table(res.table2, tdir, "table2_rq1", head + TB.table2_markdown(res.table2))}
     if not res.comparison.empty:
         written["comparison"] = TB.write_table(res.comparison, tdir, "table2_rq1_vs_paper",
@@ -333,6 +340,9 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
     written["oracle"] = TB.write_table(res.oracle, tdir, "rq1_oracle_ceiling",
                                        TB.oracle_markdown(res.oracle, aT, float(cfg.B_a)))
     written["claims"] = TB.write_table(res.claims, tdir, "rq1_claims", V.claims_markdown(res.claims))
+    if res.u_validity is not None:
+        written["u_validity"] = TB.write_table(res.u_validity.table, tdir, "rq1_u_validity",
+                                               res.u_validity.markdown())
     for key, files in written.items():
         paths.update({f"{key}_{kind}": str(path) for kind, path in files._asdict().items()})
     res.audit.to_csv(tdir / "rq1_audit_by_horizon.csv", index=False)

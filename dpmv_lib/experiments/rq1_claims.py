@@ -66,9 +66,12 @@ def _c4(t, m):
             - highest(*(_abs_gap(g, t, m, x) for x in DP_MODES)), 0.0, ">")
 
 
-def bootstrap_claims(metrics: Metrics) -> list[BootClaim]:
-    """C3-C13 as bootstrap claims on the run's metrics."""
+def bootstrap_claims(metrics: Metrics, u_label: str = "") -> list[BootClaim]:
+    """C3-C13 as bootstrap claims on the run's metrics; ``u_label`` (e.g. "U = mean(relevance)",
+    :attr:`dpmv_lib.evaluate.u_validity.UDefinition.label`) names the dimensions U holds in the
+    claims on U (C7, C9, C11)."""
     M = metrics
+    on_u = f" [{u_label}]" if u_label else ""
     dp_min = lambda g, t, m, k: lowest(*(g(t, m, x, k) for x in DP_MODES))  # noqa: E731
     mt_max = lambda g, t, m, k: highest(*(g(t, m, x, k) for x in MEMORY_TEXT))  # noqa: E731
     others_pre = [x for x in PAPER_METHODS if x != "DP-MemView (pre)"]
@@ -87,21 +90,21 @@ def bootstrap_claims(metrics: Metrics) -> list[BootClaim]:
                   "smaller DP-MemView tRec minus GenericOnly tRec > 0",
                   _cases(M, lambda t, m: (lambda g: dp_min(g, t, m, "tRec") - g(t, m, "GenericOnly", "tRec"),
                                           0.0, ">"))),
-        BootClaim("C7", "GenericOnly attains high overall quality (U above every memory-text method)",
+        BootClaim("C7", "GenericOnly attains high overall quality (U above every memory-text method)" + on_u,
                   "GenericOnly U minus the largest memory-text U > 0",
                   _cases(M, lambda t, m: (lambda g: g(t, m, "GenericOnly", "U") - mt_max(g, t, m, "U"), 0.0, ">"))),
         BootClaim("C8", "TypedMask has lower tRec than both DP-MemView modes",
                   "smaller DP-MemView tRec minus TypedMask tRec > 0",
                   _cases(M, lambda t, m: (lambda g: dp_min(g, t, m, "tRec") - g(t, m, "TypedMask", "tRec"), 0.0, ">"))),
         BootClaim("C9", "Both DP-MemView modes achieve higher U than RawReadSet, TaskMin and OutputFilter in every "
-                        "model-track combination", "smaller DP-MemView U minus the largest memory-text U > 0",
+                        "model-track combination" + on_u, "smaller DP-MemView U minus the largest memory-text U > 0",
                   _cases(M, lambda t, m: (lambda g: dp_min(g, t, m, "U") - mt_max(g, t, m, "U"), 0.0, ">"))),
         BootClaim("C10", "DP-MemView (pre) achieves the highest tRec in every model-track combination",
                   "(pre) tRec minus the largest tRec of the other six methods > 0",
                   _cases(M, lambda t, m: (lambda g: g(t, m, "DP-MemView (pre)", "tRec")
                                           - highest(*(g(t, m, x, "tRec") for x in others_pre)), 0.0, ">"))),
         BootClaim("C11", f"DP-MemView (on) achieves comparable U to (pre) (|dU| < {U_ABS} and < {U_REL} x the "
-                         "spread of U over the seven methods)",
+                         "spread of U over the seven methods)" + on_u,
                   f"|U(on) - U(pre)| minus min({U_ABS}, {U_REL} x (max - min U over the seven methods)) < 0",
                   _cases(M, lambda t, m: (
                       lambda g: np.abs(g(t, m, "DP-MemView (on)", "U") - g(t, m, "DP-MemView (pre)", "U"))
@@ -187,7 +190,8 @@ def exact_claims(oracle: pd.DataFrame, audit_T: pd.DataFrame, identical: pd.Data
 
 
 def evaluate_claims(metrics: Metrics, oracle: pd.DataFrame, audit_T: pd.DataFrame, identical: pd.DataFrame,
-                    B_a: float, methods: Sequence[str] = PAPER_METHODS + PF_METHODS) -> pd.DataFrame:
+                    B_a: float, methods: Sequence[str] = PAPER_METHODS + PF_METHODS, *,
+                    u_label: str = "") -> pd.DataFrame:
     """The RQ1 claims table (:func:`dpmv_lib.experiments.verdicts.decide`): C1-C13 and X1-X3.
 
     Parameters
@@ -205,6 +209,9 @@ def evaluate_claims(metrics: Metrics, oracle: pd.DataFrame, audit_T: pd.DataFram
         The cap.
     methods : sequence of str
         The compliant methods of the run; oracle rows of other methods are the ablations (X3).
+    u_label : str
+        Which dimensions U holds (:attr:`dpmv_lib.evaluate.u_validity.UDefinition.label`), named in
+        C7, C9 and C11.
     """
     head, tail = exact_claims(oracle, audit_T, identical, B_a, methods)
-    return decide([*head, *bootstrap_claims(metrics), *tail], metrics)
+    return decide([*head, *bootstrap_claims(metrics, u_label), *tail], metrics)

@@ -39,6 +39,7 @@ from .plots import save_figure
 from ..bench.benchmark_quality import charge_structure
 from ..checks.accounting import reconstructed_bound, reported_ledger
 from ..core.errors import ParameterError
+from ..evaluate.u_validity import dims_label
 from ..core.releases import Release, SlotRelease
 from ..core.policy import Query
 from ..evaluate.audit import require_columns
@@ -297,6 +298,7 @@ def table4(accounting: pd.DataFrame, privacy: pd.DataFrame, utility: pd.DataFram
             "ledger_reported": float(acc.at[m, "ledger_max"]),
             "auc": float(priv.at[m, "auc"]), "tpr": float(priv.at[m, "tpr"]) if "tpr" in priv.columns else math.nan,
             "trec": float(util.at[m, "tRec"]), "u": float(util.at[m, "U"]), "unsup": float(util.at[m, "Unsup"]),
+            **({"u_dims": str(util.at[m, "U_dims"])} if "U_dims" in util.columns else {}),
         })
     out = pd.DataFrame.from_records(recs)
     if paper is not None:
@@ -319,7 +321,7 @@ def format_bound(x: float, cap: float) -> str:
 
 
 def claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-MemView (on)",
-           u_tolerance: float = 0.002) -> pd.DataFrame:
+           u_tolerance: float = 0.002, u_label: str | None = None) -> pd.DataFrame:
     """The RQ2 claims of the paper, each from a stated test (:mod:`.verdicts`).
 
     Exact (accounting): the compliant bound is <= B_a, every ablation's exceeds it, IncompleteCharge's
@@ -337,6 +339,9 @@ def claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-M
     metrics : verdicts.Metrics
         :func:`~dpmv_lib.experiments.verdicts.paired_bootstrap` of the auditor scores at T and the
         judge's per-transcript results of the Table 4 methods (one track and response model).
+    u_label : str, optional
+        Which dimensions U holds, named in R5 (:attr:`dpmv_lib.evaluate.u_validity.UDefinition.label`);
+        by default read from Table 4's ``u_dims`` column when it has one.
 
     Raises
     ------
@@ -355,6 +360,9 @@ def claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-M
         return lambda g: g(track, model, a, metric) - g(track, model, b, metric)
 
     fmt = lambda s: ", ".join(f"{k} {v:.3f}" for k, v in s.items())  # noqa: E731
+    if u_label is None and "u_dims" in t.columns:
+        u_label = "; ".join(dims_label(x) for x in sorted(set(t["u_dims"].astype(str))))
+    on_u = f" [{u_label}]" if u_label else ""
     stated: list[BootClaim | ExactClaim] = [
         ExactClaim("R1", "DP-MemView's reconstructed bound stays <= B_a", "reconstructed target bound (max over pairs)",
                    bool(base["dp_bound"] <= cap + 1e-12), f"{base['dp_bound']:.3f} vs B_a = {cap:g}",
@@ -366,7 +374,7 @@ def claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-M
                   tuple(Case(v, diff(v, compliant, "auc")) for v in abl.index)),
         BootClaim("R4", "tRec rises above DP-MemView for every ablation", "tRec(ablation) - tRec(DP-MemView) > 0",
                   tuple(Case(v, diff(v, compliant, "tRec")) for v in abl.index)),
-        BootClaim("R5", f"U changes by at most {u_tolerance}", f"|U(ablation) - U(DP-MemView)| < {u_tolerance}",
+        BootClaim("R5", f"U changes by at most {u_tolerance}{on_u}", f"|U(ablation) - U(DP-MemView)| < {u_tolerance}",
                   tuple(Case(v, (lambda f: lambda g: np.abs(f(g)))(diff(v, compliant, "U")), u_tolerance, "<")
                         for v in abl.index)),
     ]

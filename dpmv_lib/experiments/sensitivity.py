@@ -176,7 +176,8 @@ def table3(settings: pd.DataFrame, privacy: pd.DataFrame, utility: pd.DataFrame,
                "auc_lo": float(priv.at[r.method, "auc_lo"]) if "auc_lo" in priv.columns else math.nan,
                "auc_hi": float(priv.at[r.method, "auc_hi"]) if "auc_hi" in priv.columns else math.nan,
                "trec": float(util.at[r.method, "tRec"]), "u": float(util.at[r.method, "U"]),
-               "unsup": float(util.at[r.method, "Unsup"])}
+               "unsup": float(util.at[r.method, "Unsup"]),
+               **({"u_dims": str(util.at[r.method, "U_dims"])} if "U_dims" in util.columns else {})}
         if grid is not None:
             g = grid_lookup(grid, mode="on" if r.selector == "em" else "on, P&F", b_a=r.b_a, k=r.k, T=horizon)
             rec.update(ceiling_auc=float(g["ceiling_auc"]),

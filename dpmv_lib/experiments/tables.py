@@ -68,9 +68,9 @@ def build_table2(audit: pd.DataFrame, utility: pd.DataFrame, horizon: int) -> pd
                           "n_pairs", "n_seeds", "embedding_unit") if c in a.columns]
     u = utility.rename(columns={"U": "u", "tRec": "trec", "Unsup": "unsup", "U_lo": "u_lo", "U_hi": "u_hi",
                                 "tRec_lo": "trec_lo", "tRec_hi": "trec_hi", "Unsup_lo": "unsup_lo",
-                                "Unsup_hi": "unsup_hi", "n_pairs": "n_judged_pairs"})
+                                "Unsup_hi": "unsup_hi", "n_pairs": "n_judged_pairs", "U_dims": "u_dims"})
     keep_u = [c for c in ("track", "response_model", "method", "trec", "u", "unsup", "trec_lo", "trec_hi", "u_lo",
-                          "u_hi", "unsup_lo", "unsup_hi", "n_judged_pairs", "n_failed") if c in u.columns]
+                          "u_hi", "unsup_lo", "unsup_hi", "n_judged_pairs", "n_failed", "u_dims") if c in u.columns]
     out = a[keep_a].merge(u[keep_u], on=["track", "response_model", "method"], how="outer")
     from ..generate.interfaces import RQ1_METHODS, RQ2_METHODS
     order = {m: i for i, m in enumerate(RQ1_METHODS + RQ2_METHODS)}

@@ -1,0 +1,412 @@
+"""Which of the judge's holistic dimensions U may hold (paper C.5 "Utility judging": U is the mean
+of relevance, correctness, actionability and personalisation, over 4).
+
+The judge's four dimensions are checked against the independent labels of ``data/judge_labels``
+(annotator A on ``sample.jsonl``, plus ``labels_extra_a.jsonl`` on ``sample_extra.jsonl`` when
+that file exists), by fitting on one half of the labelled units and measuring on the other:
+
+* **split** (:func:`split_halves`): ``sklearn.model_selection.StratifiedGroupKFold`` with two
+  folds (seeded), stratified by response model x item kind, grouped by (query, response). The
+  holistic labels depend only on the query and the response, so a response that occurs in several
+  units lies wholly in one half; otherwise the held-out half would contain copies of fitted units.
+* **fit** (:func:`fit_cuts`): per dimension, the judge's own 0-4 score s is read on the labels'
+  scale by four cut points: grade = number of cuts c_k with s >= c_k. Each c_k maximises Cohen's
+  kappa of (label >= k) against (s >= c_k) on the fitting half (candidates: every score value,
+  from ``sklearn.metrics.roc_curve``; ties go to the cut nearest k, the judge's own boundary);
+  the cuts are then made non-decreasing. This is a monotone recalibration with one parameter per
+  grade boundary: it changes where the judge's scale puts "2", never which of two responses the
+  judge scores higher. That is why a validated dimension can enter U with the judge's own scores:
+  the fit does not build a different judge. A regularised model on many judge features could
+  score higher on the labels, but it would be a new judge whose per-turn features the transcript
+  scores do not carry, so U could not use it.
+* **agreement**: on the held-out half only, ``sklearn.metrics.cohen_kappa_score`` of the binary
+  "positive" (grade >= 2, the positive class of :mod:`.judge_agreement`; unweighted, the table's
+  ``kappa``) and quadratic-weighted kappa on the 0-4 grades (``weighted_kappa``), for the judge's
+  grade read directly (``raw``) and for the fitted cuts (``fitted``); pooled and per response model.
+* **U** (:func:`u_dimensions`, :class:`UDefinition`): a dimension whose pooled held-out fitted
+  kappa is below :data:`FLOOR` leaves U; U is the mean of the others over 4. The goal for a
+  dimension is :data:`GOAL`.
+
+Nothing is tuned on the held-out half: the split, then the cuts from the fitting half, then one
+measurement. The split behind U is fixed (:data:`SPLIT_SEED`); :func:`split_spread` shows how far
+the kappa moves over other splits. Caveat: a unit is judged with its one rubric item
+(:func:`~.judge_agreement.judge_units`), while a transcript's U averages turns judged with all their
+items; the check validates the judge's per-response scale, not the averaging.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..core.errors import ParameterError
+from .judge_agreement import SHOWN, judge_units, labels_dir, load_units
+from .rubric import DIMENSIONS, Judge
+
+FLOOR = 0.4         # a dimension below this held-out kappa leaves U
+GOAL = 0.6          # the held-out kappa a dimension should reach
+MIN_POSITIVES = 200  # labelled positives wanted per dimension and response model
+EXTRA_SAMPLE = "sample_extra.jsonl"
+EXTRA_LABELS = "labels_extra_a.jsonl"
+MODELS = ("surrogate", "smollm2")
+#: the split behind U's definition: fixed, so that runs with other seeds share one U
+SPLIT_SEED = 0
+NOT_VALIDATED = " (not validated)"
+
+
+# ---- the labelled units -----------------------------------------------------------------------------
+def label_pool(label_dir: str | Path | None = None) -> pd.DataFrame:
+    """Annotator A's units of ``sample.jsonl`` and, when ``labels_extra_a.jsonl`` exists, the
+    labelled units of ``sample_extra.jsonl`` (column ``pool``: "sample" or "extra")."""
+    d = labels_dir(label_dir)
+    parts = [load_units(d, "a").assign(pool="sample")]
+    if (d / EXTRA_LABELS).exists():
+        parts.append(load_units(d, "extra_a", EXTRA_SAMPLE).assign(pool="extra"))
+    units = pd.concat(parts, ignore_index=True)
+    if units["unit_id"].duplicated().any():
+        raise ParameterError(f"judge labels: unit ids shared by {EXTRA_SAMPLE} and sample.jsonl: "
+                             f"{units.loc[units['unit_id'].duplicated(), 'unit_id'].tolist()[:5]}")
+    return units
+
+
+def split_halves(units: pd.DataFrame, seed: int = 0) -> np.ndarray:
+    """Boolean mask, True for the fitting half: two seeded ``StratifiedGroupKFold`` folds,
+    stratified by response model x item kind, grouped by (query, response)."""
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    need = {"response_model", "item_kind", "query", "response"}
+    if need - set(units.columns):
+        raise ParameterError(f"units lack columns {sorted(need - set(units.columns))}")
+    strata = (units["response_model"].astype(str) + "/" + units["item_kind"].astype(str)).to_numpy()
+    groups = pd.factorize(units["query"].astype(str) + "\x00" + units["response"].astype(str))[0]
+    if len(set(groups)) < 2:
+        raise ParameterError("need at least two distinct (query, response) pairs to split")
+    fit, _ = next(StratifiedGroupKFold(n_splits=2, shuffle=True, random_state=seed).split(units, strata, groups))
+    mask = np.zeros(len(units), bool)
+    mask[fit] = True
+    return mask
+
+
+# ---- the fit ------------------------------------------------------------------------------------------
+def _kappa_per_cut(y: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every cut c of ``roc_curve`` (predict s >= c) with the binary Cohen's kappa of y it gives."""
+    from sklearn.metrics import roc_curve
+
+    fpr, tpr, cuts = roc_curve(y, s, drop_intermediate=False)
+    n, pos = len(y), int(y.sum())
+    neg = n - pos
+    tp, fp = tpr * pos, fpr * neg
+    fn, tn = pos - tp, neg - fp
+    den = (tp + fp) * (fp + tn) + (tp + fn) * (fn + tn)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kappa = np.where(den > 0, 2 * (tp * tn - fn * fp) / den, 0.0)
+    return np.asarray(cuts, float), kappa
+
+
+def fit_cuts(scores: Sequence[float], labels: Sequence[int]) -> tuple[float, float, float, float]:
+    """The four cut points c_1 <= ... <= c_4 that read judge scores on the 0-4 label scale (see the
+    module docstring). A boundary k that no fitting label reaches gets c_k = inf; one that every
+    label reaches gets -inf."""
+    s, y = np.asarray(scores, float), np.asarray(labels, float)
+    ok = ~(np.isnan(s) | np.isnan(y))
+    s, y = s[ok], y[ok]
+    if len(s) == 0:
+        raise ParameterError("no scored and labelled units to fit on")
+    out = []
+    for k in range(1, 5):
+        pos = y >= k
+        if not pos.any():
+            out.append(math.inf)
+            continue
+        if pos.all():
+            out.append(-math.inf)
+            continue
+        cuts, kappa = _kappa_per_cut(pos, s)
+        best = np.flatnonzero(kappa >= kappa.max() - 1e-12)
+        out.append(float(cuts[best[np.argmin(np.abs(cuts[best] - k))]]))
+    c = np.maximum.accumulate(np.array(out))
+    return (float(c[0]), float(c[1]), float(c[2]), float(c[3]))
+
+
+def grade_with(scores: Sequence[float], cuts: Sequence[float]) -> np.ndarray:
+    """0-4: how many cuts a score reaches (NaN stays NaN)."""
+    s = np.asarray(scores, float)
+    g = (s[:, None] >= np.asarray(cuts, float)[None, :]).sum(axis=1).astype(float)
+    g[np.isnan(s)] = np.nan
+    return g
+
+
+def kappas(labels: Sequence[float], grades: Sequence[float]) -> tuple[float, float]:
+    """(binary kappa of grade >= 2, quadratic-weighted kappa on 0-4), ``sklearn.metrics.cohen_kappa_score``;
+    NaN where a side has a single class."""
+    from sklearn.metrics import cohen_kappa_score
+
+    a, b = np.asarray(labels, float), np.asarray(grades, float)
+    ok = ~(np.isnan(a) | np.isnan(b))
+    a, b = a[ok], b[ok]
+    ya, yb = a >= SHOWN, b >= SHOWN
+    binary = float(cohen_kappa_score(ya, yb)) if len(set(ya) | set(yb)) > 1 else math.nan
+    ga, gb = np.rint(a).astype(int), np.rint(b).astype(int)
+    weighted = float(cohen_kappa_score(ga, gb, weights="quadratic", labels=list(range(5)))) \
+        if len(set(ga) | set(gb)) > 1 else math.nan
+    return binary, weighted
+
+
+def heldout_table(judged: pd.DataFrame, fit_mask: np.ndarray) -> tuple[pd.DataFrame, dict[str, tuple]]:
+    """Held-out agreement per dimension, pooled (``response_model`` "all") and per response model.
+
+    Parameters
+    ----------
+    judged : DataFrame
+        :func:`~.judge_agreement.judge_units` output: the labels and ``judge_<dimension>``.
+    fit_mask : array of bool
+        True for the fitting half (:func:`split_halves`).
+
+    Returns
+    -------
+    (table, cuts)
+        One row per (dimension, response model): units and positives of each half, the fitted
+        cut for "positive" (``cut_2``), ``kappa_raw`` / ``kappa_fitted`` (binary) and
+        ``weighted_kappa_raw`` / ``weighted_kappa_fitted`` on the held-out half; the cuts per dimension.
+    """
+    fit_mask = np.asarray(fit_mask, bool)
+    if len(fit_mask) != len(judged):
+        raise ParameterError(f"fit mask has {len(fit_mask)} entries for {len(judged)} units")
+    cuts = {d: fit_cuts(judged.loc[fit_mask, f"judge_{d}"], judged.loc[fit_mask, d]) for d in DIMENSIONS}
+    recs = []
+    models = ["all"] + [m for m in MODELS if m in set(judged["response_model"])] + \
+        sorted(set(judged["response_model"]) - set(MODELS))
+    for d in DIMENSIONS:
+        fitted = grade_with(judged[f"judge_{d}"], cuts[d])
+        for model in models:
+            sel = np.ones(len(judged), bool) if model == "all" else (judged["response_model"] == model).to_numpy()
+            ho = sel & ~fit_mask
+            y = judged[d].to_numpy(float)
+            raw = judged[f"judge_{d}"].to_numpy(float)
+            k_raw, w_raw = kappas(y[ho], raw[ho])
+            k_fit, w_fit = kappas(y[ho], fitted[ho])
+            recs.append({"dimension": d, "response_model": model,
+                         "units_fit": int((sel & fit_mask).sum()), "units_held_out": int(ho.sum()),
+                         "positives_fit": int((y[sel & fit_mask] >= SHOWN).sum()),
+                         "positives_held_out": int((y[ho] >= SHOWN).sum()),
+                         "cut_2": cuts[d][SHOWN - 1], "kappa_raw": k_raw, "kappa_fitted": k_fit,
+                         "weighted_kappa_raw": w_raw, "weighted_kappa_fitted": w_fit})
+    table = pd.DataFrame.from_records(recs)
+    table["goal_met"] = table["kappa_fitted"] >= GOAL
+    return table, cuts
+
+
+def split_spread(judged: pd.DataFrame, seeds: Sequence[int] = tuple(range(10))) -> pd.DataFrame:
+    """How much the held-out fitted kappa moves with the split: per dimension and response model,
+    its min, median and max over the splits of ``seeds`` (each split fitted and measured afresh)."""
+    parts = [heldout_table(judged, split_halves(judged, s))[0].assign(split_seed=s) for s in seeds]
+    t = pd.concat(parts, ignore_index=True)
+    g = t.groupby(["dimension", "response_model"], sort=False)["kappa_fitted"]
+    return pd.DataFrame({"kappa_fitted_min": g.min(), "kappa_fitted_median": g.median(),
+                         "kappa_fitted_max": g.max()}).reset_index()
+
+
+# ---- the definition of U ----------------------------------------------------------------------------
+def u_dimensions(heldout_kappa: Mapping[str, float], floor: float = FLOOR) -> tuple[str, ...]:
+    """The dimensions (in :data:`~.rubric.DIMENSIONS` order) whose held-out kappa is >= ``floor``;
+    a NaN or missing kappa leaves U."""
+    unknown = set(heldout_kappa) - set(DIMENSIONS)
+    if unknown:
+        raise ParameterError(f"unknown U dimensions {sorted(unknown)}; U holds {DIMENSIONS}")
+    return tuple(d for d in DIMENSIONS if d in heldout_kappa and np.isfinite(heldout_kappa[d])
+                 and heldout_kappa[d] >= floor)
+
+
+@dataclass(frozen=True)
+class UDefinition:
+    """U = mean of ``dimensions`` / 4. ``kappas``: the pooled held-out kappa of every dimension
+    (empty when U was not validated); ``validated``: whether the dimensions come from
+    :func:`u_dimensions`."""
+
+    dimensions: tuple[str, ...] = DIMENSIONS
+    kappas: Mapping[str, float] = field(default_factory=dict)
+    floor: float = FLOOR
+    validated: bool = False
+
+    def __post_init__(self) -> None:
+        bad = [d for d in self.dimensions if d not in DIMENSIONS]
+        if bad:
+            raise ParameterError(f"unknown U dimensions {bad}; U holds {DIMENSIONS}")
+
+    @classmethod
+    def from_kappas(cls, heldout_kappa: Mapping[str, float], floor: float = FLOOR) -> "UDefinition":
+        return cls(u_dimensions(heldout_kappa, floor), dict(heldout_kappa), floor, True)
+
+    @property
+    def dims(self) -> str:
+        """Short form for a table column: "relevance+personalisation" ("none" if empty; with
+        " (not validated)" when it was not checked)."""
+        return ("+".join(self.dimensions) or "none") + ("" if self.validated else NOT_VALIDATED)
+
+    @property
+    def label(self) -> str:
+        """"U = mean(relevance, personalisation)", with "(not validated)" when it was not checked."""
+        body = (f"U = mean({', '.join(self.dimensions)})" if self.dimensions
+                else "U = undefined (no dimension validated)")
+        return body if self.validated else f"{body} (not validated against labels)"
+
+    def sentence(self) -> str:
+        """Which dimensions U holds and why, from the kappas."""
+        if not self.validated:
+            return f"{self.label}: the judge's dimensions were not checked against the labels in this run."
+        kept = [f"{d} ({self.kappas[d]:.2f})" for d in self.dimensions]
+        left = [f"{d} ({self.kappas.get(d, math.nan):.2f})" for d in DIMENSIONS if d not in self.dimensions]
+        text = (f"{self.label}: held-out kappa (binary, grade >= 2, judge cuts fitted on the other half) "
+                f"of {', '.join(kept) or 'no dimension'} reaches {self.floor:g}")
+        if left:
+            text += f"; {', '.join(left)} stay{'s' if len(left) == 1 else ''} below it and leave U"
+        reach = [d for d in self.dimensions if self.kappas[d] >= GOAL]
+        text += (f". Goal {GOAL:g} reached by {', '.join(reach)}" if reach
+                 else f". No dimension reaches the goal {GOAL:g}")
+        return text + "."
+
+    def apply(self, per_transcript: pd.DataFrame) -> pd.DataFrame:
+        """A copy of :func:`~.judge.score_transcripts` output with ``U`` = mean of the dimensions / 4
+        (NaN if none), the four-dimension mean kept as ``U_all``, and ``U_dims`` naming the dimensions."""
+        missing = set(DIMENSIONS) - set(per_transcript.columns)
+        if missing:
+            raise ParameterError(f"per-transcript scores lack columns {sorted(missing)}")
+        out = per_transcript.copy()
+        out["U_all"] = out[list(DIMENSIONS)].mean(axis=1, skipna=False) / 4.0
+        out["U"] = out[list(self.dimensions)].mean(axis=1, skipna=False) / 4.0 if self.dimensions else math.nan
+        if "failed" in out.columns:
+            out.loc[out["failed"].astype(bool), ["U", "U_all"]] = math.nan
+        out["U_dims"] = self.dims
+        return out
+
+
+def dims_label(dims: str) -> str:
+    """The label of a ``U_dims`` value: "relevance+personalisation" -> "U = mean(relevance, personalisation)"."""
+    body = dims.removesuffix(NOT_VALIDATED)
+    names = tuple(x for x in body.split("+") if x and x != "none")
+    return UDefinition(names, validated=body == dims).label
+
+
+# ---- how many labels -------------------------------------------------------------------------------
+def positives(units: pd.DataFrame, need: int = MIN_POSITIVES) -> pd.DataFrame:
+    """Labelled positives (grade >= 2) per response model and dimension, and the shortfall to ``need``."""
+    recs = []
+    for model in sorted(set(units["response_model"]), key=lambda m: (m not in MODELS, m)):
+        g = units[units["response_model"] == model]
+        for d in DIMENSIONS:
+            pos = int((g[d] >= SHOWN).sum())
+            recs.append({"response_model": model, "dimension": d, "units": int(len(g)), "positives": pos,
+                         "need": need, "shortfall": max(0, need - pos)})
+    return pd.DataFrame.from_records(recs)
+
+
+def extra_units_needed(units: pd.DataFrame, model: str = "surrogate", need: int = MIN_POSITIVES,
+                       confidence: float = 0.95) -> pd.DataFrame:
+    """New units of ``model`` to label so that every dimension can reach ``need`` positives: per
+    dimension the shortfall over the lower Wilson bound (``scipy.stats.binomtest``) of its
+    positive rate in the labelled units of that model. The sample needs the largest."""
+    from scipy.stats import binomtest
+
+    pos = positives(units, need)
+    pos = pos[pos["response_model"] == model]
+    if pos.empty:
+        raise ParameterError(f"no labelled units of response model {model!r}")
+    recs = []
+    for r in pos.itertuples(index=False):
+        low = binomtest(r.positives, r.units).proportion_ci(confidence, method="wilson").low if r.units else 0.0
+        n = 0 if r.shortfall == 0 else (math.inf if low <= 0 else math.ceil(r.shortfall / low))
+        recs.append({"dimension": r.dimension, "units": r.units, "positives": r.positives,
+                     "rate": r.positives / r.units if r.units else math.nan, "rate_low": float(low),
+                     "shortfall": r.shortfall, "units_needed": n})
+    return pd.DataFrame.from_records(recs)
+
+
+# ---- everything, for a notebook ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class UValidity:
+    """The held-out agreement table, the cuts, the definition of U and the label counts."""
+
+    table: pd.DataFrame
+    cuts: Mapping[str, tuple]
+    definition: UDefinition
+    positives: pd.DataFrame
+    judge_id: str
+    seed: int
+    n_units: int
+    n_extra: int
+
+    def summary(self) -> str:
+        """One paragraph from the numbers."""
+        t = self.table
+        per = []
+        for model in [m for m in t["response_model"].unique() if m != "all"]:
+            r = t[t["response_model"] == model].set_index("dimension")["kappa_fitted"]
+            per.append(f"{model}: " + ", ".join(f"{d} {r[d]:.2f}" for d in DIMENSIONS))
+        short = self.positives[self.positives["shortfall"] > 0]
+        lack = "; ".join(f"{m}: " + ", ".join(f"{r.dimension} {r.positives}" for r in g.itertuples())
+                         for m, g in short.groupby("response_model", sort=False))
+        spread = ""
+        if "kappa_fitted_min" in t.columns:
+            a = t[t["response_model"] == "all"].set_index("dimension")
+            spread = (" Over other splits the pooled held-out kappa ranges " + ", ".join(
+                f"{d} {a.at[d, 'kappa_fitted_min']:.2f}-{a.at[d, 'kappa_fitted_max']:.2f}" for d in DIMENSIONS)
+                + f" (the floor is {self.definition.floor:g}).")
+        return (f"{self.definition.sentence()} Judge {self.judge_id}, {self.n_units} labelled units "
+                f"({self.n_extra} from the extension), split with seed {self.seed}. Held-out kappa per response "
+                f"model: {'; '.join(per)}.{spread} Positives (grade >= 2) below {MIN_POSITIVES}: {lack or 'none'} "
+                f"(sklearn.model_selection.StratifiedGroupKFold split, sklearn.metrics.cohen_kappa_score).")
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
+
+    def markdown(self) -> str:
+        """The held-out table and :meth:`summary`, as Markdown."""
+        cols = [c for c in ("dimension", "response_model", "units_held_out", "positives_held_out", "kappa_raw",
+                            "kappa_fitted", "kappa_fitted_min", "kappa_fitted_max", "weighted_kappa_raw",
+                            "weighted_kappa_fitted", "cut_2", "goal_met") if c in self.table.columns]
+        return f"{self.table[cols].to_markdown(index=False, floatfmt='.3f')}\n\n{self.summary()}\n"
+
+
+def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str | Path = "data", *,
+               seed: int = SPLIT_SEED, spread_seeds: Sequence[int] = tuple(range(10))) -> UValidity:
+    """Judge every labelled unit (:func:`~.judge_agreement.judge_units`), split with ``seed``, fit
+    the cuts on one half, measure kappa on the other, and define U from the pooled held-out kappas
+    of that split; the kappa's range over the splits of ``spread_seeds`` is reported beside it."""
+    from ..bench.datasets import load_benchmark
+    from ..common.paths import resolve
+
+    units = label_pool(label_dir)
+    benches = {t: load_benchmark(t, str(resolve(data_dir))) for t in sorted(set(units["track"]))}
+    judged = judge_units(units, benches, judge)
+    table, cuts = heldout_table(judged, split_halves(judged, seed))
+    table = table.merge(split_spread(judged, spread_seeds), on=["dimension", "response_model"], how="left")
+    pooled = table[table["response_model"] == "all"].set_index("dimension")["kappa_fitted"]
+    return UValidity(table, cuts, UDefinition.from_kappas(pooled.to_dict()), positives(units),
+                     str(getattr(judge, "id", type(judge).__name__)), seed, len(units),
+                     int((units["pool"] == "extra").sum()))
+
+
+def try_validate_u(judge: Judge, data_dir: str | Path = "data", notes: list[str] | None = None) -> UValidity | None:
+    """:func:`validate_u` on ``{data_dir}/judge_labels``, or None (with a note) where the labels or
+    the benchmark are missing."""
+    from ..common.paths import resolve
+    from ..core.errors import StoreError
+
+    try:
+        return validate_u(judge, resolve(data_dir) / "judge_labels", data_dir)
+    except (ParameterError, StoreError, FileNotFoundError, OSError) as exc:
+        if notes is not None:
+            notes.append(f"U not validated against labels: {exc}")
+        return None
+
+
+def with_validated_u(per_transcript: pd.DataFrame, judge: Judge, data_dir: str | Path = "data") -> pd.DataFrame:
+    """``per_transcript`` (:func:`~.judge.score_transcripts`) with U redefined by :func:`validate_u`
+    of ``judge`` (:meth:`UDefinition.apply`; all four dimensions, marked not validated, where the
+    labels are missing)."""
+    uv = try_validate_u(judge, data_dir)
+    return (uv.definition if uv is not None else UDefinition()).apply(per_transcript)

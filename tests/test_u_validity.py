@@ -1,0 +1,200 @@
+"""Which judge dimensions U holds (dpmv_lib.evaluate.u_validity): the held-out kappas are recomputed
+from the committed label files with an independent sklearn call, the split is deterministic and
+disjoint, the cuts never see the held-out half, a dimension below the floor leaves U, and U's
+definition reaches the claims' metrics."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from dpmv_lib.bench.datasets import load_benchmark
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.evaluate import u_validity as UV
+from dpmv_lib.evaluate.encoders import HashingEncoder
+from dpmv_lib.evaluate.judge_agreement import judge_units
+from dpmv_lib.evaluate.rubric import DIMENSIONS
+from dpmv_lib.evaluate.rubric_judge import RubricJudge
+
+LABELS = "data/judge_labels"
+
+
+@pytest.fixture(scope="module")
+def validity():
+    return UV.validate_u(RubricJudge(HashingEncoder()), LABELS, "data", spread_seeds=(0, 1))
+
+
+def _raw_units() -> pd.DataFrame:
+    """sample.jsonl joined with labels_a.jsonl, read without the package."""
+    s = pd.read_json(f"{LABELS}/sample.jsonl", lines=True)
+    a = pd.read_json(f"{LABELS}/labels_a.jsonl", lines=True)
+    return s.merge(a[["unit_id", *DIMENSIONS]], on="unit_id")
+
+
+# ---- the split -----------------------------------------------------------------------------------------
+def test_split_is_deterministic_disjoint_and_stratified():
+    units = UV.label_pool(LABELS)
+    fit = UV.split_halves(units, 0)
+    assert np.array_equal(fit, UV.split_halves(units, 0))
+    assert not np.array_equal(fit, UV.split_halves(units, 1))
+    assert 0.4 < fit.mean() < 0.6
+    pairs = units["query"] + "\x00" + units["response"]
+    assert not set(pairs[fit]) & set(pairs[~fit])          # a response lies in one half only
+    strata = units["response_model"] + "/" + units["item_kind"]
+    for s in strata.unique():                               # every stratum in both halves
+        m = (strata == s).to_numpy()
+        assert fit[m].any() and (~fit[m]).any()
+
+
+# ---- the cuts ------------------------------------------------------------------------------------------
+def test_cuts_recover_a_monotone_relabelling_and_ignore_the_held_out_half():
+    rng = np.random.default_rng(3)
+    s = rng.uniform(0, 4, 400)
+    y = np.clip(np.floor(s + 0.5), 0, 4)            # labels: the score rounded
+    cuts = UV.fit_cuts(s, y)
+    assert list(cuts) == sorted(cuts)
+    assert np.array_equal(UV.grade_with(s, cuts), y)
+    assert UV.kappas(y, UV.grade_with(s, cuts)) == (1.0, 1.0)
+    # the held-out half's labels never move the cuts
+    jd = pd.DataFrame({"response_model": "surrogate", "judge_relevance": s, "relevance": y,
+                       **{f"judge_{d}": s for d in DIMENSIONS[1:]}, **{d: y for d in DIMENSIONS[1:]}})
+    fit = np.arange(400) < 200
+    _, c1 = UV.heldout_table(jd, fit)
+    jd.loc[~fit, "relevance"] = rng.permutation(jd.loc[~fit, "relevance"].to_numpy())
+    t2, c2 = UV.heldout_table(jd, fit)
+    assert c1 == c2
+    assert t2.set_index(["dimension", "response_model"]).at[("relevance", "all"), "kappa_fitted"] < 0.5
+
+
+def test_cuts_for_a_boundary_no_label_reaches():
+    assert UV.fit_cuts([0.5, 1.5, 2.5], [0, 1, 1])[1:] == (math.inf, math.inf, math.inf)
+    with pytest.raises(ParameterError, match="no scored"):
+        UV.fit_cuts([math.nan], [1])
+
+
+# ---- kappa, from the committed labels --------------------------------------------------------------------
+def test_heldout_kappa_is_recomputed_from_the_committed_labels(validity):
+    t = validity.table.set_index(["dimension", "response_model"])
+    units = UV.label_pool(LABELS)
+    raw = _raw_units().set_index("unit_id").loc[units["unit_id"]]
+    assert len(raw) == len(units) == validity.n_units
+    judged = judge_units(units, {k: load_benchmark(k, "data") for k in ("pairedmem", "transfer")},
+                         RubricJudge(HashingEncoder()))
+    ho = ~UV.split_halves(units, UV.SPLIT_SEED)
+    models = raw["response_model"].to_numpy()
+    for d in DIMENSIONS:
+        y = raw[d].to_numpy()
+        score = judged[f"judge_{d}"].to_numpy()
+        assert t.at[(d, "all"), "kappa_raw"] == pytest.approx(cohen_kappa_score(y[ho] >= 2, score[ho] >= 2))
+        fitted = UV.grade_with(score, validity.cuts[d])
+        for model in ("all", "surrogate", "smollm2"):
+            m = ho & ((models == model) if model != "all" else True)
+            ya, yb = y[m] >= 2, fitted[m] >= 2
+            want = cohen_kappa_score(ya, yb) if len(set(ya) | set(yb)) > 1 else math.nan
+            assert t.at[(d, model), "kappa_fitted"] == pytest.approx(want, nan_ok=True)
+            assert t.at[(d, model), "positives_held_out"] == int(ya.sum())
+        assert t.at[(d, "all"), "weighted_kappa_fitted"] == pytest.approx(
+            cohen_kappa_score(y[ho], fitted[ho].astype(int), weights="quadratic", labels=list(range(5))))
+    assert set(validity.definition.dimensions) == {
+        d for d in DIMENSIONS if t.at[(d, "all"), "kappa_fitted"] >= UV.FLOOR}
+    assert "U = " in validity.summary() and "|" in validity.markdown()
+
+
+# ---- the definition of U -----------------------------------------------------------------------------------
+def test_a_dimension_below_the_floor_leaves_u():
+    k = {"relevance": 0.7, "correctness": 0.39, "actionability": math.nan, "personalisation": 0.4}
+    assert UV.u_dimensions(k) == ("relevance", "personalisation")
+    assert UV.u_dimensions(k, floor=0.2) == ("relevance", "correctness", "personalisation")
+    d = UV.UDefinition.from_kappas(k)
+    assert d.label == "U = mean(relevance, personalisation)" and d.dims == "relevance+personalisation"
+    assert "correctness (0.39)" in d.sentence() and "leave U" in d.sentence()
+    assert UV.dims_label(d.dims) == d.label
+    assert UV.UDefinition.from_kappas({x: 0.1 for x in DIMENSIONS}).dimensions == ()
+    assert "not validated" in UV.UDefinition().label and "not validated" in UV.dims_label(UV.UDefinition().dims)
+    with pytest.raises(ParameterError, match="unknown U dimension"):
+        UV.u_dimensions({"fluency": 0.9})
+
+
+def test_the_u_definition_reaches_the_claims_metrics():
+    from dpmv_lib.evaluate.judge import summarise_utility
+    from dpmv_lib.experiments.verdicts import paired_bootstrap
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for method in ("A", "B"):
+        for i in range(6):
+            for side in ("M", "M'"):
+                rows.append({"track": "pairedmem", "response_model": "surrogate", "method": method,
+                             "pair_id": f"p{i}", "attribute": "debt" if i % 2 else "diabetes", "side": side,
+                             "seed": 0, **{x: float(rng.integers(0, 5)) for x in DIMENSIONS}, "U": 0.0,
+                             "tRec": 0.5 if side == "M" else math.nan, "Unsup": 0.1 if side == "M'" else math.nan,
+                             "failed": False})
+    util_t = UV.UDefinition(("relevance", "personalisation"), validated=True).apply(pd.DataFrame(rows))
+    assert util_t["U"].to_numpy() == pytest.approx(((util_t["relevance"] + util_t["personalisation"]) / 8).to_numpy())
+    assert util_t["U_all"].to_numpy() == pytest.approx((util_t[list(DIMENSIONS)].sum(axis=1) / 16).to_numpy())
+    metrics = paired_bootstrap(None, util_t, n_boot=100)
+    a = util_t[util_t["method"] == "A"]
+    assert metrics.point[("pairedmem", "surrogate", "A", "U")] == pytest.approx(a["U"].mean())
+    assert set(summarise_utility(util_t, n_boot=0)["U_dims"]) == {"relevance+personalisation"}
+    none = UV.UDefinition((), validated=True).apply(pd.DataFrame(rows))
+    assert none["U"].isna().all()
+
+
+# ---- the label pool and the counts ----------------------------------------------------------------------
+def test_extra_labels_are_read_when_they_exist(tmp_path):
+    d = tmp_path / "labels"
+    shutil.copytree(LABELS, d, ignore=shutil.ignore_patterns("*.parquet", "sample_extra.jsonl"))
+    n = len(UV.label_pool(d))
+    extra = [json.loads(x) for x in (d / "sample.jsonl").read_text().splitlines()[:3]]
+    for i, u in enumerate(extra):
+        u["unit_id"], u["response"] = f"e{i + 1:04d}", u["response"] + f" Extra {i}."
+    (d / UV.EXTRA_SAMPLE).write_text("\n".join(json.dumps(u) for u in extra))
+    assert len(UV.label_pool(d)) == n                       # no labels yet: the extension is not read
+    labels = [{"unit_id": u["unit_id"], "shown": 0, "relevance": 3, "correctness": 3, "actionability": 2,
+               "personalisation": 0} for u in extra[:2]]
+    (d / UV.EXTRA_LABELS).write_text("\n".join(json.dumps(r) for r in labels))
+    pool = UV.label_pool(d)
+    assert len(pool) == n + 2 and (pool["pool"] == "extra").sum() == 2
+    assert UV.split_halves(pool, 0).shape == (n + 2,)
+    labels[1]["unit_id"] = "u0001"                          # an id that is no unit of the extension
+    (d / UV.EXTRA_LABELS).write_text("\n".join(json.dumps(r) for r in labels))
+    with pytest.raises(ParameterError, match="not in the sample"):
+        UV.label_pool(d)
+
+
+def test_positives_and_the_shortfall_count_the_label_files():
+    raw = _raw_units()
+    pos = UV.positives(UV.label_pool(LABELS)).set_index(["response_model", "dimension"])
+    for (model, d), r in pos.iterrows():
+        k = int((raw.loc[raw["response_model"] == model, d] >= 2).sum())
+        assert r["positives"] == k and r["shortfall"] == max(0, UV.MIN_POSITIVES - k)
+    need = UV.extra_units_needed(UV.label_pool(LABELS)).set_index("dimension")
+    assert (need["rate_low"] < need["rate"]).all()
+    short = need[need["shortfall"] > 0]
+    assert (short["units_needed"] * short["rate_low"] >= short["shortfall"]).all()
+
+
+def test_the_committed_extension_is_new_surrogate_units():
+    s = pd.read_json(f"{LABELS}/sample.jsonl", lines=True)
+    e = pd.read_json(f"{LABELS}/{UV.EXTRA_SAMPLE}", lines=True)
+    assert set(e["response_model"]) == {"surrogate"} and e["unit_id"].str.startswith("e").all()
+    assert not set(e["unit_id"]) & set(s["unit_id"]) and not e["unit_id"].duplicated().any()
+    assert not set(zip(e["query"], e["response"])) & set(zip(s["query"], s["response"]))
+    assert not e.duplicated(["query", "response"]).any() and not set(e["pair_id"]) & set(s["pair_id"])
+    assert len(e) >= int(UV.extra_units_needed(UV.label_pool(LABELS))["units_needed"].max())
+
+
+def test_notebooks_get_the_validated_u_or_all_four_marked_not_validated(tmp_path, validity):
+    judge = RubricJudge(HashingEncoder())
+    rows = pd.DataFrame([{"track": "pairedmem", "response_model": "surrogate", "method": "A", "pair_id": "p0",
+                          "side": "M", "seed": 0, "relevance": 4.0, "correctness": 2.0, "actionability": 0.0,
+                          "personalisation": 2.0, "U": 0.5, "failed": False}])
+    out = UV.with_validated_u(rows, judge, "data")
+    assert out["U_dims"].iloc[0] == validity.definition.dims
+    missing = UV.with_validated_u(rows, judge, tmp_path)          # no labels there
+    assert missing["U_dims"].iloc[0].endswith(UV.NOT_VALIDATED) and missing["U"].iloc[0] == pytest.approx(0.5)

@@ -17,10 +17,8 @@ from typing import Any, Sequence
 
 from ...core.errors import ParameterError
 
-# Chosen on development pairs (dpmv_lib/experiments/responder_dev.py, docs/generation_store.md):
-# asking the model to tailor its answer to the notes, the same text for every method.
-SYSTEM_PROMPT = ("You are a helpful personal assistant. Answer in a few sentences. Tailor your answer to the user: "
-                 "follow any response guidance and use what the user's notes say about them.")
+SYSTEM_PROMPT = ("You are a helpful personal assistant. Answer in a few sentences; follow any response "
+                 "guidance and use the user's notes only where relevant.")
 REQUEST_LABEL = "Request:"
 
 

@@ -142,7 +142,8 @@ def test_the_run_store_comes_from_the_environment(tmp_path, monkeypatch):
 
 # ---- the plan and generation in chunks (llm-smoke's notebooks, a fake model) --------------------
 def smoke_plan(tmp_path, fake, only=("04", "07")):
-    return build_plan("llm-smoke", results_dir=tmp_path / "res", only=only, responder_factory=lambda spec: fake,
+    notebooks = R.select_notebooks(R.discover_notebooks(), only)
+    return build_plan("llm-smoke", notebooks, tmp_path / "res" / "generations", responder_factory=lambda spec: fake,
                       workers=1, progress=False, log=lambda m: None)
 
 

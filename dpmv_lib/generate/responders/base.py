@@ -121,7 +121,7 @@ class DecodingConfig:
 
 # SmolLM2-135M's decoding in every local backend (chosen on development pairs,
 # dpmv_lib/experiments/responder_dev.py; docs/generation_store.md): greedy with repetition control.
-SMOLLM2_DECODING = DecodingConfig(repetition_penalty=1.2)
+SMOLLM2_DECODING = DecodingConfig(frequency_penalty=1.0)
 
 
 def repetition_adjusted(logits: Any, prompt: Sequence[int], output: Sequence[int], decoding: DecodingConfig) -> Any:

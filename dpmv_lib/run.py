@@ -21,12 +21,9 @@ dpmv_lib modules it imports, the data manifests, the profile: :mod:`dpmv_lib.com
 not finish); it exits 0 either way. The default profile writes to ``results/``; any other
 profile to ``results/<profile>/`` so smoke runs never overwrite the committed results.
 
-A real response model's generations go to the results' committed store
-``{results_dir}/generations/`` (:mod:`dpmv_lib.generate.store`; the kernels get its path in
-``DPMV_GENERATION_STORE``). ``--plan`` prints per notebook the distinct requests, how many the
-store holds and how many are left, with an estimate at ``--rate`` responses/s (default: measured
-on one batch of the missing requests, which is kept); ``--generate-only --minutes N`` generates
-the next missing requests for N minutes and stops (:mod:`dpmv_lib.experiments.generation_plan`).
+A real response model's generations go to the committed store ``{results_dir}/generations/``
+(:mod:`dpmv_lib.generate.store`; kernels get its path in ``DPMV_GENERATION_STORE``). ``--plan``
+and ``--generate-only --minutes N``: :mod:`dpmv_lib.experiments.generation_plan`.
 
 Exit codes: 0 all notebooks ran; 1 a notebook failed (the run stops there); 2 bad arguments
 (unknown profile, notebook or parameter).
@@ -55,9 +52,8 @@ from typing import Any, Iterator, Mapping, Sequence
 from .core.errors import DPMVError, ParameterError
 from .common import fingerprint as fp
 from .common.machine import cpu_info
-from .common.paths import project_root, resolve
+from .common.paths import GENERATION_STORE_ENV as STORE_ENV, project_root, resolve
 from .common.progress import ENV as PROGRESS_ENV
-from .generate.store import ENV as STORE_ENV
 from .experiments.profiles import PROFILES, get_profile
 
 NOTEBOOK_ORDER = ("01_data_construction", "02_mechanism", "03_rq1_privacy_utility",
@@ -546,57 +542,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list notebooks and profiles, then exit")
     p.add_argument("--status", action="store_true", help="say for each notebook of each result set "
                    "whether its results are current or stale (and why) against this checkout, then exit")
-    p.add_argument("--plan", action="store_true", help="print per notebook the distinct response-model requests "
-                   "of the profile, how many its generation store holds, how many are left and the time left, "
-                   "then exit")
-    p.add_argument("--generate-only", action="store_true", help="generate the profile's next missing requests "
-                   "into its store for --minutes, then exit (no notebook runs)")
+    p.add_argument("--plan", action="store_true", help="per notebook: the profile's distinct model requests, "
+                   "how many its generation store holds, how many are left and the hours left; then exit")
+    p.add_argument("--generate-only", action="store_true", help="generate the next missing requests for --minutes")
     p.add_argument("--minutes", type=float, default=None, help="time limit of --generate-only")
-    p.add_argument("--rate", type=float, default=None, help="responses/s for --plan's estimate (default: measure "
-                   "one batch of missing requests, kept in the store)")
-    p.add_argument("--workers", type=int, default=None, help="processes for --plan's conditioning (default: the "
-                   "usable cores)")
+    p.add_argument("--rate", type=float, default=None, help="responses/s for --plan (default: one measured batch)")
+    p.add_argument("--workers", type=int, default=None, help="processes for --plan's conditioning")
     return p
 
 
 def plan_command(args: argparse.Namespace, overrides: Mapping[str, Any], echo=print) -> int:
-    """``--plan`` / ``--generate-only``: see the module docstring."""
-    from .experiments.generation_plan import build_plan, generate_missing
+    """``--plan`` / ``--generate-only`` (:func:`dpmv_lib.experiments.generation_plan.plan_and_generate`)."""
+    from .experiments.generation_plan import plan_and_generate
 
-    if args.generate_only and (args.minutes is None or args.minutes <= 0):
-        raise ParameterError("--generate-only needs --minutes N (N > 0)")
-    if args.rate is not None and args.rate <= 0:
-        raise ParameterError(f"--rate must be > 0, got {args.rate}")
     prof = get_profile(args.profile or "default")
-    plan = build_plan(prof.name, seed=args.seed, results_dir=args.results_dir, notebooks_dir=args.notebooks_dir,
-                      overrides=overrides, only=args.only, workers=args.workers,
-                      cache_dir=project_root() / "results" / "cache" / "plans",
-                      progress=sys.stderr.isatty(), log=lambda m: print(m, file=sys.stderr, flush=True))
-    for n in plan.notes:
-        echo(f"note: {n}")
-    if not plan.parts:
-        return 0
-    rate, how = args.rate, "given with --rate"
-    if args.generate_only:
-        res = generate_missing(plan, minutes=args.minutes, log=lambda m: print(m, file=sys.stderr, flush=True))
-        echo(f"generate-only: {res.generated} generated in {res.seconds:.0f} s ({res.rate:.2f}/s), "
-             f"{res.from_cache} copied from the SQLite cache, {res.left} left; stopped: {res.stopped}")
-        rate, how = (res.rate, "measured by this chunk") if res.generated else (rate, how)
-    elif rate is None:
-        left = [a for _, a in plan.ordered() if a not in plan.store.load()]
-        if left:
-            res = generate_missing(plan, minutes=60, max_batches=1, log=lambda m: None)
-            rate, how = res.rate, f"measured on one batch of {res.generated} (kept in the store)"
-    table = plan.table(rate)
-    echo(f"profile {plan.profile}: generation store {_display_path(plan.store.directory, project_root())} "
-         f"({len(plan.store.shards())} shards, {plan.store.size_bytes() / 2**20:.1f} MiB)")
-    if plan.store.report.bad_lines or plan.store.report.torn:
-        echo(f"store problems (regenerated when needed): {len(plan.store.report.bad_lines)} bad entries, "
-             f"{len(plan.store.report.torn)} torn shards")
-    echo(table.to_string(index=False))
-    if rate:
-        echo(f"rate: {rate:.2f} responses/s ({how}; machine: {cpu_info().get('model', '?')})")
-    return 0
+    root = project_root()
+    rd = resolve(args.results_dir or default_results_dir(prof.name), root)
+    return plan_and_generate(prof.name, select_notebooks(discover_notebooks(args.notebooks_dir), args.only),
+                             rd / "generations", seed=args.seed, overrides=overrides,
+                             generate_minutes=args.minutes if args.generate_only else None,
+                             generate=args.generate_only, rate=args.rate, workers=args.workers,
+                             cache_dir=root / "results" / "cache" / "plans", echo=echo)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -142,7 +142,8 @@ def test_the_run_store_comes_from_the_environment(tmp_path, monkeypatch):
 
 # ---- the plan and generation in chunks (llm-smoke's notebooks, a fake model) --------------------
 def smoke_plan(tmp_path, fake, only=("04", "07")):
-    return build_plan("llm-smoke", results_dir=tmp_path / "res", only=only, responder_factory=lambda spec: fake,
+    notebooks = R.select_notebooks(R.discover_notebooks(), only)
+    return build_plan("llm-smoke", notebooks, tmp_path / "res" / "generations", responder_factory=lambda spec: fake,
                       workers=1, progress=False, log=lambda m: None)
 
 
@@ -211,8 +212,9 @@ def test_decoding_repetition_controls(tmp_path):
     d = DecodingConfig(repetition_penalty=1.2, no_repeat_ngram_size=4)
     assert d.to_dict()["repetition_penalty"] == 1.2 and d.to_dict()["no_repeat_ngram_size"] == 4
     assert d.repetition_control and not DecodingConfig().repetition_control
+    assert DecodingConfig(frequency_penalty=0.5).to_dict()["frequency_penalty"] == 0.5
     for bad in (dict(repetition_penalty=0.5), dict(repetition_penalty=True), dict(no_repeat_ngram_size=-1),
-                dict(no_repeat_ngram_size=2.0)):
+                dict(no_repeat_ngram_size=2.0), dict(frequency_penalty=-0.1), dict(frequency_penalty=3)):
         with pytest.raises(ParameterError):
             DecodingConfig(**bad)
     p = Prompt("q?", "notes")

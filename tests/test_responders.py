@@ -218,18 +218,20 @@ def test_repetition_control_acts_on_each_sequence_own_tokens():
     from dpmv_lib.generate.responders.transformers_backend import _RepetitionControl
 
     z = np.array([2.0, -1.0, 0.5, 3.0, 1.0])
-    got = repetition_adjusted(z, [0, 1, 1], DecodingConfig(repetition_penalty=2.0))
+    got = repetition_adjusted(z, [0], [1, 1], DecodingConfig(repetition_penalty=2.0))
     assert got.tolist() == [1.0, -2.0, 0.5, 3.0, 1.0]
+    got = repetition_adjusted(z, [0], [1, 1, 3], DecodingConfig(frequency_penalty=0.5))   # output tokens only
+    assert got.tolist() == [2.0, -2.0, 0.5, 2.5, 1.0]
     # tokens 3 4 2 3 4: the bigram rule bans what followed "4" before (2); trigram: what followed "3 4" (2)
-    assert np.isneginf(repetition_adjusted(z, [3, 4, 2, 3, 4], DecodingConfig(no_repeat_ngram_size=2))).tolist() \
+    assert np.isneginf(repetition_adjusted(z, [3, 4], [2, 3, 4], DecodingConfig(no_repeat_ngram_size=2))).tolist() \
         == [False, False, True, False, False]
-    assert np.isneginf(repetition_adjusted(z, [3, 4, 2, 3, 4], DecodingConfig(no_repeat_ngram_size=3))).tolist() \
+    assert np.isneginf(repetition_adjusted(z, [3, 4, 2], [3, 4], DecodingConfig(no_repeat_ngram_size=3))).tolist() \
         == [False, False, True, False, False]
-    assert not np.isneginf(repetition_adjusted(z, [3, 4, 2, 1, 4], DecodingConfig(no_repeat_ngram_size=3))).any()
-    dec = DecodingConfig(repetition_penalty=1.3, no_repeat_ngram_size=2)
+    assert not np.isneginf(repetition_adjusted(z, [3, 4, 2, 1, 4], [], DecodingConfig(no_repeat_ngram_size=3))).any()
+    dec = DecodingConfig(repetition_penalty=1.3, no_repeat_ngram_size=2, frequency_penalty=0.25)
     ids = torch.tensor([[0, 0, 3, 4, 2, 3, 4], [3, 4, 2, 3, 4, 1, 1]])   # row 0 left-padded with token 0
     scores = torch.tensor([[2.0, -1.0, 0.5, 3.0, 1.0]] * 2)
-    out = _RepetitionControl([2, 0], dec)(ids, scores)
-    alone = _RepetitionControl([0], dec)(ids[:1, 2:], scores[:1])
+    out = _RepetitionControl([2, 0], 5, dec)(ids, scores)            # prompts: 5 columns, then 2 generated
+    alone = _RepetitionControl([0], 3, dec)(ids[:1, 2:], scores[:1])
     assert torch.equal(out[0], alone[0]) and out[0, 0] == 2.0        # the pad token 0 is not penalised
     assert not torch.equal(out[0], out[1])

@@ -6,6 +6,10 @@ import os
 from pathlib import Path
 
 
+# the directory of the current run's generation store (set by the notebook runner for its kernels)
+GENERATION_STORE_ENV = "DPMV_GENERATION_STORE"
+
+
 def project_root(start: str | Path | None = None) -> Path:
     """The nearest directory at or above ``start`` (default: cwd) holding pyproject.toml and
     dpmv_lib/; falls back to the checkout that holds this package."""

@@ -124,8 +124,8 @@ def _conditioning_prompts(bench: Any, methods: Sequence[str], *, seeds: Sequence
             for r in rows]
 
 
-def plan_key(profile: str, seed: int, overrides: Mapping[str, Any] | None, only: Sequence[str] | None,
-             notebooks_dir: str | Path | None, responders: Mapping[str, Any]) -> str:
+def plan_key(profile: str, seed: int, overrides: Mapping[str, Any] | None, notebooks: Sequence[Path],
+             responders: Mapping[str, Any]) -> str:
     """A hash of everything a plan depends on: the arguments, the responders' identities and
     system prompts, the source of every dpmv_lib module, the notebooks and the data manifests."""
     import hashlib
@@ -134,11 +134,10 @@ def plan_key(profile: str, seed: int, overrides: Mapping[str, Any] | None, only:
     from ..common.paths import project_root
 
     root = project_root()
-    h = hashlib.sha256(json.dumps([profile, seed, dict(overrides or {}), sorted(only or []),
+    h = hashlib.sha256(json.dumps([profile, seed, dict(overrides or {}),
                                    {k: [r.identity(), r.system] for k, r in responders.items()}],
                                   sort_keys=True, default=str).encode())
-    nb_dir = Path(notebooks_dir) if notebooks_dir is not None else root / "notebooks"
-    files = sorted((root / "dpmv_lib").rglob("*.py")) + sorted(nb_dir.glob("*.ipynb")) \
+    files = sorted((root / "dpmv_lib").rglob("*.py")) + sorted(Path(p) for p in notebooks) \
         + sorted((root / "data").glob("*/manifest.json"))
     for f in files:
         h.update(str(f.relative_to(root) if f.is_relative_to(root) else f).encode())
@@ -146,29 +145,26 @@ def plan_key(profile: str, seed: int, overrides: Mapping[str, Any] | None, only:
     return h.hexdigest()[:20]
 
 
-def build_plan(profile: str = "llm", *, seed: int = 0, results_dir: str | Path | None = None,
-               notebooks_dir: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
-               only: Sequence[str] | None = None, responder_factory: Callable[[str], Any] | None = None,
+def build_plan(profile: str, notebooks: Sequence[Any], store_dir: str | Path, *, seed: int = 0,
+               overrides: Mapping[str, Any] | None = None, responder_factory: Callable[[str], Any] | None = None,
                workers: int | None = None, progress: bool = True, cache_dir: str | Path | None = None,
                log: Callable[[str], None] = print) -> Plan:
-    """The plan of ``profile`` (see the module docstring). ``responder_factory`` maps a responder
-    spec to a Responder (default :func:`~dpmv_lib.generate.responders.make_responder`; tests pass a
-    fake); ``only`` limits the notebooks ("03", ...). With ``cache_dir`` the requests are kept
-    there (gzip pickle, keyed by :func:`plan_key`), so the next chunk skips the conditioning."""
+    """The plan of ``profile`` over ``notebooks`` (the runner's notebook records: ``number``,
+    ``name``, ``path``; those of :data:`PLANNED_NOTEBOOKS` are planned) against the store in
+    ``store_dir``. ``responder_factory`` maps a responder spec to a Responder (default
+    :func:`~dpmv_lib.generate.responders.make_responder`; tests pass a fake). With ``cache_dir``
+    the requests are kept there (gzip pickle, keyed by :func:`plan_key`), so the next chunk
+    skips the conditioning."""
     from ..bench.datasets import load_benchmark, load_gold_rules
-    from ..common.paths import project_root, resolve
     from ..generate.interfaces import SIDES
     from ..generate.responders import make_responder
     from ..generate.store import GenerationStore
-    from ..run import default_results_dir, discover_notebooks, select_notebooks
     from . import playground, rq2, sensitivity
     from .profiles import get_profile
     from .rq1 import RQ1Config, load_tracks, responder_specs, select_pairs
 
     prof = get_profile(profile).for_seed(seed)
-    root = project_root()
-    rd = resolve(results_dir if results_dir is not None else default_results_dir(prof.name), root)
-    store = GenerationStore(rd / "generations")
+    store = GenerationStore(store_dir)
     specs = responder_specs(prof)
     make = responder_factory or (lambda spec: make_responder(spec))
     plan = Plan(prof.name, store, [], {})
@@ -180,7 +176,7 @@ def build_plan(profile: str = "llm", *, seed: int = 0, results_dir: str | Path |
     first = responders[specs[0]]
     cached = None
     if cache_dir is not None:
-        key = plan_key(prof.name, seed, overrides, only, notebooks_dir, responders)
+        key = plan_key(prof.name, seed, overrides, [nb.path for nb in notebooks], responders)
         cached = Path(cache_dir) / f"plan-{prof.name}-{key}.pkl.gz"
         if cached.is_file():
             try:
@@ -190,7 +186,7 @@ def build_plan(profile: str = "llm", *, seed: int = 0, results_dir: str | Path |
                 return plan
             except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
                 log(f"[plan] ignoring unreadable {cached.name}: {exc}")
-    nbs = {nb.number: nb for nb in select_notebooks(discover_notebooks(notebooks_dir), only)}
+    nbs = {nb.number: nb for nb in notebooks}
     for num in [n for n in PLANNED_NOTEBOOKS if n in nbs]:
         nb = nbs[num]
         v = notebook_settings(nb.path, prof, overrides)
@@ -333,3 +329,53 @@ def generate_missing(plan: Plan, *, minutes: float, batch_size: int | None = Non
     if not res.stopped:
         res.stopped = "nothing left" if res.left == 0 else "done"
     return res
+
+
+def plan_and_generate(profile: str, notebooks: Sequence[Any], store_dir: str | Path, *, seed: int = 0,
+                      overrides: Mapping[str, Any] | None = None, generate: bool = False,
+                      generate_minutes: float | None = None, rate: float | None = None, workers: int | None = None,
+                      cache_dir: str | Path | None = None, responder_factory: Callable[[str], Any] | None = None,
+                      echo: Callable[[str], None] = print) -> int:
+    """``python -m dpmv_lib.run --plan`` (``generate=False``) and ``--generate-only --minutes N``:
+    build the plan, optionally generate for ``generate_minutes``, print the plan's table with
+    the hours left at ``rate`` (default: measured by this chunk, or on one batch of missing
+    requests, kept in the store). Progress goes to stderr. Returns the exit code."""
+    import sys
+
+    from ..common.machine import cpu_info
+
+    if generate and (generate_minutes is None or generate_minutes <= 0):
+        raise ParameterError("--generate-only needs --minutes N (N > 0)")
+    if rate is not None and rate <= 0:
+        raise ParameterError(f"--rate must be > 0, got {rate}")
+
+    def err(m: str) -> None:
+        print(m, file=sys.stderr, flush=True)
+
+    plan = build_plan(profile, notebooks, store_dir, seed=seed, overrides=overrides, workers=workers,
+                      cache_dir=cache_dir, responder_factory=responder_factory, progress=sys.stderr.isatty(),
+                      log=err)
+    for n in plan.notes:
+        echo(f"note: {n}")
+    if not plan.parts:
+        return 0
+    how = "given with --rate"
+    if generate:
+        assert generate_minutes is not None
+        res = generate_missing(plan, minutes=generate_minutes, log=err)
+        echo(f"generate-only: {res.generated} generated in {res.seconds:.0f} s ({res.rate:.2f}/s), "
+             f"{res.from_cache} copied from the SQLite cache, {res.left} left; stopped: {res.stopped}")
+        if res.generated:
+            rate, how = res.rate, "measured by this chunk"
+    elif rate is None and any(a not in plan.store.load() for _, a in plan.ordered()):
+        res = generate_missing(plan, minutes=60, max_batches=1, log=lambda m: None)
+        rate, how = res.rate, f"measured on one batch of {res.generated} (kept in the store)"
+    echo(f"profile {plan.profile}: generation store {plan.store.directory} "
+         f"({len(plan.store.shards())} shards, {plan.store.size_bytes() / 2**20:.1f} MiB)")
+    if plan.store.report.bad_lines or plan.store.report.torn:
+        echo(f"store problems (regenerated when needed): {len(plan.store.report.bad_lines)} bad entries, "
+             f"{len(plan.store.report.torn)} torn shards")
+    echo(plan.table(rate).to_string(index=False))
+    if rate:
+        echo(f"rate: {rate:.2f} responses/s ({how}; machine: {cpu_info().get('model', '?')})")
+    return 0

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from ..common.paths import GENERATION_STORE_ENV as ENV
 from ..core.errors import GenerationError
 
 log = logging.getLogger(__name__)
 
-ENV = "DPMV_GENERATION_STORE"   # the store directory of the current run (set by dpmv_lib.run)
 SHARD_GLOB = "shard-*.jsonl.gz"
 META_FIELDS = ("backend", "model", "revision", "decoding", "messages_sha256")
 ENTRY_FIELDS = ("address",) + META_FIELDS + ("text",)

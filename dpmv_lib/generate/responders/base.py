@@ -80,6 +80,7 @@ class DecodingConfig:
     top_p: float = 1.0
     repetition_penalty: float = 1.0
     no_repeat_ngram_size: int = 0
+    frequency_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
@@ -91,6 +92,9 @@ class DecodingConfig:
         if isinstance(self.repetition_penalty, bool) or not isinstance(self.repetition_penalty, (int, float)) \
                 or not 1 <= self.repetition_penalty <= 10:
             raise ParameterError(f"repetition_penalty must be in [1, 10] (1: off), got {self.repetition_penalty!r}")
+        if isinstance(self.frequency_penalty, bool) or not isinstance(self.frequency_penalty, (int, float)) \
+                or not 0 <= self.frequency_penalty <= 2:
+            raise ParameterError(f"frequency_penalty must be in [0, 2] (0: off), got {self.frequency_penalty!r}")
         if isinstance(self.no_repeat_ngram_size, bool) or not isinstance(self.no_repeat_ngram_size, int) \
                 or self.no_repeat_ngram_size < 0:
             raise ParameterError("no_repeat_ngram_size must be an int >= 0 (0: off), "
@@ -102,7 +106,7 @@ class DecodingConfig:
 
     @property
     def repetition_control(self) -> bool:
-        return self.repetition_penalty != 1 or self.no_repeat_ngram_size > 0
+        return self.repetition_penalty != 1 or self.no_repeat_ngram_size > 0 or self.frequency_penalty != 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -110,29 +114,36 @@ class DecodingConfig:
             del d["repetition_penalty"]
         if d["no_repeat_ngram_size"] == 0:
             del d["no_repeat_ngram_size"]
+        if d["frequency_penalty"] == 0:
+            del d["frequency_penalty"]
         return d
 
 
 # SmolLM2-135M's decoding in every local backend (chosen on development pairs,
 # dpmv_lib/experiments/responder_dev.py; docs/generation_store.md): greedy with repetition control.
-SMOLLM2_DECODING = DecodingConfig(repetition_penalty=1.2)
+SMOLLM2_DECODING = DecodingConfig(frequency_penalty=1.0)
 
 
-def repetition_adjusted(logits: Any, tokens: Sequence[int], decoding: DecodingConfig) -> Any:
-    """``logits`` (a numpy vector over the vocabulary) after ``decoding``'s repetition penalty
-    and no-repeat n-gram rule, given the sequence's own tokens so far (prompt and output)."""
+def repetition_adjusted(logits: Any, prompt: Sequence[int], output: Sequence[int], decoding: DecodingConfig) -> Any:
+    """``logits`` (a numpy vector over the vocabulary) after ``decoding``'s repetition control,
+    given one sequence's own prompt and output tokens: the repetition penalty over both (divide
+    positive, multiply negative logits of seen tokens), the frequency penalty over the output
+    (subtract penalty x count), the no-repeat n-gram rule over both."""
     import numpy as np
 
     z = np.array(logits, dtype=np.float64, copy=True)
-    if decoding.repetition_penalty != 1 and len(tokens):
+    tokens = list(prompt) + list(output)
+    if decoding.repetition_penalty != 1 and tokens:
         ids = np.unique(np.asarray(tokens, dtype=np.int64))
         got = z[ids]
         z[ids] = np.where(got > 0, got / decoding.repetition_penalty, got * decoding.repetition_penalty)
+    if decoding.frequency_penalty != 0 and len(output):
+        ids, counts = np.unique(np.asarray(output, dtype=np.int64), return_counts=True)
+        z[ids] -= decoding.frequency_penalty * counts
     n = decoding.no_repeat_ngram_size
     if n > 0 and len(tokens) >= n:
-        seq = list(tokens)
-        prefix = tuple(seq[len(seq) - n + 1:]) if n > 1 else ()
-        banned = [seq[i + n - 1] for i in range(len(seq) - n + 1) if tuple(seq[i:i + n - 1]) == prefix]
+        prefix = tuple(tokens[len(tokens) - n + 1:]) if n > 1 else ()
+        banned = [tokens[i + n - 1] for i in range(len(tokens) - n + 1) if tuple(tokens[i:i + n - 1]) == prefix]
         z[banned] = -np.inf
     return z
 

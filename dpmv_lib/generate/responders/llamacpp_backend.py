@@ -364,7 +364,7 @@ class LlamaCppResponder(Responder):
             return
         logits = self._logits(row)
         if self.decoding.repetition_control:
-            logits = repetition_adjusted(logits, job["prompt"] + job["out"], self.decoding)
+            logits = repetition_adjusted(logits, job["prompt"], job["out"], self.decoding)
         tok = self._choose(logits, job["rng"])
         L, vocab = self._loaded["L"], self._loaded["vocab"]
         if L.llama_vocab_is_eog(vocab, tok):

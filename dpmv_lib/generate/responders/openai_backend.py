@@ -65,11 +65,14 @@ class OpenAIResponder(Responder):
                                 "top_p": float(d.top_p)}
         if not d.greedy:
             body["seed"] = key_seed(prompt.key)
-        # repetition control as vLLM's extra sampling fields (a server that rejects them answers 400)
+        # repetition control: frequency_penalty is an OpenAI field; repetition_penalty and
+        # no_repeat_ngram_size are vLLM's extra sampling fields (a server that rejects them answers 400)
         if d.repetition_penalty != 1:
             body["repetition_penalty"] = float(d.repetition_penalty)
         if d.no_repeat_ngram_size > 0:
             body["no_repeat_ngram_size"] = int(d.no_repeat_ngram_size)
+        if d.frequency_penalty != 0:
+            body["frequency_penalty"] = float(d.frequency_penalty)
         return body
 
     def _post(self, body: dict[str, Any]) -> str:

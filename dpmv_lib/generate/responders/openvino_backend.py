@@ -131,6 +131,7 @@ class OpenVINOResponder(Responder):
         gc.max_new_tokens = self.decoding.max_new_tokens
         gc.apply_chat_template = False
         gc.repetition_penalty = float(self.decoding.repetition_penalty)
+        gc.frequency_penalty = float(self.decoding.frequency_penalty)
         if self.decoding.greedy:
             gc.do_sample = False
         else:

@@ -183,15 +183,16 @@ class _RepetitionControl:
     without the left padding, and its output), so a row's text does not depend on the rows
     batched with it."""
 
-    def __init__(self, pads: Sequence[int], decoding: DecodingConfig) -> None:
-        self.pads, self.decoding = [int(p) for p in pads], decoding
+    def __init__(self, pads: Sequence[int], prompt_len: int, decoding: DecodingConfig) -> None:
+        self.pads, self.prompt_len, self.decoding = [int(p) for p in pads], int(prompt_len), decoding
 
     def __call__(self, input_ids, scores):
         import torch
         out = scores.clone()
+        L = self.prompt_len
         for r, pad in enumerate(self.pads):
-            z = repetition_adjusted(scores[r].detach().float().cpu().numpy(), input_ids[r, pad:].tolist(),
-                                    self.decoding)
+            z = repetition_adjusted(scores[r].detach().float().cpu().numpy(), input_ids[r, pad:L].tolist(),
+                                    input_ids[r, L:].tolist(), self.decoding)
             out[r] = torch.from_numpy(z).to(dtype=scores.dtype, device=scores.device)
         return out
 
@@ -338,7 +339,7 @@ class TransformersResponder(Responder):
             procs: list[Any] = []
             if dec.repetition_control:
                 pads = (enc["attention_mask"].shape[1] - enc["attention_mask"].sum(dim=1)).tolist()
-                procs.append(_RepetitionControl(pads, dec))
+                procs.append(_RepetitionControl(pads, enc["input_ids"].shape[1], dec))
             if not dec.greedy:
                 procs.append(_GumbelSampler([key_seed(prompts[i].key) for i in idx], dec.temperature, dec.top_p,
                                             model.device))

@@ -24,7 +24,7 @@ from ..core.policy import Query
 from ..evaluate import judge_agreement, u_validity
 from ..evaluate.audit import AuditConfig, run_audit
 from ..evaluate.judge import make_judge, score_transcripts, summarise_utility
-from ..generate.interfaces import EXTRA_METHODS, RQ1_METHODS
+from ..generate.interfaces import RQ1_METHODS
 from . import (adversary, budget_explorer, instruments, interface_rows, pipeline, playground, playground_widget,
                plots, rq2, rq2_horizon, rq2_score, rq2_support, samples, sensitivity, utility_decomposition,
                utility_frontier, utility_lift, verdicts)
@@ -43,7 +43,7 @@ __all__ = [
     "playground_widget", "plots", "rq2", "rq2_horizon", "rq2_score", "rq2_support", "samples",
     "sensitivity", "u_validity", "utility_decomposition", "utility_frontier", "utility_lift", "verdicts",
     # data and paths
-    "Query", "load_benchmark", "load_gold_rules", "resolve", "RQ1_METHODS", "EXTRA_METHODS",
+    "Query", "load_benchmark", "load_gold_rules", "resolve", "RQ1_METHODS",
     # run settings, timing, the paper's reference tables
     "ExperimentConfig", "Timer", "get_profile", "load_paper_csv", "paper_figure", "run_encoder",
     # RQ1 (notebook 03)

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..bench.benchmark import Benchmark
-from ..generate.interfaces import PF_METHODS
+from ..generate.interfaces import EXTRA_METHODS, PF_METHODS
 from ..core.errors import ParameterError, StoreError
 from ..common.paths import resolve
 from .common import run_encoder
@@ -62,7 +62,7 @@ class RQ1Config:
     encoder: str | None = None            # None: the profile's
     judge: str | None = None              # None: the profile's
     responders: tuple[str, ...] | None = None  # None: the profile's response model(s)
-    methods: tuple[str, ...] = RQ1_METHODS
+    methods: tuple[str, ...] = RQ1_METHODS + EXTRA_METHODS   # the paper's, P&F, and the interfaces beyond the paper
     # contract-violating variants whose views go to the exact oracle only (max loss vs B_a)
     oracle_ablations: tuple[str, ...] = ("IncompleteCharge", "CappedArgmax", "NoCap", "ScoreChannel")
     workers: int | None = None            # processes for the conditioning and the oracle; None: the usable cores

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -30,10 +31,16 @@ def validity():
 
 
 def _raw_units() -> pd.DataFrame:
-    """sample.jsonl joined with labels_a.jsonl, read without the package."""
-    s = pd.read_json(f"{LABELS}/sample.jsonl", lines=True)
-    a = pd.read_json(f"{LABELS}/labels_a.jsonl", lines=True)
-    return s.merge(a[["unit_id", *DIMENSIONS]], on="unit_id")
+    """sample.jsonl joined with labels_a.jsonl (and the extension with its labels, where committed),
+    read without the package."""
+    frames = []
+    for sample, labels in (("sample.jsonl", "labels_a.jsonl"), ("sample_extra.jsonl", "labels_extra_a.jsonl")):
+        if not (Path(LABELS) / labels).exists():
+            continue
+        s = pd.read_json(f"{LABELS}/{sample}", lines=True)
+        a = pd.read_json(f"{LABELS}/{labels}", lines=True)
+        frames.append(s.merge(a[["unit_id", *DIMENSIONS]], on="unit_id"))
+    return pd.concat(frames, ignore_index=True)
 
 
 # ---- the split -----------------------------------------------------------------------------------------
@@ -148,7 +155,7 @@ def test_the_u_definition_reaches_the_claims_metrics():
 # ---- the label pool and the counts ----------------------------------------------------------------------
 def test_extra_labels_are_read_when_they_exist(tmp_path):
     d = tmp_path / "labels"
-    shutil.copytree(LABELS, d, ignore=shutil.ignore_patterns("*.parquet", "sample_extra.jsonl"))
+    shutil.copytree(LABELS, d, ignore=shutil.ignore_patterns("*.parquet", "sample_extra.jsonl", "labels_extra_a.jsonl"))
     n = len(UV.label_pool(d))
     extra = [json.loads(x) for x in (d / "sample.jsonl").read_text().splitlines()[:3]]
     for i, u in enumerate(extra):

@@ -151,11 +151,13 @@ def test_smoke_run_end_to_end(tmp_path, pairedmem):
     from dpmv_lib.experiments.rq1 import run_rq1
     res = run_rq1(RQ1Config(profile="smoke", results_dir=str(tmp_path), progress=False, n_boot=100), log=lambda s: None)
     prof = get_profile("smoke")
-    assert set(res.table2["method"]) == set(METHODS) | {"DP-MemView (on, P&F)", "DP-MemView (pre, P&F)"}
-    pf = res.comparison[res.comparison["method"].str.contains("P&F", regex=False)]
+    beyond = {"DP-MemView (on, P&F)", "DP-MemView (pre, P&F)", "DP-MemView (attribute decision)"}
+    assert set(res.table2["method"]) == set(METHODS) | beyond
+    pf = res.comparison[res.comparison["method"].isin(beyond)]
     assert len(pf) and pf["paper_mean"].isna().all()  # beyond the paper: no paper values
-    o = res.oracle[res.oracle["method"] == "DP-MemView (on, P&F)"]
-    assert len(o) and bool(o["max_loss_le_cap_all_pairs"].all())  # Theorem 1 with P&F on every pair
+    for method in beyond:   # Theorem 1 on every pair, for every interface beyond the paper too
+        o = res.oracle[res.oracle["method"] == method]
+        assert len(o) and bool(o["max_loss_le_cap_all_pairs"].all()), method
     assert res.table2["track"].nunique() == (2 if "transfer" in set(res.transcripts["track"]) else 1)
     t = res.table2.set_index(["track", "method"])
     assert t.loc[("pairedmem", "GenericOnly"), "by_construction"]

@@ -235,3 +235,22 @@ def test_repetition_control_acts_on_each_sequence_own_tokens():
     alone = _RepetitionControl([0], 3, dec)(ids[:1, 2:], scores[:1])
     assert torch.equal(out[0], alone[0]) and out[0, 0] == 2.0        # the pad token 0 is not penalised
     assert not torch.equal(out[0], out[1])
+
+
+@pytest.mark.slow
+def test_transformers_repetition_control_is_batch_invariant(smollm2):
+    """SmolLM2's decoding in the transformers backend: the same texts alone and left-padded in a
+    batch of 4 (the control reads each row's own tokens, not the padding)."""
+    from dataclasses import replace
+
+    from dpmv_lib.generate.responders import SMOLLM2_DECODING
+
+    prompts = [Prompt("Any ideas for dinner?", render_guidance(["Keep preparation under 20 minutes."]), ("p", 0, 0)),
+               Prompt("How do I save money?", "", ("p", 1, 0)),
+               Prompt("Plan my weekend.", render_memory(["I work as a teacher at the local school."]), ("p", 2, 0)),
+               Prompt("List three cheap dinners, one per line.", "", ("p", 3, 0))]
+    dec = replace(SMOLLM2_DECODING, max_new_tokens=24)
+    batched = TransformersResponder("smollm2", dec, batch_size=4).respond(prompts)
+    alone = [TransformersResponder("smollm2", dec, batch_size=1).respond([p])[0] for p in prompts]
+    assert batched == alone and all(t.strip() for t in batched)
+    assert batched != TransformersResponder("smollm2", DecodingConfig(max_new_tokens=24), batch_size=4).respond(prompts)

@@ -32,3 +32,8 @@ def test_readme_claims_block_is_generated_from_the_committed_tables(tmp_path):
         tmp_path / "results" / "tables" / "rq1_claims.csv", index=False)
     block = CS.summary_markdown(tmp_path, runs=(("x", "results"),))
     assert "| C1 | a \\| b | INCONCLUSIVE |" in block
+    assert "utility_lift" not in block
+    # the utility finding that notebook 03 writes above its lift table is shown beneath
+    (tmp_path / "results" / "tables" / "03_utility_lift.md").write_text("Lift is small here.\n\n| a |\n|---|\n| 1 |\n")
+    block = CS.summary_markdown(tmp_path, runs=(("x", "results"),))
+    assert "(`03_utility_lift.md`): Lift is small here." in block and "| 1 |" not in block

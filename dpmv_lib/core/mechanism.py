@@ -71,14 +71,20 @@ def _exact_param(x: object, what: str, *, positive: bool = False, nonnegative: b
     return to_fraction(x, what, positive=positive, nonnegative=nonnegative)
 
 
-def _checked_utilities(utilities: Sequence[Number]) -> list[Fraction]:
-    """Utilities as exact rationals in [0, 1] (Eq. 6); ParameterError otherwise."""
+def _utility_items(utilities: Sequence[Number]) -> list[Number]:
+    """The utilities as a non-empty list; ParameterError otherwise."""
     try:
         items = list(utilities)
     except TypeError:
         raise ParameterError(f"utilities must be a sequence of numbers, got {type(utilities).__name__}") from None
     if not items:
         raise ParameterError("the exponential mechanism needs at least one view")
+    return items
+
+
+def _checked_utilities(utilities: Sequence[Number]) -> list[Fraction]:
+    """Utilities as exact rationals in [0, 1] (Eq. 6); ParameterError otherwise."""
+    items = _utility_items(utilities)
     us = [exact_utility(u) for u in items]
     for u in us:
         if u < 0 or u > 1:
@@ -483,12 +489,7 @@ def grid_utilities(utilities: Sequence[Number], sensitivity: Number) -> tuple[li
     ParameterError
         If a utility is not a finite number in [0, 1] (or there is none), or ``sensitivity`` is
         not a finite number > 0."""
-    try:
-        items = list(utilities)
-    except TypeError:
-        raise ParameterError(f"utilities must be a sequence of numbers, got {type(utilities).__name__}") from None
-    if not items:
-        raise ParameterError("the exponential mechanism needs at least one view")
+    items = _utility_items(utilities)
     grid = utility_grid(sensitivity)
     return [_grid_numerator(u, grid) for u in items], grid
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,14 @@ from .llr import DEFAULT_GRID, DEFAULT_MAX_ATOMS, LLRDistribution, mixture, traj
 # ---- transcript tables --------------------------------------------------------------------------
 NEEDED = ("track", "response_model", "method", "pair_id", "attribute", "split", "side", "seed", "turn",
           "conditioning", "views", "released", "view_probs", "response")
+
+
+def _released_json(released: str) -> Any:
+    """The parsed ``released`` column of one turn ({} when empty)."""
+    try:
+        return json.loads(released) if released else {}
+    except (TypeError, ValueError) as exc:
+        raise ParameterError(f"the 'released' column holds invalid JSON: {released[:80]!r}") from exc
 
 
 def _strip_views(obj):
@@ -66,11 +74,7 @@ class _Parser:
         """The public release of one turn minus the sampled views (the ledger path given h)."""
         hit = self.paths.get(released)
         if hit is None:
-            try:
-                obj = json.loads(released) if released else {}
-            except (TypeError, ValueError) as exc:
-                raise ParameterError(f"the 'released' column holds invalid JSON: {released[:80]!r}") from exc
-            hit = self.paths[released] = json.dumps(_strip_views(obj), sort_keys=True)
+            hit = self.paths[released] = json.dumps(_strip_views(_released_json(released)), sort_keys=True)
         return hit
 
     def prob(self, s: str) -> dict:
@@ -100,10 +104,7 @@ class _Parser:
         the public prefix, so their likelihood ratio given the prefix is 1 (attribute decisions)."""
         hit = self.reuses.get(released)
         if hit is None:
-            try:
-                obj = json.loads(released) if released else {}
-            except (TypeError, ValueError) as exc:
-                raise ParameterError(f"the 'released' column holds invalid JSON: {released[:80]!r}") from exc
+            obj = _released_json(released)
             slots = obj.get("slots", []) if isinstance(obj, dict) else []
             hit = self.reuses[released] = frozenset(s.get("slot") for s in slots
                                                     if isinstance(s, dict) and s.get("mechanism") == REUSE)

@@ -53,10 +53,10 @@ PROFILES: dict[str, Profile] = {
                        judge="rubric"),
     # SmolLM2 through OpenVINO f32 (the batch-invariant engine measured fastest without AMX,
     # benchmarks/results/generation.md), EM seeds {0, 1, 2}, T = 16. Sized to about 6 hours of
-    # generation at 2 responses/s (docs/generation_store.md, `--plan`): every validation and test
-    # pair (the reported ones) and 96 of the 193 PairedMem train pairs, which only fit the auditors
-    # (all 320 pairs: 55,023 distinct requests, 7.6 h); horizons stop at T = 16 (T_max): notebook
-    # 04's curves to T = 32 would about double its distinct prompts.
+    # generation at the measured 1.9 responses/s (README, `--plan`: 41,131 distinct requests):
+    # every validation and test pair (the reported ones) and 96 of the 193 PairedMem train pairs,
+    # which only fit the auditors (all 320 pairs: 55,023 requests, 8.0 h); horizons stop at T = 16
+    # (T_max): notebook 04's curves to T = 32 would about double its distinct prompts.
     "llm": Profile("llm", "real offline generation with SmolLM2-135M-Instruct (OpenVINO f32): every validation, "
                    "test and transfer pair, 96 train pairs, no network",
                    pairs={"train": 96}, transfer_pairs=None, responder="openvino:smollm2@f32", encoder="minilm",

@@ -116,4 +116,9 @@ def test_notebook_runs_in_smoke_profile(path: Path, tmp_path: Path):
     if inst:
         import pandas as pd
         side = pd.read_csv(rd / "tables" / f"{inst}_instruments.csv")
-        assert {"surrogate", "paper"} <= set(side.columns) and side["surrogate"].notna().all()
+        assert {"surrogate", "paper"} <= set(side.columns)
+        # U is undefined when no judge dimension is validated on held-out labels (the smoke profile's
+        # hashing judge validates none): then every U of the run is missing, and every other value is there
+        u = side["metric"].str.upper() == "U"
+        assert side.loc[~u, "surrogate"].notna().all()
+        assert side.loc[u, "surrogate"].notna().all() or side.loc[u, "surrogate"].isna().all()

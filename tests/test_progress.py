@@ -42,11 +42,11 @@ class Echo:
     """A minimal model backend: echoes the query (not the surrogate, so the cache is used)."""
     backend, name, seeded, batch_size = "echo", "echo", False, 2
 
-    def identity(self):
-        return {"backend": "echo"}
+    def identity(self):   # what Responder.identity() names (the store records each field)
+        return {"backend": "echo", "model": "echo", "revision": "", "decoding": {}}
 
     def request(self, p):
-        return {"q": p.query, "c": p.conditioning}
+        return {"messages": [{"role": "user", "content": p.query}], "c": p.conditioning}
 
     def respond(self, prompts):
         return [p.query.upper() for p in prompts]

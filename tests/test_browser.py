@@ -111,7 +111,11 @@ def test_notebook05_widget_in_the_browser(lab, tmp_path):
     rel, nb = _prepare("05_budget_sensitivity", work, interactive=True)
     _run(br, rel, nb)
     br.install_probe(".dpmv-explorer")
-    br.element(".dpmv-explorer img.widget-image")
+    el = br.element(".dpmv-explorer img.widget-image")
+    # the notebook goes on past the widget: bring it into view (JupyterLab skips rendering what is off
+    # screen, so the label is read as textContent, which does not depend on rendering)
+    br.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", el)
+    br._wait(lambda: br.read()["label"], 30, "the widget's label")
     wd = L.WidgetDriver(br)
     shots = _shots(tmp_path)
     br.element(".dpmv-explorer").screenshot(str(shots / "widget_exact_grid.png"))

@@ -175,7 +175,7 @@ JS_READ = """
 const s = window.__dpmv; const img = [...s.root.querySelectorAll('img')].pop();
 return {input: s.input, loads: s.loads.slice(), mut: s.mut.slice(), now: performance.now(),
         height: s.root.getBoundingClientRect().height, src: img ? img.src.slice(-64) + ':' + img.src.length : null,
-        label: (s.root.querySelector('.widget-html-content') || {}).innerText || ''};
+        label: (s.root.querySelector('.widget-html-content') || {}).textContent || ''};
 """
 
 

@@ -164,13 +164,25 @@ def _parse_cell(source: str) -> ast.AST:
         return ast.Module(body=body, type_ignores=[])
 
 
+def _namespace_uses(tree: ast.AST, index: Mapping[str, Path]) -> set[str]:
+    """Submodules reached as attributes of an imported package: after ``import dpmv_lib.experiments
+    as dx``, ``dx.rq1`` loads ``dpmv_lib.experiments.rq1`` (the package's lazy ``__getattr__``)."""
+    aliases = {a.asname or a.name: a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for a in node.names if a.name.split(".")[0] == PACKAGE}
+    return {f"{aliases[n.value.id]}.{n.attr}" for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in aliases
+            and f"{aliases[n.value.id]}.{n.attr}" in index}
+
+
 def notebook_imports(notebook: Path, package_dir: Path) -> set[str]:
-    """The package modules the notebook's code cells import (directly)."""
+    """The package modules the notebook's code cells import (directly, or as ``dx.<module>``)."""
     index = _module_index(package_dir)
     out: set[str] = set()
-    for src in _notebook_code(notebook):
-        out |= _resolve(_scan(_parse_cell(src))[0], "__notebook__", False, index)
-    return out
+    trees = [_parse_cell(src) for src in _notebook_code(notebook)]
+    for tree in trees:
+        out |= _resolve(_scan(tree)[0], "__notebook__", False, index)
+    whole = ast.Module(body=[s for t in trees for s in getattr(t, "body", [])], type_ignores=[])
+    return out | _namespace_uses(whole, index)
 
 
 def module_closure(roots: Iterable[str], package_dir: Path) -> dict[str, Path]:

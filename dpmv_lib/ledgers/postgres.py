@@ -21,8 +21,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..core.rationals import Number
 from . import _proc
-from .chain_verify import SCHEMA, Tx
-from .chain import ChainLedger
+from .chain_verify import SCHEMA
+from .chain import ChainLedger, Tx
 from ..core.errors import BudgetError, BudgetTypeError
 from ..core.policy import Policy
 

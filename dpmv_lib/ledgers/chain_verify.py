@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 from . import hashchain
 from ..core.memo import remember
@@ -17,9 +17,6 @@ from ..core.errors import (BudgetError, BudgetTypeError, LedgerFormatError, Ledg
                            LedgerRollbackError, UnknownAttributeError)
 from .records import AuditRecord, RecordTexts, format_totals, utc_now, replay_step
 from .witness import Witness, WitnessMark, WitnessTamperError
-
-if TYPE_CHECKING:
-    from .chain import Tx
 
 
 SCHEMA_VERSION = "3"  # 3: + audit_log.origin (group commit); 2: hash-chained (migrated on open); 1: refused
@@ -42,6 +39,43 @@ CREATE TABLE audit_log (
 _MIGRATE_2_3 = "ALTER TABLE audit_log ADD COLUMN origin TEXT NOT NULL DEFAULT ''"
 # the order rows are read and written in: seq, the MAC'd columns, origin, hash
 LOG_COLUMNS = "seq, " + ", ".join(hashchain.RECORD_COLUMNS) + ", origin, hash"
+
+
+class Transaction(Protocol):
+    """What the verifier needs of the ledger's open transaction
+    (:class:`~dpmv_lib.ledgers.chain.Tx`): statements with ``?`` placeholders."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement; returns the backend's cursor.
+
+        Parameters
+        ----------
+        sql : str
+        params : sequence, optional
+            Its parameters.
+        """
+        ...
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        """Run one statement once per row of parameters.
+
+        Parameters
+        ----------
+        sql : str
+        rows : iterable of sequence
+            The parameters of each run.
+        """
+        ...
+
+    def executescript_safe(self, script: str) -> None:
+        """Run a schema script statement by statement inside the transaction.
+
+        Parameters
+        ----------
+        script : str
+            Statements separated by ``;``.
+        """
+        ...
 
 
 def _frac(text: Any, what: str) -> Fraction:
@@ -275,13 +309,13 @@ class ChainVerifier:
         return LedgerIntegrityError(f"ledger {self.path} (user {self.user_id!r}) does not verify: {what}; "
                                     "refusing it (nothing was changed)")
 
-    def check_tables(self, db: Tx, names: set[str], create: str) -> None:
+    def check_tables(self, db: Transaction, names: set[str], create: str) -> None:
         """Check the schema (every backend's): create the current format in a database without our
         tables, migrate format 2, refuse any other format or a missing table.
 
         Parameters
         ----------
-        db : Tx
+        db : Transaction
             The ledger's open write transaction.
         names : set of str
             The names of the tables the database has.
@@ -318,13 +352,13 @@ class ChainVerifier:
         if missing:
             raise self._refuse(f"tables {missing} are missing")
 
-    def register(self, db: Tx) -> bool:
+    def register(self, db: Transaction) -> bool:
         """Create the user's header, totals rows and genesis, or check an existing header against
         this ledger (policy fingerprint, chain kind, caps, genesis hash).
 
         Parameters
         ----------
-        db : Tx
+        db : Transaction
             The ledger's open write transaction (its schema checked).
 
         Returns
@@ -398,7 +432,7 @@ class ChainVerifier:
         self._genesis = genesis
         return False
 
-    def _read_totals(self, db: Tx) -> dict[str, Fraction]:
+    def _read_totals(self, db: Transaction) -> dict[str, Fraction]:
         fetched = db.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?",
                              (self.user_id,)).fetchall()
         last = self._totals_rows
@@ -449,7 +483,7 @@ class ChainVerifier:
             raise self._refuse(f"audit record #{seq} has a negative eps {eps}")
         return (AuditRecord(seq, self.user_id, ts, a_t, e, bool(adm), bool(chk), remaining, b_t), totals)
 
-    def sync(self, db: Tx, collect: list[AuditRecord] | None = None) -> None:
+    def sync(self, db: Transaction, collect: list[AuditRecord] | None = None) -> None:
         """Verify what was appended since the last verified record, then head and totals (C5).
 
         Re-hashes the last verified record (an edit of it is detected), verifies each newer record (contiguous seq, hash
@@ -460,7 +494,7 @@ class ChainVerifier:
 
         Parameters
         ----------
-        db : Tx
+        db : Transaction
             The ledger's open transaction.
         collect : list of AuditRecord, optional
             Each verified record is appended here (the general replay is used for every record).
@@ -544,13 +578,13 @@ class ChainVerifier:
                 self._rem_cache = (h, fast[0])
                 self._tot_text = (h, fast[1])
 
-    def check_witness(self, db: Tx, seq: int, h: str) -> None:
+    def check_witness(self, db: Transaction, seq: int, h: str) -> None:
         """The chain (verified up to record ``seq`` with hash ``h``) holds the witness's mark read by
         :meth:`read_mark`: it is not behind it and has the acknowledged record at that position.
 
         Parameters
         ----------
-        db : Tx
+        db : Transaction
             The transaction the mark was read for.
         seq : int
             The last verified record.
@@ -659,12 +693,12 @@ class ChainVerifier:
                                    f"expected {typ.__name__}")
         return hashchain.record_hash(self._key, self.user_id, seq, prev, cols, origin=origin)
 
-    def check_anchor(self, db: Tx, seq: int, h: str) -> None:
+    def check_anchor(self, db: Transaction, seq: int, h: str) -> None:
         """The verified chain holds record ``seq`` with hash ``h`` (0: the genesis).
 
         Parameters
         ----------
-        db : Tx
+        db : Transaction
             The transaction the chain was verified in.
         seq : int
             The anchored record (from :func:`anchor_position`).

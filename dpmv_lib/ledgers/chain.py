@@ -150,11 +150,6 @@ class ChainLedger:
         nothing changed)."""
         self._verifier.sync(db, collect)
 
-    def _check_tables(self, db: Tx, names: set[str], create: str) -> None:
-        """The schema check of every backend's ``_ensure_schema`` (see
-        :meth:`~dpmv_lib.ledgers.chain_verify.ChainVerifier.check_tables`)."""
-        self._verifier.check_tables(db, names, create)
-
     def _set_witness(self, witness: Any, default: str | None) -> None:
         """``witness``: True (a FileWitness at ``default``, none when that is None), a path, an
         object with ``read``/``advance`` (an external anchor), or None/False (no witness)."""

@@ -366,7 +366,7 @@ class SqliteLedger(ChainLedger):
 
     def _ensure_schema(self, db: "Tx") -> None:
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
-        self._check_tables(db, names, SCHEMA)
+        self._verifier.check_tables(db, names, SCHEMA)
         if self._gc is not None and "dpmv_gc" not in names:
             db.execute(group_commit.ANSWER_TABLE)
 
@@ -383,9 +383,9 @@ class SqliteLedger(ChainLedger):
             super()._sync(db, collect)
             return
         dv = db.execute("PRAGMA data_version").fetchone()[0]
-        fresh = self._fresh
-        if fresh is not None and fresh[0] == dv and fresh[1] is self._v:
-            self._verifier.check_witness(db, self._v.seq, self._v.hash)  # (as verified: hold it to the witness)
+        fresh, v = self._fresh, self._v
+        if fresh is not None and fresh[0] == dv and fresh[1] is v:
+            self._verifier.check_witness(db, v.seq, v.hash)  # (as verified: hold it to the witness)
             return
         self._fresh = None
         super()._sync(db)

@@ -633,10 +633,11 @@ class ChainVerifier:
                                    f"{name}: {what}; refusing it (nothing was changed)")
 
     def _fast_step(self, row: Sequence[Any], spent: dict[str, Fraction], fast: list[Any]) -> bool:
-        """Verify one (hash-checked) record by re-deciding it: True iff its stored columns are byte-identical to what
-        ``_decide_write`` writes for that charge from ``spent`` (then its decision, remaining and totals are exactly
-        right; ``spent`` and ``fast`` = [B_a - L_a, totals text] are advanced). False changes nothing; the caller then
-        runs the general replay, which names the error."""
+        """Verify one (hash-checked) record by re-deciding it: True iff its stored columns are
+        byte-identical to what ``ChainLedger._decide_write`` writes for that charge from ``spent``
+        (then its decision, remaining and totals are exactly right; ``spent`` and ``fast`` =
+        [B_a - L_a, totals text] are advanced). False changes nothing; the caller then runs the
+        general replay, which names the error."""
         _seq, _ts, attrs_t, eps_t, adm, chk, rem_t, blk_t, tot_t, _o, _h = row
         left, tot = fast
         if adm == 0 and tot_t == tot and (attrs_t, eps_t, chk, rem_t, blk_t, tot_t) in self._blocked_seen:

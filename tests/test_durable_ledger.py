@@ -8,9 +8,9 @@ from fractions import Fraction
 import pytest
 
 from dpmv_lib.ledgers import group_commit
-from dpmv_lib.ledgers.records import AuditRecord, replay, replay_ledger
+from dpmv_lib.ledgers.records import AuditRecord, import_state, replay, replay_ledger
 from dpmv_lib.ledgers.sqlite import InMemoryLedgerStore, SqliteLedger, SqliteLedgerStore
-from dpmv_lib.ledgers.chain import CommitStats, export_state, import_state
+from dpmv_lib.ledgers.chain import CommitStats, export_state
 from dpmv_lib.core.errors import BudgetError, DPMVError, UnknownAttributeError
 from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import Ledger, OnlineBudget

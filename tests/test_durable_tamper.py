@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from dpmv_lib.ledgers import hashchain
+from dpmv_lib.ledgers.hashchain import key_from_env
 from dpmv_lib.ledgers.chain_verify import ChainHead
-from dpmv_lib.ledgers.sqlite import SqliteLedger, SqliteLedgerStore, key_from_env
+from dpmv_lib.ledgers.sqlite import SqliteLedger, SqliteLedgerStore
 from dpmv_lib.core.errors import BudgetError, LedgerFormatError, LedgerIntegrityError, LedgerRollbackError
 from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import OnlineBudget

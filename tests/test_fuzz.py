@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpmv_lib.ledgers.sqlite import SqliteLedger
-from dpmv_lib.ledgers.chain import import_state, parse_state
+from dpmv_lib.ledgers.records import import_state, parse_state
 from dpmv_lib.ledgers.records import replay
 from dpmv_lib.core.errors import DPMVError
 from dpmv_lib.checks.examples import RUNNING_EXAMPLE_POLICY, running_example

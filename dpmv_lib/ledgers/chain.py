@@ -1,12 +1,8 @@
-"""The backend-independent, hash-chained durable ledger (:class:`ChainLedger`): it decides,
-chains and writes every charge in one transaction, with the verification of
-:mod:`dpmv_lib.ledgers.chain_verify`; backends (:mod:`dpmv_lib.ledgers.sqlite`,
-:mod:`dpmv_lib.ledgers.postgres`) provide the connection and the locking.
-
-Its audit log and state export/import (``log``, ``audit_log``, ``export_state``, ``import_state``)
-come from :class:`~dpmv_lib.ledgers.records.LedgerStateIO`; :func:`export_state` here works for
-any ledger, and :func:`parse_state`, :func:`import_state` and :class:`LedgerState` are
-re-exported from :mod:`dpmv_lib.ledgers.records`.
+"""The backend-independent, hash-chained durable ledger (:class:`ChainLedger`): it decides, chains
+and writes every charge in one transaction (:class:`Tx`), verifies through its
+:class:`~dpmv_lib.ledgers.chain_verify.ChainVerifier`, and exports and imports its state;
+backends (:mod:`dpmv_lib.ledgers.sqlite`, :mod:`dpmv_lib.ledgers.postgres`) provide the
+connection and the locking. :func:`export_state` exports the state of any ledger.
 """
 from __future__ import annotations
 
@@ -23,11 +19,10 @@ from ..core.memo import remember
 from ..core.errors import BudgetError, BudgetTypeError, PolicyTypeError
 from ..core.ledger import Ledger, check_charge_args
 from ..core.policy import Policy
-from .records import STATE_FORMAT, STATE_VERSION, as_record, check_caps, LedgerStateIO, utc_now, check_storable
-# the state export/import shared by every ledger lives in records (re-exported: import it from either)
-from .records import LedgerState, import_state, parse_state  # noqa: F401
-from .chain_verify import ChainVerify, LOG_COLUMNS, PLAIN_NAME, Tx, Verified
-from .witness import FileWitness, Witness, WitnessMark
+from .records import (STATE_FORMAT, STATE_VERSION, AuditRecord, RecordTexts, as_record, check_caps,
+                      check_storable, format_totals, parse_state, replay_step, utc_now)
+from .chain_verify import LOG_COLUMNS, ChainHead, ChainVerifier, Verified, anchor_position
+from .witness import FileWitness
 
 
 def _charge_args(caps: Mapping[str, Fraction], attributes: Any, epsilon: Any) -> tuple[frozenset[str], Fraction]:
@@ -63,13 +58,14 @@ class CommitStats:
         return self.requests / self.commits if self.commits else None
 
 
-class ChainLedger(ChainVerify, LedgerStateIO):
+class ChainLedger:
     """Backend-independent core of a durable, hash-chained ledger (C5 across crashes and processes).
 
     Subclasses provide the connection, the transaction (``_begin``/``_commit``/``_rollback``,
     where a write transaction holds the user's ledger exclusively), the schema check and
-    ``_exec``; SQL is written with ``?`` placeholders. Everything that decides, chains and
-    verifies lives here, so every backend has the same integrity semantics.
+    ``_exec``; SQL is written with ``?`` placeholders. Deciding, chaining and writing live here
+    and verification in the composed :class:`~dpmv_lib.ledgers.chain_verify.ChainVerifier`, so
+    every backend has the same integrity semantics.
 
     Parameters
     ----------
@@ -103,46 +99,56 @@ class ChainLedger(ChainVerify, LedgerStateIO):
                 f"policy_fingerprint must be a non-empty string, got {policy_fingerprint!r}")
         self._caps = check_caps(caps)
         self._key = hashchain.check_key(key)
-        self._chain = hashchain.chain_kind(self._key)
         self.path = location
         self.user_id = user_id
         self.policy_fingerprint = policy_fingerprint
         self._lock = threading.RLock()
-        self._genesis = ""
-        self._v = Verified(0, "", "", {a: Fraction(0) for a in self._caps})
-        self._fracs: dict[str, Fraction] = {}      # parsed rational text (hot path: no re-parsing)
-        self._attr_json: dict[frozenset[str], str] = {}
-        self._attrs_of: dict[str, tuple[str, ...]] = {}  # canonical attributes text -> sorted names
-        self._blocked_seen: set[tuple[Any, ...]] = set()  # blocked records verified by _fast_step
-        self._parsed: dict[tuple[str, ...], tuple[Any, ...]] = {}   # audit-record texts -> parsed values
-        self._last_row: tuple[Any, ...] | None = None  # the verified tail record exactly as hashed
-        self._rem_cache: tuple[str, dict[str, Fraction]] | None = None  # (head hash, B_a - L_a there)
+        self._texts = RecordTexts(self._caps)
+        self._verifier = ChainVerifier(location, user_id, policy_fingerprint, self._caps, self._key, self._texts)
         self._pending_tail: tuple[Any, ...] | None = None  # last record written, adopted after COMMIT
         self._pending_tot = ""
-        self._tot_text: tuple[str, str] | None = None  # (head hash, canonical totals text there)
         self._blocked_memo: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # see _decide_write
-        self._tails: dict[tuple[Any, ...], str] = {}  # record columns after the time -> their JSON text
-        self._totals_rows: tuple[list[Any], dict[str, Fraction]] | None = None  # last ledger_entry read
-        # attribute names whose JSON text is just '"' + name + '"' (hand-built JSON on the hot path)
-        self._plain = all(PLAIN_NAME.fullmatch(a) for a in self._caps)
-        self._sorted_caps = sorted(self._caps)
         self._n_requests = self._n_commits = self._n_batched = 0  # commit_stats()
-        self._witness: Witness | None = None  # rollback witness (set by a backend before _start)
-        self._w_ok: WitnessMark | None = None  # the last witness mark the chain was found to hold
-        self._w_mark: WitnessMark | None = None  # the mark read as the current transaction began
-        self._w_err: Exception | None = None  # the witness's tampering error, raised where it is consulted
-        self._w_binds = False  # the witness binds its marks to the ledger's genesis
+
+    @property
+    def _v(self) -> Verified:
+        """The verified head (the verifier's)."""
+        return self._verifier.head
+
+    @property
+    def _witness(self) -> Any:
+        """The rollback witness (the verifier's; None: none)."""
+        return self._verifier.witness
 
     def _start(self) -> None:
         self._open()
         try:
             self._register()
-            if self._witness is not None and self._w_ok is None and self._v.seq:
+            if self._verifier.unmarked():
                 self._durable()  # no mark yet (a new witness, or one deleted): adopt the chain
-                self._advance_witness()
+                self._verifier.advance_witness()
         except BaseException:
             self.close()
             raise
+
+    def _register(self) -> None:
+        """Open the user's ledger: the schema, then its header is created or checked and its whole
+        chain verified."""
+        with self._tx() as db:
+            self._ensure_schema(db)
+            if not self._verifier.register(db):
+                self._full_verify(db)
+
+    def _full_verify(self, db: Tx, collect: list[AuditRecord] | None = None) -> None:
+        """Replay and check the whole chain from the genesis (on open, ``verify``, ``log``, ``export_state``)."""
+        self._verifier.restart()
+        self._sync(db, collect)
+
+    def _sync(self, db: Tx, collect: list[AuditRecord] | None = None) -> None:
+        """Verify what was appended since the last verification (see
+        :meth:`~dpmv_lib.ledgers.chain_verify.ChainVerifier.sync`; a backend may skip it when
+        nothing changed)."""
+        self._verifier.sync(db, collect)
 
     def _set_witness(self, witness: Any, default: str | None) -> None:
         """``witness``: True (a FileWitness at ``default``, none when that is None), a path, an
@@ -150,36 +156,26 @@ class ChainLedger(ChainVerify, LedgerStateIO):
         if witness is True:
             witness = default
         if witness is None or witness is False:
-            self._witness = None
+            w = None
         elif isinstance(witness, (str, Path)):
-            self._witness = FileWitness(witness, key=self._key)  # (keyed: its slots carry the ledger's MAC)
+            w = FileWitness(witness, key=self._key)  # (keyed: its slots carry the ledger's MAC)
         elif isinstance(witness, FileWitness) and witness.key is None and self._key is not None:
-            self._witness = FileWitness(witness.path, sync=witness.sync, key=self._key)
+            w = FileWitness(witness.path, sync=witness.sync, key=self._key)
         elif callable(getattr(witness, "read", None)) and callable(getattr(witness, "advance", None)):
-            self._witness = witness
+            w = witness
         else:
             raise BudgetTypeError(f"witness must be True, False, None, a directory path or an object with "
                                   f"read(user_id) and advance(user_id, seq, hash); got {witness!r}")
-        self._w_binds = bool(getattr(self._witness, "binds_ledger", False))
+        self._verifier.set_witness(w)
 
     def _close_witness(self) -> None:
-        close = getattr(self._witness, "close", None)
+        close = getattr(self._verifier.witness, "close", None)
         if callable(close):
             close()
 
     def _durable(self) -> None:
         """Make every commit this connection has seen durable (a backend whose COMMIT is not yet
         on disk overrides it)."""
-
-    def _advance_witness(self) -> None:
-        """After a durable commit, before it is acknowledged: the witness learns the head."""
-        if self._witness is not None:
-            v = self._v
-            if self._w_binds:  # (a FileWitness: the mark is bound to this ledger's genesis)
-                self._witness.advance(self.user_id, v.seq, v.hash, genesis=self._genesis)  # type: ignore[call-arg]
-            else:
-                self._witness.advance(self.user_id, v.seq, v.hash)
-            self._w_ok = WitnessMark(v.seq, v.hash)
 
     @classmethod
     def for_policy(cls, path: Any, user_id: str, policy: Policy, **kwargs: Any) -> Any:
@@ -241,14 +237,17 @@ class ChainLedger(ChainVerify, LedgerStateIO):
     def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any:
         raise NotImplementedError
 
-    def _ensure_schema(self, db: "Tx") -> None:
+    def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        raise NotImplementedError
+
+    def _ensure_schema(self, db: Tx) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
         """Close the connection and the witness (each backend's; idempotent, also via ``with``)."""
         raise NotImplementedError
 
-    def _tx(self, write: bool = True, witness: bool | None = None) -> "Tx":
+    def _tx(self, write: bool = True, witness: bool | None = None) -> Tx:
         return Tx(self, write, witness)
 
     def __enter__(self) -> Any:
@@ -256,12 +255,6 @@ class ChainLedger(ChainVerify, LedgerStateIO):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    def _frac_cached(self, text: str) -> Fraction:
-        f = self._fracs.get(text)
-        if f is None:
-            f = remember(self._fracs, text, Fraction(text), 4096)
-        return f
 
     # ---- the Ledger protocol ------------------------------------------------------------------
     @property
@@ -416,47 +409,165 @@ class ChainLedger(ChainVerify, LedgerStateIO):
         attrs, eps = _charge_args(self._caps, attributes, epsilon)
         self._charge([(attrs, eps)], checked=False)
 
-    def _json_list(self, attrs: frozenset[str]) -> str:
-        s = self._attr_json.get(attrs)
-        if s is None:
-            s = remember(self._attr_json, attrs, json.dumps(sorted(attrs)), 1024)
-        return s
+    # ---- verification and the chain head ------------------------------------------------------
+    def verify(self, anchor: ChainHead | tuple[int, str] | None = None) -> ChainHead:
+        """Verify the whole chain now and return its head (C5 audit).
 
+        With ``anchor`` (a head saved earlier, outside the database) also require that record ``anchor.seq`` still has
+        that hash: a file rolled back to before it, or replaced by another consistent ledger, is refused.
+
+        Parameters
+        ----------
+        anchor : ChainHead or (int, str), optional
+            A head saved earlier (from :meth:`chain_head` or ``export_state()["chain_head"]``).
+
+        Raises
+        ------
+        BudgetTypeError
+            If ``anchor`` is not a ChainHead, None or an (int, str) pair.
+        BudgetError
+            If ``anchor`` belongs to another user or has a negative seq, the ledger is closed or the database fails.
+        LedgerIntegrityError
+            If the chain does not verify or does not contain the anchored head (a
+            :class:`~dpmv_lib.core.errors.LedgerRollbackError` when it is behind its witness).
+        """
+        a_seq, a_hash = anchor_position(anchor, self.user_id)
+        with self._tx(write=False, witness=True) as db:
+            self._full_verify(db)
+            head = ChainHead(self.user_id, self._v.seq, self._v.hash)
+            if anchor is not None:
+                self._verifier.check_anchor(db, a_seq, a_hash)
+        return head
+
+    def chain_head(self) -> ChainHead:
+        """The current (verified) chain head; export it to anchor the ledger externally.
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If the records appended since the last verification do not verify.
+        BudgetError
+            If the ledger is closed or the database fails.
+        """
+        with self._tx(write=False) as db:
+            self._sync(db)
+            return ChainHead(self.user_id, self._v.seq, self._v.hash)
+
+    # ---- the audit log and the state -------------------------------------------------------------
+    @property
+    def log(self) -> list[AuditRecord]:
+        """The operator-visible audit log of this user, in sequence order (fully verified).
+
+        Raises :class:`~dpmv_lib.core.errors.LedgerIntegrityError` if the chain does not verify."""
+        return self.audit_log()
+
+    def audit_log(self, since_seq: int = 0) -> list[AuditRecord]:
+        """Audit records with ``seq > since_seq`` in sequence order (the whole chain is verified).
+
+        Parameters
+        ----------
+        since_seq : int, optional
+            Return only records after this sequence number (default: all).
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If the chain or the stored totals do not verify (a LedgerRollbackError when the
+            chain is behind its witness); nothing is written.
+        BudgetError
+            If the ledger is closed or the database fails.
+        """
+        with self._tx(write=False) as db:
+            out: list[AuditRecord] = []
+            self._full_verify(db, out)
+        return [r for r in out if r.seq > since_seq]
+
+    def export_state(self) -> dict[str, Any]:
+        """JSON-able state: caps, spent, policy fingerprint, the full audit log (one verified
+        snapshot) and ``chain_head`` (seq and hash of this ledger's chain, for anchoring).
+
+        Returns
+        -------
+        dict
+            A ``dpmv-ledger-state`` v1 document (see :func:`parse_state`).
+
+        Raises
+        ------
+        LedgerIntegrityError, BudgetError
+            As :meth:`audit_log`.
+        """
+        with self._tx(write=False) as db:
+            log: list[AuditRecord] = []
+            self._full_verify(db, log)
+            v = self._v
+        return {"format": STATE_FORMAT, "version": STATE_VERSION, "user_id": self.user_id,
+                "policy_fingerprint": self.policy_fingerprint,
+                "caps": {a: str(b) for a, b in sorted(self._caps.items())},
+                "spent": {a: str(x) for a, x in sorted(v.totals.items())},
+                "log": [r.to_dict() for r in log],
+                "chain_head": {"seq": v.seq, "hash": v.hash}}
+
+    def import_state(self, state: Mapping[str, Any] | str) -> None:
+        """Restore an exported state into this (fresh) ledger.
+
+        Checks the policy fingerprint, the caps, the user and that the log replays to the stated
+        spent budget, then re-chains the records under this ledger's key. Refuses a ledger that
+        already has charges or log entries: importing must never lower a spent budget.
+
+        Parameters
+        ----------
+        state : Mapping or str
+            An exported state (from :meth:`export_state` or
+            :func:`export_state`), or its JSON text.
+
+        Raises
+        ------
+        BudgetTypeError, UnknownAttributeError, BudgetError
+            If the state does not validate (see :func:`parse_state`).
+        BudgetError
+            If its caps or user differ from this ledger's, or this ledger already has charges.
+        LedgerIntegrityError
+            If this ledger's chain does not verify; nothing is written.
+        """
+        st = parse_state(state, self.policy_fingerprint)
+        if st.caps != self._caps:
+            raise BudgetError(f"imported caps {format_totals(st.caps)} differ from this ledger's caps "
+                              f"{format_totals(self._caps)}")
+        if st.user_id and st.user_id != self.user_id:
+            raise BudgetError(f"state belongs to user {st.user_id!r}, not {self.user_id!r}")
+        with self._tx() as db:
+            self._sync(db)
+            n = self._v.seq
+            if n or any(x != 0 for x in self._v.totals.values()):
+                raise BudgetError(f"ledger of user {self.user_id!r} already has {n} audit records or a "
+                                  "non-zero spent budget; import only into a fresh ledger")
+            new, spent = self._v, dict(self._v.totals)
+            rows = []
+            for r in st.log:
+                replay_step(spent, r, self._caps)
+                new, row = self._record(new, r.timestamp, r.attributes, r.epsilon, r.admitted, r.checked,
+                                        dict(r.remaining), r.blocked, spent)
+                rows.append(row)
+            if new.totals != st.spent:  # parse_state replayed the same log: cannot differ
+                raise BudgetError(f"imported log replays to {format_totals(new.totals)}, not {format_totals(st.spent)}")
+            self._write(db, rows, new, self._caps)
+        self._verifier.adopt(new, rows[-1][1:] if rows else None)
+        self._verifier.advance_witness()
+
+    # ---- deciding, chaining and writing ------------------------------------------------------
     def _record(self, v: Verified, ts: str, attrs: Sequence[str] | frozenset[str], eps: Fraction, ok: bool,
                 checked: bool, remaining: Mapping[str, Fraction], blocked: Sequence[str],
                 spent: Mapping[str, Fraction]) -> tuple[Verified, tuple[Any, ...]]:
         """The next chained audit record after ``v`` (its insert parameters and the new head)."""
         seq = v.seq + 1
-        rem, blk, tot = self._texts(remaining, blocked, spent)
-        cols = (ts, self._json_list(frozenset(attrs)) if isinstance(attrs, frozenset) else json.dumps(list(attrs)),
-                str(eps), int(ok), int(checked), rem, blk, tot)
+        texts = self._texts
+        cols = (ts, texts.attributes(frozenset(attrs)) if isinstance(attrs, frozenset) else json.dumps(list(attrs)),
+                str(eps), int(ok), int(checked), texts.remaining(remaining), texts.blocked(blocked),
+                texts.totals(spent))
         h = hashchain.record_hash(self._key, self.user_id, seq, v.hash, cols)
         return Verified(seq, h, v.hash, dict(spent)), (self.user_id, seq, *cols, "", h)
 
-    def _texts(self, remaining: Mapping[str, Fraction], blocked: Sequence[str],
-               spent: Mapping[str, Fraction]) -> tuple[str, str, str]:
-        """The stored texts of a record's remaining, blocked and running totals."""
-        return self._remaining_text(remaining), self._blocked_text(blocked), self._totals_text(spent)
-
-    # the _plain forms are byte-identical to the json.dumps texts, without the encoder
-    def _remaining_text(self, remaining: Mapping[str, Fraction]) -> str:
-        if self._plain:
-            return "{" + ", ".join(f'"{a}": "{x}"' for a, x in remaining.items()) + "}"
-        return json.dumps({a: str(x) for a, x in remaining.items()})
-
-    def _blocked_text(self, blocked: Sequence[str]) -> str:
-        if not blocked:
-            return "[]"
-        if self._plain:
-            return "[" + ", ".join(f'"{a}"' for a in blocked) + "]"
-        return json.dumps(list(blocked))
-
-    def _totals_text(self, spent: Mapping[str, Fraction]) -> str:
-        if self._plain:
-            return "{" + ",".join(f'"{a}":"{spent[a]}"' for a in self._sorted_caps) + "}"
-        return hashchain.totals_text(spent)
-
-    def _write(self, db: "Tx", rows: list[tuple[Any, ...]], new: Verified, changed: Iterable[str]) -> None:
+    def _write(self, db: Tx, rows: list[tuple[Any, ...]], new: Verified, changed: Iterable[str]) -> None:
         """Append the records, update the changed totals and the chain head (same transaction)."""
         db.executemany(f"INSERT INTO audit_log (user_id, {LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        rows)
@@ -473,12 +584,12 @@ class ChainLedger(ChainVerify, LedgerStateIO):
                 self._sync(db)
                 (oks,), new, left = self._decide_write(db, [items], checked)
             self._committed(new, left)
-            self._advance_witness()
+            self._verifier.advance_witness()
             self._n_requests += 1
             self._n_commits += 1
         return oks, dict(new.totals)
 
-    def _decide_write(self, db: "Tx", batches: Sequence[Sequence[tuple[frozenset[str], Fraction]]],
+    def _decide_write(self, db: Tx, batches: Sequence[Sequence[tuple[frozenset[str], Fraction]]],
                       checked: bool, origins: Sequence[str] | None = None
                       ) -> tuple[list[tuple[bool, ...]], Verified, dict[str, Fraction]]:
         """Decide every charge of every batch in order, each exactly as a separate ``try_charge``
@@ -491,16 +602,16 @@ class ChainLedger(ChainVerify, LedgerStateIO):
         spent = dict(new.totals)
         # B_a - L_a of the verified state (reused while nobody else appended); the C5 check
         # L_a + eps <= B_a is then the single exact comparison eps <= B_a - L_a
-        cached = self._rem_cache
-        if cached is not None and cached[0] == new.hash:
-            left = dict(cached[1])
-        else:
+        left = self._verifier.known_left()
+        if left is None:
             left = {a: caps[a] - spent[a] for a in caps}
         ts = utc_now()
         key, uid = self._key, self.user_id
         seq, h, prev = new.seq, new.hash, new.prev
-        tt = self._tot_text
-        tot = tt[1] if tt is not None and tt[0] == h else self._totals_text(spent)
+        texts = self._texts
+        tot = self._verifier.known_totals_text()
+        if tot is None:
+            tot = texts.totals(spent)
         # (attrs, id(eps), totals text) -> that blocked record's eps and texts: keyed by the eps
         # object (MemView passes the same one for a slot) without Fraction.__eq__/__hash__
         memo = self._blocked_memo
@@ -516,7 +627,7 @@ class ChainLedger(ChainVerify, LedgerStateIO):
                     ok = False                         # the same decision and texts
                     _, attrs_t, rem, blk, eps_t, tail = hit
                 else:
-                    hit, tail, attrs_t = None, None, self._json_list(attrs)
+                    hit, tail, attrs_t = None, None, texts.attributes(attrs)
                     blocked = sorted(a for a in attrs if eps > left[a]) if checked else []
                     ok = not blocked
                     if ok:
@@ -524,9 +635,9 @@ class ChainLedger(ChainVerify, LedgerStateIO):
                             spent[a] += eps
                             left[a] -= eps
                         changed |= attrs
-                        tot = self._totals_text(spent)
-                    rem = self._remaining_text({a: left[a] for a in sorted(attrs)})
-                    blk, eps_t = self._blocked_text(blocked), str(eps)
+                        tot = texts.totals(spent)
+                    rem = texts.remaining({a: left[a] for a in sorted(attrs)})
+                    blk, eps_t = texts.blocked(blocked), str(eps)
                 seq += 1
                 cols = (ts, attrs_t, eps_t, int(ok), int(checked), rem, blk, tot)
                 if hit is None and not ok and checked:
@@ -545,10 +656,101 @@ class ChainLedger(ChainVerify, LedgerStateIO):
 
     def _committed(self, new: Verified, left: dict[str, Fraction]) -> None:
         """Adopt the head written by ``_decide_write`` (call only after COMMIT)."""
-        if new is not self._v:
-            self._v, self._last_row = new, self._pending_tail
-            self._tot_text = (new.hash, self._pending_tot)
-        self._rem_cache = (new.hash, left)
+        self._verifier.adopt(new, self._pending_tail, self._pending_tot, left)
+
+
+class Tx:
+    """A ledger transaction, ``with ledger._tx() as db``: COMMIT on success, ROLLBACK on any error.
+
+    Parameters
+    ----------
+    ledger : ChainLedger
+        The ledger (its backend connection, lock and verifier).
+    write : bool, optional
+        A write transaction that holds the user's ledger exclusively (default), else a read snapshot.
+    witness : bool, optional
+        Check the rollback witness as it begins (C5; default: ``write``).
+    """
+
+    def __init__(self, ledger: ChainLedger, write: bool = True, witness: bool | None = None) -> None:
+        self.ledger = ledger
+        self.write = write
+        self.witness = write if witness is None else witness  # check the rollback witness (C5 writes, verify)
+
+    def __enter__(self) -> "Tx":
+        led = self.ledger
+        led._lock.acquire()
+        try:
+            # the rollback witness before the snapshot: it advances only after a commit, so the
+            # mark read now is never newer than what this transaction sees. Checked by every
+            # write transaction (each charge, open) and verify(); plain reads (spent(), a
+            # group-commit waiter's catch-up and answer) skip it: a waiter acknowledges only
+            # records it finds, and the next charge checks
+            led._verifier.read_mark(self.witness)
+            led._begin(self.write)
+        except self.ledger._db_errors as exc:
+            self.ledger._lock.release()
+            raise BudgetError(f"cannot lock ledger {self.ledger.path}: {exc}") from None
+        except BaseException:
+            self.ledger._lock.release()
+            raise
+        return self
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one SQL statement (``?`` placeholders) in this transaction; returns the backend's cursor.
+
+        Parameters
+        ----------
+        sql : str
+        params : sequence, optional
+            Its parameters.
+        """
+        return self.ledger._exec(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        """Run one SQL statement (``?`` placeholders) once per row of parameters in this transaction.
+
+        Parameters
+        ----------
+        sql : str
+        rows : iterable of sequence
+            The parameters of each run.
+        """
+        return self.ledger._executemany(sql, rows)
+
+    def executescript_safe(self, script: str) -> None:
+        """Run a schema script statement by statement inside this transaction (no implicit COMMIT).
+
+        Parameters
+        ----------
+        script : str
+            Statements separated by ``;`` (none inside a statement).
+        """
+        for stmt in script.split(";"):
+            if stmt.strip():
+                self.ledger._exec(stmt)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        errors = self.ledger._db_errors
+        try:
+            if exc_type is None:
+                try:
+                    self.ledger._commit()
+                except errors as e:
+                    try:
+                        self.ledger._rollback()
+                    except errors:
+                        pass
+                    raise BudgetError(f"cannot commit to ledger {self.ledger.path}: {e}") from None
+            else:
+                try:
+                    self.ledger._rollback()
+                except errors:
+                    pass
+                if isinstance(exc, errors):
+                    raise BudgetError(f"ledger {self.ledger.path} failed: {exc}") from None
+        finally:
+            self.ledger._lock.release()
 
 
 # ---- export / import ---------------------------------------------------------------------------

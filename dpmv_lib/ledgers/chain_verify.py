@@ -1,28 +1,25 @@
-"""The hash-chained ledger's schema, chain head and verification (C5 across crashes and processes): the
-:class:`ChainVerify` half of :class:`~dpmv_lib.ledgers.chain.ChainLedger` and the transaction wrapper :class:`Tx`.
+"""The verifier of a hash-chained durable ledger (C5 across crashes and processes):
+:class:`ChainVerifier` checks the schema and the user's header on open, verifies the chain of
+audit records and the stored running totals (all of it, or what was appended since the last
+verification), holds the verified head (:class:`Verified`) and holds the chain to its rollback
+witness. Also the tables (:data:`SCHEMA`) and the exported head (:class:`ChainHead`).
 """
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
 from . import hashchain
 from ..core.memo import remember
 from ..core.errors import (BudgetError, BudgetTypeError, LedgerFormatError, LedgerIntegrityError,
                            LedgerRollbackError, UnknownAttributeError)
-from .records import AuditRecord, SCHEMA_VERSION, format_totals, utc_now, replay_step
-from .witness import WitnessTamperError
-
-if TYPE_CHECKING:
-    import threading
-
-    from .witness import Witness, WitnessMark
+from .records import AuditRecord, RecordTexts, format_totals, utc_now, replay_step
+from .witness import Witness, WitnessMark, WitnessTamperError
 
 
-# ---- SQLite backend ----------------------------------------------------------------------------
+SCHEMA_VERSION = "3"  # 3: + audit_log.origin (group commit); 2: hash-chained (migrated on open); 1: refused
 _TABLES = ("dpmv_meta", "ledger_user", "ledger_entry", "audit_log")
 SCHEMA = """
 CREATE TABLE dpmv_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -42,7 +39,43 @@ CREATE TABLE audit_log (
 _MIGRATE_2_3 = "ALTER TABLE audit_log ADD COLUMN origin TEXT NOT NULL DEFAULT ''"
 # the order rows are read and written in: seq, the MAC'd columns, origin, hash
 LOG_COLUMNS = "seq, " + ", ".join(hashchain.RECORD_COLUMNS) + ", origin, hash"
-PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\- ]+")
+
+
+class Transaction(Protocol):
+    """What the verifier needs of the ledger's open transaction
+    (:class:`~dpmv_lib.ledgers.chain.Tx`): statements with ``?`` placeholders."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement; returns the backend's cursor.
+
+        Parameters
+        ----------
+        sql : str
+        params : sequence, optional
+            Its parameters.
+        """
+        ...
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
+        """Run one statement once per row of parameters.
+
+        Parameters
+        ----------
+        sql : str
+        rows : iterable of sequence
+            The parameters of each run.
+        """
+        ...
+
+    def executescript_safe(self, script: str) -> None:
+        """Run a schema script statement by statement inside the transaction.
+
+        Parameters
+        ----------
+        script : str
+            Statements separated by ``;``.
+        """
+        ...
 
 
 def _frac(text: Any, what: str) -> Fraction:
@@ -94,56 +127,208 @@ class Verified:
     totals: dict[str, Fraction]   # running L_a after it
 
 
-class ChainVerify:
-    """The opening and verification half of :class:`~dpmv_lib.ledgers.chain.ChainLedger` (a mixin:
-    the attributes it reads are set there): schema and registration checks, full and incremental
-    verification of the hash chain and of the running totals, the verified chain head."""
+def anchor_position(anchor: ChainHead | tuple[int, str] | None, user_id: str) -> tuple[int, str]:
+    """The position (seq, hash) an anchor names ((0, "") for None), checked.
 
-    # ---- what the mixin reads: set in ChainLedger.__init__ and by the backends (types only) ----
-    path: str
-    user_id: str
-    policy_fingerprint: str
-    _caps: dict[str, Fraction]
-    _key: bytes | None
-    _chain: str
-    _lock: threading.RLock
-    _db_errors: tuple[type[BaseException], ...]
-    _genesis: str
-    _v: Verified
-    _attrs_of: dict[str, tuple[str, ...]]
-    _blocked_seen: set[tuple[Any, ...]]
-    _parsed: dict[tuple[str, ...], tuple[Any, ...]]
-    _tails: dict[tuple[Any, ...], str]
-    _last_row: tuple[Any, ...] | None
-    _rem_cache: tuple[str, dict[str, Fraction]] | None
-    _tot_text: tuple[str, str] | None
-    _totals_rows: tuple[list[Any], dict[str, Fraction]] | None
-    _witness: Witness | None
-    _w_ok: WitnessMark | None
-    _w_mark: WitnessMark | None
-    _w_err: Exception | None
+    Parameters
+    ----------
+    anchor : ChainHead or (int, str) or None
+        A head saved earlier (:meth:`~dpmv_lib.ledgers.chain.ChainLedger.chain_head`).
+    user_id : str
+        The ledger's user (a ChainHead must belong to it).
 
-    if TYPE_CHECKING:  # defined by ChainLedger and the backends
-        def _begin(self, write: bool) -> None: ...
-        def _commit(self) -> None: ...
-        def _rollback(self) -> None: ...
-        def _exec(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
-        def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any: ...
-        def _ensure_schema(self, db: Tx) -> None: ...
-        def _tx(self, write: bool = True, witness: bool | None = None) -> Tx: ...
-        def _frac_cached(self, text: str) -> Fraction: ...
-        def _json_list(self, attrs: frozenset[str]) -> str: ...
-        def _remaining_text(self, remaining: Mapping[str, Fraction]) -> str: ...
-        def _blocked_text(self, blocked: Sequence[str]) -> str: ...
-        def _totals_text(self, spent: Mapping[str, Fraction]) -> str: ...
+    Raises
+    ------
+    BudgetTypeError
+        If ``anchor`` is not a ChainHead, None or an (int, str) pair.
+    BudgetError
+        If ``anchor`` belongs to another user or has a negative seq.
+    """
+    if isinstance(anchor, ChainHead) and anchor.user_id != user_id:
+        raise BudgetError(f"anchor belongs to user {anchor.user_id!r}, not {user_id!r}")
+    pair = (anchor.seq, anchor.hash) if isinstance(anchor, ChainHead) else (0, "") if anchor is None else anchor
+    if not isinstance(pair, tuple) or len(pair) != 2 or isinstance(pair[0], bool) \
+            or not isinstance(pair[0], int) or pair[0] < 0 or not isinstance(pair[1], str):
+        typed = not isinstance(pair, tuple) or len(pair) == 2 and (
+            isinstance(pair[0], bool) or not isinstance(pair[0], int) or not isinstance(pair[1], str))
+        raise (BudgetTypeError if typed else BudgetError)(
+            f"anchor must be a ChainHead or (seq, hash), got {anchor!r}")
+    return pair
+
+
+class ChainVerifier:
+    """Verifies one user's hash-chained ledger and holds its verified head (C5 audit).
+
+    The ledger (:class:`~dpmv_lib.ledgers.chain.ChainLedger`) owns the connection and the
+    transactions and passes each one in; the verifier reads through it and never writes, except
+    the user's header and the schema on open (:meth:`check_tables`, :meth:`register`). The
+    stored texts are compared with those the ledger writes through the same ``texts``.
+
+    Parameters
+    ----------
+    path : str
+        Where the ledger lives (for messages).
+    user_id, policy_fingerprint : str
+        The user and the fingerprint of the ledger's policy.
+    caps : dict of str to Fraction
+        The caps B_a (checked, :func:`~dpmv_lib.ledgers.records.check_caps`).
+    key : bytes or None
+        The operator's HMAC key (checked), or None for an unkeyed chain.
+    texts : RecordTexts
+        The stored texts of records for these caps (shared with the ledger that writes them).
+    """
+
+    def __init__(self, path: str, user_id: str, policy_fingerprint: str, caps: dict[str, Fraction],
+                 key: bytes | None, texts: RecordTexts) -> None:
+        self.path = path
+        self.user_id = user_id
+        self.policy_fingerprint = policy_fingerprint
+        self._caps = caps
+        self._key = key
+        self._chain = hashchain.chain_kind(key)
+        self._texts = texts
+        self._genesis = ""
+        self._v = Verified(0, "", "", {a: Fraction(0) for a in caps})
+        self._last_row: tuple[Any, ...] | None = None  # the verified tail record exactly as hashed
+        self._rem_cache: tuple[str, dict[str, Fraction]] | None = None  # (head hash, B_a - L_a there)
+        self._tot_text: tuple[str, str] | None = None  # (head hash, canonical totals text there)
+        self._attrs_of: dict[str, tuple[str, ...]] = {}  # canonical attributes text -> sorted names
+        self._blocked_seen: set[tuple[Any, ...]] = set()  # blocked records verified by _fast_step
+        self._parsed: dict[tuple[str, ...], tuple[Any, ...]] = {}   # audit-record texts -> parsed values
+        self._tails: dict[tuple[Any, ...], str] = {}  # record columns after the time -> their JSON text
+        self._totals_rows: tuple[list[Any], dict[str, Fraction]] | None = None  # last ledger_entry read
+        self._witness: Witness | None = None  # the rollback witness (set_witness)
+        self._w_binds = False  # the witness binds its marks to the ledger's genesis
+        self._w_ok: WitnessMark | None = None  # the last witness mark the chain was found to hold
+        self._w_mark: WitnessMark | None = None  # the mark read as the current transaction began
+        self._w_err: Exception | None = None  # the witness's tampering error, raised where it is consulted
+
+    # ---- the verified head -------------------------------------------------------------------
+    @property
+    def head(self) -> Verified:
+        """The verified head: the last record checked, its hash and L_a after it."""
+        return self._v
+
+    @property
+    def genesis(self) -> str:
+        """The user's genesis hash ("" before :meth:`register`)."""
+        return self._genesis
+
+    def restart(self) -> None:
+        """Forget everything verified after the genesis: the next :meth:`sync` replays and checks
+        the whole chain (on open, ``verify``, ``log`` and ``export_state``)."""
+        self._v = Verified(0, self._genesis, "", {a: Fraction(0) for a in self._caps})
+        self._last_row = None
+
+    def adopt(self, new: Verified, last_row: tuple[Any, ...] | None, totals_text: str | None = None,
+              left: dict[str, Fraction] | None = None) -> None:
+        """Take the head that the ledger itself wrote and committed as verified.
+
+        Parameters
+        ----------
+        new : Verified
+            The new head (nothing changes when it is the current one).
+        last_row : tuple or None
+            Its record exactly as written (the columns after the user id).
+        totals_text : str, optional
+            The stored text of its running totals.
+        left : dict of str to Fraction, optional
+            B_a - L_a at it (kept by reference: not changed later by the caller).
+        """
+        if new is not self._v:
+            self._v, self._last_row = new, last_row
+            if totals_text is not None:
+                self._tot_text = (new.hash, totals_text)
+        if left is not None:
+            self._rem_cache = (new.hash, left)
+
+    def known_left(self) -> dict[str, Fraction] | None:
+        """B_a - L_a at the head (a copy) when it is known from the last verification or commit,
+        else None."""
+        cached = self._rem_cache
+        return dict(cached[1]) if cached is not None and cached[0] == self._v.hash else None
+
+    def known_totals_text(self) -> str | None:
+        """The stored text of the running totals at the head when it is known, else None."""
+        tt = self._tot_text
+        return tt[1] if tt is not None and tt[0] == self._v.hash else None
+
+    # ---- the rollback witness ----------------------------------------------------------------
+    @property
+    def witness(self) -> Witness | None:
+        """The rollback witness the chain is held to (None: none)."""
+        return self._witness
+
+    def set_witness(self, witness: Witness | None) -> None:
+        """Hold the chain to ``witness`` from the next transaction on.
+
+        Parameters
+        ----------
+        witness : Witness or None
+            An object with ``read``/``advance`` (a FileWitness binds its marks to the genesis), or
+            None for none.
+        """
+        self._witness = witness
+        self._w_binds = bool(getattr(witness, "binds_ledger", False))
+
+    def unmarked(self) -> bool:
+        """True when a witness is set, holds no mark the chain was found to hold, and the chain has
+        records (a new witness, or one deleted: the ledger adopts the chain)."""
+        return self._witness is not None and self._w_ok is None and self._v.seq > 0
+
+    def read_mark(self, check: bool) -> None:
+        """As a transaction begins (before its snapshot): read the witness's mark for the checks
+        of :meth:`check_witness`. A tampering error is kept and raised where the mark is
+        consulted, after the chain's own checks (which name a wrong key or an edit first).
+
+        Parameters
+        ----------
+        check : bool
+            Whether this transaction is held to the witness (writes and ``verify``; plain reads
+            are not).
+        """
+        w = self._witness if check else None
+        self._w_err = None
+        try:
+            self._w_mark = w.read(self.user_id) if w is not None else None
+        except WitnessTamperError as exc:
+            self._w_mark, self._w_err = None, exc
+
+    def advance_witness(self) -> None:
+        """After a durable commit, before it is acknowledged: the witness learns the head."""
+        if self._witness is not None:
+            v = self._v
+            if self._w_binds:  # (a FileWitness: the mark is bound to this ledger's genesis)
+                self._witness.advance(self.user_id, v.seq, v.hash, genesis=self._genesis)  # type: ignore[call-arg]
+            else:
+                self._witness.advance(self.user_id, v.seq, v.hash)
+            self._w_ok = WitnessMark(v.seq, v.hash)
 
     # ---- opening and verification ----------------------------------------------------------
     def _refuse(self, what: str) -> LedgerIntegrityError:
         return LedgerIntegrityError(f"ledger {self.path} (user {self.user_id!r}) does not verify: {what}; "
                                     "refusing it (nothing was changed)")
 
-    def _check_tables(self, db: "Tx", names: set[str], create: str) -> None:
-        """Shared schema check: create the current format in an empty database, refuse others."""
+    def check_tables(self, db: Transaction, names: set[str], create: str) -> None:
+        """Check the schema (every backend's): create the current format in a database without our
+        tables, migrate format 2, refuse any other format or a missing table.
+
+        Parameters
+        ----------
+        db : Transaction
+            The ledger's open write transaction.
+        names : set of str
+            The names of the tables the database has.
+        create : str
+            The backend's schema script (:data:`SCHEMA` or its dialect).
+
+        Raises
+        ------
+        LedgerFormatError
+            If the database has another format version.
+        LedgerIntegrityError
+            If one of our tables is missing.
+        """
         ours = sorted(names & set(_TABLES))
         if not ours:  # a new (or foreign) database: create the current format
             db.executescript_safe(create)
@@ -167,73 +352,87 @@ class ChainVerify:
         if missing:
             raise self._refuse(f"tables {missing} are missing")
 
-    def _register(self) -> None:
-        with self._tx() as db:
-            self._ensure_schema(db)
-            row = db.execute("SELECT fingerprint, created, chain, genesis FROM ledger_user WHERE user_id = ?",
-                             (self.user_id,)).fetchone()
-            if row is None:
-                if self._w_err is not None:
-                    raise self._w_err
-                mark = self._w_mark
-                if mark is not None and mark.seq:
-                    raise self._rolled_back(f"the user is missing from the database but its record #{mark.seq} "
-                                            "was committed and acknowledged (the user's rows deleted, or the "
-                                            "file truncated or replaced" + (
-                                                f"; or the witness belongs to another ledger, genesis "
-                                                f"{mark.genesis}..." if mark.genesis else "") + ")")
-                n_e = db.execute("SELECT COUNT(*) FROM ledger_entry WHERE user_id = ?", (self.user_id,)).fetchone()[0]
-                n_l = db.execute("SELECT COUNT(*) FROM audit_log WHERE user_id = ?", (self.user_id,)).fetchone()[0]
-                if n_e or n_l:
-                    raise self._refuse(f"its ledger_user row (header and chain head) is missing but "
-                                       f"{n_e} totals rows and {n_l} audit records exist")
-                created = utc_now()
-                genesis = hashchain.genesis_hash(self._key, self.user_id, self.policy_fingerprint, created,
-                                              self._chain, self._caps)
-                db.execute("INSERT INTO ledger_user (user_id, fingerprint, created, chain, genesis, head_seq, "
-                           "head_hash) VALUES (?, ?, ?, ?, ?, 0, ?)",
-                           (self.user_id, self.policy_fingerprint, created, self._chain, genesis, genesis))
-                db.executemany("INSERT INTO ledger_entry (user_id, attribute, cap, spent) VALUES (?, ?, ?, '0')",
-                               [(self.user_id, a, str(b)) for a, b in sorted(self._caps.items())])
-                self._genesis = genesis
-                self._v = Verified(0, genesis, "", {a: Fraction(0) for a in self._caps})
-                return
-            fingerprint, created, chain, genesis = row
-            if fingerprint != self.policy_fingerprint:
-                raise BudgetError(f"ledger of user {self.user_id!r} in {self.path} was created for policy "
-                                  f"{fingerprint} but is opened with policy {self.policy_fingerprint}")
-            if chain != self._chain:
-                if chain == hashchain.CHAIN_KEYED:
-                    raise self._refuse("its audit chain is HMAC-keyed but no key was given")
-                if chain == hashchain.CHAIN_UNKEYED:
-                    raise self._refuse("a key was given but its audit chain is unkeyed (sha256): it was "
-                                       "created without a key, or a keyed chain was rewritten without it")
-                raise self._refuse(f"unknown chain kind {chain!r}")
-            stored = {}
-            for a, c in db.execute("SELECT attribute, cap FROM ledger_entry WHERE user_id = ?",
-                                   (self.user_id,)).fetchall():
-                stored[a] = _frac(c, f"cap of {a!r}")
-            lost = sorted(set(self._caps) - set(stored))
-            if lost and set(stored) <= set(self._caps):
-                raise self._refuse(f"the totals row (cap and spent) of {lost} is missing from ledger_entry")
-            if stored != self._caps:
-                raise BudgetError(f"ledger of user {self.user_id!r} has caps {format_totals(stored)} but is opened "
-                                  f"with caps {format_totals(self._caps)}")
-            expect = hashchain.genesis_hash(self._key, self.user_id, fingerprint, str(created), chain, self._caps)
-            if genesis != expect:
-                raise self._refuse("its genesis hash does not match its header "
-                                   + ("(wrong key, or user/fingerprint/created/caps edited)" if self._key
-                                      else "(user/fingerprint/created/caps edited)"))
+    def register(self, db: Transaction) -> bool:
+        """Create the user's header, totals rows and genesis, or check an existing header against
+        this ledger (policy fingerprint, chain kind, caps, genesis hash).
+
+        Parameters
+        ----------
+        db : Transaction
+            The ledger's open write transaction (its schema checked).
+
+        Returns
+        -------
+        bool
+            True when the user was created (the head is its genesis); False when the existing
+            header checked out: its chain is then verified from :meth:`restart`.
+
+        Raises
+        ------
+        BudgetError
+            If the stored ledger was created for another policy or other caps, or a cap is corrupt.
+        LedgerIntegrityError
+            If the header, the chain kind or the genesis does not verify, or the user is missing but
+            its witness holds an acknowledged record (a LedgerRollbackError).
+        """
+        row = db.execute("SELECT fingerprint, created, chain, genesis FROM ledger_user WHERE user_id = ?",
+                         (self.user_id,)).fetchone()
+        if row is None:
+            if self._w_err is not None:
+                raise self._w_err
+            mark = self._w_mark
+            if mark is not None and mark.seq:
+                raise self._rolled_back(f"the user is missing from the database but its record #{mark.seq} "
+                                        "was committed and acknowledged (the user's rows deleted, or the "
+                                        "file truncated or replaced" + (
+                                            f"; or the witness belongs to another ledger, genesis "
+                                            f"{mark.genesis}..." if mark.genesis else "") + ")")
+            n_e = db.execute("SELECT COUNT(*) FROM ledger_entry WHERE user_id = ?", (self.user_id,)).fetchone()[0]
+            n_l = db.execute("SELECT COUNT(*) FROM audit_log WHERE user_id = ?", (self.user_id,)).fetchone()[0]
+            if n_e or n_l:
+                raise self._refuse(f"its ledger_user row (header and chain head) is missing but "
+                                   f"{n_e} totals rows and {n_l} audit records exist")
+            created = utc_now()
+            genesis = hashchain.genesis_hash(self._key, self.user_id, self.policy_fingerprint, created,
+                                          self._chain, self._caps)
+            db.execute("INSERT INTO ledger_user (user_id, fingerprint, created, chain, genesis, head_seq, "
+                       "head_hash) VALUES (?, ?, ?, ?, ?, 0, ?)",
+                       (self.user_id, self.policy_fingerprint, created, self._chain, genesis, genesis))
+            db.executemany("INSERT INTO ledger_entry (user_id, attribute, cap, spent) VALUES (?, ?, ?, '0')",
+                           [(self.user_id, a, str(b)) for a, b in sorted(self._caps.items())])
             self._genesis = genesis
-            self._full_verify(db)
+            self._v = Verified(0, genesis, "", {a: Fraction(0) for a in self._caps})
+            return True
+        fingerprint, created, chain, genesis = row
+        if fingerprint != self.policy_fingerprint:
+            raise BudgetError(f"ledger of user {self.user_id!r} in {self.path} was created for policy "
+                              f"{fingerprint} but is opened with policy {self.policy_fingerprint}")
+        if chain != self._chain:
+            if chain == hashchain.CHAIN_KEYED:
+                raise self._refuse("its audit chain is HMAC-keyed but no key was given")
+            if chain == hashchain.CHAIN_UNKEYED:
+                raise self._refuse("a key was given but its audit chain is unkeyed (sha256): it was "
+                                   "created without a key, or a keyed chain was rewritten without it")
+            raise self._refuse(f"unknown chain kind {chain!r}")
+        stored = {}
+        for a, c in db.execute("SELECT attribute, cap FROM ledger_entry WHERE user_id = ?",
+                               (self.user_id,)).fetchall():
+            stored[a] = _frac(c, f"cap of {a!r}")
+        lost = sorted(set(self._caps) - set(stored))
+        if lost and set(stored) <= set(self._caps):
+            raise self._refuse(f"the totals row (cap and spent) of {lost} is missing from ledger_entry")
+        if stored != self._caps:
+            raise BudgetError(f"ledger of user {self.user_id!r} has caps {format_totals(stored)} but is opened "
+                              f"with caps {format_totals(self._caps)}")
+        expect = hashchain.genesis_hash(self._key, self.user_id, fingerprint, str(created), chain, self._caps)
+        if genesis != expect:
+            raise self._refuse("its genesis hash does not match its header "
+                               + ("(wrong key, or user/fingerprint/created/caps edited)" if self._key
+                                  else "(user/fingerprint/created/caps edited)"))
+        self._genesis = genesis
+        return False
 
-    def _full_verify(self, db: "Tx", collect: list[AuditRecord] | None = None) -> None:
-        """Replay and check the whole chain from the genesis (on open, ``log``, ``export_state``)."""
-        self._v = Verified(0, self._genesis, "", {a: Fraction(0) for a in self._caps})
-        self._last_row = None
-        self._sync(db, collect)
-
-    def _read_totals(self, db: "Tx") -> dict[str, Fraction]:
+    def _read_totals(self, db: Transaction) -> dict[str, Fraction]:
         fetched = db.execute("SELECT attribute, spent FROM ledger_entry WHERE user_id = ?",
                              (self.user_id,)).fetchall()
         last = self._totals_rows
@@ -246,7 +445,7 @@ class ChainVerify:
             try:
                 if not isinstance(v, str):
                     raise ValueError
-                out[a] = self._frac_cached(v)
+                out[a] = self._texts.fraction(v)
             except (ValueError, ZeroDivisionError):
                 raise self._refuse(f"the stored spent of {a!r} is not an exact rational: {v!r}") from None
             if out[a] < 0:
@@ -284,13 +483,28 @@ class ChainVerify:
             raise self._refuse(f"audit record #{seq} has a negative eps {eps}")
         return (AuditRecord(seq, self.user_id, ts, a_t, e, bool(adm), bool(chk), remaining, b_t), totals)
 
-    def _sync(self, db: "Tx", collect: list[AuditRecord] | None = None) -> None:
+    def sync(self, db: Transaction, collect: list[AuditRecord] | None = None) -> None:
         """Verify what was appended since the last verified record, then head and totals (C5).
 
         Re-hashes the last verified record (an edit of it is detected), verifies each newer record (contiguous seq, hash
         chained from the last verified one, strict replay of its decision, running totals) and requires the stored chain
         head to be the tail and the stored spent budgets to equal the tail's running totals. Three statements: the
-        header, the totals rows, and the log from the last verified record on."""
+        header, the totals rows, and the log from the last verified record on. The verified head
+        advances only when everything checks out.
+
+        Parameters
+        ----------
+        db : Transaction
+            The ledger's open transaction.
+        collect : list of AuditRecord, optional
+            Each verified record is appended here (the general replay is used for every record).
+
+        Raises
+        ------
+        LedgerIntegrityError
+            If a record, the chain head or the stored totals do not verify (a
+            :class:`~dpmv_lib.core.errors.LedgerRollbackError` when the chain is behind its witness).
+        """
         v, uid, key = self._v, self.user_id, self._key
         head = db.execute("SELECT head_seq, head_hash, genesis FROM ledger_user WHERE user_id = ?",
                           (uid,)).fetchone()
@@ -319,7 +533,7 @@ class ChainVerify:
         if collect is None and rows:  # [B_a - L_a, totals text or None] for _fast_step
             cached = self._rem_cache
             fast = [dict(cached[1]) if cached is not None and cached[0] == v.hash
-                    else {a: c - spent[a] for a, c in self._caps.items()}, self._totals_text(spent)]
+                    else {a: c - spent[a] for a, c in self._caps.items()}, self._texts.totals(spent)]
         for row in rows:
             if row[0] != seq + 1:
                 raise self._refuse(f"the audit log has no record #{seq + 1} (the next one is #{row[0]}): a "
@@ -351,7 +565,7 @@ class ChainVerify:
             raise self._refuse(f"the stored chain head is #{head_seq} {str(head_hash)[:16]} but the audit log "
                                f"ends at #{seq} {h[:16]} (records deleted from or added to its end)")
         if self._witness is not None:
-            self._check_witness(db, seq, h)
+            self.check_witness(db, seq, h)
         if stored != spent:
             diff = [f"{a}: stored {stored[a]}, log replays to {spent[a]}" for a in sorted(spent)
                     if stored[a] != spent[a]]
@@ -364,13 +578,30 @@ class ChainVerify:
                 self._rem_cache = (h, fast[0])
                 self._tot_text = (h, fast[1])
 
-    def _check_witness(self, db: "Tx", seq: int, h: str) -> None:
-        """The chain (verified up to record ``seq`` with hash ``h``) holds the witness's mark:
-        it is not behind it and has the acknowledged record at that position (else
-        LedgerRollbackError naming the ledger and the witness; nothing is written)."""
+    def check_witness(self, db: Transaction, seq: int, h: str) -> None:
+        """The chain (verified up to record ``seq`` with hash ``h``) holds the witness's mark read by
+        :meth:`read_mark`: it is not behind it and has the acknowledged record at that position.
+
+        Parameters
+        ----------
+        db : Transaction
+            The transaction the mark was read for.
+        seq : int
+            The last verified record.
+        h : str
+            Its hash.
+
+        Raises
+        ------
+        LedgerRollbackError
+            If the chain is behind the mark or holds another record there (naming the ledger and the
+            witness; nothing is written).
+        WitnessTamperError
+            If the witness was found tampered with as the transaction began.
+        """
         if self._w_err is not None:
             raise self._w_err
-        mark = self._w_mark  # (read before the transaction began: see Tx; None in a plain read)
+        mark = self._w_mark  # (read as the transaction began: see read_mark; None in a plain read)
         if mark is None:
             return
         if mark.genesis and not self._genesis.startswith(mark.genesis):
@@ -402,10 +633,11 @@ class ChainVerify:
                                    f"{name}: {what}; refusing it (nothing was changed)")
 
     def _fast_step(self, row: Sequence[Any], spent: dict[str, Fraction], fast: list[Any]) -> bool:
-        """Verify one (hash-checked) record by re-deciding it: True iff its stored columns are byte-identical to what
-        ``_decide_write`` writes for that charge from ``spent`` (then its decision, remaining and totals are exactly
-        right; ``spent`` and ``fast`` = [B_a - L_a, totals text] are advanced). False changes nothing; the caller then
-        runs the general replay, which names the error."""
+        """Verify one (hash-checked) record by re-deciding it: True iff its stored columns are
+        byte-identical to what ``ChainLedger._decide_write`` writes for that charge from ``spent``
+        (then its decision, remaining and totals are exactly right; ``spent`` and ``fast`` =
+        [B_a - L_a, totals text] are advanced). False changes nothing; the caller then runs the
+        general replay, which names the error."""
         _seq, _ts, attrs_t, eps_t, adm, chk, rem_t, blk_t, tot_t, _o, _h = row
         left, tot = fast
         if adm == 0 and tot_t == tot and (attrs_t, eps_t, chk, rem_t, blk_t, tot_t) in self._blocked_seen:
@@ -417,11 +649,11 @@ class ChainVerify:
             except (ValueError, TypeError, RecursionError):
                 return False
             if not all(isinstance(a, str) and a in self._caps for a in attrs) \
-                    or self._json_list(frozenset(attrs)) != attrs_t:
+                    or self._texts.attributes(frozenset(attrs)) != attrs_t:
                 return False
             remember(self._attrs_of, attrs_t, attrs, 1024)
         try:
-            eps = self._frac_cached(eps_t)
+            eps = self._texts.fraction(eps_t)
         except (ValueError, ZeroDivisionError):
             return False
         if eps < 0 or str(eps) != eps_t or chk not in (0, 1):
@@ -436,9 +668,9 @@ class ChainVerify:
             for a in attrs:
                 after[a] += eps
                 left_after[a] -= eps
-            tot = self._totals_text(after)
-        if tot != tot_t or blk_t != self._blocked_text(blocked) \
-                or rem_t != self._remaining_text({a: left_after[a] for a in attrs}):
+            tot = self._texts.totals(after)
+        if tot != tot_t or blk_t != self._texts.blocked(blocked) \
+                or rem_t != self._texts.remaining({a: left_after[a] for a in attrs}):
             return False
         if after is not spent:
             spent.update(after)
@@ -462,162 +694,31 @@ class ChainVerify:
                                    f"expected {typ.__name__}")
         return hashchain.record_hash(self._key, self.user_id, seq, prev, cols, origin=origin)
 
-    def verify(self, anchor: ChainHead | tuple[int, str] | None = None) -> ChainHead:
-        """Verify the whole chain now and return its head (C5 audit).
-
-        With ``anchor`` (a head saved earlier, outside the database) also require that record ``anchor.seq`` still has
-        that hash: a file rolled back to before it, or replaced by another consistent ledger, is refused.
+    def check_anchor(self, db: Transaction, seq: int, h: str) -> None:
+        """The verified chain holds record ``seq`` with hash ``h`` (0: the genesis).
 
         Parameters
         ----------
-        anchor : ChainHead or (int, str), optional
-            A head saved earlier (from :meth:`chain_head` or ``export_state()["chain_head"]``).
-
-        Raises
-        ------
-        BudgetTypeError
-            If ``anchor`` is not a ChainHead, None or an (int, str) pair.
-        BudgetError
-            If ``anchor`` belongs to another user or has a negative seq, the ledger is closed or the database fails.
-        LedgerIntegrityError
-            If the chain does not verify or does not contain the anchored head (a
-            :class:`~dpmv_lib.core.errors.LedgerRollbackError` when it is behind its witness).
-        """
-        if isinstance(anchor, ChainHead) and anchor.user_id != self.user_id:
-            raise BudgetError(f"anchor belongs to user {anchor.user_id!r}, not {self.user_id!r}")
-        pair = (anchor.seq, anchor.hash) if isinstance(anchor, ChainHead) else (0, "") if anchor is None else anchor
-        if not isinstance(pair, tuple) or len(pair) != 2 or isinstance(pair[0], bool) \
-                or not isinstance(pair[0], int) or pair[0] < 0 or not isinstance(pair[1], str):
-            typed = not isinstance(pair, tuple) or len(pair) == 2 and (
-                isinstance(pair[0], bool) or not isinstance(pair[0], int) or not isinstance(pair[1], str))
-            raise (BudgetTypeError if typed else BudgetError)(
-                f"anchor must be a ChainHead or (seq, hash), got {anchor!r}")
-        a_seq, a_hash = pair
-        with self._tx(write=False, witness=True) as db:
-            self._full_verify(db)
-            head = ChainHead(self.user_id, self._v.seq, self._v.hash)
-            if anchor is not None:
-                got: str | None
-                if a_seq == 0:
-                    got = self._genesis
-                else:
-                    row = db.execute("SELECT hash FROM audit_log WHERE user_id = ? AND seq = ?",
-                                     (self.user_id, a_seq)).fetchone()
-                    got = row[0] if row else None
-                if got != a_hash:
-                    raise self._refuse(f"the chain does not contain the anchored head #{a_seq} "
-                                       f"{str(a_hash)[:16]} (it ends at #{head.seq}): the file was rolled "
-                                       "back or replaced")
-        return head
-
-    def chain_head(self) -> ChainHead:
-        """The current (verified) chain head; export it to anchor the ledger externally.
+        db : Transaction
+            The transaction the chain was verified in.
+        seq : int
+            The anchored record (from :func:`anchor_position`).
+        h : str
+            Its hash.
 
         Raises
         ------
         LedgerIntegrityError
-            If the records appended since the last verification do not verify.
-        BudgetError
-            If the ledger is closed or the database fails.
+            If the chain does not hold that record (rolled back or replaced).
         """
-        with self._tx(write=False) as db:
-            self._sync(db)
-            return ChainHead(self.user_id, self._v.seq, self._v.hash)
-
-class Tx:
-    """A ledger transaction, ``with ledger._tx() as db``: COMMIT on success, ROLLBACK on any error.
-
-    Parameters
-    ----------
-    ledger : ChainVerify
-        The ledger (a ChainLedger: its backend connection and lock).
-    write : bool, optional
-        A write transaction that holds the user's ledger exclusively (default), else a read snapshot.
-    witness : bool, optional
-        Check the rollback witness as it begins (C5; default: ``write``).
-    """
-
-    def __init__(self, ledger: ChainVerify, write: bool = True, witness: bool | None = None) -> None:
-        self.ledger = ledger
-        self.write = write
-        self.witness = write if witness is None else witness  # check the rollback witness (C5 writes, verify)
-
-    def __enter__(self) -> "Tx":
-        led = self.ledger
-        led._lock.acquire()
-        try:
-            # the rollback witness before the snapshot: it advances only after a commit, so the
-            # mark read now is never newer than what this transaction sees. Checked by every
-            # write transaction (each charge, open) and verify(); plain reads (spent(), a
-            # group-commit waiter's catch-up and answer) skip it: a waiter acknowledges only
-            # records it finds, and the next charge checks
-            w = led._witness if self.witness else None
-            led._w_err = None
-            try:
-                led._w_mark = w.read(led.user_id) if w is not None else None
-            except WitnessTamperError as exc:   # raised where the witness is consulted: after the chain's
-                led._w_mark, led._w_err = None, exc   # own checks, which name a wrong key or an edit first
-            led._begin(self.write)
-        except self.ledger._db_errors as exc:
-            self.ledger._lock.release()
-            raise BudgetError(f"cannot lock ledger {self.ledger.path}: {exc}") from None
-        except BaseException:
-            self.ledger._lock.release()
-            raise
-        return self
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Run one SQL statement (``?`` placeholders) in this transaction; returns the backend's cursor.
-
-        Parameters
-        ----------
-        sql : str
-        params : sequence, optional
-            Its parameters.
-        """
-        return self.ledger._exec(sql, params)
-
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
-        """Run one SQL statement (``?`` placeholders) once per row of parameters in this transaction.
-
-        Parameters
-        ----------
-        sql : str
-        rows : iterable of sequence
-            The parameters of each run.
-        """
-        return self.ledger._executemany(sql, rows)
-
-    def executescript_safe(self, script: str) -> None:
-        """Run a schema script statement by statement inside this transaction (no implicit COMMIT).
-
-        Parameters
-        ----------
-        script : str
-            Statements separated by ``;`` (none inside a statement).
-        """
-        for stmt in script.split(";"):
-            if stmt.strip():
-                self.ledger._exec(stmt)
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        errors = self.ledger._db_errors
-        try:
-            if exc_type is None:
-                try:
-                    self.ledger._commit()
-                except errors as e:
-                    try:
-                        self.ledger._rollback()
-                    except errors:
-                        pass
-                    raise BudgetError(f"cannot commit to ledger {self.ledger.path}: {e}") from None
-            else:
-                try:
-                    self.ledger._rollback()
-                except errors:
-                    pass
-                if isinstance(exc, errors):
-                    raise BudgetError(f"ledger {self.ledger.path} failed: {exc}") from None
-        finally:
-            self.ledger._lock.release()
+        got: str | None
+        if seq == 0:
+            got = self._genesis
+        else:
+            row = db.execute("SELECT hash FROM audit_log WHERE user_id = ? AND seq = ?",
+                             (self.user_id, seq)).fetchone()
+            got = row[0] if row else None
+        if got != h:
+            raise self._refuse(f"the chain does not contain the anchored head #{seq} "
+                               f"{str(h)[:16]} (it ends at #{self._v.seq}): the file was rolled "
+                               "back or replaced")

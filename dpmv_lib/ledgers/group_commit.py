@@ -1,6 +1,6 @@
 """Group commit for the SQLite ledger: concurrent releases on one file share one fsync (C5).
 
-Several processes that charge the same user's :class:`~dpmv_lib.ledgers.sqlite.SqliteLedger` used to
+Without it, several processes that charge the same user's :class:`~dpmv_lib.ledgers.sqlite.SqliteLedger`
 run one ``BEGIN IMMEDIATE ... COMMIT`` (one fsync) each, one after the other. Here whichever
 process holds the writer lock (``flock`` on ``<db>.lock``) commits the pending requests of all
 processes waiting for it in ONE transaction (leader election by the lock; no extra daemon):
@@ -568,7 +568,7 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
             if ans is not None:
                 gc.withdraw()
                 ledger._wal_sync()  # (the leader's own sync may still run: acknowledge only after one)
-                ledger._advance_witness()  # (the verified head it read, now on disk)
+                ledger._verifier.advance_witness()  # (the verified head it read, now on disk)
                 ledger._n_requests += 1
                 return ans
         # leader: the lock is held; the transaction below releases it at COMMIT/ROLLBACK
@@ -593,7 +593,7 @@ def charge(ledger: Any, items: Charges) -> tuple[tuple[bool, ...], dict[str, Fra
             if req:
                 gc.withdraw()
         ledger._committed(new, left)
-        ledger._advance_witness()
+        ledger._verifier.advance_witness()
         ledger._n_requests += 1
         ledger._n_commits += 1
         ledger._n_batched += len(others)

@@ -21,8 +21,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from ..core.rationals import Number
 from . import _proc
-from .chain_verify import SCHEMA, Tx
-from .chain import ChainLedger
+from .chain_verify import SCHEMA
+from .chain import ChainLedger, Tx
 from ..core.errors import BudgetError, BudgetTypeError
 from ..core.policy import Policy
 
@@ -169,7 +169,7 @@ class PostgresLedger(ChainLedger):
         db.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK,))
         names = {r[0] for r in db.execute("SELECT table_name FROM information_schema.tables "
                                           "WHERE table_schema = current_schema()").fetchall()}
-        self._check_tables(db, names, _PG_SCHEMA)
+        self._verifier.check_tables(db, names, _PG_SCHEMA)
 
     def integrity_check(self) -> str:
         """"ok" when the server answers and the whole chain verifies.

@@ -1,14 +1,15 @@
-"""Durable ledger records (C5 audit): the audit record, replay of an audit log into exact totals (:func:`replay`,
-:func:`replay_ledger`) and the versioned ledger-state export/import. The backends are in :mod:`dpmv_lib.ledgers.sqlite`.
-
-Export/import: :func:`parse_state` validates a ``dpmv-ledger-state`` document, :func:`import_state` restores it into an
-:class:`~dpmv_lib.core.ledger.InMemoryLedger`, and the durable ledgers' ``log``, ``audit_log``, ``export_state`` and
-``import_state`` methods are :class:`LedgerStateIO` (with :func:`~dpmv_lib.ledgers.chain.export_state` for any ledger).
-:mod:`dpmv_lib.ledgers.chain` re-exports these names.
+"""Durable ledger records (C5 audit): the audit record (:class:`AuditRecord`) and the stored texts
+of its columns (:class:`RecordTexts`), replay of an audit log into exact totals (:func:`replay`,
+:func:`replay_ledger`), the checks of storable caps and amounts, and the versioned ledger-state
+document: :func:`parse_state` validates a ``dpmv-ledger-state`` document and :func:`import_state`
+restores it into an :class:`~dpmv_lib.core.ledger.InMemoryLedger`. A durable ledger exports and
+imports its own state (:class:`~dpmv_lib.ledgers.chain.ChainLedger`), any ledger through
+:func:`~dpmv_lib.ledgers.chain.export_state`.
 """
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping as _MappingABC
 from dataclasses import dataclass
 import time
@@ -16,6 +17,8 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Sequence
 
+from . import hashchain
+from ..core.memo import remember
 from ..core.rationals import Number, to_fraction
 from ..core.errors import BudgetError, BudgetTypeError, UnknownAttributeError
 from ..core.ledger import ChargeRecord, InMemoryLedger
@@ -23,7 +26,6 @@ from ..core.ledger import ChargeRecord, InMemoryLedger
 
 STATE_FORMAT = "dpmv-ledger-state"
 STATE_VERSION = 1
-SCHEMA_VERSION = "3"  # 3: + audit_log.origin (group commit); 2: hash-chained (migrated on open); 1: refused
 
 
 # ---- audit records ----------------------------------------------------------------------------
@@ -146,6 +148,95 @@ class AuditRecord:
         blocked = () if rec.admitted else tuple(a for a, v in rec.remaining if v < rec.epsilon)
         return cls(seq, user_id, "", tuple(sorted(rec.attributes)), rec.epsilon, rec.admitted, True,
                    tuple(rec.remaining), blocked)
+
+
+# ---- the stored texts of a record -------------------------------------------------------------
+#: attribute names whose JSON text is just '"' + name + '"' (the texts are then built by hand)
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\- ]+")
+
+
+class RecordTexts:
+    """The stored texts of the audit-record columns of one ledger (C5 audit): the chain hashes
+    them as stored, so the ledger that writes a record and the verifier that re-decides it use
+    the same instance and get byte-identical texts. The hand-built forms for plain attribute
+    names equal the ``json.dumps`` texts, without the encoder (every charge writes them).
+
+    Parameters
+    ----------
+    caps : Mapping of str to Fraction
+        The ledger's caps B_a (their names; checked by :func:`check_caps`).
+    """
+
+    def __init__(self, caps: Mapping[str, Fraction]) -> None:
+        self._plain = all(PLAIN_NAME.fullmatch(a) for a in caps)
+        self._sorted_caps = sorted(caps)
+        self._fracs: dict[str, Fraction] = {}      # parsed rational text (hot path: no re-parsing)
+        self._attr_json: dict[frozenset[str], str] = {}
+
+    def fraction(self, text: str) -> Fraction:
+        """The exact rational of a stored text (parsed once per text).
+
+        Parameters
+        ----------
+        text : str
+            Rational text such as ``"2/3"``; ``Fraction`` raises ValueError or
+            ZeroDivisionError for anything else.
+        """
+        f = self._fracs.get(text)
+        if f is None:
+            f = remember(self._fracs, text, Fraction(text), 4096)
+        return f
+
+    def attributes(self, attrs: frozenset[str]) -> str:
+        """The ``attributes`` column: the sorted names as a JSON list.
+
+        Parameters
+        ----------
+        attrs : frozenset of str
+            The charge set Gamma.
+        """
+        s = self._attr_json.get(attrs)
+        if s is None:
+            s = remember(self._attr_json, attrs, json.dumps(sorted(attrs)), 1024)
+        return s
+
+    def remaining(self, remaining: Mapping[str, Fraction]) -> str:
+        """The ``remaining`` column: B_a - L_a per requested attribute, in the given order.
+
+        Parameters
+        ----------
+        remaining : Mapping of str to Fraction
+            attribute -> B_a - L_a after the decision.
+        """
+        if self._plain:
+            return "{" + ", ".join(f'"{a}": "{x}"' for a, x in remaining.items()) + "}"
+        return json.dumps({a: str(x) for a, x in remaining.items()})
+
+    def blocked(self, blocked: Sequence[str]) -> str:
+        """The ``blocked`` column: the attributes whose cap check failed.
+
+        Parameters
+        ----------
+        blocked : sequence of str
+            Those attributes (empty when admitted).
+        """
+        if not blocked:
+            return "[]"
+        if self._plain:
+            return "[" + ", ".join(f'"{a}"' for a in blocked) + "]"
+        return json.dumps(list(blocked))
+
+    def totals(self, spent: Mapping[str, Fraction]) -> str:
+        """The ``totals`` column: the running totals L_a of every capped attribute, canonical.
+
+        Parameters
+        ----------
+        spent : Mapping of str to Fraction
+            L_a after the record.
+        """
+        if self._plain:
+            return "{" + ",".join(f'"{a}":"{spent[a]}"' for a in self._sorted_caps) + "}"
+        return hashchain.totals_text(spent)
 
 
 def as_record(r: Any, i: int) -> AuditRecord:
@@ -478,122 +569,3 @@ def import_state(state: Mapping[str, Any] | str, policy_fingerprint: str) -> InM
     out = InMemoryLedger(st.caps, st.spent)
     out.log = [ChargeRecord(frozenset(r.attributes), r.epsilon, r.admitted, r.remaining) for r in st.log]
     return out
-
-
-# ---- the audit log and state export/import of a durable ledger ----------------------------------
-class LedgerStateIO:
-    """The audit log, export and import of :class:`~dpmv_lib.ledgers.chain.ChainLedger` (its
-    verification, transactions and chaining come from the ledger itself)."""
-
-    _caps: dict[str, Fraction]
-    user_id: str
-    policy_fingerprint: str
-    _v: Any
-    _last_row: Any
-    # provided by the ledger (declared for type checkers only)
-    _tx: Any
-    _sync: Any
-    _full_verify: Any
-    _record: Any
-    _write: Any
-    _advance_witness: Any
-
-    @property
-    def log(self) -> list[AuditRecord]:
-        """The operator-visible audit log of this user, in sequence order (fully verified).
-
-        Raises :class:`~dpmv_lib.core.errors.LedgerIntegrityError` if the chain does not verify."""
-        return self.audit_log()
-
-    def audit_log(self, since_seq: int = 0) -> list[AuditRecord]:
-        """Audit records with ``seq > since_seq`` in sequence order (the whole chain is verified).
-
-        Parameters
-        ----------
-        since_seq : int, optional
-            Return only records after this sequence number (default: all).
-
-        Raises
-        ------
-        LedgerIntegrityError
-            If the chain or the stored totals do not verify (a LedgerRollbackError when the
-            chain is behind its witness); nothing is written.
-        BudgetError
-            If the ledger is closed or the database fails.
-        """
-        with self._tx(write=False) as db:
-            out: list[AuditRecord] = []
-            self._full_verify(db, out)
-        return [r for r in out if r.seq > since_seq]
-
-    def export_state(self) -> dict[str, Any]:
-        """JSON-able state: caps, spent, policy fingerprint, the full audit log (one verified
-        snapshot) and ``chain_head`` (seq and hash of this ledger's chain, for anchoring).
-
-        Returns
-        -------
-        dict
-            A ``dpmv-ledger-state`` v1 document (see :func:`parse_state`).
-
-        Raises
-        ------
-        LedgerIntegrityError, BudgetError
-            As :meth:`audit_log`.
-        """
-        with self._tx(write=False) as db:
-            log: list[AuditRecord] = []
-            self._full_verify(db, log)
-            v = self._v
-        return {"format": STATE_FORMAT, "version": STATE_VERSION, "user_id": self.user_id,
-                "policy_fingerprint": self.policy_fingerprint,
-                "caps": {a: str(b) for a, b in sorted(self._caps.items())},
-                "spent": {a: str(x) for a, x in sorted(v.totals.items())},
-                "log": [r.to_dict() for r in log],
-                "chain_head": {"seq": v.seq, "hash": v.hash}}
-
-    def import_state(self, state: Mapping[str, Any] | str) -> None:
-        """Restore an exported state into this (fresh) ledger.
-
-        Checks the policy fingerprint, the caps, the user and that the log replays to the stated
-        spent budget, then re-chains the records under this ledger's key. Refuses a ledger that
-        already has charges or log entries: importing must never lower a spent budget.
-
-        Parameters
-        ----------
-        state : Mapping or str
-            An exported state (from :meth:`export_state` or
-            :func:`~dpmv_lib.ledgers.chain.export_state`), or its JSON text.
-
-        Raises
-        ------
-        BudgetTypeError, UnknownAttributeError, BudgetError
-            If the state does not validate (see :func:`parse_state`).
-        BudgetError
-            If its caps or user differ from this ledger's, or this ledger already has charges.
-        LedgerIntegrityError
-            If this ledger's chain does not verify; nothing is written.
-        """
-        st = parse_state(state, self.policy_fingerprint)
-        if st.caps != self._caps:
-            raise BudgetError(f"imported caps {format_totals(st.caps)} differ from this ledger's caps "
-                              f"{format_totals(self._caps)}")
-        if st.user_id and st.user_id != self.user_id:
-            raise BudgetError(f"state belongs to user {st.user_id!r}, not {self.user_id!r}")
-        with self._tx() as db:
-            self._sync(db)
-            n = self._v.seq
-            if n or any(x != 0 for x in self._v.totals.values()):
-                raise BudgetError(f"ledger of user {self.user_id!r} already has {n} audit records or a "
-                                  "non-zero spent budget; import only into a fresh ledger")
-            new, spent = self._v, dict(self._v.totals)
-            rows = []
-            for r in st.log:
-                replay_step(spent, r, self._caps)
-                new, row = self._record(new, r.timestamp, r.attributes, r.epsilon, r.admitted, r.checked,
-                                        dict(r.remaining), r.blocked, spent)
-                rows.append(row)
-            if new.totals != st.spent:  # parse_state replayed the same log: cannot differ
-                raise BudgetError(f"imported log replays to {format_totals(new.totals)}, not {format_totals(st.spent)}")
-            self._write(db, rows, new, self._caps)
-        self._v, self._last_row = new, (rows[-1][1:] if rows else self._last_row)
-        self._advance_witness()

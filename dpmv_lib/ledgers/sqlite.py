@@ -18,14 +18,14 @@ all of them) and ``charge_unchecked`` (ablations only). This module adds
   before every charge, else :class:`~dpmv_lib.core.errors.LedgerIntegrityError` and nothing is
   written.
 * :func:`~dpmv_lib.ledgers.chain.export_state` /
-  :func:`~dpmv_lib.ledgers.chain.import_state` (JSON with caps, spent, policy fingerprint, log;
+  :func:`~dpmv_lib.ledgers.records.import_state` (JSON with caps, spent, policy fingerprint, log;
   fingerprint checked) and :func:`~dpmv_lib.ledgers.records.replay`, which recomputes the ledger
   from the log exactly and checks every recorded decision.
 * :class:`LedgerStore` - per-user ledgers (:class:`InMemoryLedgerStore`,
   :class:`SqliteLedgerStore`).
 
 What every backend shares - deciding, chaining and writing a charge, verifying the chain - is
-:class:`~dpmv_lib.ledgers.chain.ChainLedger` (with :mod:`~dpmv_lib.ledgers.chain_verify`); this
+:class:`~dpmv_lib.ledgers.chain.ChainLedger` (with its :class:`~dpmv_lib.ledgers.chain_verify.ChainVerifier`); this
 module holds the SQLite backend, its group commit (:mod:`~dpmv_lib.ledgers.group_commit`) and the
 stores.
 """
@@ -43,12 +43,11 @@ from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ..core.rationals import Number
 from . import _proc, group_commit
-from .hashchain import key_from_env  # noqa: F401  (re-exported: the documented way to read the key)
 from ..core.errors import BudgetError, BudgetTypeError, PolicyTypeError
 from ..core.ledger import InMemoryLedger, Ledger
 from ..core.policy import Policy
-from .chain_verify import SCHEMA, Tx
-from .chain import ChainLedger
+from .chain_verify import SCHEMA
+from .chain import ChainLedger, Tx
 
 
 class SqliteLedger(ChainLedger):
@@ -97,7 +96,7 @@ class SqliteLedger(ChainLedger):
     policy_fingerprint : str
         :meth:`~dpmv_lib.core.policy.Policy.fingerprint` of the policy; must equal the stored one.
     key : bytes, optional
-        The operator's HMAC key (>= 16 bytes, :func:`key_from_env`); None: an unkeyed chain.
+        The operator's HMAC key (>= 16 bytes, :func:`~dpmv_lib.ledgers.hashchain.key_from_env`); None: an unkeyed chain.
     timeout : float, optional
         SQLite's busy timeout in seconds (default 60).
     synchronous : {"FULL", "EXTRA", "NORMAL"}, optional
@@ -367,12 +366,12 @@ class SqliteLedger(ChainLedger):
 
     def _ensure_schema(self, db: "Tx") -> None:
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
-        self._check_tables(db, names, SCHEMA)
+        self._verifier.check_tables(db, names, SCHEMA)
         if self._gc is not None and "dpmv_gc" not in names:
             db.execute(group_commit.ANSWER_TABLE)
 
     def _sync(self, db: "Tx", collect: list[Any] | None = None) -> None:
-        """The verification before a charge or read (see ``ChainVerify._sync``), skipped when no
+        """The verification before a charge or read (see ``ChainVerifier.sync``), skipped when no
         other connection has committed to the file since this one last verified or committed:
         ``PRAGMA data_version`` is unchanged exactly then (SQLite: it changes when another
         connection commits), so the file holds this connection's verified chain and nothing
@@ -384,10 +383,9 @@ class SqliteLedger(ChainLedger):
             super()._sync(db, collect)
             return
         dv = db.execute("PRAGMA data_version").fetchone()[0]
-        fresh = self._fresh
-        if fresh is not None and fresh[0] == dv and fresh[1] is self._v:
-            if self._w_mark is not None or self._w_err is not None:  # (as verified: hold it to the witness)
-                self._check_witness(db, self._v.seq, self._v.hash)
+        fresh, v = self._fresh, self._v
+        if fresh is not None and fresh[0] == dv and fresh[1] is v:
+            self._verifier.check_witness(db, v.seq, v.hash)  # (as verified: hold it to the witness)
             return
         self._fresh = None
         super()._sync(db)
@@ -420,11 +418,12 @@ class SqliteLedger(ChainLedger):
             rows = db.execute("SELECT seq, attributes, epsilon, admitted, checked, origin, totals FROM audit_log "
                               "WHERE user_id = ? AND seq >= ? AND seq < ? ORDER BY seq",
                               (self.user_id, first, first + n)).fetchall()
-        if len(rows) != n or not all(r[5] == origin and r[4] == 1 and r[1] == self._json_list(a) and r[2] == str(e)
+        texts = self._texts
+        if len(rows) != n or not all(r[5] == origin and r[4] == 1 and r[1] == texts.attributes(a) and r[2] == str(e)
                                      for r, (a, e) in zip(rows, items)):
             return None
         totals = json.loads(rows[-1][6])  # (verified: the running totals equal the replay)
-        return tuple(bool(r[3]) for r in rows), {a: self._frac_cached(v) for a, v in totals.items()}
+        return tuple(bool(r[3]) for r in rows), {a: texts.fraction(v) for a, v in totals.items()}
 
     def integrity_check(self) -> str:
         """SQLite's PRAGMA integrity_check ("ok" when the file is sound; BudgetError when the ledger

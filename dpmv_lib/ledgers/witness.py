@@ -25,7 +25,7 @@ every charge (:class:`~dpmv_lib.core.errors.LedgerRollbackError`).
   Durability of the witness itself: with ``sync=False`` (the default) its write reaches the disk
   with the page cache (seconds); only a power cut in that window lets it lag the database (never
   lead it), so an attacker would have to roll the file back across such a cut. ``sync=True``
-  adds an ``fdatasync`` per write transaction (benchmarks/results/ledger_issue29.md: the cost).
+  adds an ``fdatasync`` per write transaction (``benchmarks/bench_witness.py`` measures the cost).
 * Any object with ``read(user_id)`` and ``advance(user_id, seq, hash)`` (:class:`Witness`) can
   be passed instead: the anchor hook for an external witness (another host, an append-only log).
 

@@ -1,4 +1,4 @@
-"""Verdicts with uncertainty (issue 27): every claim names its statistic, its margin and its test.
+"""Verdicts with uncertainty: every claim names its statistic, its margin and its test.
 
 A claim is a statistic of the per-method metrics of Tables 2-4 (AUC, TPR@5, U, tRec, Unsup) that
 must lie on one side of a margin. The uncertainty comes from a **paired, attribute-stratified
@@ -250,6 +250,7 @@ class ExactClaim:
     ci: tuple[float, float] = (math.nan, math.nan)
     test: str = "exact"
     error: bool = False
+    undecided: bool = False   # True: the check ran and cannot decide (INCONCLUSIVE; ``holds`` is None)
 
 
 def lowest(*xs: "Value") -> "Value":
@@ -263,7 +264,14 @@ def highest(*xs: "Value") -> "Value":
 
 
 def _f3(x: float) -> str:
-    return "nan" if x is None or not np.isfinite(x) else f"{x:.3f}"
+    if x is None or np.isnan(x):
+        return "nan"
+    return ("inf" if x > 0 else "-inf") if np.isinf(x) else f"{x:.3f}"
+
+
+def _cell(text: object) -> str:
+    """A Markdown table cell: a ``|`` in the text is escaped, so the row keeps its columns."""
+    return str(text).replace("|", "\\|")
 
 
 def _evaluate(claim: BootClaim, metrics: Metrics) -> dict:
@@ -326,7 +334,7 @@ def decide(claims: Sequence[BootClaim | ExactClaim], metrics: Metrics | None, *,
     recs = []
     for c in claims:
         if isinstance(c, ExactClaim):
-            verdict = "NOT EVALUATED" if c.holds is None else (
+            verdict = ("INCONCLUSIVE" if c.undecided else "NOT EVALUATED") if c.holds is None else (
                 "HOLDS" if c.holds else ("ERROR" if c.error else "DOES NOT HOLD"))
             recs.append({"id": c.id, "claim": c.claim, "statistic": c.statistic, "estimate": c.estimate,
                          "ci_lo": c.ci[0], "ci_hi": c.ci[1], "margin": c.margin, "test": c.test, "verdict": verdict,
@@ -377,7 +385,8 @@ def claims_markdown(claims: pd.DataFrame) -> str:
         margin = "-" if not np.isfinite(r["margin"]) else f"{r['margin']:g}"
         p = "-" if not np.isfinite(r["p"]) else (
             f"{r['p']:.3g}" + (f" ({r['p_holm']:.3g})" if np.isfinite(r["p_holm"]) else ""))
-        lines.append(f"| {r['id']} | {r['claim']} | **{r['verdict']}** | {est} | {margin} | {p} | {r['test']} |")
+        lines.append("| " + " | ".join(_cell(x) for x in (r["id"], r["claim"], f"**{r['verdict']}**", est, margin, p,
+                                                          r["test"])) + " |")
     lines.append("")
     lines += [f"- {r['id']} ({r['statistic']}): {r['evidence'] or '-'}" for r in claims.to_dict("records")]
     return "\n".join(lines)

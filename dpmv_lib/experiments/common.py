@@ -160,9 +160,10 @@ def fmt_delta(x: Any) -> str:
 
 
 def markdown_table(df: pd.DataFrame, nd: int = 3) -> str:
-    """A DataFrame as a Markdown table with numbers to ``nd`` decimals and inf/NaN spelled out."""
+    """A DataFrame as a Markdown table with numbers to ``nd`` decimals, inf/NaN spelled out and ``|``
+    in a cell escaped."""
     cols = list(df.columns)
     lines = ["| " + " | ".join(map(str, cols)) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
     for r in df.itertuples(index=False):
-        lines.append("| " + " | ".join(fmt_number(v, nd) for v in r) + " |")
+        lines.append("| " + " | ".join(fmt_number(v, nd).replace("|", "\\|") for v in r) + " |")
     return "\n".join(lines)

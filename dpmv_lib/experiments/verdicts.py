@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence, TypeAlias
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -374,8 +374,9 @@ def decide(claims: Sequence[BootClaim | ExactClaim], metrics: Metrics | None, *,
     return df[list(COLUMNS)].reset_index(drop=True)
 
 
-def claims_markdown(claims: pd.DataFrame) -> str:
-    """Claims as a Markdown table: verdict, estimate with its 95% CI, margin, p (Holm) and test."""
+def claims_markdown(claims: pd.DataFrame, evidence: Iterable[str] | None = None) -> str:
+    """Claims as a Markdown table: verdict, estimate with its 95% CI, margin, p (Holm) and test,
+    then the evidence of each claim (of the claims ``evidence`` names, if given)."""
     if "verdict" not in claims.columns:
         raise ParameterError("a claims table needs the columns of verdicts.decide (verdict, estimate, CI, ...)")
     lines = ["| id | claim | verdict | estimate [95% CI] | margin | p (Holm) | test |", "|---|---|---|---|---|---|---|"]
@@ -388,7 +389,9 @@ def claims_markdown(claims: pd.DataFrame) -> str:
         lines.append("| " + " | ".join(_cell(x) for x in (r["id"], r["claim"], f"**{r['verdict']}**", est, margin, p,
                                                           r["test"])) + " |")
     lines.append("")
-    lines += [f"- {r['id']} ({r['statistic']}): {r['evidence'] or '-'}" for r in claims.to_dict("records")]
+    keep = None if evidence is None else set(evidence)
+    lines += [f"- {r['id']} ({r['statistic']}): {r['evidence'] or '-'}" for r in claims.to_dict("records")
+              if keep is None or r["id"] in keep]
     return "\n".join(lines)
 
 
@@ -458,3 +461,27 @@ def seed_stability(runs: Mapping[int, str], tables: Sequence[str] = CLAIMS_TABLE
     strong = wide.isin(["HOLDS", "DOES NOT HOLD"])
     wide["flip"] = [(r[s].nunique() > 1) for (_, r), (_, s) in zip(wide.iterrows(), strong.iterrows())]
     return wide.reset_index()
+
+
+def by_seed(session: Any, tables: Sequence[str] = CLAIMS_TABLES) -> Any:
+    """Notebook step: :func:`seed_stability` of this run (``session``) and the runs with other seeds
+    under ``{results_dir}/seeds/``, written to ``tables/<notebook>_verdicts_by_seed``; shown: the
+    claims whose verdict differs between runs (all of them when there is one run and few claims)."""
+    from .result import Result
+
+    runs = seed_runs(session.cfg.results_dir, session.cfg.seed)
+    wide = seed_stability(runs, tables)
+    session.write_table(f"{session.notebook}_verdicts_by_seed", wide)
+    cols = [c for c in wide.columns if c.startswith("seed ")]
+    moved = wide[wide[cols].nunique(axis=1) > 1]
+    n_flip = int(wide["flip"].sum())
+    if len(runs) > 1:
+        finding = (f"Runs with seeds {sorted(runs)}: {n_flip} of {len(wide)} claims flip between HOLDS and DOES NOT "
+                   f"HOLD; {len(moved)} change verdict at all (INCONCLUSIVE in one run is not a flip).")
+    else:
+        finding = (f"Only the run with seed {session.cfg.seed} is under {session.cfg.results_dir}: no runs with other "
+                   f"seeds to compare (make seeds writes them to {session.cfg.results_dir}/seeds/).")
+    out = Result("Verdicts by run seed", finding)
+    if len(moved):
+        out.show_table("claims whose verdict differs between runs", moved.drop(columns=["table"]))
+    return out

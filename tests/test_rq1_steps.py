@@ -97,3 +97,38 @@ def test_dagger_and_table2_steps_state_what_the_tables_show():
 def test_steps_refuse_what_is_not_an_rq1_result():
     with pytest.raises(ParameterError, match="dx.rq1.run"):
         R.dagger(Result("x", data={"rq1": 3}))
+
+
+@pytest.fixture()
+def smoke_session(tmp_path):
+    import dpmv_lib.experiments as dx
+
+    return dx.session.start("03", profile="smoke", results_dir=str(tmp_path), data_dir="data")
+
+
+def test_verdicts_by_seed_counts_flips_and_writes_the_table(smoke_session, tmp_path):
+    from dpmv_lib.experiments import verdicts as V
+
+    def claims(path, verdicts):
+        path.mkdir(parents=True)
+        pd.DataFrame({"id": ["C1", "C2", "C3"], "claim": ["a", "b", "c"], "verdict": verdicts}).to_csv(
+            path / "rq1_claims.csv", index=False)
+
+    claims(tmp_path / "tables", ["HOLDS", "HOLDS", "INCONCLUSIVE"])
+    claims(tmp_path / "seeds" / "1" / "tables", ["DOES NOT HOLD", "HOLDS", "HOLDS"])
+    out = V.by_seed(smoke_session, ("rq1_claims",))
+    assert out.finding.startswith("Runs with seeds [0, 1]: 1 of 3 claims flip") and "2 change verdict" in out.finding
+    assert list(next(iter(out.tables.values()))["id"]) == ["C1", "C3"]
+    assert (tmp_path / "tables" / "03_verdicts_by_seed.csv").exists()
+
+
+def test_judge_steps_on_the_smoke_judge(smoke_session, tmp_path):
+    from dpmv_lib.experiments import judge_labels as JL
+
+    fit = JL.threshold_fit(smoke_session)
+    assert fit.finding.startswith("Not fitted for this run's judge (rubric-v4[hashing") and not fit.tables
+    agr = JL.agreement(smoke_session)
+    full = pd.read_csv(tmp_path / "tables" / "03_judge_agreement.csv")
+    pooled = full[full["response_model"] == "all"].set_index("what")["kappa"]
+    assert f"with kappa {pooled['shown: tRec items']:.2f} on tRec items" in agr.finding.split("annotator A")[1]
+    assert all(len(t) <= 12 for t in agr.tables.values()) and len(full) > 12

@@ -21,7 +21,7 @@ from ..evaluate.auditors import AUDITORS, LearnedConfig, learned_audit
 from ..evaluate.encoders import Encoder
 from .plots import save_figure
 
-#: the issue's goal: the best learned auditor's power for the methods it names
+#: the goal for the best learned auditor's power (AUC - 0.5) / (ceiling - 0.5)
 POWER_GOAL = 0.8
 
 

@@ -90,7 +90,7 @@ class ExperimentConfig:
 
 
 def run_encoder(spec: str, results_dir: str | Path = "results") -> "Encoder":
-    """The encoder that every step of a run shares (issue 30): one model load per process and each
+    """The encoder that every step of a run shares: one model load per process and each
     distinct text embedded once per encoder id, cached on disk under
     ``<results_dir>/cache/embeddings/<encoder id>/`` (:class:`..evaluate.encoders.CachedEncoder`),
     so notebooks 03-05, the judge and the auditors reuse each other's embeddings."""

@@ -1,11 +1,11 @@
-"""A labelled degradation set for the utility judge (issues 12 and 27) and its evaluation.
+"""A labelled degradation set for the utility judge and its evaluation.
 
 Originals are real responses of this package's instrument: the surrogate responder's answers to
 PairedMem target-turn queries under the ``RawReadSet`` method, on both store sides, each with the
 gold rubric of its (pair, side, turn) (:func:`dpmv_lib.evaluate.rubric.build_rubric`). Each original gets
 controlled variants, built without the judge in the loop and **without mirroring any of its rules**
-(issue 27: the first set's negated, truncated, placeholder and "Since you mentioned" variants were
-each caught by a matching rule of the judge, so they measured the rules, not the judge):
+(negated, truncated, placeholder or "Since you mentioned" variants would each be caught by a
+matching rule of the judge, and so measure the rules, not the judge):
 
 * ``off_topic``   - the same-side original of another item (another attribute, a query routed to
   another slot domain);

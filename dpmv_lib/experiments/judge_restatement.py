@@ -1,4 +1,4 @@
-"""Verbatim restatements of the policy views, graded by the rubric judge (issue 33; paper C.5
+"""Verbatim restatements of the policy views, graded by the rubric judge (paper C.5
 "Utility judging": each applicable gold behaviour is scored 0-4).
 
 A target-specific gold behaviour ``req:<attribute>:<view>`` / ``unsup:<attribute>:<view>``

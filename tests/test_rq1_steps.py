@@ -132,3 +132,16 @@ def test_judge_steps_on_the_smoke_judge(smoke_session, tmp_path):
     pooled = full[full["response_model"] == "all"].set_index("what")["kappa"]
     assert f"with kappa {pooled['shown: tRec items']:.2f} on tRec items" in agr.finding.split("annotator A")[1]
     assert all(len(t) <= 12 for t in agr.tables.values()) and len(full) > 12
+
+
+def test_comparison_step_states_the_differences_it_shows():
+    from dpmv_lib.experiments.tables import compare_with_paper
+
+    res = _result({"NoCap": 2.5})
+    paper = res.table2.assign(response_model="Qwen2.5-7B", trec=res.table2["trec"] + 0.1)
+    res.comparison = compare_with_paper(res.table2, paper)
+    out = R.comparison(res)
+    assert "tRec: mean |diff| 0.100, largest -0.100" in out.finding and "AUC: mean |diff| 0.000" in out.finding
+    shown = out.tables["pairedmem, m: ours (paper mean)"].set_index("method")
+    assert shown.at["RawReadSet", "tRec"] == "0.520 (0.620)" and shown.at["GenericOnly", "AUC"] == "0.500\u2020 (0.500)"
+    assert list(shown.columns) == ["AUC", "TPR@5", "tRec", "U", "Unsup"]

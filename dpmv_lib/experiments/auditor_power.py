@@ -148,5 +148,7 @@ def rq1_power(session: Any, rq1: Any, track: str = "pairedmem") -> Any:
                     f"({low['best']}) against a ceiling of {low['ceiling']:.3f}.")
     return Result(f"Auditors with power at T = {res.config.T} (every track: "
                   f"tables/{session.notebook}_auditor_power.csv)", finding,
-                  tables={f"AUC per auditor and the best auditor's power on {track}": ptab[ptab["track"] == track]},
+                  tables={f"AUC per auditor and the best auditor's power on {track}":
+                          ptab[ptab["track"] == track].drop(columns=["track", "response_model", "best power_lo",
+                                                                      "best power_hi"], errors="ignore")},
                   figures={"power": path})

@@ -487,7 +487,7 @@ def comparison(rq1: Any) -> Any:
     """Notebook step: ours beside the paper's mean over its three models (Markdown per track), and
     the finding: per metric, the mean and the largest difference from the paper."""
     from .result import Result
-    from .tables import comparison_markdown
+    from .tables import DAGGER, METRIC_LABELS, fmt
 
     cmp = _res(rq1).comparison
     if cmp.empty:
@@ -502,8 +502,15 @@ def comparison(rq1: Any) -> Any:
     finding = ("Ours minus the paper's mean over its three models, over the methods and tracks the paper reports "
                "(dagger cells left out): " + "; ".join(parts) + ". Section 4b splits tRec and Unsup into reach and "
                "credit to show where the differences come from.")
-    return Result("Ours beside the paper (mean of its three response models)", finding,
-                  notes=[comparison_markdown(cmp)])
+    out = Result("Ours beside the paper (mean of its three response models; per-model values and differences: "
+                 "tables/table2_rq1_vs_paper.md)", finding)
+    for (track, model), g in cmp.groupby(["track", "response_model"], sort=False):
+        cell = g.assign(v=[f"{fmt(o)}{DAGGER if b else ''} ({fmt(p)})" for o, p, b in
+                           zip(g["ours"], g["paper_mean"], g["by_construction"])])
+        wide = cell.pivot_table(index="method", columns="metric", values="v", aggfunc="first", sort=False)
+        out.show_table(f"{track}, {model}: ours (paper mean)", wide[[m for m in METRIC_LABELS.values()
+                                                                      if m in wide.columns]].reset_index())
+    return out
 
 
 def oracle(rq1: Any) -> Any:
@@ -580,11 +587,14 @@ def files(rq1: Any, session: Any = None) -> Any:
     from .result import Result
 
     res = _res(rq1)
-    paths = pd.DataFrame(sorted(res.paths.items()), columns=["output", "path"]).astype(str)
-    finding = f"{len(paths)} files written under {res.config.results_dir}"
+    files = pd.DataFrame({"path": sorted({Path(p) for p in res.paths.values()})})
+    files["folder"] = [str(p.parent) for p in files["path"]]
+    files["name"] = [p.name for p in files["path"]]
+    grouped = files.groupby("folder", sort=True)["name"].agg(lambda x: ", ".join(x)).reset_index()
+    finding = f"{len(files)} files written by the RQ1 run under {res.config.results_dir}"
     if session is not None:
         finding += f"; the notebook has run {session.timer.total:.0f} s"
-    return Result("Files written", finding + ".", tables={"files": paths})
+    return Result("Files written by the RQ1 run", finding + ".", tables={"files": grouped})
 
 
 def run_judge(session: Any) -> Any:

@@ -127,6 +127,8 @@ def responses(session: Any, rq1: Any, methods: tuple[str, ...] = ("RawReadSet", 
                f"({pm.idxmax()}).") if len(pm) else f"{len(sample)} responses sampled."
     return Result("What the response model wrote", finding,
                   tables={"mean of the sample's grades": means.reset_index(),
-                          "M and M' side by side (PairedMem)": side_by_side(sample[sample["track"] == "pairedmem"],
-                                                                            n=1, methods=methods)},
+                          "M and M' side by side (PairedMem; grades in the CSV)": side_by_side(
+                              sample[sample["track"] == "pairedmem"], n=1, methods=methods)[
+                              ["method", "pair_id", "turn", "query", "conditioning (M)", "response (M)",
+                               "conditioning (M')", "response (M')"]]},
                   data={"sample": sample})

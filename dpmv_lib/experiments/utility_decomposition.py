@@ -420,8 +420,8 @@ def rq1_decomposition(rq1: Any, *, name: str = "03_utility_decomposition", track
         write_table(dec.parts, out / "tables", name)
     p = dec.parts
     shown = p[(p["track"] == track) & (p["metric"] == "tRec")][
-        ["method", "family", "p_admitted", "p_target_given_admitted", "p_reached", "credit_reached",
-         "credit_not_reached", "recombined", "measured", "measured_lo", "measured_hi", "within_ci"]]
+        ["method", "p_admitted", "p_target_given_admitted", "p_reached", "credit_reached", "credit_not_reached",
+         "recombined", "measured", "within_ci"]]
     within = p["within_ci"].astype(bool)
     d = shown.set_index("method")
     bits = [f"{int(within.sum())} of {len(p)} recombined values (every method, track and metric) lie within the "

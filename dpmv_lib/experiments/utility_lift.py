@@ -339,7 +339,9 @@ def rq1_lift(rq1: Any, *, decomposition: Any = None, name: str = "03_utility_lif
     if res.config.write:
         write_table(lf.lifts, resolve(res.config.results_dir) / "tables", name,
                     lf.text + "\n\n" + markdown_table(lf.lifts) + "\n\n" + markdown_table(lf.ratios))
-    lt = lf.lifts[(lf.lifts["track"] == track) & (lf.lifts["metric"] == "tRec")]
+    lt = lf.lifts[(lf.lifts["track"] == track) & (lf.lifts["metric"] == "tRec")][
+        ["method", "value", "lift", "lift_lo", "lift_hi", "paper_value", "paper_lift", "paper_lift_min",
+         "paper_lift_max"]]
     return Result(f"Lift of tRec over {BASELINE} on {track}, ours and the paper's (every track and Unsup: "
                   f"tables/{name}.csv)", lf.text,
                   tables={"tRec lift": lt, f"DP-MemView's lift as a share of {RAW}'s": lf.ratios},

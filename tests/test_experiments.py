@@ -215,3 +215,45 @@ def test_verdicts_are_stable_across_run_seeds(tmp_path, pairedmem):
     decided = runs[1].claims["verdict"].isin(["HOLDS", "DOES NOT HOLD"])
     assert decided.sum() >= 4                                                       # not all inconclusive
     assert flips(runs[1].claims, runs[2].claims).empty, flips(runs[1].claims, runs[2].claims)
+
+
+def test_ceiling_check_straddling_its_ceiling_is_inconclusive_on_the_dp_case():
+    """X1 as S5: a CI that contains its ceiling decides nothing; the case reported is a DP-MemView
+    mode, never GenericOnly (ceiling 0.5 by construction)."""
+    t2 = _table()
+    a = _audit(t2, indep=0.54)
+    a["auc_indep_lo"], a["auc_indep_hi"] = 0.50, 0.58
+    o = _oracle(t2)
+    o.loc[o["method"] == "GenericOnly", "ceiling_auc"] = 0.5
+    c = evaluate_claims(_metrics(t2), o, a, _identical(t2), 2.0, METHODS).set_index("id")
+    assert c.loc["X1", "verdict"] == "INCONCLUSIVE"
+    assert (c.loc["X1", "estimate"], c.loc["X1", "margin"]) == (0.54, 0.55)
+    assert "GenericOnly" not in c.loc["X1", "statistic"] and "not a case" in c.loc["X1", "evidence"]
+    assert "contains its ceiling" in c.loc["X1", "evidence"] and "nan" not in c.loc["X1", "evidence"]
+
+
+def test_ablation_evidence_spells_out_an_unbounded_loss():
+    t2 = _table()
+    abl = pd.DataFrame({"track": "pairedmem", "response_model": "m", "method": ["ScoreChannel", "NoCap"],
+                        "ceiling_auc": 0.6, "auc_err": 0.0, "max_loss": [np.inf, 1.2], "n_pairs": 10,
+                        "max_loss_le_cap_all_pairs": [False, True], "pairs_over_cap": [10, 0]})
+    c = evaluate_claims(_metrics(t2), pd.concat([_oracle(t2).assign(pairs_over_cap=0), abl]), _audit(t2),
+                        _identical(t2), 2.0, METHODS).set_index("id")
+    ev = c.loc["X3", "evidence"]
+    assert c.loc["X3", "verdict"] == "DOES NOT HOLD"
+    assert "ScoreChannel max loss inf" in ev and "nan" not in ev
+    assert ev.endswith("within B_a = 2 on every pair at this horizon: NoCap")
+
+
+def test_claims_markdown_escapes_pipes_so_every_row_keeps_its_columns():
+    from markdown_it import MarkdownIt
+
+    t2 = _table()
+    c = evaluate_claims(_metrics(t2), _oracle(t2), _audit(t2), _identical(t2), 2.0, METHODS)
+    md = claims_markdown(c)
+    assert "(\\|dU\\| < 0.02" in md
+    tokens = MarkdownIt("commonmark").enable("table").parse(md)
+    rows = [t for t in tokens if t.type == "tr_open"]
+    assert len(rows) == len(c) + 1
+    cells = [t for t in tokens if t.type in ("td_open", "th_open")]
+    assert len(cells) == 7 * (len(c) + 1)

@@ -1,4 +1,4 @@
-"""Auditors with power (issue 27 goal 3): the paper's C.5 column beside the strongest honest
+"""Auditors with power: the paper's C.5 column beside the strongest honest
 learned auditors and the exact ceiling, as a table and a figure (notebooks 03-05).
 
 Every auditor of :mod:`dpmv_lib.evaluate.auditors` (``c5``, ``c5-raw``, ``views``,
@@ -10,7 +10,7 @@ view -> attribute links (public, like the policy); ``views`` uses no gold at all
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,7 @@ from ..evaluate.auditors import AUDITORS, LearnedConfig, learned_audit
 from ..evaluate.encoders import Encoder
 from .plots import save_figure
 
-#: the issue's goal: the best learned auditor's power for the methods it names
+#: the goal for the best learned auditor's power (AUC - 0.5) / (ceiling - 0.5)
 POWER_GOAL = 0.8
 
 
@@ -110,3 +110,45 @@ def power_figure(summary: pd.DataFrame, path: str | Path | None = None, *, metho
         fig.suptitle(title or "Learned auditors (95% bootstrap intervals) beside the exact ceiling", fontsize=10)
         fig.tight_layout()
     return save_figure(fig, path, dpi=130)
+
+
+def rq1_power(session: Any, rq1: Any, track: str = "pairedmem") -> Any:
+    """Notebook step: :func:`auditor_power` on an RQ1 run's transcripts at T (the result of
+    :func:`dpmv_lib.experiments.rq1.run`), against its exact ceilings; writes
+    ``tables/<notebook>_auditor_power`` (:func:`power_table`), ``<notebook>_auditors.csv`` (every
+    auditor) and the figure. Shown: the power table on ``track``."""
+    import matplotlib.pyplot as plt
+
+    from ..bench.datasets import load_gold_rules
+    from .common import run_encoder
+    from .result import Result
+    from .rq1 import _res
+
+    res = _res(rq1)
+    cfg = session.cfg
+    enc = run_encoder(session.params.get("encoder") or session.profile.encoder, cfg.results_dir)
+    power = auditor_power(res.transcripts, enc, res.oracle, horizon=res.config.T,
+                          view_links=load_gold_rules(cfg.data_dir)["view_links"], seed=cfg.seed,
+                          n_boot=int(cfg.n_boot))
+    ptab = power_table(power)
+    session.write_table(f"{session.notebook}_auditor_power", ptab)
+    power.to_csv(session.tables_dir / f"{session.notebook}_auditors.csv", index=False)
+    path = session.figure_path(f"{session.notebook}_auditor_power")
+    plt.close(power_figure(power, path))
+    open_ = ptab[ptab["ceiling"] > 0.5 + 1e-9]
+    goal = open_[open_["meets_goal"].astype(bool)]
+    finding = (f"Where the exact ceiling is above 0.5 ({len(open_)} method-track cases), the best honest auditor "
+               f"reaches power >= {POWER_GOAL} in {len(goal)}"
+               + (f" ({', '.join(f'{r.method} on {r.track}' for r in goal.itertuples())})"
+                  if 0 < len(goal) <= 6 else "")
+               + "; the best auditor is chosen on the evaluation pairs, so its power is optimistic.")
+    if len(open_):
+        low = open_.loc[open_["best power"].idxmin()]
+        finding += (f" The weakest case is {low['method']} on {low['track']}: best AUC power {low['best power']:.3f} "
+                    f"({low['best']}) against a ceiling of {low['ceiling']:.3f}.")
+    return Result(f"Auditors with power at T = {res.config.T} (every track: "
+                  f"tables/{session.notebook}_auditor_power.csv)", finding,
+                  tables={f"AUC per auditor and the best auditor's power on {track}":
+                          ptab[ptab["track"] == track].drop(columns=["track", "response_model", "best power_lo",
+                                                                      "best power_hi"], errors="ignore")},
+                  figures={"power": path})

@@ -90,7 +90,7 @@ class ExperimentConfig:
 
 
 def run_encoder(spec: str, results_dir: str | Path = "results") -> "Encoder":
-    """The encoder that every step of a run shares (issue 30): one model load per process and each
+    """The encoder that every step of a run shares: one model load per process and each
     distinct text embedded once per encoder id, cached on disk under
     ``<results_dir>/cache/embeddings/<encoder id>/`` (:class:`..evaluate.encoders.CachedEncoder`),
     so notebooks 03-05, the judge and the auditors reuse each other's embeddings."""
@@ -160,9 +160,10 @@ def fmt_delta(x: Any) -> str:
 
 
 def markdown_table(df: pd.DataFrame, nd: int = 3) -> str:
-    """A DataFrame as a Markdown table with numbers to ``nd`` decimals and inf/NaN spelled out."""
+    """A DataFrame as a Markdown table with numbers to ``nd`` decimals, inf/NaN spelled out and ``|``
+    in a cell escaped."""
     cols = list(df.columns)
     lines = ["| " + " | ".join(map(str, cols)) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
     for r in df.itertuples(index=False):
-        lines.append("| " + " | ".join(fmt_number(v, nd) for v in r) + " |")
+        lines.append("| " + " | ".join(fmt_number(v, nd).replace("|", "\\|") for v in r) + " |")
     return "\n".join(lines)

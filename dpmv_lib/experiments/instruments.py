@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -189,3 +189,30 @@ def write_side_by_side(name: str, results_dir: str | Path, results_root: str | P
     md = side_by_side_markdown(spec, table) + "\n\nColumns from:\n\n" + prov.to_markdown(index=False)
     write_table(table, current / "tables", f"{name}_instruments", md)
     return SideBySide(table, prov, md)
+
+
+def compare_runs(session: Any, name: str, *, metrics: Sequence[str] | None = None,
+                 where: Mapping[str, Any] | None = None) -> Any:
+    """Notebook step: :func:`write_side_by_side` of this run's table ``name`` (written in full);
+    shown: the rows matching ``where`` (column -> value), one column per (metric of ``metrics``,
+    run or paper), and the provenance of each column."""
+    from .result import Result
+
+    sbs = write_side_by_side(name, session.cfg.results_dir)
+    spec = TABLES[name]
+    t = sbs.table
+    for col, val in (where or {}).items():
+        t = t[t[col] == val]
+    if metrics is not None:
+        t = t[t["metric"].isin(metrics)]
+    sources = [c for c in t.columns if c not in (*spec.keys, "metric")]
+    keys = [k for k in spec.keys if k not in (where or {})]
+    wide = t.pivot_table(index=keys, columns="metric", values=sources, aggfunc="first", sort=False, dropna=False)
+    wide.columns = [f"{m} {s}" for s, m in wide.columns]
+    wide = wide[[f"{m} {s}" for m in dict.fromkeys(t["metric"]) for s in sources]]
+    runs = [c for c in sources if c != "paper"]
+    scope = ", ".join(f"{k} = {v}" for k, v in (where or {}).items())
+    return Result(f"{spec.name} of every run beside the paper" + (f" ({scope})" if scope else ""),
+                  f"{len(runs)} run(s) with this table under results/ ({', '.join(runs)}); the full table is "
+                  f"tables/{name}_instruments.md.",
+                  tables={"values": wide.reset_index(), "columns from": sbs.provenance})

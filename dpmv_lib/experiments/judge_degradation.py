@@ -1,11 +1,11 @@
-"""A labelled degradation set for the utility judge (issues 12 and 27) and its evaluation.
+"""A labelled degradation set for the utility judge and its evaluation.
 
 Originals are real responses of this package's instrument: the surrogate responder's answers to
 PairedMem target-turn queries under the ``RawReadSet`` method, on both store sides, each with the
 gold rubric of its (pair, side, turn) (:func:`dpmv_lib.evaluate.rubric.build_rubric`). Each original gets
 controlled variants, built without the judge in the loop and **without mirroring any of its rules**
-(issue 27: the first set's negated, truncated, placeholder and "Since you mentioned" variants were
-each caught by a matching rule of the judge, so they measured the rules, not the judge):
+(negated, truncated, placeholder or "Since you mentioned" variants would each be caught by a
+matching rule of the judge, and so measure the rules, not the judge):
 
 * ``off_topic``   - the same-side original of another item (another attribute, a query routed to
   another slot domain);
@@ -208,3 +208,27 @@ def evaluate_judge(judge: Any, records: Sequence[dict[str, Any]] | None = None) 
                          "accuracy": float(np.mean(x[ok] < o[ok])) if ok.any() else np.nan,
                          "mean_gap": float(np.mean(o[ok] - x[ok])) if ok.any() else np.nan})
     return DegradationReport(str(getattr(judge, "id", "judge")), pd.DataFrame(recs), scores)
+
+
+def degradation(session: Any) -> Any:
+    """Notebook step: :func:`evaluate_judge` of the run's rubric judge
+    (:func:`dpmv_lib.experiments.rq1.run_judge`) on the degradation set; the intended
+    (variant, dimension) rows are written to ``tables/<notebook>_judge_degradation``."""
+    from .result import Result
+    from .rq1 import run_judge
+
+    judge = run_judge(session)
+    if judge is None:
+        return Result("The judge on the degradation set", "This run's judge is not the rubric judge: the judge checks "
+                                                          "run for the rubric judge only.")
+    deg = evaluate_judge(judge)
+    intended = deg.intended()
+    session.write_table(f"{session.notebook}_judge_degradation", intended)
+    weak = intended.loc[intended["accuracy"].idxmin()]
+    finding = (f"Over the {len(intended)} intended (variant, dimension) checks the judge scores the variant strictly "
+               f"lower than its original on {intended['accuracy'].min():.2f} to {intended['accuracy'].max():.2f} of "
+               f"the items; the weakest check is {weak['variant']} on {weak['dimension']} "
+               f"(share {weak['accuracy']:.2f}, mean gap {weak['mean_gap']:.2f} on the 0-4 scale).")
+    gaps = deg.summary.pivot(index="variant", columns="dimension", values="mean_gap").reset_index()
+    return Result(f"The judge on the degradation set ({deg.judge_id})", finding,
+                  tables={"intended checks": intended, "mean gap (original - variant) per dimension": gaps})

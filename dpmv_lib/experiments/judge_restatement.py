@@ -1,4 +1,4 @@
-"""Verbatim restatements of the policy views, graded by the rubric judge (issue 33; paper C.5
+"""Verbatim restatements of the policy views, graded by the rubric judge (paper C.5
 "Utility judging": each applicable gold behaviour is scored 0-4).
 
 A target-specific gold behaviour ``req:<attribute>:<view>`` / ``unsup:<attribute>:<view>``
@@ -23,7 +23,7 @@ that passes every restatement should still grade these low. Deterministic given 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -197,3 +197,32 @@ def restatement_report(bench: Benchmark, judge: Judge, horizon: int = 16, *,
     grades = pd.DataFrame(rows)
     grades["grade"] = [j.items[f"0:{r['item_id']}"] for j, r in zip(judge.judge_many(jobs), rows)]
     return RestatementReport(grades, str(judge.id))
+
+
+def restatement(session: Any, goal: float = 0.95) -> Any:
+    """Notebook step: :func:`restatement_report` of the run's rubric judge on the run's PairedMem
+    pairs; every (view, attribute) row is written to ``tables/<notebook>_judge_restatement``, the
+    notebook shows the pooled rows and the rows below ``goal``."""
+    from ..bench.datasets import load_benchmark
+    from .result import Result
+    from .rq1 import run_judge, select_pairs
+
+    judge = run_judge(session)
+    if judge is None:
+        return Result("Verbatim restatements", "This run's judge is not the rubric judge: the judge checks run for "
+                                               "the rubric judge only.")
+    pm = select_pairs(load_benchmark("pairedmem", session.cfg.data_dir), session.profile.pairs, session.cfg.seed)
+    rep = restatement_report(pm, judge)
+    summ = rep.summary()
+    session.write_table(f"{session.notebook}_judge_restatement", summ)
+    below = summ[summ["share_ge2"] < goal]
+    low = summ.loc[summ["share_ge2"].idxmin()]
+    finding = (f"{len(summ) - len(below)} of {len(summ)} (view, attribute) rows are graded >= {PASS_GRADE} on at "
+               f"least {goal:.0%} of their restatements (goal: every row); the lowest share is {low['share_ge2']:.2f} "
+               f"({low['view']}, {low['attribute']}).")
+    out = Result(f"Verbatim restatements of every view ({rep.judge_id})", finding,
+                 tables={"pooled, by whether another attribute links to the view": rep.by_sharing()})
+    if len(below):
+        out.show_table(f"rows below {goal:.0%} (all {len(summ)} rows: tables/{session.notebook}_judge_restatement.csv)",
+                       below.sort_values("share_ge2").head(12))
+    return out

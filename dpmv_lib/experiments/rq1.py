@@ -39,7 +39,7 @@ from .common import run_encoder
 from .profiles import Profile, get_profile
 from . import verdicts as V
 from ..evaluate.u_validity import UDefinition, try_validate_u
-from .rq1_claims import evaluate_claims, DP_MODES, MEMORY_TEXT, PAPER_METHODS  # noqa: F401 (re-exported names of RQ1)
+from .rq1_claims import evaluate_claims, DP_MODES, MEMORY_TEXT, PAPER_METHODS
 
 #: beyond the paper: the DP-MemView modes with the permute-and-flip selector (no paper values)
 RQ1_METHODS = PAPER_METHODS + PF_METHODS
@@ -361,3 +361,250 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
         plt.close(fig)
         paths["rq1_auc_intervals"] = str(fdir / "rq1_auc_intervals.png")
     return paths
+
+
+# ---- notebook steps (each returns a Result) -------------------------------------------------------
+def run(session: Any, **overrides: Any) -> Any:
+    """Notebook step: :func:`run_rq1` under the session's parameters (``B_a``, ``K``, ``T``,
+    ``n_boot``, ``audit_unit``; ``overrides`` for any other :class:`RQ1Config` field). Stage logs and
+    progress only when interactive. ``result["rq1"]`` is the :class:`RQ1Result`."""
+    from .result import Result
+
+    c = session.cfg
+    cfg = RQ1Config(profile=c.profile, seed=c.seed, results_dir=c.results_dir, data_dir=c.data_dir, B_a=c.B_a,
+                    K=c.K, T=c.T, audit_unit=c.audit_unit, n_boot=int(c.n_boot), workers=c.workers,
+                    progress=session.interactive, **overrides)
+    with session.timer("rq1"):
+        res = run_rq1(cfg, log=print if session.interactive else (lambda s: None))
+    prof = res.profile
+    times = pd.Series(res.timings, name="seconds").round(1).rename_axis("stage").reset_index()
+    tr = res.transcripts
+    finding = (f"{len(tr)} transcript rows ({tr['response'].nunique()} distinct responses) of "
+               f"{tr['method'].nunique()} interfaces, {run_scope(tr)}, audited, checked by the exact oracle and "
+               f"judged in {res.timings['total']:.0f} s.")
+    notes = [f"Profile `{prof.name}`: {prof.description}. Response model(s): "
+             f"{', '.join(responder_specs(prof, cfg.responders))}; encoder {cfg.encoder or prof.encoder}; judge "
+             f"{cfg.judge or prof.judge}; EM seeds {list(prof.em_seeds)}."] + [f"Note: {n}" for n in res.notes]
+    return Result("RQ1 run", finding, tables={"time per stage": times}, notes=notes, data={"rq1": res}, precision=1)
+
+
+def _res(rq1: Any) -> RQ1Result:
+    """The :class:`RQ1Result` of a step result of :func:`run` (or the RQ1Result itself)."""
+    res = rq1["rq1"] if not isinstance(rq1, RQ1Result) else rq1
+    if not isinstance(res, RQ1Result):
+        raise ParameterError(f"need the result of dx.rq1.run, got {type(rq1).__name__}")
+    return res
+
+
+def example_turn(rq1: Any) -> Any:
+    """Notebook step: what every interface passed the response model at the first target turn of the
+    first PairedMem pair, under M and M' (first EM seed for the stochastic ones), and the response."""
+    from .result import Result
+
+    res = _res(rq1)
+    tr = res.transcripts
+    pm = tr[(tr["track"] == "pairedmem") & (tr["qtype"] == "target")]
+    if pm.empty:
+        raise ParameterError("the run has no PairedMem target turn")
+    pid, turn = pm["pair_id"].iloc[0], int(pm["turn"].iloc[0])
+    seed0 = min(int(s) for s in res.profile.em_seeds)
+    ex = tr[(tr["pair_id"] == pid) & (tr["turn"] == turn) & tr["seed"].isin([-1, seed0])]
+    wide = (ex.pivot_table(index="method", columns="side", values=["conditioning", "response"], aggfunc="first")
+            .reindex([m for m in res.config.methods if m in set(ex["method"])]))
+    wide.columns = [f"{v} ({s})" for v, s in wide.columns]
+    differ = [m for m in wide.index if wide.at[m, "conditioning (M)"] != wide.at[m, "conditioning (M')"]] \
+        if {"conditioning (M)", "conditioning (M')"} <= set(wide.columns) else []
+    finding = (f"At this turn {len(differ)} of {len(wide)} interfaces pass the model different conditioning under "
+               f"M and M'" + (f": {', '.join(differ)}." if differ else "."))
+    return Result(f"Pair {pid}, turn {turn}: {ex['query'].iloc[0]!r}", finding, tables={"conditioning and response":
+                                                                                          wide.reset_index()})
+
+
+def dagger(rq1: Any) -> Any:
+    """Notebook step: the dagger check per method and track (cells whose conditioning, views or
+    public record differ between M and M'); the full table is ``tables/rq1_dagger_check.csv``."""
+    from .result import Result
+
+    idt = _res(rq1).identical
+    wide = idt.assign(cells=lambda d: d["differing"].astype(int).astype(str) + " of " + d["cells"].astype(int)
+                      .astype(str)).pivot_table(index="method", columns="track", values="cells", aggfunc="first")
+    order = [m for m in _res(rq1).config.methods if m in wide.index]
+    wide = wide.reindex(order).rename_axis(None, axis=1).reset_index()
+    same = list(dict.fromkeys(idt.loc[idt.groupby("method")["identical"].transform("all"), "method"]))
+    finding = (f"Identical conditioning under M and M' in every (pair, seed, turn) cell: {', '.join(same) or 'none'}; "
+               f"these rows get 0.500 / 0.050 in Table 2. Every other method differs in some cell.")
+    return Result("Cells whose conditioning differs between M and M'", finding, tables={"differing cells": wide})
+
+
+def table2(rq1: Any) -> Any:
+    """Notebook step: Table 2 in the paper's layout (Markdown, with 95% CIs) and the permute-and-flip
+    rows beside the Eq. (7) rows; the finding compares memory-text and DP-MemView AUCs."""
+    from .result import Result
+    from .tables import table2_markdown
+
+    res = _res(rq1)
+    t2 = res.table2
+    pf = t2[t2["method"].str.startswith("DP-MemView (on") | t2["method"].str.startswith("DP-MemView (pre")][
+        ["track", "response_model", "method", "auc", "tpr", "trec", "u", "unsup"]]
+    def span(x: pd.Series) -> str:
+        return f"{x.min():.3f}" if np.isclose(x.min(), x.max()) else f"{x.min():.3f}-{x.max():.3f}"
+
+    parts = []
+    for track, g in t2.groupby("track", sort=False):
+        g = g.set_index("method")
+        mt = g.loc[g.index.intersection(MEMORY_TEXT), "auc"]
+        dp = g.loc[g.index.intersection(DP_MODES), "auc"]
+        tr = g.loc[g.index.intersection(DP_MODES), "trec"]
+        if len(mt) and len(dp):
+            parts.append(f"on {track} the memory-text methods reach AUC {span(mt)} and the "
+                         f"DP-MemView modes {span(dp)}, with tRec {span(tr)} "
+                         f"(GenericOnly {g.at['GenericOnly', 'trec']:.3f}, "
+                         f"RawReadSet {g.at['RawReadSet', 'trec']:.3f})")
+    unit = res.audit["embedding_unit"].iloc[0]
+    text = "; ".join(parts) + "."
+    return Result(f"Table 2 at T={res.config.T}, B_a={res.config.B_a:g}, K={res.config.K} (embedding unit: {unit})",
+                  text[:1].upper() + text[1:], tables={"DP-MemView: Eq. (7) and permute-and-flip": pf},
+                  notes=[table2_markdown(t2)])
+
+
+def u_validity(rq1: Any) -> Any:
+    """Notebook step: which judge dimensions U holds (held-out kappa per dimension,
+    :mod:`dpmv_lib.evaluate.u_validity`); full table ``tables/rq1_u_validity.csv``."""
+    from .result import Result
+
+    uv = _res(rq1).u_validity
+    if uv is None:
+        return Result("U's validity", "No labels for this run's judge: U is the mean of the four dimensions.")
+    cols = [c for c in ("dimension", "response_model", "units_held_out", "positives_held_out", "kappa_raw",
+                        "kappa_fitted", "kappa_fitted_min", "kappa_fitted_max", "goal_met") if c in uv.table.columns]
+    shown = uv.table[uv.table["response_model"] == "all"] if len(uv.table) > 12 else uv.table
+    return Result(f"U's validity: held-out kappa per judge dimension ({uv.judge_id})", uv.summary(),
+                  tables={"held-out agreement (pooled over response models; per model in the CSV)"
+                          if len(shown) < len(uv.table) else "held-out agreement": shown[cols]})
+
+
+def comparison(rq1: Any) -> Any:
+    """Notebook step: ours beside the paper's mean over its three models (Markdown per track), and
+    the finding: per metric, the mean and the largest difference from the paper."""
+    from .result import Result
+    from .tables import DAGGER, METRIC_LABELS, fmt
+
+    cmp = _res(rq1).comparison
+    if cmp.empty:
+        return Result("Beside the paper", "The paper's reference table is not available to this run.")
+    d = cmp.dropna(subset=["diff_vs_paper_mean"])
+    d = d[~d["by_construction"]]
+    parts = []
+    for metric, g in d.groupby("metric", sort=False):
+        worst = g.loc[g["diff_vs_paper_mean"].abs().idxmax()]
+        parts.append(f"{metric}: mean |diff| {g['diff_vs_paper_mean'].abs().mean():.3f}, largest "
+                     f"{worst['diff_vs_paper_mean']:+.3f} ({worst['method']}, {worst['track']})")
+    finding = ("Ours minus the paper's mean over its three models, over the methods and tracks the paper reports "
+               "(dagger cells left out): " + "; ".join(parts) + ". Section 4b splits tRec and Unsup into reach and "
+               "credit to show where the differences come from.")
+    out = Result("Ours beside the paper (mean of its three response models; per-model values and differences: "
+                 "tables/table2_rq1_vs_paper.md)", finding)
+    for (track, model), g in cmp.groupby(["track", "response_model"], sort=False):
+        cell = g.assign(v=[f"{fmt(o)}{DAGGER if b else ''} ({fmt(p)})" for o, p, b in
+                           zip(g["ours"], g["paper_mean"], g["by_construction"])])
+        wide = cell.pivot_table(index="method", columns="metric", values="v", aggfunc="first", sort=False)
+        out.show_table(f"{track}, {model}: ours (paper mean)", wide[[m for m in METRIC_LABELS.values()
+                                                                      if m in wide.columns]].reset_index())
+    return out
+
+
+def oracle(rq1: Any) -> Any:
+    """Notebook step: the exact optimal auditor per method (ceilings, learned AUC, max realised loss
+    on both tracks, summarised; full table ``tables/rq1_oracle_ceiling.md``) and its figure. The
+    finding restates X2 and X3 from their verdicts and values."""
+    from .result import Result
+
+    res = _res(rq1)
+    B = float(res.config.B_a)
+    aT = res.audit[res.audit["horizon"] == res.config.T]
+    m = res.oracle.merge(aT[["track", "response_model", "method", "auc_indep"]], how="left",
+                         on=["track", "response_model", "method"])
+    wide = m.pivot_table(index="method", columns="track", values=["ceiling_auc", "auc_indep", "max_loss"],
+                         aggfunc="first", dropna=False)
+    wide.columns = [f"{v} ({t})" for v, t in wide.columns]
+    order = list(res.config.methods) + [x for x in res.config.oracle_ablations]
+    wide = wide.reindex([x for x in order if x in wide.index]).rename(columns=lambda c: c.replace(
+        "ceiling_auc", "ceiling AUC").replace("auc_indep", "learned AUC").replace("max_loss", "max loss"))
+    cl = res.claims.set_index("id")
+    abl = m[m["method"].isin(res.config.oracle_ablations)]
+    inf_m = list(dict.fromkeys(abl.loc[np.isinf(abl["max_loss"]), "method"]))
+    over = list(dict.fromkeys(abl.loc[~abl["max_loss_le_cap_all_pairs"].astype(bool) & np.isfinite(abl["max_loss"]),
+                                      "method"]))
+    within = abl[abl["max_loss_le_cap_all_pairs"].astype(bool)].groupby("method")["max_loss"].max()
+    dp = m[m["method"].isin(DP_MODES)]
+    parts = [f"Every DP-MemView mode stays within B_a = {B:g} on every pair (largest realised loss "
+             f"{dp['max_loss'].max():.3f}; X2 {cl.at['X2', 'verdict']})." if len(dp) and "X2" in cl.index else ""]
+    if len(abl) and "X3" in cl.index:
+        bits = []
+        def verb(names: Sequence[str], one: str, many: str) -> str:
+            return f"{' and '.join(names)} {one if len(names) == 1 else many}"
+
+        if inf_m:
+            bits.append(verb(inf_m, "realises", "realise") + " an unbounded loss (inf: a view released with "
+                        "probability 0 under one store)")
+        if over:
+            bits.append(verb(over, "exceeds", "exceed") + " B_a on some pair")
+        if len(within):
+            bits.append(verb(list(within.index), "stays", "stay") + f" within B_a at T = {res.config.T} (largest "
+                        + ", ".join(f"{v:.3f}" for v in within) + ")")
+        parts.append(f"Of the contract-violating variants, {'; '.join(bits)}; so X3 {cl.at['X3', 'verdict']}"
+                     + (": a violated contract need not show as a realised loss above the cap at this horizon."
+                        if len(within) else "."))
+    out = Result("The exact optimal auditor and the realised privacy loss", " ".join(p for p in parts if p),
+                 tables={"per method (full table: tables/rq1_oracle_ceiling.md)": wide.reset_index()})
+    if "rq1_ceiling" in res.paths:
+        out.show_figure("ceiling", res.paths["rq1_ceiling"])
+    return out
+
+
+def figures(rq1: Any) -> Any:
+    """Notebook step: the privacy-utility figure and the learned AUC against the prefix length."""
+    from .result import Result
+
+    res = _res(rq1)
+    a = res.audit[res.audit["track"] == "pairedmem"]
+    hs = sorted(a["horizon"].unique())
+    parts = []
+    for fam, names in (("memory-text", MEMORY_TEXT), ("DP-MemView", DP_MODES)):
+        g = a[a["method"].isin(names)].groupby("horizon")["auc"].mean()
+        if len(g):
+            parts.append(f"{fam} methods {' -> '.join(f'{g[h]:.3f}' for h in hs if h in g.index)}")
+    finding = (f"Mean learned AUC on PairedMem at t = {', '.join(str(int(h)) for h in hs)}: " + "; ".join(parts) + ".")
+    out = Result("Privacy against utility, and leakage against the horizon", finding)
+    for name in ("rq1_privacy_utility", "rq1_leakage_horizon"):
+        if name in res.paths:
+            out.show_figure(name, res.paths[name])
+    return out
+
+
+def files(rq1: Any, session: Any = None) -> Any:
+    """Notebook step: the tables and figures this run wrote, and (with ``session``) its wall time."""
+    from .result import Result
+
+    res = _res(rq1)
+    files = pd.DataFrame({"path": sorted({Path(p) for p in res.paths.values()})})
+    files["folder"] = [str(p.parent) for p in files["path"]]
+    files["name"] = [p.name for p in files["path"]]
+    grouped = files.groupby("folder", sort=True)["name"].agg(lambda x: ", ".join(x)).reset_index()
+    finding = f"{len(files)} files written by the RQ1 run under {res.config.results_dir}"
+    if session is not None:
+        finding += f"; the notebook has run {session.timer.total:.0f} s"
+    return Result("Files written by the RQ1 run", finding + ".", tables={"files": grouped})
+
+
+def run_judge(session: Any) -> Any:
+    """The rubric judge of a notebook run (the profile's encoder, shared through
+    :func:`~.common.run_encoder`), or None when the run's judge is another one (the judge checks of
+    notebook 03 are defined for the rubric judge)."""
+    from ..evaluate.judge import make_judge
+
+    spec = session.params.get("judge") or session.profile.judge
+    if spec != "rubric":
+        return None
+    return make_judge("rubric", run_encoder(session.params.get("encoder") or session.profile.encoder,
+                                            session.cfg.results_dir))

@@ -10,13 +10,13 @@ left out.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..generate.interfaces import PF_METHODS
-from .verdicts import BootClaim, Case, ExactClaim, Metrics, decide, highest, lowest
+from .verdicts import VERDICTS, BootClaim, Case, ExactClaim, Metrics, claims_markdown, decide, highest, lowest
 
 MEMORY_TEXT = ("RawReadSet", "TaskMin", "OutputFilter")
 DP_MODES = ("DP-MemView (on)", "DP-MemView (pre)")
@@ -27,7 +27,10 @@ U_ABS, U_REL = 0.02, 0.25
 
 
 def _f3(x: float) -> str:
-    return "nan" if x is None or not np.isfinite(x) else f"{x:.3f}"
+    """Three decimals; an unbounded loss is "inf"."""
+    if x is None or np.isnan(x):
+        return "nan"
+    return ("inf" if x > 0 else "-inf") if np.isinf(x) else f"{x:.3f}"
 
 
 def _cases(metrics: Metrics, make, tracks: Sequence[str] | None = None) -> tuple[Case, ...]:
@@ -135,8 +138,13 @@ def _dagger(identical: pd.DataFrame, method: str, cid: str) -> ExactClaim:
 
 
 def _ceiling_check(oracle: pd.DataFrame, audit_T: pd.DataFrame) -> ExactClaim:
-    """X1, two-sided: ERROR when a learned AUC's 95% CI lies wholly above its exact ceiling."""
-    parts, errors, rows = [], [], []
+    """X1, two-sided at 95%, decided as S5 of Table 3 (:func:`dpmv_lib.experiments.sensitivity`):
+    HOLDS when every case's 95% CI lies wholly below its exact ceiling, ERROR when one lies wholly
+    above (no auditor can beat the ceiling), INCONCLUSIVE when a CI contains its ceiling. The cases
+    are the DP-MemView modes; a method whose ceiling is 0.5 (GenericOnly: chance by construction,
+    claim C1) has no learned AUC to check and is only named in the evidence. The binding case is the
+    one whose learned AUC lies closest to (or furthest above) its ceiling."""
+    cases, chance = [], []
     for a in audit_T.itertuples():
         if a.method not in DP_MODES + ("GenericOnly",) or not np.isfinite(a.auc_indep):
             continue
@@ -145,18 +153,35 @@ def _ceiling_check(oracle: pd.DataFrame, audit_T: pd.DataFrame) -> ExactClaim:
         if o.empty:
             continue
         ceil, err = float(o["ceiling_auc"].iloc[0]), float(o["auc_err"].iloc[0])
+        label = f"{a.track}/{a.response_model}/{a.method}"
+        if ceil <= 0.5 + 1e-9:
+            chance.append(label)
+            continue
         lo, hi = getattr(a, "auc_indep_lo", a.auc_indep), getattr(a, "auc_indep_hi", a.auc_indep)
-        power = (a.auc_indep - 0.5) / (ceil - 0.5) if ceil > 0.5 + 1e-9 else math.nan
-        errors.append(lo > ceil + err)
-        rows.append((lo - ceil, a.auc_indep, lo, hi, ceil))
-        parts.append(f"{a.track}/{a.response_model}/{a.method} learned {_f3(a.auc_indep)} [{_f3(lo)}, {_f3(hi)}] vs "
-                     f"ceiling {_f3(ceil)} (power {_f3(power)})")
-    worst = max(rows) if rows else (math.nan,) * 5
-    return ExactClaim("X1", "Beyond the paper: the learned auditor (one transcript per pair, M and M' drawn "
-                            "independently) is consistent with the exact optimal-auditor ceiling",
-                      "learned single-transcript AUC vs exact ceiling; ERROR if its 95% CI lies wholly above",
-                      (not any(errors)) if rows else None, "; ".join(parts), estimate=worst[1], margin=worst[4],
-                      ci=(worst[2], worst[3]), test="audit bootstrap CI (95%) against the exact ceiling", error=True)
+        side = "above" if lo > ceil + err else ("below" if hi < ceil - err else "contains")
+        cases.append({"label": label, "auc": float(a.auc_indep), "lo": float(lo), "hi": float(hi), "ceil": ceil,
+                      "side": side, "power": (a.auc_indep - 0.5) / (ceil - 0.5)})
+    parts = [f"{c['label']} learned {_f3(c['auc'])} [{_f3(c['lo'])}, {_f3(c['hi'])}] vs ceiling {_f3(c['ceil'])} "
+             f"(power {_f3(c['power'])}; CI {'wholly ' + c['side'] if c['side'] != 'contains' else 'contains it'})"
+             for c in cases]
+    if chance:
+        parts.append(f"not a case (ceiling 0.500: chance by construction, claim C1): {', '.join(chance)}")
+    claim = ("Beyond the paper: the learned auditor (one transcript per pair, M and M' drawn independently) is "
+             "consistent with the exact optimal-auditor ceiling")
+    statistic = ("learned single-transcript AUC < exact ceiling, per DP-MemView mode; HOLDS if every 95% CI lies "
+                 "wholly below, ERROR if one lies wholly above")
+    test = "audit bootstrap CI (95%) against the exact ceiling, two-sided (as S5)"
+    if not cases:
+        return ExactClaim("X1", claim, statistic, None, "; ".join(parts) or "no DP-MemView case in this run",
+                          test=test)
+    above = [c for c in cases if c["side"] == "above"]
+    binding = max(above or cases, key=lambda c: ((c["lo"] if above else c["auc"]) - c["ceil"], c["hi"]))
+    holds: bool | None = False if above else (True if all(c["side"] == "below" for c in cases) else None)
+    if holds is None:
+        parts.append(f"INCONCLUSIVE because the CI of {binding['label']} contains its ceiling: that auditor can be "
+                     f"told neither from the best possible one nor from a weaker one")
+    return ExactClaim("X1", claim, statistic, holds, "; ".join(parts), estimate=binding["auc"], margin=binding["ceil"],
+                      ci=(binding["lo"], binding["hi"]), test=test, error=True, undecided=holds is None)
 
 
 def exact_claims(oracle: pd.DataFrame, audit_T: pd.DataFrame, identical: pd.DataFrame, B_a: float,
@@ -182,6 +207,9 @@ def exact_claims(oracle: pd.DataFrame, audit_T: pd.DataFrame, identical: pd.Data
     if len(abl):
         holds, ev = over(abl, lambda r: ~r["max_loss_le_cap_all_pairs"].astype(bool))
         names = ", ".join(dict.fromkeys(abl["method"]))
+        within = ", ".join(dict.fromkeys(abl.loc[abl["max_loss_le_cap_all_pairs"].astype(bool), "method"]))
+        if within:
+            ev += f"; within B_a = {B_a:g} on every pair at this horizon: {within}"
         tail.append(ExactClaim("X3", f"Beyond the paper: every contract-violating variant ({names}) realises a "
                                      f"privacy loss > B_a = {B_a:g} on at least one pair",
                                "max realised loss over pairs > B_a, per variant", holds, ev,
@@ -215,3 +243,23 @@ def evaluate_claims(metrics: Metrics, oracle: pd.DataFrame, audit_T: pd.DataFram
     """
     head, tail = exact_claims(oracle, audit_T, identical, B_a, methods)
     return decide([*head, *bootstrap_claims(metrics, u_label), *tail], metrics)
+
+
+def claims(rq1: Any) -> Any:
+    """Notebook step: the RQ1 claims table (:func:`evaluate_claims` of the run) with the evidence of
+    every claim that does not hold plainly and of X1-X3; the full evidence is in
+    ``tables/rq1_claims.md``. The finding counts the verdicts and names the claims."""
+    from .result import Result
+    from .rq1 import _res
+
+    res = _res(rq1)
+    c = res.claims
+    shown = [r.id for r in c.itertuples() if r.verdict != "HOLDS" or r.id.startswith("X")]
+    by = {v: list(c.loc[c["verdict"] == v, "id"]) for v in VERDICTS if (c["verdict"] == v).any()}
+    finding = (f"Of {len(c)} claims: " + "; ".join(f"{v} {len(ids)} ({', '.join(ids)})" for v, ids in by.items())
+               + ". The paper's claims are C1-C13; X1-X3 go beyond it.")
+    out = Result("Which of the paper's RQ1 claims hold in this run", finding,
+                 notes=[claims_markdown(c, evidence=shown)])
+    if "rq1_auc_intervals" in res.paths:
+        out.show_figure("AUC intervals", res.paths["rq1_auc_intervals"])
+    return out

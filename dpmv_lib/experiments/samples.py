@@ -1,4 +1,4 @@
-"""What the response model wrote (issue 27 goal 5): a stratified sample of responses with the
+"""What the response model wrote: a stratified sample of responses with the
 conditioning each got and the judge's grades, and M / M' pairs side by side.
 
 :func:`response_sample` draws, per (track, method), ``cells`` (pair, seed, turn) cells and keeps
@@ -10,7 +10,7 @@ dimensions of that turn. Notebook 03 writes the sample of its run to
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -97,3 +97,38 @@ def side_by_side(sample: pd.DataFrame, n: int = 4, methods: tuple[str, ...] | No
     cols = ["conditioning", "response", "items"]
     both = m[cols].add_suffix(" (M)").join(mp[cols].add_suffix(" (M')"), how="inner")
     return both.reset_index().groupby("method", sort=False).head(n).reset_index(drop=True)
+
+
+def responses(session: Any, rq1: Any, methods: tuple[str, ...] = ("RawReadSet", "TypedMask", "DP-MemView (on)")) -> Any:
+    """Notebook step: :func:`response_sample` of an RQ1 run (``rq1``: the result of
+    :func:`dpmv_lib.experiments.rq1.run`) graded by the run's rubric judge, written to
+    ``tables/<notebook>_response_sample.csv``; shown: the sample's mean U and personalisation per
+    method and track, and one PairedMem cell of each of ``methods`` with M and M' side by side."""
+    from ..bench.datasets import load_benchmark
+    from .result import Result
+    from .rq1 import _res, run_judge, select_pairs
+
+    judge = run_judge(session)
+    if judge is None:
+        return Result("What the response model wrote", "This run's judge is not the rubric judge: the sample is "
+                                                       "graded by the rubric judge only.")
+    res = _res(rq1)
+    prof, cfg = session.profile, session.cfg
+    benches = {t: select_pairs(load_benchmark(t, cfg.data_dir), prof.pairs if t == "pairedmem" else prof.transfer_pairs,
+                               cfg.seed) for t in sorted(set(res.transcripts["track"]))}
+    sample = response_sample(res.transcripts, benches, judge, seed=cfg.seed)
+    session.tables_dir.mkdir(parents=True, exist_ok=True)
+    sample.to_csv(session.tables_dir / f"{session.notebook}_response_sample.csv", index=False)
+    means = sample.groupby(["method", "track"], sort=False)[["U", "personalisation"]].mean().unstack("track")
+    means.columns = [f"{d} ({t})" for d, t in means.columns]
+    pm = sample[sample["track"] == "pairedmem"].groupby("method")["U"].mean()
+    finding = (f"{len(sample)} responses sampled ({sample['method'].nunique()} methods, both sides of each cell); on "
+               f"PairedMem the sample's mean U runs from {pm.min():.3f} ({pm.idxmin()}) to {pm.max():.3f} "
+               f"({pm.idxmax()}).") if len(pm) else f"{len(sample)} responses sampled."
+    return Result("What the response model wrote", finding,
+                  tables={"mean of the sample's grades": means.reset_index(),
+                          "M and M' side by side (PairedMem; grades in the CSV)": side_by_side(
+                              sample[sample["track"] == "pairedmem"], n=1, methods=methods)[
+                              ["method", "pair_id", "turn", "query", "conditioning (M)", "response (M)",
+                               "conditioning (M')", "response (M')"]]},
+                  data={"sample": sample})

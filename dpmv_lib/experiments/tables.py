@@ -124,7 +124,7 @@ def _md(df: pd.DataFrame) -> str:
     cols = list(df.columns)
     lines = ["| " + " | ".join(map(str, cols)) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
     for r in df.itertuples(index=False):
-        lines.append("| " + " | ".join(str(v) for v in r) + " |")
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |")
     return "\n".join(lines)
 
 

@@ -398,20 +398,52 @@ def decomposition(transcripts: pd.DataFrame, per_transcript: pd.DataFrame, bench
     return Decomposition(items, parts, pp, ours_implied(parts), fig)
 
 
-def rq1_decomposition(res: Any, *, name: str = "03_utility_decomposition") -> Decomposition:
-    """:func:`decomposition` of an RQ1 run (:class:`dpmv_lib.experiments.rq1.RQ1Result`): its
-    transcripts, judge table and bootstrap metrics, the benchmarks reloaded as the run loaded
-    them. With ``res.config.write`` the parts go to ``{results_dir}/tables/<name>.csv|md`` and the
-    figure to ``{results_dir}/figures/<name>.png``."""
+def rq1_decomposition(rq1: Any, *, name: str = "03_utility_decomposition", track: str = "pairedmem") -> Any:
+    """Notebook step: :func:`decomposition` of an RQ1 run (the result of
+    :func:`dpmv_lib.experiments.rq1.run`): its transcripts, judge table and bootstrap metrics, the
+    benchmarks reloaded as the run loaded them. With ``config.write`` the parts go to
+    ``{results_dir}/tables/<name>.csv|md`` and the figure to ``{results_dir}/figures/<name>.png``.
+    Shown: the tRec parts on ``track``; ``result["parts"]`` holds every part."""
     from ..common.paths import resolve
-    from .rq1 import load_tracks
+    from .result import Result
+    from .rq1 import _res, load_tracks
     from .tables import write_table
 
+    res = _res(rq1)
     cfg = res.config
     out = resolve(cfg.results_dir)
     benches = load_tracks(cfg.data_dir, res.profile, cfg.seed)
+    fig_path = (out / "figures" / f"{name}.png") if cfg.write else None
     dec = decomposition(res.transcripts, res.utility_transcripts, benches, horizon=cfg.T, metrics=res.metrics,
-                        seed=cfg.seed, figure_path=(out / "figures" / f"{name}.png") if cfg.write else None)
+                        seed=cfg.seed, figure_path=fig_path)
     if cfg.write:
         write_table(dec.parts, out / "tables", name)
-    return dec
+    p = dec.parts
+    shown = p[(p["track"] == track) & (p["metric"] == "tRec")][
+        ["method", "p_admitted", "p_target_given_admitted", "p_reached", "credit_reached", "credit_not_reached",
+         "recombined", "measured", "within_ci"]]
+    within = p["within_ci"].astype(bool)
+    d = shown.set_index("method")
+    bits = [f"{int(within.sum())} of {len(p)} recombined values (every method, track and metric) lie within the "
+            f"measured value's 95% CI"]
+    for m in ("DP-MemView (on)", "RawReadSet", "GenericOnly"):
+        if m in d.index:
+            r = d.loc[m]
+            if not np.isfinite(r["credit_reached"]):
+                bits.append(f"{m} never reaches the target view or evidence (probability {r['p_reached']:.3f}) and "
+                            f"earns credit {r['credit_not_reached']:.3f} without it")
+                continue
+            bits.append(f"{m} reaches the target view or evidence with probability {r['p_reached']:.3f} and earns "
+                        f"credit {r['credit_reached']:.3f} when reached, "
+                        + (f"{r['credit_not_reached']:.3f} when not" if np.isfinite(r["credit_not_reached"])
+                           else "with no unreached items"))
+    result = Result(f"tRec = P(reached) x credit(reached) + (1 - P(reached)) x credit(not reached), on {track} "
+                    f"(every track and Unsup: tables/{name}.csv)", "; ".join(bits) + ".",
+                    tables={"tRec parts": shown}, data={"parts": p, "decomposition": dec})
+    if len(dec.paper):
+        pm = dec.paper[(dec.paper["response_model"] == "mean") & (dec.paper["track"] == track)]
+        result.show_table("paper (mean of its three models): free credit = GenericOnly's tRec, credit when "
+                          "reached = RawReadSet's tRec", pm)
+    if fig_path is not None:
+        result.show_figure("decomposition", fig_path)
+    return result

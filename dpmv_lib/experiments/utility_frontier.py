@@ -19,7 +19,7 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -210,3 +210,29 @@ def report(grid: pd.DataFrame | None = None, *, rows: pd.DataFrame | None = None
                    b_as=b_as, k=k, T=T, paper_b_a=b_a)
     fig = figure(table, b_as, path)
     return FrontierReport(table, fig, summary(table, attribution, b_a=b_a), Path(path) if path else None)
+
+
+def rq1_frontier(session: Any, rq1: Any, track: str = "pairedmem") -> Any:
+    """Notebook step: :func:`report` of an RQ1 run's Table 2 on ``track`` (tRec against Unsup,
+    at the run's B_a) beside the paper's Table 2 points, with the exact target-view rates at
+    B_a in (1, 2, 4, 8); the figure goes to ``figures/<notebook>_utility_frontier.png``. Shown: the
+    points at the run's B_a; the finding is the generated paragraph."""
+    import matplotlib.pyplot as plt
+
+    from .common import load_paper_csv
+    from .result import Result
+    from .rq1 import _res
+
+    res = _res(rq1)
+    cfg = res.config
+    t2 = res.table2
+    path = session.figure_path(f"{session.notebook}_utility_frontier")
+    rep = report(measured=t2[t2["track"] == track].assign(b_a=float(cfg.B_a)),
+                 paper_table2=load_paper_csv("paper_table2_rq1.csv"), k=cfg.K, T=cfg.T, b_a=float(cfg.B_a), path=path)
+    plt.close(rep.figure)  # type: ignore[arg-type]
+    session.write_table(f"{session.notebook}_utility_frontier", rep.table)
+    at = rep.table[np.isclose(rep.table["b_a"], float(cfg.B_a)) & (rep.table["statistic"] != PAPER)]
+    return Result(f"Every interface against the DP utility frontier at B_a = {cfg.B_a:g} (every point, the paper's "
+                  f"too: tables/{session.notebook}_utility_frontier.csv)", rep.markdown,
+                  tables={f"this run's points at B_a = {cfg.B_a:g}": at}, figures={"frontier": path},
+                  data={"report": rep})

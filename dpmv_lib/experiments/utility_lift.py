@@ -317,22 +317,35 @@ def lift_finding(metrics: Metrics, paper: pd.DataFrame | None = None, *, slope: 
     return LiftFinding(lifts, ratios, slope, finding(lifts, ratios, slope, track=track, decomposition=decomposition))
 
 
-def rq1_lift(res: Any, *, decomposition: pd.DataFrame | None = None, name: str = "03_utility_lift") -> LiftFinding:
-    """:func:`lift_finding` of an RQ1 run (:class:`dpmv_lib.experiments.rq1.RQ1Result`, its paired
-    bootstrap ``res.metrics``); with ``res.config.write`` the lift and ratio tables go to
-    ``{results_dir}/tables/<name>.csv|md`` (the paragraph heads the Markdown)."""
+def rq1_lift(rq1: Any, *, decomposition: Any = None, name: str = "03_utility_lift", track: str = "pairedmem") -> Any:
+    """Notebook step: :func:`lift_finding` of an RQ1 run (the result of
+    :func:`dpmv_lib.experiments.rq1.run`, its paired bootstrap metrics); ``decomposition``: the
+    step result of :func:`~.utility_decomposition.rq1_decomposition` (or its parts). With
+    ``config.write`` the lift and ratio tables go to ``{results_dir}/tables/<name>.csv|md`` (the
+    paragraph heads the Markdown). Shown: the tRec lifts on ``track`` and the ratios; the finding is
+    the generated paragraph."""
     from ..common.paths import resolve
     from .common import markdown_table
+    from .result import Result
+    from .rq1 import _res
     from .tables import write_table
 
+    res = _res(rq1)
+    parts = decomposition["parts"] if decomposition is not None and not isinstance(decomposition, pd.DataFrame) \
+        else decomposition
     if res.metrics is None:
         raise ParameterError("the RQ1 result holds no bootstrap metrics")
-    lf = lift_finding(res.metrics, decomposition=decomposition)
-    lf.show_text = False  # notebook 03 prints the paragraph in a cell of its own
+    lf = lift_finding(res.metrics, decomposition=parts, track=track)
     if res.config.write:
         write_table(lf.lifts, resolve(res.config.results_dir) / "tables", name,
                     lf.text + "\n\n" + markdown_table(lf.lifts) + "\n\n" + markdown_table(lf.ratios))
-    return lf
+    lt = lf.lifts[(lf.lifts["track"] == track) & (lf.lifts["metric"] == "tRec")][
+        ["method", "value", "lift", "lift_lo", "lift_hi", "paper_value", "paper_lift", "paper_lift_min",
+         "paper_lift_max"]]
+    return Result(f"Lift of tRec over {BASELINE} on {track}, ours and the paper's (every track and Unsup: "
+                  f"tables/{name}.csv)", lf.text,
+                  tables={"tRec lift": lt, f"DP-MemView's lift as a share of {RAW}'s": lf.ratios},
+                  data={"lift": lf})
 
 
 def slope_finding(t3: pd.DataFrame, metrics: Metrics | None = None, *, log2: bool = True,

@@ -1,4 +1,4 @@
-"""Verdicts with uncertainty (issue 27): every claim names its statistic, its margin and its test.
+"""Verdicts with uncertainty: every claim names its statistic, its margin and its test.
 
 A claim is a statistic of the per-method metrics of Tables 2-4 (AUC, TPR@5, U, tRec, Unsup) that
 must lie on one side of a margin. The uncertainty comes from a **paired, attribute-stratified
@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence, TypeAlias
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -250,6 +250,7 @@ class ExactClaim:
     ci: tuple[float, float] = (math.nan, math.nan)
     test: str = "exact"
     error: bool = False
+    undecided: bool = False   # True: the check ran and cannot decide (INCONCLUSIVE; ``holds`` is None)
 
 
 def lowest(*xs: "Value") -> "Value":
@@ -263,7 +264,14 @@ def highest(*xs: "Value") -> "Value":
 
 
 def _f3(x: float) -> str:
-    return "nan" if x is None or not np.isfinite(x) else f"{x:.3f}"
+    if x is None or np.isnan(x):
+        return "nan"
+    return ("inf" if x > 0 else "-inf") if np.isinf(x) else f"{x:.3f}"
+
+
+def _cell(text: object) -> str:
+    """A Markdown table cell: a ``|`` in the text is escaped, so the row keeps its columns."""
+    return str(text).replace("|", "\\|")
 
 
 def _evaluate(claim: BootClaim, metrics: Metrics) -> dict:
@@ -326,7 +334,7 @@ def decide(claims: Sequence[BootClaim | ExactClaim], metrics: Metrics | None, *,
     recs = []
     for c in claims:
         if isinstance(c, ExactClaim):
-            verdict = "NOT EVALUATED" if c.holds is None else (
+            verdict = ("INCONCLUSIVE" if c.undecided else "NOT EVALUATED") if c.holds is None else (
                 "HOLDS" if c.holds else ("ERROR" if c.error else "DOES NOT HOLD"))
             recs.append({"id": c.id, "claim": c.claim, "statistic": c.statistic, "estimate": c.estimate,
                          "ci_lo": c.ci[0], "ci_hi": c.ci[1], "margin": c.margin, "test": c.test, "verdict": verdict,
@@ -366,8 +374,9 @@ def decide(claims: Sequence[BootClaim | ExactClaim], metrics: Metrics | None, *,
     return df[list(COLUMNS)].reset_index(drop=True)
 
 
-def claims_markdown(claims: pd.DataFrame) -> str:
-    """Claims as a Markdown table: verdict, estimate with its 95% CI, margin, p (Holm) and test."""
+def claims_markdown(claims: pd.DataFrame, evidence: Iterable[str] | None = None) -> str:
+    """Claims as a Markdown table: verdict, estimate with its 95% CI, margin, p (Holm) and test,
+    then the evidence of each claim (of the claims ``evidence`` names, if given)."""
     if "verdict" not in claims.columns:
         raise ParameterError("a claims table needs the columns of verdicts.decide (verdict, estimate, CI, ...)")
     lines = ["| id | claim | verdict | estimate [95% CI] | margin | p (Holm) | test |", "|---|---|---|---|---|---|---|"]
@@ -377,9 +386,12 @@ def claims_markdown(claims: pd.DataFrame) -> str:
         margin = "-" if not np.isfinite(r["margin"]) else f"{r['margin']:g}"
         p = "-" if not np.isfinite(r["p"]) else (
             f"{r['p']:.3g}" + (f" ({r['p_holm']:.3g})" if np.isfinite(r["p_holm"]) else ""))
-        lines.append(f"| {r['id']} | {r['claim']} | **{r['verdict']}** | {est} | {margin} | {p} | {r['test']} |")
+        lines.append("| " + " | ".join(_cell(x) for x in (r["id"], r["claim"], f"**{r['verdict']}**", est, margin, p,
+                                                          r["test"])) + " |")
     lines.append("")
-    lines += [f"- {r['id']} ({r['statistic']}): {r['evidence'] or '-'}" for r in claims.to_dict("records")]
+    keep = None if evidence is None else set(evidence)
+    lines += [f"- {r['id']} ({r['statistic']}): {r['evidence'] or '-'}" for r in claims.to_dict("records")
+              if keep is None or r["id"] in keep]
     return "\n".join(lines)
 
 
@@ -449,3 +461,27 @@ def seed_stability(runs: Mapping[int, str], tables: Sequence[str] = CLAIMS_TABLE
     strong = wide.isin(["HOLDS", "DOES NOT HOLD"])
     wide["flip"] = [(r[s].nunique() > 1) for (_, r), (_, s) in zip(wide.iterrows(), strong.iterrows())]
     return wide.reset_index()
+
+
+def by_seed(session: Any, tables: Sequence[str] = CLAIMS_TABLES) -> Any:
+    """Notebook step: :func:`seed_stability` of this run (``session``) and the runs with other seeds
+    under ``{results_dir}/seeds/``, written to ``tables/<notebook>_verdicts_by_seed``; shown: the
+    claims whose verdict differs between runs (all of them when there is one run and few claims)."""
+    from .result import Result
+
+    runs = seed_runs(session.cfg.results_dir, session.cfg.seed)
+    wide = seed_stability(runs, tables)
+    session.write_table(f"{session.notebook}_verdicts_by_seed", wide)
+    cols = [c for c in wide.columns if c.startswith("seed ")]
+    moved = wide[wide[cols].nunique(axis=1) > 1]
+    n_flip = int(wide["flip"].sum())
+    if len(runs) > 1:
+        finding = (f"Runs with seeds {sorted(runs)}: {n_flip} of {len(wide)} claims flip between HOLDS and DOES NOT "
+                   f"HOLD; {len(moved)} change verdict at all (INCONCLUSIVE in one run is not a flip).")
+    else:
+        finding = (f"Only the run with seed {session.cfg.seed} is under {session.cfg.results_dir}: no runs with other "
+                   f"seeds to compare (make seeds writes them to {session.cfg.results_dir}/seeds/).")
+    out = Result("Verdicts by run seed", finding)
+    if len(moved):
+        out.show_table("claims whose verdict differs between runs", moved.drop(columns=["table"]))
+    return out

@@ -466,20 +466,3 @@ def audit(pairs: Sequence[Pair], policy_of: PolicyOf, horizon: int = 16, with_ch
     if with_charges:
         out["charges"] = charge_summary(charge_structure(pairs, policy_of, horizon))
     return out
-
-
-def flat_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A report of :func:`audit` flattened to (goal, quantity, value) rows for a table."""
-    rows: list[dict[str, Any]] = []
-
-    def walk(prefix: str, obj: Any) -> None:
-        if isinstance(obj, Mapping):
-            for k, v in obj.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
-        elif isinstance(obj, list) and obj and isinstance(obj[0], str):
-            return
-        else:
-            rows.append({"quantity": prefix, "value": obj})
-
-    walk("", report)
-    return rows

@@ -1,4 +1,4 @@
-"""Benchmark-quality audit of a PairedMem build (issue 10 goals 1-4; paper C.2, Tables 4 and 6).
+"""Benchmark-quality audit of a PairedMem build (paper C.2, Tables 4 and 6).
 
 Every figure is computed from the pairs themselves (committed data or a fresh build), never typed
 in. The functions take a sequence of :class:`~dpmv_lib.bench.benchmark.Pair` and a ``policy_of`` callable

@@ -15,8 +15,8 @@ _ALT = re.compile(r"\{([^{}]*)\}")
 
 STYLES: tuple[str, ...] = ("first", "third")
 
-# Frames per style; ``{c}`` is the clause (capitalised where it starts the sentence). v2: two words
-# at most, so no frame forms a frequent 5-gram with the clause start (issue 10, goal 3).
+# Frames per style; ``{c}`` is the clause (capitalised where it starts the sentence). Two words
+# at most, so no frame forms a frequent 5-gram with the clause start.
 FRAMES: dict[str, tuple[str, ...]] = {
     "first": ("{C}.", "{C}.", "{C}.", "Note: {c}.", "FYI, {c}.", "Reminder: {c}.", "Context: {c}.",
               "Update: {c}.", "Btw, {c}.", "Heads-up: {c}."),

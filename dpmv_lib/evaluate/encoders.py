@@ -153,7 +153,7 @@ class SentenceTransformerEncoder:
 
 
 class OpenVINOEncoder:
-    """A sentence-transformers model run by OpenVINO on the CPU (issue 30): the same embeddings as
+    """A sentence-transformers model run by OpenVINO on the CPU: the same embeddings as
     :class:`SentenceTransformerEncoder` (tokenizer, transformer, mean pooling, L2 norm) from a
     faster runtime. The transformer is converted in memory (``openvino.convert_model``, a few
     seconds per process) and compiled with the precision of :func:`auto_precision` (bf16 hint on

@@ -51,10 +51,15 @@ finish() {  # exit with the combined status: 0 when every pytest run passed or c
     exit 0
 }
 
-stop_build() {   # the background compile and the pip and compiler processes under it
+descendants() {  # every process under PID, each parent before its children
     local p
-    for p in $(pgrep -P "$1" 2>/dev/null); do stop_build "$p"; done
-    kill "$1" 2>/dev/null
+    for p in $(pgrep -P "$1" 2>/dev/null); do echo "$p"; descendants "$p"; done
+}
+stop_build() {   # the background compile and the pip and compiler processes under it
+    # parents first: a child stopped before its parent would let the parent run on (the compile's
+    # subshell would log "compiled in" for a compile that was stopped)
+    # shellcheck disable=SC2046
+    kill "$1" $(descendants "$1") 2>/dev/null
 }
 building=0
 if ! bash tools/install_llamacpp.sh --check "$PY" "$STAMP"; then

@@ -4,8 +4,8 @@
 response models (vLLM) and its LLM judge this way; tests/test_server_backend.py covers retries,
 timeouts and errors against a scripted server.
 
-One server thread (LlamaCppServer's default) and generous client timeouts: on 2 idle cores each
-request here takes about a second; the timeouts are far above four times that."""
+One server thread (LlamaCppServer's default) and generous client timeouts: on 2 shared cores this
+module took 17 s, and 100 s beside two CPU-bound processes; no request came near TIMEOUT."""
 from __future__ import annotations
 
 import importlib.util

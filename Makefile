@@ -38,14 +38,13 @@ $(STAMP): pyproject.toml | $(PY)
 
 install: $(STAMP)
 
-# The llama.cpp backend (extra `llamacpp`): PyPI ships llama-cpp-python as source only, so pip
-# compiles llama.cpp once (98 s on 2 idle cores for 0.3.36; the multimodal and common libraries
-# are left out).
-# The build flags live in tools/llamacpp_cmake_args.sh (portable AVX2 on x86-64, no AMX: issue
-# 11); tools/install_llamacpp.sh rebuilds when the stamp records other flags (FORCE: it always
-# checks, and does nothing when current).
-# `make test` needs it (its backend is tested for real: tools/run_tests.sh compiles it while
-# the project installs and the rest of the suite runs); `make reproduce` needs it only for PROFILE=llm.
+# llama-cpp-python's OpenAI-compatible server (extra `llamacpp`): the real server that the tests of
+# the openai: path run against. PyPI ships it as source only, so pip compiles llama.cpp once (98 s
+# on 2 idle cores for 0.3.36; the multimodal and common libraries are left out).
+# The build flags live in tools/llamacpp_cmake_args.sh (portable AVX2 on x86-64, no AMX);
+# tools/install_llamacpp.sh rebuilds when the stamp records other flags (FORCE: it always
+# checks, and does nothing when current). Only `make test` needs it: tools/run_tests.sh compiles
+# it while the project installs and the rest of the suite runs.
 $(LLAMA_STAMP): $(STAMP) FORCE
 	@bash tools/install_llamacpp.sh $(PY) $(LLAMA_STAMP)
 
@@ -62,19 +61,19 @@ reproduce: $(STAMP) $(if $(filter llm%,$(PROFILE)),export-openvino)
 	$(PY) -m dpmv_lib.run --profile $(PROFILE) $(RUN_ARGS)
 
 # pytest exit code 5 means "no tests collected": not a failure for this project. The first run
-# also compiles the llama.cpp extra, in the background from the start: beside `make install`
+# also compiles the llamacpp extra, in the background from the start: beside `make install`
 # (INSTALL_CMD: run_tests.sh installs after starting the compile) and the rest of the suite. The
 # suite runs over the usable cores (pytest-xdist; PYTEST_WORKERS=1 for one process).
 test: | $(PY)
 	@INSTALL_CMD='$(MAKE) --no-print-directory install' bash tools/run_tests.sh $(PY) $(LLAMA_STAMP) $(PYTEST_ARGS)
 
-# issue 32: the style and type checks (configured in pyproject.toml: [tool.ruff], [tool.mypy]);
+# the style and type checks (configured in pyproject.toml: [tool.ruff], [tool.mypy]);
 # .ci/run runs them after the tests (make test installs first, with the llama.cpp compile beside it)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check dpmv_lib tests tools benchmarks
 	$(VENV)/bin/mypy dpmv_lib
 
-# issue 27: notebooks 03-05 again with --seed 1 and 2 (every random stream moves), beside the main
+# notebooks 03-05 again with --seed 1 and 2 (every random stream moves), beside the main
 # run under <results>/seeds/<s>/; notebooks 03 and 05 show the verdicts by seed
 SEEDS ?= 1 2
 SEED_ROOT := $(if $(filter default,$(PROFILE)),results,results/$(PROFILE))/seeds
@@ -87,7 +86,7 @@ seeds: $(STAMP) $(if $(filter llm%,$(PROFILE)),export-openvino)
 smoke: $(STAMP)
 	$(PY) -m dpmv_lib.run --profile smoke $(RUN_ARGS)
 
-bench: $(STAMP) $(LLAMA_STAMP)
+bench: $(STAMP)
 	@shopt -s nullglob; scripts=(benchmarks/bench_*.py); \
 	if [ $${#scripts[@]} -eq 0 ]; then echo "no benchmarks/bench_*.py yet"; exit 0; fi; \
 	for s in "$${scripts[@]}"; do echo "== $$s"; $(PY) "$$s" || exit $$?; done

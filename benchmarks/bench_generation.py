@@ -1,6 +1,6 @@
-"""Benchmark response generation (issue 4 targets).
+"""Benchmark response generation.
 
-    .venv/bin/python benchmarks/bench_generation.py [--parts surrogate smollm2 llamacpp engines] [--workers 2]
+    .venv/bin/python benchmarks/bench_generation.py [--parts surrogate smollm2 engines] [--workers 2]
         [--prompts 64] [--batch-sizes 32 64] [--max-new-tokens 64] [--int8] [--seed 0]
         [--engines SPEC ...] [--repeats 3] [--budget 30]
 
@@ -9,21 +9,19 @@
   end to end (``generate_transcripts``); target < 2 minutes on 2 cores. Also the conditioning
   stage alone with the float Gumbel-max sampler vs the exact rational sampler (the sampler choice
   of ``InterfaceParams.exact``).
-* ``llamacpp``: the same measurement for the packaged Q4_1 GGUF run natively by llama.cpp
-  (``LlamaCppResponder``), with and without the shared-prefix cache.
 * ``smollm2``: generated tokens/s of SmolLM2-135M-Instruct (dequantised float32 GGUF) on CPU at
   batch 32 and 64, on real prompts of the transcript table (a stratified sample over methods from
   the first 16 turns); target >= 150. Reported end to end (prefill + decode) and decode only
   (time of ``max_new_tokens`` minus time of 1 new token on the same batches). ``--int8`` also
   measures the optional dynamic-int8 model.
 
-* ``engines`` (issue 12): every engine side by side on 64 such prompts (``--engines`` specs:
-  llama.cpp F16 and BF16, transformers f32 and bf16, OpenVINO GenAI f32 and bf16), greedy,
+* ``engines``: every engine side by side on 64 such prompts (``--engines`` specs: transformers
+  f32 and bf16, OpenVINO GenAI f32 and bf16), greedy,
   end-to-end generated tokens/s at batch 32 and 64 (median of up to ``--repeats`` runs within
   ``--budget`` s per engine and batch), whether each engine's texts are the same at both batch
   sizes and, for the first ``--solo`` prompts, alone (batch 1), how many of the 128 responses
-  differ between bf16 and f32, and the CPU model and ISA flags; the ``auto`` responder reads
-  this part.
+  differ between bf16 and f32, and the CPU model and ISA flags (the llm profile's engine was
+  chosen from this part).
 
 Writes benchmarks/results/generation.json and generation.md (a part not run keeps its previous
 numbers). Load averages are recorded before and after each part: other developers share the
@@ -164,77 +162,29 @@ def bench_smollm2(n_prompts: int, batch_sizes: list[int], max_new: int, int8: bo
     return out
 
 
-def model_flops(path) -> dict:
-    """Matrix FLOPs per token of a GGUF model: 2 x the block weights (every token) and 2 x the
-    output matrix (only tokens whose logits are read: the generated ones)."""
-    from gguf import GGUFReader
-    r = GGUFReader(str(path))
-    blocks = sum(int(t.n_elements) for t in r.tensors if t.name.startswith("blk.") and len(t.shape) > 1)
-    out = next((int(t.n_elements) for t in r.tensors if t.name == "output.weight"), None)
-    out = out or next(int(t.n_elements) for t in r.tensors if t.name == "token_embd.weight")
-    return {"prompt_token_gflop": round(2 * blocks / 1e9, 4),
-            "generated_token_gflop": round(2 * (blocks + out) / 1e9, 4)}
+ENGINE_SPECS = ("smollm2@f32", "smollm2@bf16", "openvino:smollm2@f32", "openvino:smollm2@bf16")
+REFERENCE = "smollm2@f32"   # the engine the others' speed is given relative to
 
 
-def gemm_peak_gflops(n: int = 2048, reps: int = 5) -> float:
-    """Measured float32 GEMM rate of this machine (numpy/OpenBLAS, all cores)."""
-    import numpy as np
-    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
-    a @ a
-    t = time.perf_counter()
-    for _ in range(reps):
-        a @ a
-    return round(reps * 2 * n ** 3 / (time.perf_counter() - t) / 1e9, 1)
+def usable(spec: str) -> bool:
+    """Whether ``spec``'s engine can run here: its package is installed and, for OpenVINO, the
+    IR is exported (bf16 also needs a BF16-capable CPU)."""
+    import importlib.util
 
+    from dpmv_lib.core.errors import GenerationError
+    from dpmv_lib.generate.responders.openvino_backend import openvino_capabilities
+    from dpmv_lib.generate.responders.openvino_export import ir_dir, missing_files
 
-def bench_llamacpp(n_prompts: int, batch_sizes: list[int], max_new: int, seed: int,
-                   threads: int | None = None) -> dict:
-    """SmolLM2 run natively by llama.cpp on the same prompts and output limit: the packaged Q4_1
-    GGUF and its F16 re-encoding, at each batch size, plus Q4_1 without the prefix cache."""
-    import llama_cpp
-
-    from dpmv_lib.generate.responders import DecodingConfig, LlamaCppResponder, smollm2_gguf
-
-    prompts = sample_prompts(n_prompts, seed)
-    out: dict = {"prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy", "runs": [],
-                 "llama_cpp_python": llama_cpp.__version__, "load_before": loadavg(),
-                 "llama_cpp_build": llama_cpp.llama_print_system_info().decode().strip(" |"),
-                 "gemm_peak_gflops": gemm_peak_gflops(), **model_flops(smollm2_gguf())}
-    configs = [(w, bs, True) for w in ("gguf", "f16") for bs in batch_sizes] + [("gguf", batch_sizes[0], False)]
-    texts_by: dict = {}
-    for weights, bs, prefix in configs:
-        kw = dict(batch_size=bs, threads=threads, prefix_cache=prefix, weights=weights)
-        t = time.perf_counter()
-        full = LlamaCppResponder("smollm2", DecodingConfig(max_new_tokens=max_new), **kw)
-        one = LlamaCppResponder("smollm2", DecodingConfig(max_new_tokens=1), **kw)
-        full.load()
-        one.load()
-        load_s = time.perf_counter() - t
-        lens = [len(full.tokenize(full.render(p))) for p in prompts]
-        out.setdefault("prompt_tokens", {"mean": round(sum(lens) / len(lens), 1), "max": max(lens),
-                                         "min": min(lens), "shared_prefix": len(full.load()["prefix"])})
-        texts, timing = timed_throughput(one, full, prompts)
-        run = {"weights": "Q4_1 (as packaged)" if weights == "gguf" else "F16 (re-encoded)", "prefix_cache": prefix,
-               "batch_size": bs, "threads": full.load()["threads"], "load_s": round(load_s, 1), **timing,
-               "prompt_tokens_evaluated": full.prompt_tokens_evaluated,
-               "same_texts_as_first_run": texts_by.setdefault(weights, texts) == texts}
-        full.close()
-        one.close()
-        out["runs"].append(run)
-        print(json.dumps(run), flush=True)
-    gen_per = max(r["generated_tokens"] for r in out["runs"]) / len(prompts)
-    prompt_per = out["prompt_tokens"]["mean"] - out["prompt_tokens"]["shared_prefix"]
-    flop = out["generated_token_gflop"] + prompt_per / gen_per * out["prompt_token_gflop"]
-    out["bound"] = {"generated_per_prompt": round(gen_per, 1), "unshared_prompt_tokens": round(prompt_per, 1),
-                    "gflop_per_generated_token": round(flop, 3),
-                    "max_end_to_end_tokens_per_s": round(out["gemm_peak_gflops"] / flop, 1),
-                    "max_decode_tokens_per_s": round(out["gemm_peak_gflops"] / out["generated_token_gflop"], 1)}
-    out["target_tokens_per_s"] = 150
-    out["load_after"] = loadavg()
-    return out
-
-ENGINE_SPECS = ("llamacpp:smollm2@f16", "llamacpp:smollm2@bf16", "smollm2@f32", "smollm2@bf16",
-                "openvino:smollm2@f32", "openvino:smollm2@bf16")
+    if spec.startswith("openvino"):
+        if importlib.util.find_spec("openvino_genai") is None:
+            return False
+        model, _, precision = (spec[len("openvino:"):] or "smollm2").partition("@")
+        try:
+            ok = not missing_files(ir_dir(model or "smollm2"))
+        except GenerationError:
+            return False
+        return ok and (precision != "bf16" or "BF16" in openvino_capabilities())
+    return importlib.util.find_spec("torch") is not None
 
 
 def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: int, specs: list[str],
@@ -249,7 +199,6 @@ def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: in
     import statistics
 
     from dpmv_lib.generate.responders import DecodingConfig, make_responder
-    from dpmv_lib.generate.responders.engine_select import usable
 
     prompts = sample_prompts(n_prompts, seed)
     out: dict = {"machine": machine(), "prompts": len(prompts), "max_new_tokens": max_new, "decoding": "greedy",
@@ -306,7 +255,7 @@ def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: in
     out["bf16_vs_f32_differences"] = {}
     for spec in specs:
         if spec.endswith("@bf16"):
-            ref = spec[: -len("@bf16")] + ("@f16" if spec.startswith("llamacpp") else "@f32")
+            ref = spec[: -len("@bf16")] + "@f32"
             if spec in texts and ref in texts:
                 n = sum(a != b for bs in batch_sizes for a, b in zip(texts[spec][bs], texts[ref][bs]))
                 out["bf16_vs_f32_differences"][spec] = {"reference": ref, "differ": n,
@@ -319,12 +268,12 @@ def bench_engines(n_prompts: int, batch_sizes: list[int], max_new: int, seed: in
                     out["results"][spec] = {**res, "merged_from": previous.get("date")}
             for spec, d in previous.get("bf16_vs_f32_differences", {}).items():
                 out["bf16_vs_f32_differences"].setdefault(spec, {**d, "merged_from": previous.get("date")})
-    ref = out["results"].get("llamacpp:smollm2@f16", {}).get("runs")
+    ref = out["results"].get(REFERENCE, {}).get("runs")
     if ref:
         base = {r["batch_size"]: r["tokens_per_s"] for r in ref}
         for res in out["results"].values():
             for run in res.get("runs", []):
-                run["x_llamacpp_f16"] = round(run["tokens_per_s"] / base[run["batch_size"]], 2)
+                run["x_reference"] = round(run["tokens_per_s"] / base[run["batch_size"]], 2)
     out["load_after"] = loadavg()
     out["date"] = time.strftime("%Y-%m-%d %H:%M:%S")
     return out
@@ -341,7 +290,7 @@ def write(results: dict) -> None:
     old = json.loads(path.read_text()) if path.exists() else {}
     old.update(results)
     path.write_text(json.dumps(old, indent=1) + "\n")
-    lines = ["# Generation benchmark (issue 4)", "",
+    lines = ["# Generation benchmark", "",
              f"Machine: {describe(old['machine'])}, Python {old['machine']['python']}, "
              f"torch {old['machine']['packages'].get('torch')}, "
              f"transformers {old['machine']['packages'].get('transformers')}. "
@@ -384,43 +333,6 @@ def write(results: dict) -> None:
                   f"averages {m['prompt_tokens']['mean']} tokens and a response {gen_per:.0f} generated tokens, "
                   f"so the model processes about {(m['prompt_tokens']['mean'] + gen_per) / gen_per:.1f} tokens per "
                   "generated token; decode alone is the decode-only column.", ""]
-    m = old.get("llamacpp")
-    if m:
-        bd = m["bound"]
-        lines += ["## SmolLM2-135M-Instruct on CPU (llama.cpp, greedy) [llamacpp]", "",
-                  f"The same {m['prompts']} prompts and max_new_tokens {m['max_new_tokens']} through "
-                  f"`LlamaCppResponder` (llama-cpp-python {m['llama_cpp_python']}): batched sequences with their "
-                  f"own KV cells, no padding, the {m['prompt_tokens']['shared_prefix']}-token chat-template prefix "
-                  f"evaluated once. Prompt tokens mean "
-                  f"{m['prompt_tokens']['mean']}, max {m['prompt_tokens']['max']}.", "",
-                  "| weights | prefix cache | max batch | threads | generated tokens | prompt tokens evaluated "
-                  "| wall s | "
-                  "tokens/s (end to end) | decode-only tokens/s | prefill share of wall | same texts | load |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for r in m["runs"]:
-            lines.append(f"| {r['weights']} | {'on' if r['prefix_cache'] else 'off'} | {r['batch_size']} | "
-                         f"{r['threads']} | {r['generated_tokens']} | {r['prompt_tokens_evaluated']} | "
-                         f"{r['wall_s']} | **{r['tokens_per_s']}** | "
-                         f"{r['decode_tokens_per_s']} | {r['prefill_plus_1_s'] / max(r['wall_s'], 1e-9):.0%} | "
-                         f"{'yes' if r['same_texts_as_first_run'] else 'NO'} | {r['load'][0]} -> {r['load'][1]} |")
-        best = max(m["runs"], key=lambda r: r["tokens_per_s"])
-        best_dec = max(m["runs"], key=lambda r: r["decode_tokens_per_s"])
-        lines += ["", "\"same texts\": identical responses to the first run with the same weights (another batch size "
-                  "or no prefix cache), i.e. batch-invariant greedy decoding.", "",
-                  f"Target: >= {m['target_tokens_per_s']} generated tokens/s at batch 32-64: "
-                  f"{'met' if best['tokens_per_s'] >= m['target_tokens_per_s'] else 'NOT met'} end to end "
-                  f"(best {best['tokens_per_s']}, {best['weights']}, batch {best['batch_size']}); decode only "
-                  f"{'met' if best_dec['decode_tokens_per_s'] >= m['target_tokens_per_s'] else 'NOT met'} "
-                  f"(best {best_dec['decode_tokens_per_s']}).", "",
-                  f"Compute bound on this machine: float32 GEMM peaks at {m['gemm_peak_gflops']} GFLOP/s "
-                  "(numpy, all cores). "
-                  f"A prompt token costs {m['prompt_token_gflop']} GFLOP and a generated token "
-                  f"{m['generated_token_gflop']} "
-                  f"(matrix products only). A response here has {bd['generated_per_prompt']} generated tokens per "
-                  f"{bd['unshared_prompt_tokens']} unshared prompt tokens, so {bd['gflop_per_generated_token']} "
-                  "GFLOP per "
-                  f"generated token: at most **{bd['max_end_to_end_tokens_per_s']} tokens/s end to end** and "
-                  f"{bd['max_decode_tokens_per_s']} decode-only, even at the GEMM peak.", ""]
     e = old.get("engines")
     if e:
         bss = e["batch_sizes"]
@@ -429,7 +341,7 @@ def write(results: dict) -> None:
                   f"max_new_tokens {e['max_new_tokens']}, "
                   f"greedy, generated tokens/s end to end (load and warm-up excluded), median of up to {e['repeats']} "
                   f"runs (fewer once a run set passes {e['budget_s']} s); measured {e.get('date')}.", "",
-                  "| engine (spec) | " + " | ".join(f"batch {b}" for b in bss) + " | x llama.cpp F16 | "
+                  "| engine (spec) | " + " | ".join(f"batch {b}" for b in bss) + f" | x `{REFERENCE}` | "
                   "same texts at every batch (and alone) | load |", "|---|" + "---|" * (len(bss) + 3)]
         for spec, res in e["results"].items():
             if "runs" not in res:
@@ -440,24 +352,21 @@ def write(results: dict) -> None:
                          f"NO ({res['texts_differing_across_batch_sizes']:d} differ across batch sizes, "
                          f"{res.get('solo_texts_differing', '-')} of {res.get('solo_prompts', '-')} alone)")
             lines.append(f"| `{spec}` | " + " | ".join(f"**{by[b]['tokens_per_s']}**" if b in by else "-" for b in bss)
-                         + " | " + " / ".join(str(by[b].get("x_llamacpp_f16", "-")) for b in bss if b in by)
+                         + " | " + " / ".join(str(by[b].get("x_reference", "-")) for b in bss if b in by)
                          + f" | {invariant}"
                          f" | {res['runs'][0]['load'][0]} -> {res['runs'][-1]['load'][1]}"
                          + (f" (run {res['merged_from']})" if res.get("merged_from") else "") + " |")
-        lines += ["", "Responses whose text differs between bf16 and the f32 (llama.cpp: F16) reference of the "
-                  "same engine:", ""]
+        lines += ["", "Responses whose text differs between bf16 and the f32 reference of the same engine:", ""]
         for spec, d in e["bf16_vs_f32_differences"].items():
             lines.append(f"- `{spec}` vs `{d['reference']}`: **{d['differ']} of {d['of']}**")
-        lines += ["", "`auto` (dpmv_lib/generate/responders/engine_select.py) picks the fastest batch-invariant "
-                  "engine of this "
-                  "table at the largest batch when the CPU's ISA flags equal the ones recorded here.", ""]
+        lines.append("")
     (OUT / "generation.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="generation benchmark (issue 4)")
-    ap.add_argument("--parts", nargs="+", default=["surrogate", "smollm2", "llamacpp"],
-                    choices=["surrogate", "smollm2", "llamacpp", "engines"])
+    ap = argparse.ArgumentParser(description="generation benchmark")
+    ap.add_argument("--parts", nargs="+", default=["surrogate", "smollm2"],
+                    choices=["surrogate", "smollm2", "engines"])
     ap.add_argument("--engines", nargs="+", default=list(ENGINE_SPECS), help="responder specs of the engines part")
     ap.add_argument("--repeats", type=int, default=3, help="engines part: timed runs per engine and batch size")
     ap.add_argument("--merge", action="store_true", help="engines part: keep the recorded results of engines not run")
@@ -480,10 +389,6 @@ def main(argv: list[str] | None = None) -> int:
     if "smollm2" in args.parts:
         results[args.label] = bench_smollm2(args.prompts, args.batch_sizes, args.max_new_tokens, args.int8,
                                             args.seed, args.threads)
-        write(results)
-    if "llamacpp" in args.parts:
-        results["llamacpp"] = bench_llamacpp(args.prompts, args.batch_sizes, args.max_new_tokens, args.seed,
-                                             args.threads)
         write(results)
     if "engines" in args.parts:
         results["engines"] = bench_engines(args.prompts, args.batch_sizes, args.max_new_tokens, args.seed,

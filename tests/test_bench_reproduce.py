@@ -18,7 +18,7 @@ def bench():
         yield mod
 
 
-def _wait_for(cond, timeout: float = 10.0) -> None:
+def _wait_for(cond, timeout: float = 60.0) -> None:
     end = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < end, "the sampler did not catch up with the log"

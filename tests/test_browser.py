@@ -115,7 +115,7 @@ def test_notebook05_widget_in_the_browser(lab, tmp_path):
     # the notebook goes on past the widget: bring it into view (JupyterLab skips rendering what is off
     # screen, so the label is read as textContent, which does not depend on rendering)
     br.driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", el)
-    br._wait(lambda: br.read()["label"], 30, "the widget's label")
+    br._wait(lambda: br.read()["label"], 120, "the widget's label")
     wd = L.WidgetDriver(br)
     shots = _shots(tmp_path)
     br.element(".dpmv-explorer").screenshot(str(shots / "widget_exact_grid.png"))

@@ -1,4 +1,4 @@
-"""How llama-cpp-python is compiled (issue 11): one place for the flags, a portable x86-64 build
+"""How llama-cpp-python is compiled: one place for the flags, a portable x86-64 build
 without AMX, and a rebuild whenever the install stamp records other flags."""
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_x86_build_is_portable_avx2_without_amx():
 
 def test_the_common_library_is_left_out():
     """llama-cpp-python forces LLAMA_BUILD_COMMON ON and never loads that library; a hook run at the
-    end of llama.cpp's project() call turns it off again (issue 30: half the compile)."""
+    end of llama.cpp's project() call turns it off again (half the compile)."""
     args = cmake_args().split()
     hook = [a.partition("=")[2] for a in args if a.startswith("-DCMAKE_PROJECT_llama.cpp_INCLUDE=")]
     cmake = ROOT / "tools" / "llamacpp_no_common.cmake"
@@ -93,7 +93,7 @@ def test_stamp_with_other_flags_means_rebuild(tmp_path):
         return subprocess.run(["bash", str(INSTALL_SH), "--check", py, str(stamp)], cwd=ROOT,
                               capture_output=True).returncode
     missing, old, current = tmp_path / "missing", tmp_path / "old", tmp_path / "current"
-    old.write_text("-DLLAVA_BUILD=OFF\n")                 # the flags before issue 11: -march=native
+    old.write_text("-DLLAVA_BUILD=OFF\n")                 # an older build's flags: -march=native
     current.write_text(cmake_args() + "\n")
     full = stand_in_python(tmp_path / "full", ("llama_cpp",) + SERVER_DEPS)
     no_llama = stand_in_python(tmp_path / "no_llama", SERVER_DEPS)

@@ -81,7 +81,7 @@ def test_unreadable_cache_file_is_moved_aside(tmp_path):
     path = tmp_path / "gen.sqlite"
     path.write_bytes(b"this is not a sqlite database" * 100)
     cache = GenerationCache(path)
-    cache.put("a" * 64, "hello")
+    cache.put_many([("a" * 64, "hello")])
     assert cache.get("a" * 64) == "hello" and cache.get("b" * 64) is None
     cache.close()
     assert list(tmp_path.glob("gen.sqlite.corrupt-*"))

@@ -66,6 +66,19 @@ def _open(db, policy):
     return SqliteLedger.for_policy(db, "alice", policy)
 
 
+def _read_lines(proc: subprocess.Popen, n: int) -> bytes:
+    """The child's stdout up to its ``n``-th line (or its end), read from the pipe unbuffered so that
+    a later ``communicate`` loses nothing; blocks until then (the child's lines are the events)."""
+    buf = b""
+    fd = proc.stdout.fileno()
+    while buf.count(b"\n") < n:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
 def _child(db: Path, user: str, cap: str, k: int, max_releases: int = -1, seed: str = "none",
            wait: bool = False) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -108,10 +121,14 @@ def test_sigkill_never_undercounts_or_overruns(ledger_db):
     log_len = 0
     for kill in range(N_KILLS):
         proc = _child(db, "alice", CRASH_CAP, CRASH_K, seed=str(kill))
-        assert proc.stdout.readline() == b"READY\n", proc.stderr.read().decode()
+        # kill at a random point once the child is charging (its first report is the event: a fixed
+        # sleep after READY would land in start-up on a loaded machine)
+        head = _read_lines(proc, 2)
+        assert head.startswith(b"READY\n"), head + proc.stderr.read()
         time.sleep(rnd.uniform(0.0, 0.12))
         os.kill(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=30)
+        out = head[len(b"READY\n"):] + out
         assert proc.returncode == -signal.SIGKILL
         reps = _reports(out)
         released += _charges(reps)

@@ -8,7 +8,7 @@ import pytest
 
 from dpmv_lib.bench import pairedmem as pm
 from dpmv_lib.bench.benchmark import Benchmark, Pair
-from dpmv_lib.bench.datasets import load_benchmark, load_gold_rules, load_policies, load_reserves
+from dpmv_lib.bench.datasets import load_benchmark, load_gold_rules, load_policies
 from dpmv_lib.core.errors import ParameterError, StoreError
 from dpmv_lib.common.paths import project_root
 
@@ -29,7 +29,8 @@ def test_load_typed(built: Path):
     assert len(p.turns) == 32 and p.turns[0].query.qtype in ("target", "neutral", "distractor")
     assert all(bid in b.behaviours for t in p.turns for bid in t.gold.generic)
     assert b.manifest["counts"]["selected_pairs"] == 16
-    assert len(load_benchmark("pairedmem", built, include_reserves=True)) == 16 + len(load_reserves(built))
+    reserves = (built / "pairedmem" / "reserves.jsonl").read_text().splitlines()
+    assert reserves and len(load_benchmark("pairedmem", built, include_reserves=True)) == 16 + len(reserves)
     assert set(load_policies(built)) == {f"pairedmem-t{i}" for i in range(1, 9)}
     assert "view_links" in load_gold_rules(built)
 

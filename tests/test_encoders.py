@@ -109,12 +109,14 @@ def test_precision_specs_and_errors(minilm):
 
 
 def test_bf16_embeddings_match_fp32():
-    from dpmv_lib.evaluate.encoders import precision_check
+    """The equivalence that lets the auditor embed in bf16: per text, the cosine of the bf16 and fp32
+    embeddings (both rows unit norm) is above 0.999."""
     texts = ["Keep regular meal times and snacks built into the plan.", "Book the museum tickets online.",
              "Put extra money toward the highest-interest balance first and don't take on new loans. " * 8, "ok"]
-    chk = precision_check(texts)
-    assert chk.n == 4 and chk.fp32_id != chk.bf16_id
-    assert chk.min_cosine > 0.999, chk
+    a, b = get_encoder("minilm@fp32"), get_encoder("minilm@bf16")
+    assert a.id != b.id
+    cos = np.sum(a.encode(texts).astype(np.float64) * b.encode(texts).astype(np.float64), axis=1)
+    assert cos.shape == (4,) and cos.min() > 0.999, cos
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ def _other_owner(led) -> str:
     return name
 
 
-def _posted_req(led, timeout=10.0) -> int:
+def _posted_req(led, timeout=60.0) -> int:
     path = os.path.join(led._gc.dir, led._gc.owner)
     end = time.monotonic() + timeout
     while time.monotonic() < end:

@@ -208,7 +208,7 @@ def test_output_filter_removes_listed_phrases():
     text = ("Since you have type 2 diabetes and take metformin, prefer low-sugar meals. Your cards are "
             "maxed out and a collector calls; you were laid off and are pregnant.")
     out = f.postprocess(text)
-    assert DeletionFilter().matches(out) == []
+    assert DeletionFilter().pattern.search(out) is None
     for phrase in ("diabetes", "metformin", "maxed out", "collector", "laid off", "pregnant"):
         assert phrase not in out.lower()
     assert "prefer low-sugar meals" in out
@@ -218,7 +218,7 @@ def test_output_filter_removes_listed_phrases():
     assert [t.conditioning for t in run("OutputFilter", pair, "M")] == \
            [t.conditioning for t in run("RawReadSet", pair, "M")]
     assert DeletionFilter(mode="sentence")("Fine. You are pregnant. Eat well.") == "Fine. Eat well."
-    assert DeletionFilter.from_phrases(["soup"])("I like soup.") == "I like."
+    assert DeletionFilter(("soup",))("I like soup.") == "I like."
     with pytest.raises(ParameterError):
         DeletionFilter(mode="word")
 

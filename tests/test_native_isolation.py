@@ -29,7 +29,7 @@ def test_forced_segfault_fails_one_test_with_a_clear_message():
         run_native(code, backend="llamacpp", weights="q4_1 (packaged SmolLM2 GGUF)",
                    extra={"llama.cpp build": "CPU : AVX2 = 1"}, timeout=60)
     msg = str(info.value)
-    print(msg)      # shown with -s: the demonstration the issue asks for
+    print(msg)      # shown with -s: what a crash report looks like
     cpu = cpu_info()
     assert msg.startswith("llamacpp backend CRASHED natively: killed by SIGSEGV (exit code -11)")
     assert "weights: q4_1 (packaged SmolLM2 GGUF)" in msg and "llama.cpp build: CPU : AVX2 = 1" in msg

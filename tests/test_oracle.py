@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from helpers.llr_reference import brute_force
+
 from dpmv_lib.core.errors import ParameterError
-from dpmv_lib.evaluate.llr import (_BIG, LLRDistribution, brute_force, cell_ranks, merge_atoms, mixture,
+from dpmv_lib.evaluate.llr import (_BIG, LLRDistribution, cell_ranks, merge_atoms, mixture,
                                    trajectory_distribution)
 from dpmv_lib.evaluate.oracle import ceilings, pair_results, summary
 from rq1_synth import make_transcripts

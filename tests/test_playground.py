@@ -305,11 +305,12 @@ def test_widget_one_frame_per_input(bench, links):
 
 @pytest.mark.slow
 def test_smollm2_responds_when_installed(bench, rep):
-    """SmolLM2 through the llama.cpp spec (skipped when llama-cpp-python or the model is absent)."""
-    pytest.importorskip("llama_cpp")
-    r = P.Responses(P.responder("llamacpp", list(bench.policies.values())))
+    """SmolLM2 through the llm profile's engine (skipped when OpenVINO GenAI or the exported model
+    is absent)."""
+    pytest.importorskip("openvino_genai")
+    r = P.Responses(P.responder("openvino:smollm2@f32", list(bench.policies.values())))
     try:
         out = r.get(rep, [3])
     except Exception as exc:  # noqa: BLE001 - a missing model file is a skip, not a failure
-        pytest.skip(f"llama.cpp SmolLM2 unavailable: {exc}")
+        pytest.skip(f"OpenVINO SmolLM2 unavailable: {exc}")
     assert len(out) == 2 and all(isinstance(x, str) and x.strip() for x in out["response"])

@@ -1,5 +1,5 @@
 """OpenAI-compatible backend against a real HTTP server on 127.0.0.1 started by the test
-(dpmv_lib.generate.responders.local_server), backed by a real responder (surrogate; SmolLM2 when slow)."""
+(tests/helpers/chat_servers.py), backed by a real responder (surrogate; SmolLM2 when slow)."""
 from __future__ import annotations
 
 import socket
@@ -13,7 +13,7 @@ from dpmv_lib.generate.generation import generate_transcripts
 from dpmv_lib.generate.interfaces import render_guidance, render_memory
 from dpmv_lib.generate.responders import (DecodingConfig, OpenAIResponder, Prompt, SurrogateResponder,
                                  TransformersResponder, smollm2_gguf)
-from dpmv_lib.generate.responders.local_server import LocalChatServer
+from helpers.chat_servers import LocalChatServer
 
 BENCH = toy_benchmark()
 POLICY = BENCH.policies["running-example"]

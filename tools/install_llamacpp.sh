@@ -7,7 +7,7 @@
 #
 # The compile and the install are two steps: `--wheel` compiles a wheel into a folder without
 # touching the environment's packages (pip's isolated build), so tools/run_tests.sh runs it beside
-# the project's own install and the test suite (issue 30), and installs it afterwards.
+# the project's own install and the test suite, and installs it afterwards.
 #
 # usage: tools/install_llamacpp.sh PYTHON STAMP [WHEEL_DIR]  build unless the stamp is current;
 #                                                            install WHEEL_DIR's wheel when it was

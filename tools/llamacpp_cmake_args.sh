@@ -6,12 +6,12 @@
 # With GGML_NATIVE=ON (llama.cpp's default) a build on a CPU with AMX-INT8 + AVX512-VNNI
 # compiles ggml's AMX extra buffer type, which repacks Q4_0/Q4_1/Q8_0/K-quant weights and runs
 # their matrix products in ggml_backend_amx_mul_mat; with the packaged Q4_1 SmolLM2 this
-# segfaulted on the first decode (issue 11; upstream: ggml-org/llama.cpp#20824). The same ISA
+# segfaulted on the first decode (upstream: ggml-org/llama.cpp#20824). The same ISA
 # everywhere also keeps the kernels, and so the numbers, comparable between machines.
 # Elsewhere (arm64, macOS) llama.cpp's defaults are kept.
 #
 # Everywhere: llama.cpp's common library, which llama-cpp-python builds but never loads, is left
-# out (tools/llamacpp_no_common.cmake; it halves the compile, issue 30). The hook is named by its
+# out (tools/llamacpp_no_common.cmake; it halves the compile). The hook is named by its
 # absolute path, so the install stamp of a venv records where its checkout was; scikit-build-core
 # splits CMAKE_ARGS at spaces, so a checkout whose path has one builds the common library as before.
 if [ -n "${CMAKE_ARGS:-}" ]; then

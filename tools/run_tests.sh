@@ -2,18 +2,17 @@
 # `make test`: the pytest suite, with pytest's exit code 5 ("no tests collected") counted as success.
 # It first prints `python -m dpmv_lib.run --status` (which committed results are stale; never fails).
 #
-# The llama.cpp backend is tested for real, so the suite needs llama-cpp-python (extra `llamacpp`),
-# which PyPI ships as source only. The first time (no install stamp, or one recording other
-# CMAKE_ARGS: tools/install_llamacpp.sh), a wheel is compiled in the background from the start,
-# beside the project's own install (INSTALL_CMD, set by the Makefile: `make install`, which keeps
-# one core busy; issue 30: on 2 cores the compile is usually over before the install), then beside
-# the suite, which leaves out the backend's tests. The wheel is installed after that pytest run,
-# and the backend's tests then run in a second one (one process: their llama.cpp threads would
-# contend under two workers, 35 -> 49 s). When pytest arguments name paths, pytest runs once,
-# after the wheel is installed.
+# The `openai:` path is tested against a real OpenAI-compatible server, llama-cpp-python's own
+# (extra `llamacpp`), which PyPI ships as source only. The first time (no install stamp, or one
+# recording other CMAKE_ARGS: tools/install_llamacpp.sh), a wheel is compiled in the background
+# from the start, beside the project's own install (INSTALL_CMD, set by the Makefile: `make
+# install`, which keeps one core busy; on 2 cores the compile is usually over before the install),
+# then beside the suite, which leaves out the server's tests. The wheel is installed after that
+# pytest run, and the server's tests then run in a second one. When pytest arguments name paths,
+# pytest runs once, after the wheel is installed.
 #
-# The suite runs over the usable cores (pytest-xdist, `-n`; issue 30): PYTEST_WORKERS sets the
-# count (default: nproc; 1 runs in one process); a `-n` in the pytest arguments wins.
+# The suite runs over the usable cores (pytest-xdist, `-n`): PYTEST_WORKERS sets the count
+# (default: nproc; 1 runs in one process); a `-n` in the pytest arguments wins.
 #
 # usage: [INSTALL_CMD='make install'] tools/run_tests.sh PYTHON LLAMA_STAMP [pytest args...]
 set -uo pipefail
@@ -30,17 +29,16 @@ XDIST=()
 if [ "$workers" -gt 1 ]; then
     XDIST=(-n "$workers")
     # one OpenMP pool per worker over its share of the cores (torch, OpenBLAS): two workers with a
-    # pool of every core each spin against each other (issue 30: the suite 379 -> 347 s on 2 cores)
+    # pool of every core each spin against each other (the suite 379 -> 347 s on 2 cores)
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / workers > 1 ? cores / workers : 1 ))}
 fi
 phase() {   # a step of the run, with the seconds since the start
     echo "== [${SECONDS} s] $*"
 }
-LLAMA_TESTS=tests/test_llamacpp_backend.py
+LLAMA_TESTS=tests/test_openai_server.py
 # other tests that load llama-cpp-python: they run after the install too (before it the package is
 # missing or an older build, so whether they pass or skip would depend on what was there)
-AFTER_BUILD=(tests/test_build_flags.py::test_installed_library_was_built_with_these_flags
-             tests/test_playground.py::test_smollm2_responds_when_installed)
+AFTER_BUILD=(tests/test_build_flags.py::test_installed_library_was_built_with_these_flags)
 LOG=${LLAMA_BUILD_LOG:-.venv/llamacpp-build.log}
 WHEELS=${LLAMA_WHEEL_DIR:-.venv/llamacpp-wheel}     # the compiled wheel, until it is installed
 
@@ -53,10 +51,15 @@ finish() {  # exit with the combined status: 0 when every pytest run passed or c
     exit 0
 }
 
-stop_build() {   # the background compile and the pip and compiler processes under it
+descendants() {  # every process under PID, each parent before its children
     local p
-    for p in $(pgrep -P "$1" 2>/dev/null); do stop_build "$p"; done
-    kill "$1" 2>/dev/null
+    for p in $(pgrep -P "$1" 2>/dev/null); do echo "$p"; descendants "$p"; done
+}
+stop_build() {   # the background compile and the pip and compiler processes under it
+    # parents first: a child stopped before its parent would let the parent run on (the compile's
+    # subshell would log "compiled in" for a compile that was stopped)
+    # shellcheck disable=SC2046
+    kill "$1" $(descendants "$1") 2>/dev/null
 }
 building=0
 if ! bash tools/install_llamacpp.sh --check "$PY" "$STAMP"; then

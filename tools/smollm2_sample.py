@@ -1,4 +1,4 @@
-"""A sample of SmolLM2 responses with their conditioning and the judge's grades (issue 27 goal 5).
+"""A sample of SmolLM2 responses with their conditioning and the judge's grades.
 
 Until the full `llm` profile is rerun (hours on 2 cores; its notebook 03 then writes
 results/llm/tables/03_response_sample.csv itself), this generates the llm profile's responses
@@ -61,7 +61,7 @@ def main() -> int:
     SA.side_by_side(sample, n=2).to_csv(out / "03_side_by_side.csv", index=False)
     git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()  # noqa: E731
     (out / "manifest.json").write_text(json.dumps({
-        "what": "SmolLM2 response sample (issue 27 goal 5), not the full llm run",
+        "what": "SmolLM2 response sample, not the full llm run",
         "command": " ".join(["python", "tools/smollm2_sample.py", *sys.argv[1:]]),
         "git": {"commit": git("rev-parse", "HEAD"),
                 "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))},

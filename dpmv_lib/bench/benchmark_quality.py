@@ -1,4 +1,4 @@
-"""Benchmark-quality audit of a PairedMem build (issue 10 goals 1-4; paper C.2, Tables 4 and 6).
+"""Benchmark-quality audit of a PairedMem build (paper C.2, Tables 4 and 6).
 
 Every figure is computed from the pairs themselves (committed data or a fresh build), never typed
 in. The functions take a sequence of :class:`~dpmv_lib.bench.benchmark.Pair` and a ``policy_of`` callable
@@ -466,20 +466,3 @@ def audit(pairs: Sequence[Pair], policy_of: PolicyOf, horizon: int = 16, with_ch
     if with_charges:
         out["charges"] = charge_summary(charge_structure(pairs, policy_of, horizon))
     return out
-
-
-def flat_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A report of :func:`audit` flattened to (goal, quantity, value) rows for a table."""
-    rows: list[dict[str, Any]] = []
-
-    def walk(prefix: str, obj: Any) -> None:
-        if isinstance(obj, Mapping):
-            for k, v in obj.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
-        elif isinstance(obj, list) and obj and isinstance(obj[0], str):
-            return
-        else:
-            rows.append({"quantity": prefix, "value": obj})
-
-    walk("", report)
-    return rows

@@ -113,12 +113,3 @@ def load_benchmark(track: str = "pairedmem", data_dir: str | Path = "data", *,
             raise StoreError(f"{track}: pair {r.get('pair_id')} names unknown policy {r.get('policy_id')!r}")
         pairs.append(pair_from_json(r, policies))
     return Benchmark(track, policies, tuple(pairs), behaviours, manifest)
-
-
-def load_reserves(data_dir: str | Path = "data") -> tuple[Pair, ...]:
-    """The PairedMem reserves (passing candidates not selected by the quotas)."""
-    root = resolve(data_dir)
-    policies = load_policies(root)
-    d = root / "pairedmem"
-    verify_manifest(d, "pairedmem")
-    return tuple(pair_from_json(r, policies) for r in read_jsonl(d / "reserves.jsonl"))

@@ -45,8 +45,8 @@ def gold_for_turn(policy: Policy, attribute: str, co_present: Sequence[str], que
     behaviours are unsupported, except for a view that a co-present attribute b also links to AND
     whose turn reads b's evidence: then M' supports the view through b and the entry is removed.
     ``nontarget_positions`` (position -> co-present attribute, in both stores) says where b's
-    evidence is; ``None`` falls back to "every co-present attribute counts" (the v1 rule, which
-    also removed entries whose read set holds no evidence of b). Every turn carries the intent's
+    evidence is; ``None`` falls back to "every co-present attribute counts" (a coarser rule,
+    which also removes entries whose read set holds no evidence of b). Every turn carries the intent's
     generic behaviour."""
     links = view_links()
     generic = (f"generic:{query.intent}",)

@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Iterable, Sequence
+from typing import Sequence
 
 _ALT = re.compile(r"\{([^{}]*)\}")
 
 STYLES: tuple[str, ...] = ("first", "third")
 
-# Frames per style; ``{c}`` is the clause (capitalised where it starts the sentence). v2: two words
-# at most, so no frame forms a frequent 5-gram with the clause start (issue 10, goal 3).
+# Frames per style; ``{c}`` is the clause (capitalised where it starts the sentence). Two words
+# at most, so no frame forms a frequent 5-gram with the clause start.
 FRAMES: dict[str, tuple[str, ...]] = {
     "first": ("{C}.", "{C}.", "{C}.", "Note: {c}.", "FYI, {c}.", "Reminder: {c}.", "Context: {c}.",
               "Update: {c}.", "Btw, {c}.", "Heads-up: {c}."),
     "third": ("{C}.", "{C}.", "Noted: {c}.", "Memory: {c}.", "Saved: {c}.", "From chat: {c}.",
               "User note: {c}.", "Earlier: {c}.", "Context: {c}.", "Recalled: {c}."),
 }
-JOINERS: tuple[str, ...] = ("{a}, and {b}", "{a}; also, {b}", "{a}, and on top of that {b}")
-
 _THIRD = [
     (r"\bI'm\b", "they're"), (r"\bI've\b", "they've"), (r"\bI'd\b", "they'd"), (r"\bI'll\b", "they'll"),
     (r"\bI am\b", "they are"), (r"\bI was\b", "they were"), (r"\bI\b", "they"),
@@ -73,11 +71,6 @@ def _cap(s: str) -> str:
     return s[:1].upper() + s[1:] if s else s
 
 
-def join_clauses(a: str, b: str, joiner: int) -> str:
-    """One memory item evidencing two things (overlapping position)."""
-    return JOINERS[joiner % len(JOINERS)].format(a=a, b=b)
-
-
 def render(clause: str, style: str, frame: int) -> str:
     """Wrap a (possibly joined) first-person clause into a memory sentence of ``style``."""
     if style not in FRAMES:
@@ -85,7 +78,3 @@ def render(clause: str, style: str, frame: int) -> str:
     c = third_person(clause) if style == "third" else clause
     f = FRAMES[style][frame % len(FRAMES[style])]
     return f.format(c=c, C=_cap(c))
-
-
-def distinct_count(texts: Iterable[str]) -> int:
-    return len(set(texts))

@@ -1,4 +1,4 @@
-"""The public-corpus transfer track, v3 (paper C.3, Table 7, steps T1-T4; issues 10 and 28).
+"""The public-corpus transfer track (paper C.3, Table 7, steps T1-T4).
 
 * T1 skeleton: one pair per (LoCoMo speaker history, attribute); each copies the scaffold (template
   policy, I_a), the 32-query trajectory and the gold of a matching PairedMem pair. Pregnancy pairs
@@ -80,7 +80,7 @@ class TransferBuild:
         return counts(self)
 
 
-# preference tiers of source kinds (issue 28: prefer real text): real, dialogue, crowd, machine
+# preference tiers of source kinds (real text preferred): real, dialogue, crowd, machine
 KIND_TIER: Mapping[str, int] = {"real patient question": 0, "real forum post": 0, "role-played dialogue": 1,
                                 "annotator-written dialogue": 1, "crowd-written": 2, "machine-generated": 3}
 

@@ -1,6 +1,6 @@
 """Transfer track inputs (paper C.3): the public corpora it reads (LoCoMo speaker histories,
-EmpatheticDialogues prompts, LiveQA and GenMedGPT-5k patient messages; issue 28: the patient text
-of first_person_health/ and the money posts of first_person_finance/), the kind of text each
+EmpatheticDialogues prompts, LiveQA and GenMedGPT-5k patient messages, the patient text of
+first_person_health/ and the money posts of first_person_finance/), the kind of text each
 source is (:data:`KIND_OF_SOURCE`), and a :class:`~dpmv_lib.core.errors.CorpusError` naming every
 missing folder and file and where to get it. Overview in :mod:`dpmv_lib.bench.transfer`.
 """
@@ -23,8 +23,8 @@ TRACK = "transfer"
 FORMAT_VERSION = 3
 ATTRIBUTES = lexicon.ATTRIBUTES
 HOME_SLOT: Mapping[str, str] = {"diabetes": "health", "pregnancy": "health", "debt": "finance", "job_loss": "work"}
-MIN_DISTINCT_EVIDENCE = 25    # goal: distinct evidence sentences per attribute (issue 28; 20 in issue 10)
-MAX_EVIDENCE_REUSE = 4        # no evidence sentence in more than this many evidence slots (issue 28)
+MIN_DISTINCT_EVIDENCE = 25    # goal: distinct evidence sentences per attribute
+MAX_EVIDENCE_REUSE = 4        # no evidence sentence in more than this many evidence slots
 LOCOMO_FILES = tuple(f"locomo/{n}.json" for n in (26, 30, 41, 42, 43, 44, 47, 48, 49, 50))
 ED_FILES = ("empathetic_dialogues/prompts_valid.csv", "empathetic_dialogues/prompts_test.csv",
             "empathetic_dialogues/prompts_train_lowercased.csv")
@@ -63,7 +63,7 @@ WHERE = {
     "first_person_finance/sad": ("SAD stress sentences "
                                  "(PervasiveWellbeingTech/Stress-Annotated-Dataset-SAD, SAD_v1.zip -> SAD_v1.csv)"),
 }
-# ---- source kinds (issue 28): what kind of text each source tag is; real text is preferred
+# ---- source kinds: what kind of text each source tag is; real text is preferred
 SOURCE_KINDS: tuple[str, ...] = ("real patient question", "real forum post", "role-played dialogue",
                                  "annotator-written dialogue", "crowd-written", "machine-generated")
 KIND_OF_SOURCE: Mapping[str, str] = {

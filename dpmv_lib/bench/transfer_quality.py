@@ -1,4 +1,4 @@
-"""Transfer track measured quality (issues 10 and 28): the figures computed from the stores
+"""Transfer track measured quality: the figures computed from the stores
 (:func:`quality_report`) that tests assert on the committed data, and the Table 7 rows.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .transfer_support import supported
 
 
 # =============================================================================================
-# measured quality (issue 10, item 5): every figure here is asserted on the committed data
+# measured quality: every figure here is asserted on the committed data
 # =============================================================================================
 def word_edit_distance(a: str, b: str) -> int:
     """Levenshtein distance between two sentences in words (lower case, punctuation dropped)."""
@@ -138,46 +138,13 @@ def quality_report(track: Any, personas: Mapping[str, Mapping[str, int]] | None 
     }
 
 
-# A record (not recomputed here) of the v1 track's figures (80 pairs, data at commit cb0b4b7): the
-# issue-10 audit's counts, and quality_report run once on that data (data/README.md, "Transfer track v2").
-# quality_table() shows them beside the figures measured on the track it is given.
-V1_FIGURES: Mapping[str, str] = {
-    "unsupported_target_required": "982 of 1,385 (audit); 993 of 1,385 by quality_report",
-    "rule_violations": "9 clear + 4 probable of 78 (audit); 17 by quality_report",
-    "m_prime_problems": "~20 nonsense + ~13 residual of 78 (audit); 27 by quality_report",
-    "pairs_differing_outside_group": "0 by quality_report",
-    "background_conflicts": "8 by quality_report",
-    "pregnancy_pairs_persona_misfit": "12 of 20 male-named (audit); 13 by quality_report (+ Caroline)",
-    "distinct_evidence": "diabetes 6, pregnancy 40, debt 9, job_loss 23",
-    "max_reuse": "diabetes 7, debt 5, job_loss 2, pregnancy 1",
-    "distinct_evidence_by_kind": "not recorded",
-    "m_prime_edit_distance": "not measured (rule-based edits)",
-}
-# The v2 track's figures (67 pairs, data at commit 1e14f58, before issue 28), measured once by this
-# quality_report; the source kinds are those of the v2 sources (EmpatheticDialogues, GenMedGPT-5k).
-V2_FIGURES: Mapping[str, str] = {
-    "unsupported_target_required": "0 of 1,180",
-    "rule_violations": "0 of 59",
-    "m_prime_problems": "0",
-    "pairs_differing_outside_group": "0",
-    "background_conflicts": "0",
-    "pregnancy_pairs_persona_misfit": "0",
-    "distinct_evidence": "diabetes 5, pregnancy 25, debt 9, job_loss 20",
-    "max_reuse": "diabetes 14, pregnancy 2, debt 7, job_loss 3",
-    "distinct_evidence_by_kind": ("diabetes: machine-generated 5; pregnancy: crowd-written 6, machine-generated 19; "
-                                  "debt: crowd-written 9; job_loss: crowd-written 20"),
-    "m_prime_edit_distance": ("median words (share): diabetes 3 (0.25), pregnancy 4 (0.29), debt 6 (0.4), "
-                              "job_loss 3 (0.33)"),
-}
-
-
 def quality_table(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Rows (figure, v1, v2, now, goal, met) for notebook 01 / data/README: the goals of issues 10.5 and 28."""
+    """Rows (figure, measured, goal, met) for notebook 01: each quality figure of the track in
+    ``report`` (:func:`quality_report`) against its goal."""
     rows = []
 
-    def add(fig: str, now: Any, goal: str, met: bool) -> None:
-        rows.append({"figure": fig, "v1": V1_FIGURES.get(fig, ""), "v2": V2_FIGURES.get(fig, ""), "now": now,
-                     "goal": goal, "met": met})
+    def add(fig: str, measured: Any, goal: str, met: bool) -> None:
+        rows.append({"figure": fig, "measured": measured, "goal": goal, "met": met})
 
     add("unsupported_target_required", f"{report['unsupported_target_required']} of {report['target_required']}",
         "0", report["unsupported_target_required"] == 0)

@@ -2,7 +2,7 @@
 
 Recorded in the run manifest (:mod:`dpmv_lib.run`) and in every benchmark's machine info:
 timings and native-backend outputs from machines with different instruction sets are not
-comparable (issue 11: the llama.cpp Q4_1 path crashed only on a CPU with AMX).
+comparable (a native kernel may be chosen, and crash, only on some instruction sets).
 """
 from __future__ import annotations
 

@@ -1,2 +1,3 @@
 """Measuring transcripts: encoders, the embedding auditor (C.5), the exact optimal auditor and
-the utility judge. Never imports ``experiments`` or the runner (docs/architecture.md)."""
+the utility judge. Imports only ``core``, ``common``, ``checks``, ``bench`` and ``generate``; never
+``ledgers``, ``experiments`` or the runner (tests/test_architecture.py, docs/architecture.md)."""

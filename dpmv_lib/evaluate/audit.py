@@ -184,7 +184,7 @@ def prefix_features(transcripts: pd.DataFrame, encoder: Encoder, horizons: Seque
     rows = inv.reshape(n, hmax)
     wanted = {int(t) for t in horizons}
     # running float64 sum over turns: the same additions, in the same order, as a cumsum over the
-    # (n, hmax, dim) stack, without holding that stack (issue 30: peak memory)
+    # (n, hmax, dim) stack, without holding that stack (peak memory)
     acc = np.zeros((n, emb.shape[1]), dtype=np.float64)
     feats = {}
     for t in range(1, hmax + 1):

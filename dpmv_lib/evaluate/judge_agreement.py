@@ -1,4 +1,4 @@
-"""The judge against independent labels (issue 27 goal 4; paper C.5 "Utility judging").
+"""The judge against independent labels (paper C.5 "Utility judging").
 
 ``data/judge_labels/`` holds units (one response at one turn x one rubric item of that turn, from
 surrogate and SmolLM2 transcripts, all methods, both tracks and sides) labelled by reading, by
@@ -160,7 +160,7 @@ def fit_item_thresholds(units: pd.DataFrame, benchmarks: Mapping[str, Benchmark]
                         floors: tuple[float, ...] = (0.20, 0.25, 0.30, 0.35, 0.40),
                         margin_steps: tuple[float, ...] = (0.0, 0.025, 0.05, 0.075, 0.10),
                         current: tuple[float, float] | None = None, seed: int = 0) -> tuple[pd.DataFrame, dict]:
-    """The rubric judge's item thresholds fitted on half of the labels (issue 33).
+    """The rubric judge's item thresholds fitted on half of the labels.
 
     Candidates: similarity thresholds (f, f + .1, f + .2, f + .3) and specificity margins
     (0, m, 2m, 3m) over ``floors`` x ``margin_steps``. The pairs are split in two halves (seeded;

@@ -67,7 +67,7 @@ def build_rubric(pair: Pair, side: str, behaviours: Mapping[str, Behaviour], hor
     description; a target-specific item's contrasts (:func:`contrast_set`) leave out other
     attributes' descriptions of the same view, so an item of a view that two attributes share
     (e.g. debt and job loss on ``finance.strict_budget``) is graded as if it were not shared
-    (issue 33; C.5 "Utility judging": the rubric comes from the fixed gold, per store side)."""
+    (C.5 "Utility judging": the rubric comes from the fixed gold, per store side)."""
     if side not in ("M", "M'"):
         raise ParameterError(f"unknown store side {side!r}; use 'M' or \"M'\"")
     if horizon < 1 or horizon > len(pair.turns):
@@ -102,7 +102,7 @@ def contrast_set(b: Behaviour, behaviours: Mapping[str, Behaviour]) -> tuple[str
     is generic or belongs to another attribute, *except* other attributes' descriptions of the
     same policy view (:func:`behaviour_view`); none for generic behaviours.
 
-    Why the exception (issue 33): where two attributes link to one view (e.g. debt and job loss
+    Why the exception: where two attributes link to one view (e.g. debt and job loss
     to ``food.strict_budget``), both items describe the one behaviour that view releases, in two
     wordings. With the other wording as a contrast, a response that follows the view is credited
     to whichever wording is closer and the other attribute's item gets ~0 however well the

@@ -3,9 +3,10 @@ between a response's sentences and each behaviour description, mapped to 0-4 by 
 encoder-family thresholds (:data:`THRESHOLDS`, calibrated on general-purpose sentences), plus
 documented rules for the holistic scores (:class:`RubricJudge`).
 
-v4 (issue 33): contrasts never hold another attribute's description of the same view
+Contrasts never hold another attribute's description of the same view
 (:func:`dpmv_lib.evaluate.rubric.contrast_set`), sentences are compared without their lead-in
-(:func:`advice_units`), and bullet / numbered lists split into items (:func:`split_sentences`).
+(:func:`advice_units`), and bullet / numbered lists split into items (:func:`split_sentences`);
+the judge's id says ``rubric-v4``.
 Checked by :mod:`dpmv_lib.experiments.judge_restatement` (verbatim view restatements).
 """
 from __future__ import annotations
@@ -33,7 +34,7 @@ THRESHOLDS: Mapping[str, tuple[float, float, float, float]] = {
     "hashing": (0.08, 0.14, 0.20, 0.26),  # lexical hashing encoder (smoke profile)
 }
 ON_TOPIC = {"st": 0.30, "hashing": 0.08}  # a sentence "addresses" a query or behaviour at grade >= 1
-TURN_CHUNK = 2048   # distinct turns per parallel task of judge_many (issue 30)
+TURN_CHUNK = 2048   # distinct turns per parallel task of judge_many
 # Specificity margin m = cos(s, description) - max cos(s, contrast): measured on CALIBRATION_CONTRAST
 # (restating / generic same-slot / unrelated): MiniLM 0.17-0.36 / -0.39--0.11 / -0.19--0.05;
 # hashing -0.02-0.18 / -0.21-0.00 / -0.07-0.00.
@@ -119,7 +120,7 @@ def split_sentences(text: str) -> list[str]:
     """Sentences of a response: split after . ! ? followed by whitespace, and at line breaks
     that start a list item ("- ", "* ", "\u2022 ", "1.", "1)"), follow a line ending in ":" or
     are blank lines; list markers are dropped, so a bullet or numbered list without full stops
-    gives one sentence per item (issue 33). A line break inside a hard-wrapped sentence does not
+    gives one sentence per item. A line break inside a hard-wrapped sentence does not
     split. Empty text -> []."""
     out: list[str] = []
     for block in _line_blocks(text):
@@ -152,7 +153,7 @@ def advice_units(sentence: str) -> list[str]:
     :data:`FRAME_WORDS` words ended by ": " or ", " ("The key point:", "Since you mentioned X,",
     "With that in mind,") and/or an advice cue ("I'd", "you could", "I suggest"). The frame words
     are no part of any behaviour; left in, they pull the sentence towards generic advice that
-    shares them and lower a faithful restatement (issue 33)."""
+    shares them and lower a faithful restatement."""
     units, rest = [sentence], sentence
     m = _FRAME.match(rest)
     if m and len(m.group(1).split()) <= FRAME_WORDS:
@@ -188,7 +189,7 @@ class RubricJudge:
       by :data:`MARGINS`), so generic same-slot advice does not count as target personalisation.
       C_i (:func:`dpmv_lib.evaluate.rubric.contrast_set`) holds the slot's generic behaviours
       and other attributes' behaviours of *other* views, never another attribute's description
-      of the item's own view (issue 33: where two attributes link to one view, that wording
+      of the item's own view (where two attributes link to one view, that wording
       would take the credit from the other attribute's item; the rule keeps each attribute's own
       gold description and grades a response alike whichever attributes share the view).
       An "apply" item whose best sentence (cos >= :data:`ON_TOPIC`) *leads with a negation*
@@ -223,7 +224,7 @@ class RubricJudge:
     def __init__(self, encoder: Encoder, thresholds: Sequence[float] | None = None,
                  on_topic: float | None = None, margins: Sequence[float] | None = None, *,
                  workers: int | None = None) -> None:
-        # processes that score the distinct turns (issue 30; the same scores for any count)
+        # processes that score the distinct turns (the same scores for any count)
         self.workers = check_workers(workers)
         fam = _family(encoder)
         self.encoder = encoder

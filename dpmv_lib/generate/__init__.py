@@ -1,3 +1,3 @@
 """Transcripts: the compared interfaces (Tables 1/8), output filters, response backends, the
-generation cache and batch generation. Imports only ``core``, ``common`` and ``bench``
-(docs/architecture.md)."""
+generation cache and store, batch generation and the LLM writer of PairedMem. Imports only
+``core``, ``common``, ``checks`` and ``bench`` (tests/test_architecture.py, docs/architecture.md)."""

@@ -157,9 +157,6 @@ class GenerationCache:
             self._conn.commit()
             self.stats["writes"] += len(pairs)
 
-    def put(self, address: str, text: str) -> None:
-        self.put_many([(address, text)])
-
     def __len__(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT count(*) FROM generations").fetchone()[0])

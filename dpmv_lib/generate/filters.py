@@ -71,7 +71,7 @@ _SPLIT_KEEP_RE = re.compile(r"(?<=[.!?])(\s+)")
 @dataclass(frozen=True)
 class DeletionFilter:
     """Deletes listed phrases (regex fragments, whole words) from a response: OutputFilter's
-    post-generation step. :meth:`from_phrases` builds one from literal phrases."""
+    post-generation step."""
 
     patterns: tuple[str, ...] = field(default_factory=default_patterns)
     mode: str = "phrase"   # "phrase" deletes the phrase; "sentence" drops the whole sentence
@@ -87,19 +87,11 @@ class DeletionFilter:
         except re.error as exc:
             raise ParameterError(f"DeletionFilter phrase list is not a valid regex: {exc}") from None
 
-    @classmethod
-    def from_phrases(cls, phrases: Iterable[str], mode: str = "phrase") -> "DeletionFilter":
-        return cls(tuple(re.escape(p.lower()) for p in phrases if p and p.strip()), mode)
-
     @cached_property
     def pattern(self) -> re.Pattern[str]:
         # longest alternatives first; no letter/digit directly before or after a listed phrase
         alts = "|".join(sorted(set(self.patterns), key=lambda p: (-len(p), p)))
         return re.compile(r"(?<![\w])(?:" + alts + r")(?![\w])", re.IGNORECASE)
-
-    def matches(self, text: str) -> list[str]:
-        """The listed phrases found in ``text`` (lower-cased, in order of occurrence)."""
-        return [m.group(0).lower() for m in self.pattern.finditer(text)]
 
     def __call__(self, text: str) -> str:
         """Filter ``text`` sentence by sentence (phrases never span sentences); filtered

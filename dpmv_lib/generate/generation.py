@@ -26,7 +26,6 @@ address of the generation; equal addresses = one generation). Usage::
 """
 from __future__ import annotations
 
-import json
 import logging
 import multiprocessing as mp
 import os
@@ -340,10 +339,3 @@ def load_transcripts(path: str | Path) -> pd.DataFrame:
     if missing:
         raise ParameterError(f"{path} is not a transcript table: missing columns {missing}")
     return df
-
-
-def decode_json_column(df: pd.DataFrame, column: str) -> list[Any]:
-    """The parsed JSON values of ``views``, ``released`` or ``view_probs``."""
-    if column not in ("views", "released", "view_probs"):
-        raise ParameterError(f"{column!r} is not a JSON column of the transcript table")
-    return [json.loads(x) for x in df[column]]

@@ -22,7 +22,7 @@ from .responders.base import Prompt
 
 def responder_writer(responder: Any, tag: str = "pairedmem-s2") -> Callable[[list[str]], list[str]]:
     """Wrap a responder (:func:`dpmv_lib.generate.responders.make_responder`: a local model,
-    llama.cpp or an OpenAI-compatible server) as the ``generate`` callable of
+    OpenVINO or an OpenAI-compatible server) as the ``generate`` callable of
     :func:`~dpmv_lib.bench.pairedmem_realise.llm_rewrite`: each rewrite prompt is sent as one
     request with no conditioning, keyed (tag, k, 0) for seeded backends."""
 

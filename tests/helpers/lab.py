@@ -258,7 +258,7 @@ class Browser:
         if not menu:
             raise RuntimeError("JupyterLab's Run menu not found")
         menu[0].click()
-        self._wait(lambda: d.find_elements(By.CSS_SELECTOR, "li[data-command='runmenu:run-all']"), 10,
+        self._wait(lambda: d.find_elements(By.CSS_SELECTOR, "li[data-command='runmenu:run-all']"), 60,
                    "the Run All Cells menu entry")[0].click()
 
         stalled: list[float] = []
@@ -271,11 +271,11 @@ class Browser:
                 if errors:
                     raise RuntimeError(f"a cell failed during Run All Cells, at {errors[0][0]}\n{errors[0][1][-2000:]}")
                 # an error output off screen is not rendered (JupyterLab's windowed notebook): a kernel
-                # idle for 10 s with cells neither run nor queued means Run All stopped; show the cell
+                # idle for 40 s with cells neither run nor queued means Run All stopped; show the cell
                 ran = [i for i, p in enumerate(ps) if p[1:-2].strip().isdigit()]
                 if ran and any(p == "[ ]:" for p in ps):
                     stalled.append(time.monotonic())
-                    if stalled[-1] - stalled[0] > 10:
+                    if stalled[-1] - stalled[0] > 40:
                         raise RuntimeError(f"Run All Cells stopped after cell {ps[ran[-1]].rstrip(':')} "
                                            f"(source {ran[-1] + 1} of the code cells): {self.cell_text(ran[-1])}")
                 else:
@@ -312,7 +312,7 @@ class Browser:
     def read(self) -> dict:
         return self.driver.execute_script(JS_READ)
 
-    def measure(self, act, *, settle_s: float = 0.8, timeout: float = 20) -> Measurement:
+    def measure(self, act, *, settle_s: float = 0.8, timeout: float = 80) -> Measurement:
         """Perform ``act()`` (one input) and wait until the widget is quiet for ``settle_s`` after at
         least one frame. Latency: input -> last image loaded; frames: images loaded."""
         before = self.read()

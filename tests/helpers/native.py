@@ -1,7 +1,7 @@
 """Run a native backend's calls in a child process: a crash fails ONE test, never the suite.
 
-    run = run_native("from dpmv_lib.generate.responders import LlamaCppResponder\\n...\\nemit(texts)",
-                     backend="llamacpp", weights="q4_1 (/path/model.gguf)")
+    run = run_native("import llama_cpp\\nemit(llama_cpp.llama_print_system_info().decode())",
+                     backend="llamacpp", weights="none (loading the library)")
     run.value        # what the child passed to emit() (JSON)
 
 The child runs ``python -X faulthandler -c CODE`` from the project root with this checkout and

@@ -16,7 +16,7 @@ A memory sentence is composed from parts, all first person, lower-case initial, 
 
 Every list is partitioned into train / validation / test parts by :func:`split_part` (a fixed
 hash order), so the three splits draw on disjoint evidence reasons, noun phrases and background
-facts (issue 10, goal 2).
+facts.
 """
 from __future__ import annotations
 

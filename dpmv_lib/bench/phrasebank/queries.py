@@ -3,7 +3,7 @@ it never sees M or M', never names a protected attribute or a direct synonym (le
 
 The realiser composes a query string from a base phrasing of the intent, an opener and a closing
 request (:func:`query_variants`): about 600 distinct strings per intent, so a 10,240-turn build
-uses no string more than a few times (issue 10, goal 3).
+uses no string more than a few times.
 """
 from __future__ import annotations
 

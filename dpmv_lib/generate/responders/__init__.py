@@ -1,13 +1,13 @@
 """Response models behind one interface: ``Responder.respond(prompts) -> texts``.
 
 * :class:`SurrogateResponder` (``"surrogate"``): the seeded CPU instrument (default profile);
-* :class:`TransformersResponder` (``"smollm2"`` or ``"hf:<path>"``): a local causal LM;
-* :class:`LlamaCppResponder` (``"llamacpp"`` or ``"llamacpp:<path.gguf>"``): a GGUF model run
-  natively by llama.cpp (the fast CPU path for SmolLM2; needs ``llama-cpp-python``);
+* :class:`TransformersResponder` (``"smollm2"`` or ``"hf:<path>"``): a local causal LM (the paper
+  profile's HF model paths);
 * :class:`OpenVINOResponder` (``"openvino"`` or ``"openvino:<model>[@f32|@bf16]"``): an OpenVINO IR
-  exported once (``tools/export_openvino.sh``) run by OpenVINO GenAI (needs the ``openvino`` extra);
-* :class:`OpenAIResponder` (``"openai:<base_url>|<model>"``): an OpenAI-compatible server (vLLM);
-* ``"auto"``: the fastest measured engine for this CPU (:func:`~.engine_select.choose_engine`).
+  exported once (``tools/export_openvino.sh``) run by OpenVINO GenAI (needs the ``openvino`` extra;
+  the llm profiles);
+* :class:`OpenAIResponder` (``"openai:<base_url>|<model>"``): an OpenAI-compatible server (vLLM;
+  the paper profile).
 
 All render prompts with :func:`build_messages` (query + conditioning; never a method name or a
 store label) and share the output limit in :class:`DecodingConfig`.
@@ -20,15 +20,13 @@ from ...core.errors import ParameterError, ParameterTypeError
 from ...core.policy import Policy
 from .base import (SMOLLM2_DECODING, SYSTEM_PROMPT, DecodingConfig, Prompt, Responder, build_messages, key_seed,
                    parse_messages)
-from .llamacpp_backend import LlamaCppResponder
 from .openai_backend import OpenAIResponder
 from .openvino_backend import OpenVINOResponder
 from .surrogate import SurrogateResponder
 from .transformers_backend import TransformersResponder, smollm2_gguf
 
 __all__ = ["SMOLLM2_DECODING", "SYSTEM_PROMPT", "DecodingConfig", "Prompt", "Responder", "build_messages", "key_seed",
-           "parse_messages", "LlamaCppResponder", "OpenAIResponder", "OpenVINOResponder", "SurrogateResponder",
-           "TransformersResponder",
+           "parse_messages", "OpenAIResponder", "OpenVINOResponder", "SurrogateResponder", "TransformersResponder",
            "smollm2_gguf", "make_responder"]
 
 
@@ -38,12 +36,10 @@ _TORCH_DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 def make_responder(spec: str, policies: Policy | Iterable[Policy] | None = None,
                    decoding: DecodingConfig | None = None, **kwargs: Any) -> Responder:
     """A responder from a profile spec: ``surrogate`` (needs ``policies``), ``smollm2[@f32|@bf16]``,
-    ``hf:<model dir or .gguf>[@f32|@bf16]`` (transformers; ``@``: torch dtype), ``llamacpp`` (SmolLM2),
-    ``llamacpp:<smollm2 or path.gguf>[@f16|@f32]`` (``@``: re-encoded weights),
-    ``openvino[:<model>][@f32|@bf16]`` (``@``: inference precision),
-    ``auto`` (the engine measured fastest on this CPU, see :mod:`.engine_select`) or
-    ``openai:<base_url>|<model>``. Extra keyword arguments go to
-    the backend (e.g. ``batch_size``, ``concurrency``).
+    ``hf:<model dir or .gguf>[@f32|@bf16]`` (transformers; ``@``: torch dtype),
+    ``openvino[:<model>][@f32|@bf16]`` (``@``: inference precision) or
+    ``openai:<base_url>|<model>``. Extra keyword arguments go to the backend (e.g. ``batch_size``,
+    ``concurrency``).
 
     Parameters
     ----------
@@ -98,13 +94,6 @@ def make_responder(spec: str, policies: Policy | Iterable[Policy] | None = None,
                 raise ParameterError(f"transformers precision must be one of {sorted(_TORCH_DTYPES)}, got {dtype!r}")
             kwargs.setdefault("dtype", _TORCH_DTYPES[dtype])
         return TransformersResponder(model, decoding, **kwargs)
-    if spec == "llamacpp" or spec.startswith("llamacpp:"):
-        model, _, weights = (spec[len("llamacpp:"):] or "smollm2").partition("@")
-        if model == "smollm2":
-            decoding = decoding or SMOLLM2_DECODING
-        if weights:
-            kwargs.setdefault("weights", weights)
-        return LlamaCppResponder(model, decoding, **kwargs)
     if spec == "openvino" or spec.startswith("openvino:"):
         model, _, precision = (spec[len("openvino:"):] or "smollm2").partition("@")
         if (model or "smollm2") == "smollm2":
@@ -112,14 +101,10 @@ def make_responder(spec: str, policies: Policy | Iterable[Policy] | None = None,
         if precision:
             kwargs.setdefault("precision", precision)
         return OpenVINOResponder(model or "smollm2", decoding, **kwargs)
-    if spec == "auto":
-        from .engine_select import choose_engine
-        return make_responder(choose_engine().spec, policies, decoding, **kwargs)
     if spec.startswith("openai:"):
         url, sep, model = spec[len("openai:"):].partition("|")
         if not sep or not model:
             raise ParameterError(f"openai responder spec must be 'openai:<base_url>|<model>', got {spec!r}")
         return OpenAIResponder(url, model, decoding, **kwargs)
-    raise ParameterError(f"unknown responder spec {spec!r}; use surrogate, smollm2, hf:<path>, "
-                         "llamacpp, llamacpp:<path.gguf>[@f16], openvino[:<model>][@f32|@bf16], auto "
-                         "or openai:<base_url>|<model>")
+    raise ParameterError(f"unknown responder spec {spec!r}; use surrogate, smollm2[@f32|@bf16], "
+                         "hf:<path>[@f32|@bf16], openvino[:<model>][@f32|@bf16] or openai:<base_url>|<model>")

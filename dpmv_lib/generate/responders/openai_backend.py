@@ -1,4 +1,4 @@
-"""OpenAI-compatible chat-completions backend (vLLM, TGI, llama.cpp server, hosted APIs).
+"""OpenAI-compatible chat-completions backend (vLLM, TGI, llama.cpp's server, hosted APIs).
 
 Standard library only (``urllib`` + a thread pool): bounded concurrency, per-request timeouts,
 retries with exponential backoff (and jitter) on connection errors, timeouts, HTTP 429 and 5xx,

@@ -1,20 +1,17 @@
-"""A small OpenAI-compatible chat server on loopback, backed by any :class:`Responder`.
+"""OpenAI-compatible chat servers on loopback for the tests of the ``openai:`` path.
 
-For tests and demos of the server path without a GPU: ``POST /v1/chat/completions`` and
-``GET /v1/models``, standard library only (``http.server``). Fault injection for tests: the first
-``fail_first`` requests answer HTTP ``fail_status``; ``delay`` seconds of sleep before every
-answer simulate a slow server.
+:class:`LocalChatServer`: a small server backed by any :class:`Responder`, standard library only
+(``http.server``): ``POST /v1/chat/completions`` and ``GET /v1/models``. Fault injection: the
+first ``fail_first`` requests answer HTTP ``fail_status``; ``delay`` seconds before every answer
+simulate a slow server.
 
-    python -m dpmv_lib.generate.responders.local_server --backend smollm2 --port 8000
-
-:class:`LlamaCppServer` instead runs llama-cpp-python's own OpenAI-compatible server
-(``python -m llama_cpp.server``, extra ``llamacpp``) on a GGUF file in a child process on loopback.
+:class:`LlamaCppServer`: a real third-party server, llama-cpp-python's own
+(``python -m llama_cpp.server``, extra ``llamacpp``), on a GGUF file in a child process (a
+native crash ends the child, not the test run).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -25,8 +22,8 @@ from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ...core.errors import GenerationError
-from .base import Prompt, Responder, parse_messages
+from dpmv_lib.core.errors import GenerationError
+from dpmv_lib.generate.responders.base import Prompt, Responder, parse_messages
 
 
 class LocalChatServer:
@@ -141,12 +138,17 @@ class LlamaCppServer:
     """Context manager: ``python -m llama_cpp.server`` serving ``gguf`` as model ``alias`` on
     127.0.0.1 (a free port), in a child process; ``base_url`` ends in ``/v1``. Waits until
     ``/v1/models`` answers (GenerationError with the server's log tail after ``start_timeout`` s
-    or if the child exits); on exit the child is terminated (killed after 10 s)."""
+    or if the child exits); on exit the child is terminated (killed after 10 s).
 
-    def __init__(self, gguf: str | Path, *, alias: str = "smollm2", n_ctx: int = 2048, threads: int | None = None,
-                 start_timeout: float = 120.0) -> None:
+    ``threads`` (default 1) sets both llama.cpp thread counts (decode and prompt batches; the
+    server's own default for the batch count is every core). llama.cpp's threads meet at a barrier
+    at every step and spin while they wait, so beside another CPU-bound job on shared cores two
+    threads can be many times slower than one."""
+
+    def __init__(self, gguf: str | Path, *, alias: str = "smollm2", n_ctx: int = 2048, threads: int = 1,
+                 start_timeout: float = 300.0) -> None:
         self.gguf, self.alias, self.n_ctx = Path(gguf), alias, int(n_ctx)
-        self.threads = threads or max(1, min(4, os.cpu_count() or 1))
+        self.threads = int(threads)
         self.start_timeout = float(start_timeout)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -172,7 +174,7 @@ class LlamaCppServer:
         self._log = tempfile.NamedTemporaryFile("w+", prefix="llama-server-", suffix=".log", delete=False)
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf), "--model_alias", self.alias,
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", str(self.n_ctx),
-               "--n_threads", str(self.threads), "--verbose", "False"]
+               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads), "--verbose", "False"]
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + self.start_timeout
         while True:
@@ -215,24 +217,3 @@ class LlamaCppServer:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-
-def main(argv: list[str] | None = None) -> int:
-    from . import make_responder
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", default="smollm2", help="responder spec (smollm2, hf:<path>)")
-    ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--port", type=int, default=8000)
-    args = ap.parse_args(argv)
-    if args.backend == "surrogate":
-        raise GenerationError("the surrogate needs a policy; serve it from Python with LocalChatServer")
-    srv = LocalChatServer(make_responder(args.backend), args.host, args.port)
-    print(f"serving {args.backend} at {srv.base_url}", flush=True)
-    try:
-        srv._httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -71,7 +71,7 @@ KERNEL_NAME = "python3"
 KERNEL_ENV_DEFAULTS = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                        "PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false",
                        # no progress bars in executed copies (model loading, tqdm): the progress log
-                       # follows long steps (issue 31: small, readable executed notebooks)
+                       # follows long steps (small, readable executed notebooks)
                        "TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 MANIFEST_SCHEMA = 1

@@ -34,7 +34,7 @@ def _verdicts(path: Path) -> pd.DataFrame | None:
     t = pd.read_csv(path)
     if "id" not in t.columns:
         t["id"] = [f"{ID_PREFIX.get(path.stem, '#')}{i + 1}" for i in range(len(t))]
-    if "verdict" not in t.columns:  # a table from before issue 27: point estimates only
+    if "verdict" not in t.columns:  # a table of point estimates only (no verdict column)
         t["verdict"] = t["holds"].map({True: "holds*", False: "fails*", "True": "holds*", "False": "fails*"})
     return t[["id", "claim", "verdict"]]
 

@@ -1,4 +1,4 @@
-"""Tables for the notebooks as styled HTML (pandas Styler) instead of raw text (issue 13).
+"""Tables for the notebooks as styled HTML (pandas Styler) instead of raw text.
 
 :func:`styled` formats numbers to a fixed precision, hides the default integer index, adds a
 caption and a light zebra style; JupyterLab renders it as an HTML ``<table>`` and plain-text

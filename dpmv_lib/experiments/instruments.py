@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -189,3 +189,13 @@ def write_side_by_side(name: str, results_dir: str | Path, results_root: str | P
     md = side_by_side_markdown(spec, table) + "\n\nColumns from:\n\n" + prov.to_markdown(index=False)
     write_table(table, current / "tables", f"{name}_instruments", md)
     return SideBySide(table, prov, md)
+
+
+def side_by_side_step(run: Any, name: str) -> Any:
+    """Notebook step: :func:`write_side_by_side` for the run's results as a result (the table per
+    response model beside the paper, and where each column came from)."""
+    from .result import Result
+
+    sbs = write_side_by_side(name, run.cfg.results_dir)
+    return Result(f"{name}: every instrument beside the paper", notes=[sbs.markdown],
+                  finding=f"{len(sbs.provenance)} runs set beside the paper.", data={"table": sbs.table})

@@ -19,7 +19,7 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -210,3 +210,14 @@ def report(grid: pd.DataFrame | None = None, *, rows: pd.DataFrame | None = None
                    b_as=b_as, k=k, T=T, paper_b_a=b_a)
     fig = figure(table, b_as, path)
     return FrontierReport(table, fig, summary(table, attribution, b_a=b_a), Path(path) if path else None)
+
+
+def report_step(run: Any, decision: Any, attribution: Any, table3_result: Any) -> FrontierReport:
+    """Notebook 05: :func:`report` of the attribute-decision rows, the measured Table 3 and the
+    paper's Tables 2 and 3, with the attribution rows (``05_utility_frontier.png``)."""
+    from .common import load_paper_csv
+
+    cfg = run.cfg
+    return report(rows=decision.table, measured=table3_result["t3"], paper_table3=table3_result["paper"],
+                  paper_table2=load_paper_csv("paper_table2_rq1.csv"), attribution=attribution.table, k=cfg.K,
+                  T=cfg.T, b_a=cfg.B_a, path=run.figure_path("05_utility_frontier"))

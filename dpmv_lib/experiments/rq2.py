@@ -394,7 +394,7 @@ def claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-M
     return decide(stated, metrics)
 
 
-# ---- paper consistency (issue 27 goal 7) -----------------------------------------------------------
+# ---- paper consistency -------------------------------------------------------------------------------
 def paper_vs_ceiling(paper: pd.DataFrame, hsum: pd.DataFrame, horizon: int = 16) -> pd.DataFrame:
     """The paper's Table 4 AUC of each variant beside this benchmark's exact optimal-auditor
     ceilings at T = ``horizon`` (:func:`dpmv_lib.experiments.rq2_horizon.horizon_summary`): no

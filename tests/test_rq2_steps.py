@@ -77,10 +77,3 @@ def test_steps_on_the_smoke_benchmark_write_their_tables_and_find_from_the_numbe
     table = sup["table"].set_index("variant")
     assert f"{int(table.loc['StoreDependentVocabulary', 'pairs_with_failure'])} of" in sup.finding
     assert "Compliant MemView: 0 failing operations" in sup.finding
-
-
-def test_session_log_prints_only_when_interactive(tmp_path, capsys):
-    dx.session.start("04", profile="smoke", results_dir=str(tmp_path)).log("[cache] reused")
-    assert capsys.readouterr().out == ""
-    dx.session.start("04", profile="smoke", results_dir=str(tmp_path), interactive=True).log("[cache] reused")
-    assert capsys.readouterr().out == "[cache] reused\n"

@@ -594,7 +594,10 @@ def accounting_step(run: Any, transcripts: Any) -> Any:
                        "{same}.", T=cfg.T, o=omitted, a=admitted, share=omitted / max(admitted, 1),
                        led=float(ic["ledger"].max()), rec=float(ic["recon_bound"].max()),
                        same=bool(acc_T["bound_same_on_M_and_Mprime"].all()))
-    return Result("Accounting: the reconstructed target bound", finding=finding, tables={f"T = {cfg.T}": acc_T},
+    shown = acc_T[["method", "dp_bound", "dp_bound_mean", "ledger_max", "share_bound_over_cap", "omitted_max",
+                   "share_omitting", "ledger_underreports", "bound_same_on_M_and_Mprime"]]
+    return Result("Accounting: the reconstructed target bound", finding=finding,
+                  tables={f"T = {cfg.T} (every column: the written table)": shown},
                   data={"per_pair": acc, "summary": acc_sum})
 
 
@@ -721,7 +724,7 @@ def power_step(run: Any, transcripts: Any, leakage: Any, measured: Any, table4_r
     finding = (f"For CappedArgmax the best learned auditor ({ca['best']}) reaches power {ca['best power']:.2f} "
                f"(goal {POWER_GOAL:g}: {'met' if ca['meets_goal'] else 'not met'}); the best auditor is chosen on the "
                f"evaluation pairs, so its power is optimistic by that choice." if ca is not None else "")
-    shown = ptab.drop(columns=["track", "response_model"])
+    shown = ptab.drop(columns=["track", "response_model", "best power_lo", "best power_hi"], errors="ignore")
     return Result("Auditors with power", tables={"AUC per auditor and the best one's power": shown},
                   finding=finding, data={"power": ptab}).show_figure("power", path)
 

@@ -742,7 +742,7 @@ def power_step(run: Any, measured: Any, table3_result: Any, grid: Any) -> Any:
         finding = (f"At B_a = 8, K = 3 the best learned auditor ({r['best']}) reaches power {r['best power']:.2f} "
                    f"(goal {POWER_GOAL:g}: {'met' if r['meets_goal'] else 'not met'}); the best auditor is chosen on "
                    f"the evaluation pairs, so its power is optimistic by that choice.")
-    shown = ptab.drop(columns=["track", "response_model"])
+    shown = ptab.drop(columns=["track", "response_model", "best power_lo", "best power_hi"], errors="ignore")
     shown = shown[shown["method"].str.startswith(METHOD + " [")].reset_index(drop=True)
     return Result("Auditors with power", tables={"Eq. (7) settings (every setting: the written table)": shown},
                   finding=finding, data={"power": ptab}).show_figure("power per setting", path)

@@ -1,14 +1,15 @@
-"""Redraw latency of notebook 05's budget widget, measured in a real browser (issue 13).
+"""Redraw latency of notebook 05's budget widget, measured in a real browser.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_widget.py [--inputs 20] [--impl before after]
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_widget.py [--inputs 20] [--impl redraw explorer]
                                                              [--grid results/grids/05_budget_grid.csv]
 
 Starts JupyterLab on loopback and headless Chromium (tests/helpers/lab.py; needs the Debian
 packages chromium and chromium-driver and ``pip install -e '.[browser]'``), runs a two-cell
 notebook that loads the exact grid and displays the widget of each implementation:
 
-* ``before``: :func:`dpmv_lib.experiments.sensitivity_widget.make_widget` (pyplot figure redrawn into an Output area);
-* ``after``: :func:`dpmv_lib.experiments.budget_explorer.make_explorer` (precomputed arrays, one figure updated
+* ``redraw``: :func:`dpmv_lib.experiments.budget_explorer.make_redraw_widget` (pyplot figure redrawn into an
+  Output area);
+* ``explorer``: :func:`dpmv_lib.experiments.budget_explorer.make_explorer` (precomputed arrays, one figure updated
   in place, a PNG pushed into a fixed-size Image, sliders sending their value on release).
 
 Then ``--inputs`` inputs in turn, every one reaching a setting not shown before: a B_a slider key
@@ -37,13 +38,13 @@ from machine_info import describe, loadavg, machine  # noqa: E402
 OUT = ROOT / "benchmarks" / "results"
 
 CELLS = {
-    "before": """from dpmv_lib.experiments import sensitivity_widget as S
-box = S.make_widget(grid, mode="on", b_a=2, k=3, T=16)
+    "redraw": """from dpmv_lib.experiments import budget_explorer as E
+box = E.make_redraw_widget(grid, mode="on", b_a=2, k=3, T=16)
 (b, k), (t, m) = box.children[0].children, box.children[1].children
 for w, c in ((box, "explorer"), (b, "b_a"), (k, "k"), (t, "T"), (m, "mode")):
     w.add_class("dpmv-" + c)
 display(box)""",
-    "after": """from dpmv_lib.experiments import budget_explorer as E
+    "explorer": """from dpmv_lib.experiments import budget_explorer as E
 box = E.make_explorer(grid, mode="on", b_a=2, k=3, T=16)
 display(box)""",
 }
@@ -143,8 +144,8 @@ def markdown(res: dict) -> str:
         lines.append(f"| {r['impl']} | {r['median_ms']:g} | {r['p90_ms']:g} | {r['max_ms']:g} | {kinds} | "
                      f"{r['frames_mean']:g}, {r['frames_max']} | {r['collapses']} of {r['inputs']} | "
                      f"{len(r['console_severe'])} |")
-    lines += ["", "`before`: `sensitivity_widget.make_widget` (pyplot figure into an Output area: clear + show); "
-              "`after`: `budget_explorer.make_explorer` (artists updated in place and blitted over a background "
+    lines += ["", "`redraw`: `budget_explorer.make_redraw_widget` (pyplot figure into an Output area: clear + show); "
+              "`explorer`: `budget_explorer.make_explorer` (artists updated in place and blitted over a background "
               "cached per mode, PNG into a fixed-size Image). A collapse is the widget's height falling below 90 % "
               "of its height before the input (the Output area emptied between frames).", ""]
     return "\n".join(lines)
@@ -153,7 +154,7 @@ def markdown(res: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--inputs", type=int, default=20)
-    ap.add_argument("--impl", nargs="+", default=["before", "after"], choices=list(CELLS))
+    ap.add_argument("--impl", nargs="+", default=["redraw", "explorer"], choices=list(CELLS))
     ap.add_argument("--grid", default=str(ROOT / "results" / "grids" / "05_budget_grid.csv"))
     ap.add_argument("--label", default="", help="suffix of the result files (widget_LABEL.json)")
     ap.add_argument("--markdown-only", action="store_true", help="rewrite widget[_LABEL].md from its .json")

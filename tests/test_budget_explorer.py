@@ -16,7 +16,6 @@ import pytest
 
 from dpmv_lib.experiments import budget_explorer as E
 from dpmv_lib.experiments import sensitivity as S
-from dpmv_lib.experiments import sensitivity_widget
 from dpmv_lib.core.errors import ParameterError
 
 from test_rq2 import mini_benchmark
@@ -41,8 +40,8 @@ def test_precompute_matches_grid_lookup():
 
 def test_setting_text_is_the_grid_point():
     g = synthetic_grid()
-    st = sensitivity_widget.widget_state(g, mode="on", b_a=4, k=2, T=3)
-    assert E.setting_text(E.precompute(g), "on", 4, 2, 3) == st.text   # same summary as the old widget
+    st = E.setting_frame(g, mode="on", b_a=4, k=2, T=3)
+    assert E.setting_text(E.precompute(g), "on", 4, 2, 3) == st.text   # same summary as the redraw widget
     assert "planned" in E.setting_text(E.precompute(g), "pre", 4, 2, 3)
 
 
@@ -198,13 +197,11 @@ def test_selector_grid_and_rows_at_one_setting():
 
 
 def test_summary_markdown_lists_verdicts_the_main_setting_the_grid_and_both_selectors():
-    from dpmv_lib.experiments.verdicts import verdict_counts
-
     t3, grid = _summary_inputs()
     claims = pd.DataFrame({"verdict": ["HOLDS", "INCONCLUSIVE", "HOLDS"]})
     lines = E.summary_markdown(t3, claims, grid, b_a=2, k=3, T=16).splitlines()
     assert len(lines) == 5 and all(ln.startswith("- ") for ln in lines)
-    assert lines[0] == f"- Table 3 verdicts: {verdict_counts(claims)} (see above)"
+    assert lines[0] == "- Table 3 verdicts: 2 HOLDS, 1 INCONCLUSIVE (see above)"
     main = t3[(t3["sweep"] == "granularity") & (t3["b_a"] == 2) & (t3["k"] == 3) & (t3["selector"] == "em")].iloc[0]
     assert lines[1] == (f"- setting B_a=2, K=3: AUC {main['auc']:.3f} (paper 0.490), tRec 0.500 (paper 0.506), "
                         f"Unsup 0.100 (paper 0.119); exact ceiling {main['ceiling_auc']:.3f}")
@@ -214,3 +211,41 @@ def test_summary_markdown_lists_verdicts_the_main_setting_the_grid_and_both_sele
                                f"M' {g['target_rate_Mp']:.4f}, exact ceiling {g['ceiling_auc']:.3f}; tRec 0.500")
     bad = grid.assign(max_loss=grid["b_a"] + 1)
     assert "every cell: False" in E.summary_markdown(t3, claims, bad, b_a=2, k=3, T=16)
+    undefined = E.summary_markdown(t3.assign(u=float("nan")), claims, grid, b_a=2, k=3, T=16)
+    assert ", U undefined, AUC" in undefined and "nan" not in undefined
+
+
+def test_setting_frame_selects_from_grid():
+    g = synthetic_grid()
+    st = E.setting_frame(g, mode="on", b_a=4, k=2, T=3)
+    assert list(st.curve["T"]) == [1, 2, 3, 4, 5]
+    assert st.point["ceiling_auc"] == pytest.approx(0.5 + 0.01 * 4 * 3 / 2)
+    assert not ((st.others["b_a"] == 4) & (st.others["k"] == 2)).any()
+    assert st.heat.shape == (3, 2) and st.heat.loc[4.0, 2] == pytest.approx(st.point["ceiling_auc"])
+    assert "B_a=4" in st.text and "T=3" in st.text
+    st2 = E.setting_frame(g, mode="pre", b_a=4, k=2, T=3)
+    assert "planned" in st2.text
+
+
+def test_render_frame_draws_four_panels(tmp_path):
+    import matplotlib.pyplot as plt
+
+    fig = E.render_frame(E.setting_frame(synthetic_grid(), mode="on", b_a=2, k=3, T=2))
+    assert len(fig.axes) >= 4
+    fig.savefig(tmp_path / "w.png")
+    assert (tmp_path / "w.png").stat().st_size > 0
+    plt.close(fig)
+
+
+def test_redraw_widget_callback_updates_from_grid():
+    g = synthetic_grid()
+    box = E.make_redraw_widget(g, mode="on", b_a=2, k=3, T=2)
+    label = box.children[2]
+    assert "B_a=2" in label.value
+    slider_b = box.children[0].children[0]
+    slider_b.value = 1.0                               # what a user drag does: the observer redraws
+    assert "B_a=1" in label.value
+    st = box.update()
+    assert st.b_a == 1.0 and st.k == 3
+    with pytest.raises(ParameterError):
+        E.make_redraw_widget(g, b_a=16)

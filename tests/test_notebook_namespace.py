@@ -81,3 +81,10 @@ def test_session_splits_parameters_and_checks_the_notebook(tmp_path):
     assert "s on profile smoke" in run.timings().finding
     with pytest.raises(ParameterError, match="two-digit number"):
         dx.session.start("4")
+
+
+def test_session_log_prints_only_when_interactive(tmp_path, capsys):
+    dx.session.start("04", profile="smoke", results_dir=str(tmp_path)).log("[cache] reused")
+    assert capsys.readouterr().out == ""
+    dx.session.start("04", profile="smoke", results_dir=str(tmp_path), interactive=True).log("[cache] reused")
+    assert capsys.readouterr().out == "[cache] reused\n"

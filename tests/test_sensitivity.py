@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 
 from dpmv_lib.experiments import sensitivity as S
-from dpmv_lib.experiments import sensitivity_widget
 from dpmv_lib.core.errors import ParameterError
 
 from test_rq2 import mini_benchmark
@@ -143,42 +142,6 @@ def test_grid_lookup_and_errors():
         S.grid_lookup(g, mode="later", b_a=2, k=3, T=1)
     assert S.grid_options(g) == {"b_a": [1.0, 2.0, 4.0], "k": [2, 3], "T": (1, 5), "mode": list(S.MODES)}
     assert S.grid_options(g[g["mode"].isin(S.PAPER_MODES)])["mode"] == ["on", "pre"]
-
-
-def test_widget_state_selects_from_grid():
-    g = synthetic_grid()
-    st = sensitivity_widget.widget_state(g, mode="on", b_a=4, k=2, T=3)
-    assert list(st.curve["T"]) == [1, 2, 3, 4, 5]
-    assert st.point["ceiling_auc"] == pytest.approx(0.5 + 0.01 * 4 * 3 / 2)
-    assert not ((st.others["b_a"] == 4) & (st.others["k"] == 2)).any()
-    assert st.heat.shape == (3, 2) and st.heat.loc[4.0, 2] == pytest.approx(st.point["ceiling_auc"])
-    assert "B_a=4" in st.text and "T=3" in st.text
-    st2 = sensitivity_widget.widget_state(g, mode="pre", b_a=4, k=2, T=3)
-    assert "planned" in st2.text
-
-
-def test_render_state_draws_four_panels(tmp_path):
-    import matplotlib.pyplot as plt
-
-    fig = sensitivity_widget.render_state(sensitivity_widget.widget_state(synthetic_grid(), mode="on", b_a=2, k=3, T=2))
-    assert len(fig.axes) >= 4
-    fig.savefig(tmp_path / "w.png")
-    assert (tmp_path / "w.png").stat().st_size > 0
-    plt.close(fig)
-
-
-def test_make_widget_callback_updates_from_grid():
-    g = synthetic_grid()
-    box = sensitivity_widget.make_widget(g, mode="on", b_a=2, k=3, T=2)
-    label = box.children[2]
-    assert "B_a=2" in label.value
-    slider_b = box.children[0].children[0]
-    slider_b.value = 1.0                               # what a user drag does: the observer redraws
-    assert "B_a=1" in label.value
-    st = box.update()
-    assert st.b_a == 1.0 and st.k == 3
-    with pytest.raises(ParameterError):
-        sensitivity_widget.make_widget(g, b_a=16)
 
 
 def test_grid_save_load_roundtrip(tmp_path):

@@ -1,7 +1,8 @@
-"""The budget-exploration widget of notebook 05, fast enough to feel instant (issue 13).
+"""The budget-exploration widget of notebook 05, fast enough to feel instant.
 
-:func:`dpmv_lib.experiments.sensitivity_widget.make_widget` redraws a fresh pyplot figure into an Output area on every
-change (clear + show: ~1.3 s, 2-3 intermediate images, the area collapses in between). Here:
+Redrawing a fresh pyplot figure into an Output area on every change (:func:`make_redraw_widget`,
+kept as the benchmark's baseline: clear + show, ~1.3 s, 2-3 intermediate images, the area collapses
+in between) is too slow. :func:`make_explorer` instead:
 
 * :func:`precompute` turns the exact grid (:func:`dpmv_lib.experiments.sensitivity.compute_grid`) once into
   per-setting arrays over T and per-mode (T, B_a, K) heat cubes, so a redraw does no pandas work;
@@ -32,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from .sensitivity import MODES, check_grid, grid_lookup, mode_parts, setting_label
+from .sensitivity import MODES, check_grid, grid_lookup, grid_options, match_settings, mode_parts, setting_label
 
 _T = TypeVar("_T")
 
@@ -367,11 +368,11 @@ def summary_markdown(t3: pd.DataFrame, claims: pd.DataFrame, grid: pd.DataFrame,
     str
         One ``- `` line per finding, newline-separated.
     """
-    from .verdicts import verdict_counts
+    from .rq2 import counts_text
 
     main = t3[(t3["sweep"] == "granularity") & (t3["b_a"] == 2) & (t3["k"] == 3) & (t3["selector"] == "em")]
     base = (main if len(main) else t3).iloc[0]
-    lines = [f"- Table 3 verdicts: {verdict_counts(claims)} (see above)",
+    lines = [f"- Table 3 verdicts: {counts_text(claims)} (see above)",
              f"- setting B_a={base['b_a']:g}, K={int(base['k'])}: "
              f"AUC {base['auc']:.3f} (paper {base['paper_auc']:.3f}), "
              f"tRec {base['trec']:.3f} (paper {base['paper_trec']:.3f}), "
@@ -383,7 +384,8 @@ def summary_markdown(t3: pd.DataFrame, claims: pd.DataFrame, grid: pd.DataFrame,
         lines.append(f"- selector {r['selector']} (on, B_a={b_a:g}, K={k}, T={T}): target-view rate "
                      f"M {g['target_rate_M']:.4f} / M' {g['target_rate_Mp']:.4f}, "
                      f"exact ceiling {g['ceiling_auc']:.3f}; "
-                     f"tRec {r['trec']:.3f}, Unsup {r['unsup']:.3f}, U {r['u']:.3f}, AUC {r['auc']:.3f}")
+                     f"tRec {r['trec']:.3f}, Unsup {r['unsup']:.3f}, "
+                     f"U {'undefined' if math.isnan(r['u']) else format(r['u'], '.3f')}, AUC {r['auc']:.3f}")
     return "\n".join(lines)
 
 
@@ -562,5 +564,295 @@ def make_explorer(grid: pd.DataFrame, *, paper: pd.DataFrame | None = None, pape
     box.add_class("dpmv-explorer")
     box.update, box.image, box.label, box.figures = update, image, label, figs
     box.controls = {"b_a": s_b, "k": s_k, "T": s_t, "mode": s_m, "view": s_v}
+    update()
+    return box
+
+
+# ---- notebook 05 steps: the paper's view, the explorer, the selectors and the summary ---------------
+def attribute_auc_intervals(scores: pd.DataFrame, *, horizon: int, n_boot: int = 1000, seed: int = 0
+                            ) -> pd.DataFrame:
+    """Per method and attribute the learned (seed-averaged) AUC at ``horizon`` with a 95% bootstrap
+    interval over that attribute's test pairs (the per-attribute terms of the auditor's macro AUC,
+    :func:`dpmv_lib.evaluate.audit.summarise_scores`), and the number of test pairs behind it.
+
+    Raises
+    ------
+    ParameterError
+        ``scores`` lacks a column or has no row at ``horizon``.
+    """
+    from ..evaluate.audit import auc_rows, auc_score, require_columns
+
+    require_columns(scores, {"method", "attribute", "horizon", "pair_id", "side", "seed", "score"}, "auditor scores")
+    at = scores[scores["horizon"] == horizon]
+    if at.empty:
+        raise ParameterError(f"no auditor scores at horizon {horizon}")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for (method, attr), g in at.groupby(["method", "attribute"], sort=True):
+        tab = g.pivot_table(index="pair_id", columns="side", values="score", aggfunc="mean")
+        pos, neg = tab["M"].to_numpy(float), tab["M'"].to_numpy(float)
+        ii = rng.integers(0, len(pos), size=(n_boot, len(pos)))
+        boot = auc_rows(pos[ii], neg[ii])
+        rows.append({"method": method, "attribute": attr, "learned_auc": auc_score(pos, neg),
+                     "auc_lo": float(np.quantile(boot, 0.025)), "auc_hi": float(np.quantile(boot, 0.975)),
+                     "n_test_pairs": int(len(pos))})
+    return pd.DataFrame(rows)
+
+
+#: fewer test pairs than this leave a bootstrap interval over pairs too coarse to judge (one pair: a point)
+MIN_INTERVAL_PAIRS = 5
+
+
+def above_ceiling(paper_view: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFrame:
+    """The attribute rows of :func:`paper_view_table` whose learned AUC lies above the exact ceiling
+    (all seeds observed), with the learned AUC's interval (:func:`attribute_auc_intervals`) and
+    ``sampling_error``: the interval reaches down to the ceiling, or rests on fewer than
+    :data:`MIN_INTERVAL_PAIRS` test pairs (then the learned AUC is one of a few coarse values such
+    as 0, 0.5 or 1, and its bootstrap interval cannot rule the ceiling out)."""
+    pv = paper_view[(paper_view["attribute"] != MACRO)
+                    & (paper_view["learned_auc"] > paper_view["ceiling_auc_seeds"] + 1e-9)]
+    iv = intervals.assign(selector=["pf" if "P&F" in m else "em" for m in intervals["method"]])
+    rows = []
+    for r in pv.itertuples(index=False):
+        m = setting_label(r.b_a, int(r.k), r.selector)
+        hit = iv[(iv["method"] == m) & (iv["attribute"] == r.attribute)]
+        lo, hi, n = ((float(hit["auc_lo"].iloc[0]), float(hit["auc_hi"].iloc[0]), int(hit["n_test_pairs"].iloc[0]))
+                     if len(hit) else (math.nan, math.nan, 0))
+        rows.append({"selector": r.selector, "b_a": float(r.b_a), "k": int(r.k), "attribute": r.attribute,
+                     "learned_auc": float(r.learned_auc), "auc_lo": lo, "auc_hi": hi, "n_test_pairs": n,
+                     "ceiling_auc_seeds": float(r.ceiling_auc_seeds),
+                     "sampling_error": bool(n and (n < MIN_INTERVAL_PAIRS
+                                                   or lo <= float(r.ceiling_auc_seeds) + 1e-9))})
+    return pd.DataFrame(rows, columns=["selector", "b_a", "k", "attribute", "learned_auc", "auc_lo", "auc_hi",
+                                       "n_test_pairs", "ceiling_auc_seeds", "sampling_error"])
+
+
+def above_ceiling_sentence(flags: pd.DataFrame, *, mode: str, b_a: Any, k: Any) -> str:
+    """One sentence explaining the "learned > ceiling" flags of the paper's view at one setting
+    (``mode``, ``b_a``, ``k``) with the numbers and intervals of :func:`above_ceiling`."""
+    sel = next((s for s, m in SELECTOR_MODE.items() if m == mode), None)
+    here = flags[(flags["selector"] == sel) & np.isclose(flags["b_a"], float(b_a)) & (flags["k"] == int(k))]
+    rest = len(flags) - len(here)
+    if here.empty:
+        return (f"At {mode} B_a={float(b_a):g}, K={int(k)} no attribute's learned AUC lies above its exact ceiling"
+                + (f" ({rest} attribute rows of other settings do: the written table 05_learned_above_ceiling)."
+                   if rest else "."))
+    parts = [f"{r.attribute}: learned {r.learned_auc:.3f} (95% CI {r.auc_lo:.3f} to {r.auc_hi:.3f}, "
+             f"{r.n_test_pairs} test pairs) vs ceiling {r.ceiling_auc_seeds:.3f}" for r in here.itertuples()]
+    ok = bool(here["sampling_error"].all())
+    few = bool((here["n_test_pairs"] < MIN_INTERVAL_PAIRS).any())
+    why = (f"each interval reaches down to its ceiling or rests on fewer than {MIN_INTERVAL_PAIRS} test pairs "
+           f"(one pair makes the AUC 0, 0.5 or 1)" if few else "each interval reaches down to its ceiling")
+    tail = (f" Here {why}: the flags are the sampling error of a learned auditor measured on few test pairs, "
+            "against an exact ceiling that bounds its expected AUC, not an auditor beating the optimum." if ok else
+            " An interval lies wholly above its ceiling: no auditor can do that in expectation, so the auditor or "
+            "the oracle is in error (claim S5 tests this).")
+    more = f" Other settings have {rest} such rows (05_learned_above_ceiling)." if rest else ""
+    return (f"The paper's view flags \"learned > ceiling\" at {mode} B_a={float(b_a):g}, K={int(k)} for "
+            + "; ".join(parts) + "." + tail + more)
+
+
+def paper_view_step(run: Any, loaded: Any, grid: Any, table3_result: Any, measured: Any) -> Any:
+    """The paper's view per Table 3 setting (``05_paper_view``): the learned auditor, the paper's
+    Table 3 AUC and the exact ceilings, macro and per attribute; the attribute rows whose learned
+    AUC lies above the ceiling with their intervals (``05_learned_above_ceiling``)."""
+    from .result import Result
+
+    cfg, params = run.cfg, run.params
+    t3 = table3_result["t3"]
+    with run.timer("attribute ceilings"):
+        attr_ceil = attribute_ceilings(loaded["bench"], grid["pairs"], t3, horizon=cfg.T, view_links=grid["links"],
+                                       n_seeds=len(run.profile.em_seeds))
+    view = paper_view_table(t3, measured["audit"], horizon=cfg.T, attr_ceilings=attr_ceil)
+    run.write_table("05_paper_view", view)
+    intervals = attribute_auc_intervals(measured["scores"], horizon=cfg.T, n_boot=cfg.n_boot, seed=cfg.seed)
+    flags = above_ceiling(view, intervals)
+    run.write_table("05_learned_above_ceiling", flags)
+    mode = params.get("mode", "on")
+    cols = ["selector", "b_a", "k", "attribute", "learned_auc", "auc_lo", "auc_hi", "paper_auc", "ceiling_auc_seeds",
+            "ceiling_auc"]
+    macro = view.loc[(view["attribute"] == MACRO) & (view["selector"] == "em"), cols].reset_index(drop=True)
+    here = view[(view["attribute"] != MACRO) & (view["mode"] == mode) & np.isclose(view["b_a"], float(cfg.B_a))
+                & (view["k"] == int(cfg.K))]
+    return Result("The paper's view: learned auditor, Table 3 and the exact ceiling",
+                  tables={f"macro AUC at T={cfg.T}, Eq. (7) rows": macro,
+                          f"per attribute at {mode} B_a={float(cfg.B_a):g}, K={cfg.K} (every setting: the written "
+                          f"table)": here[cols].reset_index(drop=True)},
+                  finding=(f"{len(flags)} attribute rows over every setting have a learned AUC above the exact "
+                           f"ceiling ({int(flags['sampling_error'].sum())} of them within sampling error; "
+                           f"05_learned_above_ceiling); the figure of the next section flags those of the run's "
+                           f"setting, and its finding explains them."),
+                  data={"table": view, "above_ceiling": flags})
+
+
+def explorer_step(run: Any, grid: Any, paper_view: Any) -> Any:
+    """The budget explorer: in an interactive session the widget (:func:`make_explorer`); otherwise
+    both views drawn statically for the run's setting (``05_budget_explorer.png``,
+    ``05_paper_view.png``) with the setting's line and the paper's view's flags explained."""
+    from .result import Result
+
+    cfg = run.cfg
+    mode = run.params.get("mode", "on")
+    if run.interactive:
+        return make_explorer(grid["grid"], paper=paper_view["table"], paper_horizon=cfg.T, mode=mode, b_a=cfg.B_a,
+                             k=cfg.K, T=cfg.T)
+    data = precompute(grid["grid"])
+    res = Result("Budget explorer (static: the run's setting)")
+    for view, name in ((ExplorerFigure(data, dpi=130), "05_budget_explorer"),
+                       (PaperFigure(paper_view["table"], horizon=cfg.T, dpi=130), "05_paper_view")):
+        view.update(mode, cfg.B_a, cfg.K, cfg.T)
+        path = run.figure_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(view.png())
+        res.show_figure(name, path)
+    res.notes.append(f"`{setting_text(data, mode, cfg.B_a, cfg.K, cfg.T)}`")
+    res.finding = above_ceiling_sentence(paper_view["above_ceiling"], mode=mode, b_a=cfg.B_a, k=cfg.K)
+    return res
+
+
+def selector_step(run: Any, grid: Any, table3_result: Any) -> Any:
+    """Permute-and-flip beside Eq. (7) at the run's setting: the exact grid for both selectors and
+    both budget rules (``05_pf_vs_em``) and the measured Table 3 rows."""
+    from .result import Result, sentence
+
+    cfg = run.cfg
+    pf_grid = selector_grid(grid["grid"], b_a=cfg.B_a, k=cfg.K, T=cfg.T)
+    run.write_table("05_pf_vs_em", pf_grid)
+    rows = selector_rows(table3_result["t3"], b_a=cfg.B_a, k=cfg.K)
+    rows = rows[["selector", "b_a", "k", "eps_tg", "auc", "trec", "unsup", "u", "target_rate_M", "target_rate_Mp",
+                 "ceiling_auc"]].reset_index(drop=True)
+    g = pf_grid.set_index("mode")
+    finding = sentence("At B_a = {b:g}, K = {k}, T = {T} (online rule) permute-and-flip releases a target-linked view "
+                       "on M at rate {pm:.4f} against Eq. (7)'s {em:.4f} (on M' {pq:.4f} against {eq:.4f}), with exact "
+                       "ceiling {pc:.3f} against {ec:.3f}.", b=float(cfg.B_a), k=cfg.K, T=cfg.T,
+                       pm=float(g.at["on, P&F", "target_rate_M"]), em=float(g.at["on", "target_rate_M"]),
+                       pq=float(g.at["on, P&F", "target_rate_Mp"]), eq=float(g.at["on", "target_rate_Mp"]),
+                       pc=float(g.at["on, P&F", "ceiling_auc"]), ec=float(g.at["on", "ceiling_auc"]))
+    return Result("Permute-and-flip beside Eq. (7)", tables={"exact grid": pf_grid, "Table 3 rows": rows},
+                  finding=finding, precision=4)
+
+
+def summary_step(run: Any, loaded: Any, table3_result: Any, grid: Any) -> Any:
+    """Notebook 05's closing summary (:func:`summary_markdown`) and ``05_run.json``."""
+    import json
+
+    from .result import Result
+
+    cfg = run.cfg
+    md = summary_markdown(table3_result["t3"], table3_result["claims"], grid["grid"], b_a=cfg.B_a, k=cfg.K, T=cfg.T)
+    (run.tables_dir / "05_run.json").write_text(json.dumps(
+        {"profile": run.profile.name, "pairs": len(loaded["bench"]), "T": cfg.T, "grid_pairs": len(grid["pairs"]),
+         "timings_s": run.timer.seconds, "total_s": run.timer.total}, indent=1))
+    return Result("Summary", notes=[md], finding=f"The notebook took {run.timer.total:.0f} s on profile "
+                                                 f"{run.profile.name}.")
+
+
+# ---- the redraw widget: the baseline of benchmarks/bench_widget.py ----------------------------------
+@dataclass(frozen=True)
+class SettingFrame:
+    """Everything one frame of :func:`make_redraw_widget` draws, selected from the grid (pure data)."""
+
+    mode: str
+    b_a: float
+    k: int
+    T: int
+    point: pd.Series          # the grid row at (mode, B_a, K, T)
+    curve: pd.DataFrame       # the selected setting vs T
+    others: pd.DataFrame      # every other setting of the same mode vs T (context lines)
+    heat: pd.DataFrame        # ceiling AUC at T for this mode: rows B_a, columns K
+    text: str                 # a one-line summary of the point
+
+
+def setting_frame(grid: pd.DataFrame, *, mode: str, b_a: Any, k: Any, T: int) -> SettingFrame:
+    """The redraw widget's data step: select curves, heat map and point from the grid."""
+    point = grid_lookup(grid, mode=mode, b_a=b_a, k=k, T=T)
+    curve = match_settings(grid, mode, b_a, k).sort_values("T").reset_index(drop=True)
+    same = grid[grid["mode"] == mode]
+    others = same[~(np.isclose(same["b_a"].astype(float), float(b_a)) & (same["k"] == int(k)))]
+    heat = same[same["T"] == int(T)].pivot_table(index="b_a", columns="k", values="ceiling_auc", aggfunc="first")
+    eps = "B_a/C_a (planned)" if mode_parts(mode)[0] == "pre" else f"{float(b_a) / int(k):.3f}"
+    text = (f"mode={mode}  B_a={float(b_a):g}  K={int(k)}  eps={eps}  T={int(T)}: exact AUC ceiling "
+            f"{point['ceiling_auc']:.3f}, max loss {point['max_loss']:.3f} (B_a={float(b_a):g}), target-view rate "
+            f"M {point['target_rate_M']:.3f} / M' {point['target_rate_Mp']:.3f}, bound {point['bound_max']:.2f}")
+    return SettingFrame(mode, float(b_a), int(k), int(T), point, curve, others, heat, text)
+
+
+def render_frame(state: SettingFrame, fig: Any = None):
+    """Draw one frame (2 x 2): ceiling AUC vs T, target-view rates vs T, realised loss and
+    reconstructed bound vs T (B_a dashed), and the ceiling heat map over (B_a, K) at T."""
+    import matplotlib.pyplot as plt
+
+    if fig is None:
+        fig = plt.figure(figsize=(11, 7.5))
+    fig.clear()
+    ax = fig.subplots(2, 2)
+    c, T = state.curve, state.T
+    for _, g in state.others.groupby(["b_a", "k"]):
+        g = g.sort_values("T")
+        ax[0, 0].plot(g["T"], g["ceiling_auc"], color="grey", lw=0.6, alpha=0.5)
+    ax[0, 0].plot(c["T"], c["ceiling_auc"], color="#1f77b4", lw=2, label="selected setting")
+    ax[0, 0].axvline(T, color="k", ls=":")
+    ax[0, 0].axhline(0.5, color="grey", lw=0.8)
+    ax[0, 0].set(xlabel="horizon T", ylabel="AUC", title="exact optimal-auditor AUC (grey: other settings)")
+    ax[0, 0].legend(fontsize=8)
+    ax[0, 1].plot(c["T"], c["target_rate_M"], color="#2ca02c", label="M (supported)")
+    ax[0, 1].plot(c["T"], c["target_rate_Mp"], color="#9467bd", label="M' (unsupported)")
+    ax[0, 1].axvline(T, color="k", ls=":")
+    ax[0, 1].set(xlabel="horizon T", ylabel="expected share of turns", title="target-linked view release rate")
+    ax[0, 1].legend(fontsize=8)
+    ax[1, 0].plot(c["T"], c["max_loss"], color="#d62728", label="max realised loss")
+    ax[1, 0].plot(c["T"], c["bound_max"], color="#ff7f0e", label="reconstructed bound (max)")
+    ax[1, 0].axhline(state.b_a, color="k", ls="--", lw=1, label=f"B_a = {state.b_a:g}")
+    ax[1, 0].axvline(T, color="k", ls=":")
+    ax[1, 0].set(xlabel="horizon T", ylabel="privacy loss", title="Theorem 1: loss <= bound <= B_a")
+    ax[1, 0].legend(fontsize=8)
+    h = state.heat
+    if not h.empty:
+        im = ax[1, 1].imshow(h.to_numpy(float), aspect="auto", cmap="viridis", origin="lower")
+        ax[1, 1].set_xticks(range(h.shape[1]), [str(x) for x in h.columns])
+        ax[1, 1].set_yticks(range(h.shape[0]), [f"{x:g}" for x in h.index])
+        for i in range(h.shape[0]):
+            for j in range(h.shape[1]):
+                ax[1, 1].text(j, i, f"{h.iat[i, j]:.3f}", ha="center", va="center", fontsize=8, color="w")
+        fig.colorbar(im, ax=ax[1, 1], fraction=0.046)
+        ax[1, 1].set(xlabel="K", ylabel="B_a", title=f"AUC ceiling at T={T} ({state.mode})")
+    fig.suptitle(state.text, fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return fig
+
+
+def make_redraw_widget(grid: pd.DataFrame, *, mode: str = "on", b_a: Any = 2, k: Any = 3, T: int = 16):
+    """ipywidgets controls (B_a, K, T sliders; mode toggle) that redraw a fresh pyplot figure
+    (:func:`render_frame`) into an Output area on every change: the baseline against which
+    :func:`make_explorer`'s in-place updates are measured (benchmarks/bench_widget.py). Returns the
+    widget box; its ``update`` attribute is the callback (called with the current values) so it
+    can be driven without a browser."""
+    import ipywidgets as W
+    import matplotlib.pyplot as plt
+
+    opts = grid_options(grid)
+    grid_lookup(grid, mode=mode, b_a=b_a, k=k, T=T)  # validate the defaults
+    s_b = W.SelectionSlider(options=[(f"{b:g}", b) for b in opts["b_a"]], value=float(b_a), description="B_a")
+    s_k = W.SelectionSlider(options=opts["k"], value=int(k), description="K")
+    s_t = W.IntSlider(min=opts["T"][0], max=opts["T"][1], value=int(T), description="horizon T")
+    s_m = W.ToggleButtons(options=opts["mode"], value=mode, description="mode")
+    out = W.Output()
+    label = W.HTML()
+
+    def update(*_):
+        st = setting_frame(grid, mode=s_m.value, b_a=s_b.value, k=s_k.value, T=s_t.value)
+        label.value = f"<code>{st.text}</code>"
+        with out:
+            # no clear_output(wait=True): headless kernels (papermill/nbclient) can wait forever on it
+            out.clear_output()
+            fig = render_frame(st)
+            plt.show()
+            plt.close(fig)
+        return st
+
+    for w in (s_b, s_k, s_t, s_m):
+        w.observe(update, names="value")
+    box = W.VBox([W.HBox([s_b, s_k]), W.HBox([s_t, s_m]), label, out])
+    box.update = update
     update()
     return box

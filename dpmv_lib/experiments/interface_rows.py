@@ -239,3 +239,20 @@ def attribution(bench: Any, pairs: Sequence[Any], *, links: Mapping[str, Sequenc
     return RowsResult(out, f"Where the distance to the frontier goes: one contract element changed at a time "
                            f"(B_a={float(b_a):g}, K={int(k)}, T={int(horizon)}, {len(pairs)} pairs; exact)")
 
+
+
+def decision_step(run: Any, loaded: Any, grid: Any) -> RowsResult:
+    """Notebook 05: :func:`decision_rows` for B_a in 1, 2, 4, 8 on the grid's test pairs, at the
+    run's K and T."""
+    cfg = run.cfg
+    with run.timer("attribute decisions"):
+        return decision_rows(loaded["bench"], grid["pairs"], (1, 2, 4, 8), links=grid["links"], grid=grid["grid"],
+                             k=cfg.K, horizon=cfg.T, workers=cfg.workers)
+
+
+def attribution_step(run: Any, loaded: Any, grid: Any, decision: RowsResult) -> RowsResult:
+    """Notebook 05: :func:`attribution` at the run's B_a, K and T on the grid's test pairs."""
+    cfg = run.cfg
+    with run.timer("frontier attribution"):
+        return attribution(loaded["bench"], grid["pairs"], links=grid["links"], b_a=cfg.B_a, k=cfg.K, horizon=cfg.T,
+                           workers=cfg.workers, decision=decision.per_pair)

@@ -128,3 +128,18 @@ def make_surrogate_or_profile_responder(profile: Any, bench: Any, seed: int = 0)
     spec = responder_specs(profile)[0]
     return make_responder(spec, list(bench.policies.values()), salt=seed) if spec == "surrogate" \
         else make_responder(spec)
+
+
+def load(run: Any) -> Any:
+    """Notebook step: the profile's PairedMem pairs (:func:`load_pairs`) and response model
+    (:func:`make_surrogate_or_profile_responder`) of a :class:`~.session.Session`, as a
+    :class:`~.result.Result` holding ``bench`` and ``responder``."""
+    from .result import Result
+
+    with run.timer("load"):
+        bench = load_pairs(run.cfg, run.profile)
+        responder = make_surrogate_or_profile_responder(run.profile, bench, run.cfg.seed)
+    prof = run.profile
+    return Result("PairedMem pairs and the response model", data={"bench": bench, "responder": responder},
+                  finding=(f"Profile {prof.name}: {len(bench)} PairedMem pairs, response model {responder.name}, "
+                           f"encoder {prof.encoder}, judge {prof.judge}, EM seeds {list(prof.em_seeds)}."))

@@ -394,7 +394,7 @@ def claims(t4: pd.DataFrame, cap: float, metrics: Any, *, compliant: str = "DP-M
     return decide(stated, metrics)
 
 
-# ---- paper consistency (issue 27 goal 7) -----------------------------------------------------------
+# ---- paper consistency -------------------------------------------------------------------------------
 def paper_vs_ceiling(paper: pd.DataFrame, hsum: pd.DataFrame, horizon: int = 16) -> pd.DataFrame:
     """The paper's Table 4 AUC of each variant beside this benchmark's exact optimal-auditor
     ceilings at T = ``horizon`` (:func:`dpmv_lib.experiments.rq2_horizon.horizon_summary`): no
@@ -547,5 +547,281 @@ def summary_markdown(t4: pd.DataFrame, score_channel: pd.DataFrame, rq2_verdicts
     sc = score_channel
     lines.append(f"- score channel: learned {sc['auc'].iloc[1]:.3f} / exact pair-known {sc['auc'].iloc[2]:.3f} "
                  f"(paper {sc['paper_auc'].iloc[0]:.3f})")
-    lines.append(f"- RQ2 verdicts: {verdict_counts(rq2_verdicts)}; horizon claims: {verdict_counts(horizon_verdicts)}")
+    lines.append(f"- RQ2 verdicts: {counts_text(rq2_verdicts)}; horizon claims: {counts_text(horizon_verdicts)}")
     return "\n".join(lines)
+
+
+def counts_text(claims_table: pd.DataFrame) -> str:
+    """The verdict counts of a claims table in words, verdicts that occur only: "5 HOLDS, 1 DOES NOT HOLD"."""
+    return ", ".join(f"{n} {v}" for v, n in verdict_counts(claims_table).items() if n) or "no claims"
+
+
+# ---- notebook 04 steps: each takes the run (:class:`~.session.Session`) and returns a Result ------
+def transcripts_step(run: Any, loaded: Any) -> Any:
+    """The transcripts of every horizon method and ``ScoreChannel`` over ``T_max`` turns (cached
+    under ``<results_dir>/cache/transcripts``), with pairs, seeds and turns per method."""
+    from .pipeline import cached_transcripts
+    from .result import Result
+
+    cfg = run.cfg
+    with run.timer("transcripts"):
+        tr = cached_transcripts(loaded["bench"], loaded["responder"], HORIZON_METHODS + (SCORE_CHANNEL,),
+                                seeds=run.profile.em_seeds, turns=cfg.T_max, B_a=cfg.B_a, K=cfg.K,
+                                plan_horizon=cfg.T, cache_dir=cfg.cache_dir / "transcripts", workers=cfg.workers,
+                                progress=cfg.progress, log=run.log)
+    per = tr.groupby("method").agg(pairs=("pair_id", "nunique"), seeds=("seed", "nunique"), turns=("turn", "nunique"))
+    return Result("Transcripts of the compared interfaces", tables={"per method": per}, data={"transcripts": tr},
+                  finding=f"{len(tr)} transcript rows with {tr['response'].nunique()} distinct responses.")
+
+
+def accounting_step(run: Any, transcripts: Any) -> Any:
+    """The reconstructed target bound and the interface's own ledger per method at every horizon
+    (``04_accounting`` holds horizon T), with IncompleteCharge's omitted charges in the finding."""
+    from .result import Result, sentence
+
+    cfg = run.cfg
+    with run.timer("accounting"):
+        acc = accounting_per_pair(transcripts["transcripts"], horizons=range(1, cfg.T_max + 1),
+                                  methods=HORIZON_METHODS)
+        acc_sum = accounting_summary(acc, cfg.B_a)
+    acc_T = acc_sum[acc_sum["horizon"] == cfg.T].reset_index(drop=True)
+    run.write_table("04_accounting", acc_T)
+    ic = acc[(acc["method"] == "IncompleteCharge") & (acc["horizon"] == cfg.T)]
+    omitted, admitted = int(ic["omitted"].sum()), int(ic["admitted_target"].sum())
+    finding = sentence("IncompleteCharge at T = {T}: the target's charge was omitted on {o} of {a} admitted "
+                       "target-touching selections ({share:.0%}); its ledger reports at most {led:.2f}, the "
+                       "reconstruction reaches {rec:.2f}. The bound is the same on M and M' for every method: "
+                       "{same}.", T=cfg.T, o=omitted, a=admitted, share=omitted / max(admitted, 1),
+                       led=float(ic["ledger"].max()), rec=float(ic["recon_bound"].max()),
+                       same=bool(acc_T["bound_same_on_M_and_Mprime"].all()))
+    shown = acc_T[["method", "dp_bound", "dp_bound_mean", "ledger_max", "share_bound_over_cap", "omitted_max",
+                   "share_omitting", "ledger_underreports", "bound_same_on_M_and_Mprime"]]
+    return Result("Accounting: the reconstructed target bound", finding=finding,
+                  tables={f"T = {cfg.T} (every column: the written table)": shown},
+                  data={"per_pair": acc, "summary": acc_sum})
+
+
+def charge_step(run: Any, loaded: Any) -> Any:
+    """The benchmark's charge structure behind Table 4's DP-bound column
+    (:func:`charge_structure_table`), with the NoCap bound it implies in the finding."""
+    from .result import Result, sentence
+
+    cfg = run.cfg
+    bench = loaded["bench"]
+    charge = charge_structure_table(bench.pairs, bench.policy, horizon=cfg.T, K=cfg.K, B_a=cfg.B_a)
+    run.write_table("04_charge_structure", charge)
+    rows = charge.set_index("quantity")
+    nocap = rows.loc[f"NoCap reconstructed bound at T={cfg.T}"]
+    c_a = rows.loc[f"preallocated C_a over the first {cfg.T} queries"]
+    neutral = rows.loc["neutral turns reading I_a (per pair)"]
+    finding = sentence("Neutral queries read I_a on {n_lo} to {n_hi} turns per pair, so the target's group is read "
+                       "only by target-relevant queries; NoCap, which charges eps = B_a/K = {eps} per admitted "
+                       "target selection and never blocks, reaches {nc_lo} to {nc_hi} at T = {T}, and the "
+                       "preallocated mode plans C_a = {c_lo} to {c_hi} target-touching reads.",
+                       n_lo=neutral["min"], n_hi=neutral["max"], eps=Fraction(str(cfg.B_a)) / cfg.K,
+                       nc_lo=nocap["min"], nc_hi=nocap["max"], T=cfg.T, c_lo=c_a["min"], c_hi=c_a["max"])
+    return Result("Charge structure of the benchmark", finding=finding, tables={"per pair, min and max": charge})
+
+
+def measure_step(run: Any, loaded: Any, transcripts: Any) -> Any:
+    """The RQ1 embedding auditor at every learned horizon and the blinded rubric judge at T."""
+    from ..evaluate import u_validity
+    from ..evaluate.audit import AuditConfig, run_audit
+    from ..evaluate.judge import make_judge, score_transcripts, summarise_utility
+    from .common import run_encoder
+    from .result import Result
+
+    cfg, prof = run.cfg, run.profile
+    tr = transcripts["transcripts"]
+    bench_of = {"pairedmem": loaded["bench"]}
+    with run.timer("audit"):
+        encoder = run_encoder(prof.encoder, cfg.results_dir)
+        acfg = AuditConfig(horizons=cfg.learned_horizons, n_boot=cfg.n_boot, seed=cfg.seed, unit=cfg.audit_unit)
+        audit_sum, scores = run_audit(tr[tr["method"].isin(HORIZON_METHODS)], encoder, acfg, progress=cfg.progress)
+    with run.timer("judge"):
+        judge = make_judge(prof.judge, encoder)
+        util_t = score_transcripts(tr[tr["method"].isin(TABLE4_METHODS)], bench_of, judge, cfg.T,
+                                   progress=cfg.progress)
+        util_t = u_validity.with_validated_u(util_t, judge, cfg.data_dir)  # U holds the validated dimensions
+        util = summarise_utility(util_t, n_boot=cfg.n_boot, seed=cfg.seed)
+    return Result("Auditor and judge", tables={"judge at T": util[["method", "U", "tRec", "Unsup", "n_pairs",
+                                                                  "n_failed"]]},
+                  finding=(f"Encoder {encoder.id} (embedding unit {audit_sum['embedding_unit'].iloc[0]}); judge "
+                           f"{judge.id} with {int(util['n_failed'].sum())} failures; "
+                           f"{u_validity.dims_label(util_t['U_dims'].iloc[0])}."),
+                  data={"audit": audit_sum, "scores": scores, "util_t": util_t, "util": util, "encoder": encoder,
+                        "judge": judge})
+
+
+def table4_display(t4: pd.DataFrame, cap: float) -> dict[str, pd.DataFrame]:
+    """Table 4 as two readable tables: the accounting columns and the measured columns, ours beside
+    the paper (the differences are in the written table)."""
+    acc = pd.DataFrame({"variant": t4["variant"], "violated": t4["violated"].fillna("").replace("", "-"),
+                        "DP bound (max / mean)": [f"{format_bound(b, cap)} / {fmt_number(m, 2)}"
+                                                  for b, m in zip(t4["dp_bound"], t4["dp_bound_mean"])],
+                        "ledger reports": [fmt_number(x, 2) for x in t4["ledger_reported"]]})
+    if "paper_dp_bound" in t4.columns:
+        acc["DP bound (paper)"] = [format_bound(x, cap) for x in t4["paper_dp_bound"]]
+    meas = pd.DataFrame({"variant": t4["variant"]})
+    for m, lab in (("auc", "AUC"), ("trec", "tRec"), ("u", "U"), ("unsup", "Unsup")):
+        meas[f"{lab} ours"] = t4[m]
+        if f"paper_{m}" in t4.columns:
+            meas[f"{lab} paper"] = t4[f"paper_{m}"]
+    return {"accounting": acc, "measured, beside the paper": meas}
+
+
+def table4_step(run: Any, loaded: Any, accounting: Any, measured: Any) -> Any:
+    """Table 4 beside the paper (``04_table4_safeguards``), the RQ2 claims decided by the paired
+    bootstrap (``04_rq2_claims``) and the bar chart ``04_table4.png``."""
+    from . import verdicts
+    from .common import load_paper_csv
+    from .result import Result
+
+    cfg = run.cfg
+    paper = load_paper_csv("paper_table4_safeguards.csv")
+    t4 = table4(accounting["summary"], measured["audit"], measured["util"], paper=paper, horizon=cfg.T)
+    head = (f"Table 4 reproduction (RQ2) at T={cfg.T}, B_a={cfg.B_a:g}, K={cfg.K}; profile {run.profile.name}; "
+            f"response model {loaded['responder'].name}; encoder {measured['encoder'].id}; judge "
+            f"{measured['judge'].id}; {len(loaded['bench'])} pairs. DP bound = reconstructed target bound "
+            f"(max / mean over pairs); paper: Qwen2.5-7B.")
+    run.write_table("04_table4_safeguards", t4, table4_markdown(t4, cfg.B_a, head))
+    scores = measured["scores"]
+    metrics = verdicts.paired_bootstrap(scores[(scores["horizon"] == cfg.T) & scores["method"].isin(TABLE4_METHODS)],
+                                        measured["util_t"], n_boot=max(cfg.n_boot, verdicts.N_BOOT), seed=cfg.seed)
+    rq2_claims = claims(t4, cfg.B_a, metrics)
+    run.write_table("04_rq2_claims", rq2_claims, verdicts.claims_markdown(rq2_claims))
+    path = run.figure_path("04_table4")
+    plot_table4(t4, path)
+    res = Result(f"Table 4 at T = {cfg.T}, B_a = {cfg.B_a:g}, K = {cfg.K}", tables=table4_display(t4, cfg.B_a),
+                 notes=[verdicts.claims_markdown(rq2_claims)],
+                 finding=f"RQ2 verdicts: {counts_text(rq2_claims)} (each claim's test and evidence above).",
+                 data={"t4": t4, "claims": rq2_claims, "metrics": metrics, "paper": paper})
+    return res.show_figure("Table 4, ours beside the paper", path)
+
+
+def power_step(run: Any, transcripts: Any, leakage: Any, measured: Any, table4_result: Any) -> Any:
+    """The C.5 auditor beside stronger honest learned auditors against the exact ceiling of the
+    same statistic at T (``04_auditor_power``, figure ``04_auditor_power.png``)."""
+    from ..bench.datasets import load_gold_rules
+    from .auditor_power import POWER_GOAL, auditor_power, power_figure, power_table
+    from .result import Result
+
+    cfg = run.cfg
+    tr = transcripts["transcripts"]
+    track, model = table4_result["metrics"].combos()[0]
+    hsum = leakage["summary"]
+    ceil_T = hsum[hsum["horizon"] == cfg.T].assign(track=track, response_model=model)
+    power = auditor_power(tr[tr["method"].isin(HORIZON_METHODS)], measured["encoder"], ceil_T, horizon=cfg.T,
+                          view_links=load_gold_rules(cfg.data_dir)["view_links"], seed=cfg.seed, n_boot=cfg.n_boot)
+    ptab = power_table(power)
+    run.write_table("04_auditor_power", ptab)
+    path = run.figure_path("04_auditor_power")
+    import matplotlib.pyplot as plt
+
+    plt.close(power_figure(power, path))
+    row = ptab.set_index("method")
+    ca = row.loc["CappedArgmax"] if "CappedArgmax" in row.index else None
+    finding = (f"For CappedArgmax the best learned auditor ({ca['best']}) reaches power {ca['best power']:.2f} "
+               f"(goal {POWER_GOAL:g}: {'met' if ca['meets_goal'] else 'not met'}); the best auditor is chosen on the "
+               f"evaluation pairs, so its power is optimistic by that choice." if ca is not None else "")
+    shown = ptab.drop(columns=["track", "response_model", "best power_lo", "best power_hi"], errors="ignore")
+    return Result("Auditors with power", tables={"AUC per auditor and the best one's power": shown},
+                  finding=finding, data={"power": ptab}).show_figure("power", path)
+
+
+def auditor_limits(t4: pd.DataFrame, rq2_claims: pd.DataFrame, ceilings: pd.DataFrame, power: pd.DataFrame, *,
+                   claim: str = "R3", compliant: str = "DP-MemView (on)") -> tuple[pd.DataFrame, str]:
+    """Which AUC verdict reflects the auditor rather than the mechanism: per variant the learned
+    (seed-averaged) AUC, the exact ceiling of the same statistic, the best honest auditor's AUC and
+    the share of the ceiling's gap over chance the learned auditor closes; and one sentence for
+    ``claim`` (the AUC claim) that names every variant whose learned AUC lies below the compliant
+    interface's while its exact ceiling lies above it.
+
+    Parameters
+    ----------
+    t4 : DataFrame
+        :func:`table4` (``variant``, ``auc``).
+    rq2_claims : DataFrame
+        :func:`claims`.
+    ceilings : DataFrame
+        ``method``, ``ceiling_auc_seeds`` at T (:func:`~.rq2_horizon.horizon_summary`).
+    power : DataFrame
+        :func:`~.auditor_power.power_table` (``method``, ``best`` and ``auc <auditor>`` columns).
+    """
+    require_columns(t4, {"variant", "auc"}, "Table 4")
+    require_columns(ceilings, {"method", "ceiling_auc_seeds"}, "ceilings")
+    require_columns(power, {"method", "best"}, "power table")
+    ceil = ceilings.set_index("method")["ceiling_auc_seeds"]
+    pw = power.set_index("method")
+    rows = []
+    for v, auc in zip(t4["variant"], t4["auc"]):
+        c = float(ceil.get(v, np.nan))
+        best = pw.at[v, "best"] if v in pw.index else None
+        best_auc = float(pw.at[v, f"auc {best}"]) if best is not None else np.nan
+        rows.append({"variant": v, "learned_auc": float(auc), "ceiling_auc_seeds": c, "best_auditor": best or "-",
+                     "best_auc": best_auc,
+                     "learned_share_of_ceiling": (auc - 0.5) / (c - 0.5) if c > 0.5 + 1e-9 else np.nan})
+    tab = pd.DataFrame(rows)
+    verdict = rq2_claims.set_index("id").at[claim, "verdict"]
+    t = tab.set_index("variant")
+    base_auc, base_ceil = float(t.at[compliant, "learned_auc"]), float(t.at[compliant, "ceiling_auc_seeds"])
+    weak = t[(t.index != compliant) & (t["learned_auc"] <= base_auc) & (t["ceiling_auc_seeds"] > base_ceil)]
+    if weak.empty:
+        return tab, (f"{claim} is {verdict}; no ablation's learned AUC falls below {compliant}'s "
+                     f"({base_auc:.3f}) while its exact ceiling lies above it.")
+    parts = [f"{v}'s learned AUC is {r.learned_auc:.3f} against an exact ceiling of {r.ceiling_auc_seeds:.3f} "
+             f"(best honest auditor: {r.best_auditor}, {r.best_auc:.3f})" for v, r in weak.iterrows()]
+    return tab, (f"{claim} is {verdict}, and this reflects the auditor, not the mechanism: "
+                 + "; ".join(parts) + f", while {compliant} has learned AUC {base_auc:.3f} and ceiling "
+                 f"{base_ceil:.3f}. The exact ceiling shows the ablation is more distinguishable than the "
+                 f"compliant interface; the C.5 auditor does not find it.")
+
+
+def auditor_limits_step(run: Any, table4_result: Any, leakage: Any, power: Any) -> Any:
+    """:func:`auditor_limits` at T as a result (``04_auditor_limits``)."""
+    from .result import Result
+
+    hsum = leakage["summary"]
+    tab, finding = auditor_limits(table4_result["t4"], table4_result["claims"], hsum[hsum["horizon"] == run.cfg.T],
+                                  power["power"])
+    run.write_table("04_auditor_limits", tab)
+    return Result("The AUC verdicts against the exact ceilings", tables={"learned AUC, ceiling and best auditor": tab},
+                  finding=finding, data={"table": tab})
+
+
+def paper_step(run: Any, transcripts: Any, table4_result: Any, leakage: Any) -> Any:
+    """The paper's Table 4 AUCs against this benchmark's exact ceilings (``04_paper_vs_ceiling``) and
+    IncompleteCharge's omitted charges (``04_incomplete_charge_accounting``)."""
+    from .result import Result
+
+    cfg = run.cfg
+    paper = table4_result["paper"]
+    pvc = paper_vs_ceiling(paper, leakage["summary"], horizon=cfg.T)
+    run.write_table("04_paper_vs_ceiling", pvc)
+    above = [f"{r.variant}: the paper's AUC {r.paper_auc:.3f} is above this benchmark's exact ceilings "
+             f"({r.ceiling_auc:.3f} one transcript, {r.ceiling_auc_seeds:.3f} all seeds) by "
+             f"{r.paper_minus_ceiling:+.3f}"
+             for r in pvc[pvc["paper_above_ceiling"]].itertuples()]
+    ic = omitted_charges(transcripts["transcripts"], "IncompleteCharge", horizon=cfg.T)
+    ic_sum = omitted_charges_summary(ic)
+    run.write_table("04_incomplete_charge_accounting", ic_sum)
+    paper_ic = float(paper.set_index("variant").at["IncompleteCharge", "dp_bound"])
+    lead = ("; ".join(above) + ". ") if above else "No paper AUC lies above both exact ceilings. "
+    return Result("The paper's numbers against the exact ceilings",
+                  tables={"paper AUC vs exact ceilings": pvc, "IncompleteCharge: charged and omitted": ic_sum},
+                  finding=lead + omitted_charges_note(ic, paper_ic, cfg.B_a), data={"paper_vs_ceiling": pvc})
+
+
+def summary_step(run: Any, loaded: Any, table4_result: Any, score_channel: Any, theorem: Any) -> Any:
+    """Notebook 04's closing summary (:func:`summary_markdown`) and ``04_run.json``."""
+    from .result import Result, sentence
+
+    cfg = run.cfg
+    md = summary_markdown(table4_result["t4"], score_channel["table"], table4_result["claims"], theorem["claims"],
+                          cfg.B_a)
+    (run.tables_dir / "04_run.json").write_text(json.dumps(
+        {"profile": run.profile.name, "pairs": len(loaded["bench"]), "B_a": cfg.B_a, "K": cfg.K, "T": cfg.T,
+         "T_max": cfg.T_max, "timings_s": run.timer.seconds, "total_s": run.timer.total}, indent=1))
+    return Result("Summary", notes=[md], finding=sentence(
+        "RQ2 verdicts: {rq2}; horizon claims: {hor}; the notebook took {s:.0f} s.",
+        rq2=counts_text(table4_result["claims"]), hor=counts_text(theorem["claims"]), s=float(run.timer.total)))

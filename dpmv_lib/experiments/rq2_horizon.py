@@ -18,7 +18,7 @@ from .common import fmt_number
 from .rq2_support import SlotStep
 from .verdicts import ExactClaim, decide
 from ..evaluate.audit import require_columns
-from .rq2 import HORIZON_MAX_ATOMS, one_model, violated_condition
+from .rq2 import HORIZON_MAX_ATOMS, HORIZON_METHODS, one_model, violated_condition
 
 
 # ---- exact optimal auditor, every prefix in one pass ----------------------------------------------------
@@ -421,3 +421,100 @@ def _flag(value: pd.Series, bound: pd.Series) -> pd.Series:
     out = pd.Series(v.to_numpy() <= b.to_numpy() + 1e-9, index=v.index, dtype="boolean")
     out[v.isna() | b.isna()] = pd.NA
     return out
+
+
+# ---- notebook 04 steps ---------------------------------------------------------------------------------
+
+
+def leakage_step(run: Any, transcripts: Any, accounting: Any, measured: Any) -> Any:
+    """The exact optimal auditor at every prefix T = 1..T_max (:func:`horizon_oracle`), cross-checked
+    on a few pairs against :func:`dpmv_lib.evaluate.oracle.pair_results`; the curves beside the
+    learned auditor and the reconstructed bound (``04_leakage_vs_horizon.csv`` and ``.png``)."""
+    from .result import Result, sentence
+
+    cfg = run.cfg
+    tr = transcripts["transcripts"]
+    methods = HORIZON_METHODS
+    with run.timer("exact oracle"):
+        hp = horizon_oracle(tr, range(1, cfg.T_max + 1), methods=methods, progress=cfg.progress)
+        hsum = horizon_summary(hp, cfg.B_a, seeds_horizons=cfg.learned_horizons)
+        xcheck = oracle_cross_check(tr, hp, cfg.T, n_pairs=4, methods=methods)
+    bounds = bound_vs_horizon(accounting["per_pair"])
+    learned = measured["audit"][["method", "horizon", "auc", "auc_indep"]]
+    curves = hsum.merge(bounds, on=["method", "horizon"], how="left").merge(
+        learned.rename(columns={"auc": "learned_auc", "auc_indep": "learned_auc_indep"}), on=["method", "horizon"],
+        how="left")
+    run.tables_dir.mkdir(parents=True, exist_ok=True)
+    curves.to_csv(run.tables_dir / "04_leakage_vs_horizon.csv", index=False)
+    path = run.figure_path("04_leakage_vs_horizon")
+    import matplotlib.pyplot as plt
+
+    plt.close(plot_leakage_vs_horizon(hsum, bounds, cfg.B_a, learned, path))
+    shown = curves[curves["horizon"].isin(sorted({cfg.T, cfg.T_max}))][
+        ["method", "horizon", "ceiling_auc", "learned_auc_indep", "ceiling_auc_seeds", "learned_auc", "max_loss",
+         "pairs_over_cap", "bound_max", "auc_err"]].reset_index(drop=True)
+    finding = sentence("The exact oracle agrees with oracle.pair_results on {n} transcripts at T = {T} (largest AUC "
+                       "difference {dauc:.1e}, largest finite loss difference {dloss:.1e}, infinite losses agree: "
+                       "{inf}).", n=xcheck["rows_compared"], T=cfg.T, dauc=xcheck["max_abs_auc_diff"],
+                       dloss=xcheck["max_abs_loss_diff"], inf=xcheck["inf_losses_agree"])
+    caption = f"at T = {cfg.T} and {cfg.T_max} (every horizon: figure, written table)"
+    res = Result("Leakage against the horizon", tables={caption: shown},
+                 finding=finding, data={"per_pair": hp, "summary": hsum, "bounds": bounds, "cross_check": xcheck})
+    return res.show_figure("exact ceiling (solid) vs learned auditor (dashed); max loss; reconstructed bound", path)
+
+
+def ceiling_step(run: Any, leakage: Any, measured: Any, table4_result: Any) -> Any:
+    """The learned auditor against its exact ceiling at every audited horizon
+    (:func:`ceiling_consistency`, ``04_learned_vs_ceiling``) and the AUC intervals at T
+    (``04_auc_intervals.png``)."""
+    import matplotlib.pyplot as plt
+
+    from .plots import auc_forest_figure
+    from .result import Result
+
+    cfg = run.cfg
+    hsum = leakage["summary"]
+    cons = ceiling_consistency(hsum, measured["audit"])
+    run.write_table("04_learned_vs_ceiling", cons)
+    metrics = table4_result["metrics"]
+    track, model = metrics.combos()[0]
+    path = run.figure_path("04_auc_intervals")
+    plt.close(auc_forest_figure(metrics, hsum[hsum["horizon"] == cfg.T].assign(track=track, response_model=model),
+                                path=path))
+    counts = {tag: cons[f"{tag}_check"].value_counts().to_dict() for tag in ("indep", "seed_avg")}
+    fmt = lambda d: ", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "none"  # noqa: E731
+    errors = sum(d.get("ERROR", 0) for d in counts.values())
+    finding = (f"Learned AUC against its exact ceiling at every audited horizon (95% CI): one transcript: "
+               f"{fmt(counts['indep'])}; seed-averaged: {fmt(counts['seed_avg'])}. "
+               + ("No learned interval lies above its ceiling." if errors == 0 else
+                  f"{errors} learned intervals lie above their ceiling: an error in the auditor or the oracle."))
+    keep = ["method", "learned_auc_indep", "ceiling_auc", "indep_check", "learned_auc_seed_avg", "ceiling_auc_seeds",
+            "seed_avg_check", "power_seed_avg"]
+    shown = cons.loc[cons["horizon"] == cfg.T, [c for c in keep if c in cons.columns]]
+    res = Result("Learned auditor against its exact ceiling", tables={f"T = {cfg.T}": shown},
+                 finding=finding, data={"consistency": cons})
+    return res.show_figure("learned AUC intervals and exact ceilings at T", path)
+
+
+def theorem_step(run: Any, leakage: Any) -> Any:
+    """Theorem 1 on the benchmark pairs at T and T_max (``04_theorem1_check``) and the horizon claims
+    (``04_horizon_claims``)."""
+    from . import verdicts
+    from .result import Result
+
+    cfg = run.cfg
+    hsum = leakage["summary"]
+    thm = pd.concat([theorem_check(hsum, h, cfg.B_a) for h in sorted({cfg.T, cfg.T_max})], ignore_index=True)
+    run.write_table("04_theorem1_check", thm)
+    hclaims = horizon_claims(hsum, cfg.B_a, T=cfg.T)
+    run.write_table("04_horizon_claims", hclaims, verdicts.claims_markdown(hclaims))
+    comp = thm[thm["method"].str.startswith("DP-MemView")]
+    over = thm[~thm["within_B_a"]]
+    at = ", ".join(str(h) for h in sorted({cfg.T, cfg.T_max}))
+    finding = (f"The compliant modes stay within B_a = {cfg.B_a:g} at T = {at}: "
+               f"{bool(comp['within_B_a'].all())} (largest realised loss {fmt_number(comp['max_loss'].max())}). "
+               + ("Above B_a: " + "; ".join(f"{r.method} at T = {r.horizon} ({fmt_number(r.max_loss)})"
+                                             for r in over.itertuples()) + "."
+                  if len(over) else "No ablation exceeds B_a on these pairs."))
+    return Result("Theorem 1 on the benchmark pairs", tables={"max realised loss": thm},
+                  notes=[verdicts.claims_markdown(hclaims)], finding=finding, data={"claims": hclaims, "table": thm})

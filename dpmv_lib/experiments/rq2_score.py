@@ -162,3 +162,21 @@ def score_channel_table(transcripts: pd.DataFrame, *, horizon: int = 16, n_boot:
         out["paper_auc"] = paper_auc
         out["delta_auc"] = out["auc"] - paper_auc
     return out
+
+
+def score_channel_step(run: Any, transcripts: Any) -> Any:
+    """Notebook 04: :func:`score_channel_table` at T beside the paper's AUC (``04_score_channel``)."""
+    from .common import paper_figure
+    from .result import Result, sentence
+
+    cfg = run.cfg
+    with run.timer("score channel"):
+        sc = score_channel_table(transcripts["transcripts"], horizon=cfg.T, n_boot=cfg.n_boot, seed=cfg.seed,
+                                 paper_auc=paper_figure("score_channel_auc"))
+    run.write_table("04_score_channel", sc)
+    finding = sentence("The released score identifies the store: the exact pair-known auditor reaches AUC {ex:.3f}, "
+                       "the learned auditor by query family {fam:.3f} and on the raw sequence {raw:.3f} (paper "
+                       "{paper:.3f}).", ex=float(sc["auc"].iloc[2]), fam=float(sc["auc"].iloc[1]),
+                       raw=float(sc["auc"].iloc[0]), paper=float(sc["paper_auc"].iloc[0]))
+    return Result("The score channel (C3/C6)", tables={"AUC of the released score": sc}, finding=finding,
+                  data={"table": sc})

@@ -185,3 +185,26 @@ def benchmark_support_failures(benchmark: Any, pairs: Sequence[Any], *, horizon:
             steps = lockstep_steps(pol, pair.m, pair.m_prime, qs, budget=OnlineBudget(K), variant=cls, scorer=scorer)
             parts.append(support_records(steps, variant=name, pair_id=pair.pair_id, attribute=pair.attribute))
     return pd.concat(parts, ignore_index=True)
+
+
+def support_step(run: Any, loaded: Any) -> Any:
+    """Notebook 04: the C1 support failures of ``StoreDependentVocabulary`` and the compliant
+    control over the first T turns (``04_c1_support_failure``)."""
+    from .result import Result, sentence
+
+    cfg = run.cfg
+    bench = loaded["bench"]
+    with run.timer("C1 support"):
+        sup = benchmark_support_failures(bench, bench.pairs, horizon=cfg.T, B_a=cfg.B_a, K=cfg.K,
+                                         progress=cfg.progress)
+        summary = support_failure_summary(sup)
+    run.write_table("04_c1_support_failure", summary)
+    s = summary.set_index("variant")
+    finding = sentence("StoreDependentVocabulary: {f} of {n} pairs have a one-sided view within T = {T}; the "
+                       "probability that an M transcript holds a release impossible under M' is {p:.3f} (mean over "
+                       "pairs). Compliant MemView: {c} failing operations.",
+                       f=int(s.loc["StoreDependentVocabulary", "pairs_with_failure"]),
+                       n=int(s.loc["StoreDependentVocabulary", "pairs"]), T=cfg.T,
+                       p=float(s.loc["StoreDependentVocabulary", "p_detect_M"]),
+                       c=int(s.loc["DP-MemView", "failing_ops"]))
+    return Result("C1 support failure", tables={"per variant": summary}, finding=finding, data={"table": summary})

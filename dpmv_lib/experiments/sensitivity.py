@@ -18,9 +18,8 @@ interface run on M and M' (no responses needed):
 * ``admit_rate``: the share of target-touching selections that were admitted (not the fallback).
 
 The widgets read only this grid (:func:`grid_lookup` gives one cell):
-:mod:`~dpmv_lib.experiments.budget_explorer` in notebook 05 and the first, slower
-:mod:`~dpmv_lib.experiments.sensitivity_widget`, both testable without a browser. Under papermill
-the notebook draws the same figure statically.
+:mod:`~dpmv_lib.experiments.budget_explorer`, testable without a browser. Under papermill the
+notebook draws the same figures statically.
 """
 from __future__ import annotations
 
@@ -283,27 +282,34 @@ def table3_claims(t3: pd.DataFrame, metrics: Any, *, little: float = 0.05) -> pd
 
 
 def plot_table3(t3: pd.DataFrame, path: str | Path | None = None):
-    """Table 3 as two panels (B_a at K=3, K at B_a=2): AUC, tRec, Unsup ours (solid) vs paper (dashed)."""
+    """Table 3 as one panel per metric (columns: AUC with the exact ceiling, tRec, Unsup; rows: B_a at
+    K=3, K at B_a=2), each on its own labelled axis: ours (solid) beside the paper (dashed)."""
     import matplotlib.pyplot as plt
 
     if "selector" in t3.columns:
         t3 = t3[t3["selector"] == "em"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    colors = {"auc": "#d62728", "trec": "#2ca02c", "unsup": "#9467bd", "ceiling_auc": "#7f7f7f"}
-    for ax, (sweep, x, xl) in zip(axes, (("cap_magnitude", "b_a", "B_a (K=3)"), ("granularity", "k", "K (B_a=2)"))):
+    panels = (("auc", "AUC (auditor)", ("ceiling_auc",)), ("trec", "tRec (judge, on M)", ()),
+              ("unsup", "Unsup (judge, on M')", ()))
+    sweeps = (("cap_magnitude", "b_a", "B_a (K=3)"), ("granularity", "k", "K (B_a=2)"))
+    fig, axes = plt.subplots(len(sweeps), len(panels), figsize=(13, 7), squeeze=False)
+    for row, (sweep, x, xl) in enumerate(sweeps):
         g = t3[t3["sweep"] == sweep].sort_values(x)
-        for m in ("auc", "trec", "unsup", "ceiling_auc"):
-            if m not in g.columns:
-                continue
-            ax.plot(g[x], g[m], marker="o", color=colors[m], label=f"{m} (ours)")
+        for col, (m, label, extra) in enumerate(panels):
+            ax = axes[row, col]
+            if m in g.columns:
+                ax.plot(g[x], g[m], marker="o", color="#1f77b4", label="ours")
             if f"paper_{m}" in g.columns:
-                ax.plot(g[x], g[f"paper_{m}"], marker="x", ls="--", color=colors[m], alpha=0.7, label=f"{m} (paper)")
-        if x == "b_a":
-            ax.set_xscale("log", base=2)
-        ax.set_xticks(list(g[x]), [f"{v:g}" for v in g[x]])
-        ax.set(xlabel=xl, title=f"Table 3: {sweep.replace('_', ' ')}")
-        ax.axhline(0.5, color="grey", lw=0.6)
-    axes[0].legend(fontsize=7, ncol=2)
+                ax.plot(g[x], g[f"paper_{m}"], marker="x", ls="--", color="#7f7f7f", label="paper")
+            for e in extra:
+                if e in g.columns:
+                    ax.plot(g[x], g[e], marker=".", ls=":", color="k", label="exact ceiling (one transcript)")
+            if m == "auc":
+                ax.axhline(0.5, color="grey", lw=0.6)
+            if x == "b_a":
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(list(g[x]), [f"{v:g}" for v in g[x]])
+            ax.set(xlabel=xl, ylabel=label, title=f"{label.split(' ')[0]}: {sweep.replace('_', ' ')}")
+            ax.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, path, dpi=130)
 
@@ -594,3 +600,244 @@ def cached_grid(bench: Any, pairs: Sequence[Any], spec: GridSpec, *, view_links:
     save_grid(grid, path)
     side.write_text(key + "\n")
     return grid
+
+
+# ---- notebook 05 steps: each takes the run (:class:`~.session.Session`) and returns a Result ------
+TABLE3_PRIVACY_COLUMNS = ("b_a", "k", "eps_tg", "auc", "paper_auc", "tpr", "ceiling_auc_seeds", "ceiling_auc",
+                          "max_loss")
+TABLE3_UTILITY_COLUMNS = ("b_a", "k", "trec", "paper_trec", "unsup", "paper_unsup", "u", "target_rate_M",
+                          "target_rate_Mp")
+
+
+def settings_step(run: Any) -> Any:
+    """The rows of Table 3 (:func:`table3_settings`), each once per selector (em, pf)."""
+    from .result import Result
+
+    settings = table3_settings(selectors=("em", "pf"))
+    em = settings[settings["selector"] == "em"].drop(columns=["selector", "method"])
+    return Result("The settings of Table 3", tables={"Eq. (7) rows (each repeats with selector pf)": em},
+                  finding=f"{len(settings)} rows: {len(em)} settings x 2 selectors, "
+                          f"{len(unique_settings(settings))} distinct (B_a, K).", data={"settings": settings})
+
+
+def measure_step(run: Any, loaded: Any, settings: Any) -> Any:
+    """Per setting the DP-MemView transcripts (cached), the RQ1 embedding auditor at T and the
+    blinded rubric judge at T."""
+    from ..evaluate import u_validity
+    from ..evaluate.audit import AuditConfig, run_audit
+    from ..evaluate.judge import make_judge, score_transcripts, summarise_utility
+    from .common import run_encoder
+    from .result import Result
+
+    cfg, prof = run.cfg, run.profile
+    with run.timer("transcripts"):
+        tr = budget_transcripts(loaded["bench"], loaded["responder"], settings["settings"], seeds=prof.em_seeds,
+                                turns=cfg.T, cache_dir=cfg.cache_dir / "transcripts", workers=cfg.workers,
+                                progress=cfg.progress, log=run.log)
+    with run.timer("audit"):
+        encoder = run_encoder(prof.encoder, cfg.results_dir)
+        acfg = AuditConfig(horizons=(cfg.T,), n_boot=cfg.n_boot, seed=cfg.seed, unit=cfg.audit_unit)
+        audit_sum, scores = run_audit(tr, encoder, acfg, progress=cfg.progress)
+    with run.timer("judge"):
+        judge = make_judge(prof.judge, encoder)
+        util_t = score_transcripts(tr, {"pairedmem": loaded["bench"]}, judge, cfg.T, progress=cfg.progress)
+        util_t = u_validity.with_validated_u(util_t, judge, cfg.data_dir)  # U holds the validated dimensions
+        util = summarise_utility(util_t, n_boot=cfg.n_boot, seed=cfg.seed)
+    return Result("Transcripts, auditor and judge per setting",
+                  finding=(f"{len(tr)} transcript rows; encoder {encoder.id} (unit "
+                           f"{audit_sum['embedding_unit'].iloc[0]}); judge {judge.id} with "
+                           f"{int(util['n_failed'].sum())} failures; "
+                           f"{u_validity.dims_label(util_t['U_dims'].iloc[0])}."),
+                  data={"transcripts": tr, "audit": audit_sum, "scores": scores, "util_t": util_t, "util": util,
+                        "encoder": encoder, "judge": judge})
+
+
+GRID_SHOWN_COLUMNS = ("b_a", "k", "ceiling_auc", "ceiling_auc_seeds", "max_loss", "bound_max", "admit_rate",
+                      "target_rate_M", "target_rate_Mp")
+
+
+def grid_step(run: Any, loaded: Any) -> Any:
+    """The exact grid over B_a x K x mode x T on the auditor's test pairs (:func:`cached_grid`,
+    ``<results_dir>/grids/05_budget_grid.csv``), shown at T for the online mode."""
+    from ..bench.datasets import load_gold_rules
+    from .result import Result, sentence
+
+    cfg = run.cfg
+    bench = loaded["bench"]
+    spec = GridSpec(b_as=tuple(sorted({1, 2, 4, 8, float(cfg.B_a)})), ks=tuple(sorted({2, 3, 4, int(cfg.K)})),
+                    horizon=cfg.T_max, plan_horizon=cfg.T, modes=MODES)
+    pairs = [p for p in bench.pairs if p.split == "test"] or list(bench.pairs)
+    links = load_gold_rules(cfg.data_dir)["view_links"]
+    with run.timer("grid"):
+        grid = cached_grid(bench, pairs, spec, view_links=links, path=run.results_dir / "grids" / "05_budget_grid.csv",
+                           n_seeds=len(run.profile.em_seeds), progress=cfg.progress)
+    at_T = grid[(grid["T"] == cfg.T) & (grid["mode"] == "on")][list(GRID_SHOWN_COLUMNS)].reset_index(drop=True)
+    finding = sentence("{n} cells over {p} test pairs; Theorem 1 (max realised loss <= B_a) holds on every cell: "
+                       "{thm}; the largest merge error of the AUC ceiling is {err:.1e}.", n=len(grid),
+                       p=int(grid["n_pairs"].iloc[0]), thm=bool((grid["max_loss"] <= grid["b_a"] + 1e-9).all()),
+                       err=float(grid["auc_err"].max()))
+    return Result("The exact grid", tables={f"mode on, T = {cfg.T} (every mode and T: the grid file)": at_T},
+                  finding=finding, precision=4, data={"grid": grid, "pairs": pairs, "links": links})
+
+
+def table3_step(run: Any, loaded: Any, settings: Any, measured: Any, grid: Any) -> Any:
+    """Table 3 beside the paper (``05_table3_budget``, in full), its claims (``05_table3_claims``) and
+    the figure ``05_table3.png``; shown as a privacy table and a utility table of the Eq. (7) rows."""
+    from . import verdicts
+    from .common import load_paper_csv, markdown_table
+    from .rq2 import counts_text
+    from .result import Result
+
+    cfg = run.cfg
+    g = grid["grid"]
+    paper = load_paper_csv("paper_table3_budget.csv")
+    t3 = table3(settings["settings"], measured["audit"], measured["util"], horizon=cfg.T, paper=paper, grid=g)
+    cols = ["sweep", "selector", "b_a", "k", "eps_tg", "auc", "paper_auc", "delta_auc", "trec", "paper_trec",
+            "delta_trec", "unsup", "paper_unsup", "delta_unsup", "u", "tpr", "ceiling_auc_seeds", "ceiling_auc",
+            "max_loss", "target_rate_M", "target_rate_Mp"]
+    head = (f"Table 3 reproduction: DP-MemView (on) (selector em: Eq. (7); pf: permute-and-flip, beyond the paper), "
+            f"PairedMem, T={cfg.T}, eps = B_a/K; profile {run.profile.name}; response model "
+            f"{loaded['responder'].name}; encoder {measured['encoder'].id}; judge {measured['judge'].id}; "
+            f"{len(loaded['bench'])} pairs; ceiling/rates: exact grid on {g['n_pairs'].iloc[0]} test pairs. "
+            f"Paper: Qwen2.5-7B.\n\n")
+    run.write_table("05_table3_budget", t3, head + markdown_table(t3[cols]))
+    scores = measured["scores"]
+    metrics = verdicts.paired_bootstrap(scores[scores["horizon"] == cfg.T], measured["util_t"],
+                                        n_boot=max(cfg.n_boot, verdicts.N_BOOT), seed=cfg.seed)
+    claims = table3_claims(t3, metrics)
+    run.write_table("05_table3_claims", claims, verdicts.claims_markdown(claims))
+    path = run.figure_path("05_table3")
+    import matplotlib.pyplot as plt
+
+    plt.close(plot_table3(t3, path))
+    em = t3[t3["selector"] == "em"]
+    shown = {"privacy (Eq. (7) rows)": em[list(TABLE3_PRIVACY_COLUMNS)].reset_index(drop=True),
+             "utility (Eq. (7) rows)": em[list(TABLE3_UTILITY_COLUMNS)].reset_index(drop=True)}
+    res = Result(f"Table 3 at T = {cfg.T}", tables=shown, notes=[verdicts.claims_markdown(claims)],
+                 finding=(f"Table 3 verdicts: {counts_text(claims)}. The permute-and-flip rows and the differences "
+                          f"from the paper are in the written table (05_table3_budget)."),
+                 data={"t3": t3, "claims": claims, "metrics": metrics, "paper": paper})
+    return res.show_figure("Table 3: one panel per metric, ours beside the paper", path)
+
+
+def power_step(run: Any, measured: Any, table3_result: Any, grid: Any) -> Any:
+    """The C.5 auditor beside stronger honest learned auditors per Table 3 setting against the exact
+    ceiling of the same statistic (``05_auditor_power``, ``05_auditor_power.png``)."""
+    import matplotlib.pyplot as plt
+
+    from .auditor_power import POWER_GOAL, auditor_power, power_figure, power_table
+    from .result import Result
+
+    cfg = run.cfg
+    power = auditor_power(measured["transcripts"], measured["encoder"], setting_ceilings(table3_result["t3"]),
+                          horizon=cfg.T, view_links=grid["links"], seed=cfg.seed, n_boot=cfg.n_boot)
+    ptab = power_table(power)
+    run.write_table("05_auditor_power", ptab)
+    path = run.figure_path("05_auditor_power")
+    plt.close(power_figure(power, path))
+    top = ptab[ptab["method"] == setting_label(8, 3, "em")]
+    finding = ""
+    if len(top):
+        r = top.iloc[0]
+        finding = (f"At B_a = 8, K = 3 the best learned auditor ({r['best']}) reaches power {r['best power']:.2f} "
+                   f"(goal {POWER_GOAL:g}: {'met' if r['meets_goal'] else 'not met'}); the best auditor is chosen on "
+                   f"the evaluation pairs, so its power is optimistic by that choice.")
+    shown = ptab.drop(columns=["track", "response_model", "best power_lo", "best power_hi"], errors="ignore")
+    shown = shown[shown["method"].str.startswith(METHOD + " [")].reset_index(drop=True)
+    return Result("Auditors with power", tables={"Eq. (7) settings (every setting: the written table)": shown},
+                  finding=finding, data={"power": ptab}).show_figure("power per setting", path)
+
+
+def auditor_limits(t3: pd.DataFrame, claims: pd.DataFrame, power: pd.DataFrame, *, b_a: float = 8, k: int = 3
+                   ) -> tuple[pd.DataFrame, str]:
+    """Which Table 3 verdicts reflect the auditor rather than the mechanism: per Eq. (7) setting of the
+    cap sweep the learned (seed-averaged) AUC, the exact ceiling of the same statistic and the best
+    honest auditor's AUC; and one sentence on S1 and S2 (learned AUC) beside S6 (exact ceiling) with
+    the numbers at (``b_a``, ``k``).
+
+    Parameters
+    ----------
+    t3 : DataFrame
+        :func:`table3` with the grid's ceilings.
+    claims : DataFrame
+        :func:`table3_claims` (``id``, ``verdict``).
+    power : DataFrame
+        :func:`~.auditor_power.power_table` keyed by :func:`setting_label`.
+    """
+    from ..evaluate.audit import require_columns
+
+    require_columns(t3, {"sweep", "selector", "b_a", "k", "auc", "ceiling_auc_seeds"}, "Table 3")
+    require_columns(power, {"method", "best"}, "power table")
+    pw = power.set_index("method")
+    em = t3[(t3["selector"] == "em") & (t3["sweep"] == "cap_magnitude")].sort_values("b_a")
+    rows = []
+    for r in em.itertuples(index=False):
+        m = setting_label(r.b_a, int(r.k), "em")
+        best = pw.at[m, "best"] if m in pw.index else None
+        rows.append({"b_a": float(r.b_a), "k": int(r.k), "learned_auc": float(r.auc),
+                     "ceiling_auc_seeds": float(r.ceiling_auc_seeds), "best_auditor": best or "-",
+                     "best_auc": float(pw.at[m, f"auc {best}"]) if best is not None else math.nan,
+                     "views_links_auc": (float(pw.at[m, "auc views-links"])
+                                         if m in pw.index and "auc views-links" in pw.columns else math.nan)})
+    tab = pd.DataFrame(rows)
+    verdict = claims.set_index("id")["verdict"].to_dict()
+    at = tab[np.isclose(tab["b_a"], float(b_a)) & (tab["k"] == int(k))]
+    if at.empty:
+        raise ParameterError(f"Table 3 has no Eq. (7) row at B_a={b_a:g}, K={k}")
+    r = at.iloc[0]
+    vl = ("" if math.isnan(r["views_links_auc"])
+          else f", while the views-links auditor reaches {r['views_links_auc']:.3f}")
+    text = (f"At B_a = {b_a:g}, K = {k} the C.5 auditor's AUC is {r['learned_auc']:.3f} against an exact ceiling of "
+            f"{r['ceiling_auc_seeds']:.3f}{vl} (best honest auditor: {r['best_auditor']}, {r['best_auc']:.3f}). ")
+    learned = {c: verdict.get(c, "absent") for c in ("S1", "S2")}
+    exact = verdict.get("S6", "absent")
+    weak = (r["learned_auc"] - 0.5) < 0.5 * (r["ceiling_auc_seeds"] - 0.5)
+    if exact == "HOLDS" and any(v != "HOLDS" for v in learned.values()) and weak:
+        text += (f"S1 is {learned['S1']} and S2 {learned['S2']} beside S6 (the exact ceiling grows with B_a) "
+                 f"HOLDS: the learned verdicts reflect the auditor, which closes less than half of the ceiling's "
+                 f"gap over chance, not the mechanism.")
+    else:
+        text += f"S1 is {learned['S1']}, S2 {learned['S2']} and S6 {exact}."
+    return tab, text
+
+
+def auditor_limits_step(run: Any, table3_result: Any, power: Any) -> Any:
+    """:func:`auditor_limits` as a result (``05_auditor_limits``)."""
+    from .result import Result
+
+    tab, finding = auditor_limits(table3_result["t3"], table3_result["claims"], power["power"])
+    run.write_table("05_auditor_limits", tab)
+    return Result("The Table 3 verdicts against the exact ceilings",
+                  tables={"cap sweep at K = 3: learned AUC, ceiling and the best auditor": tab}, finding=finding,
+                  data={"table": tab})
+
+
+def seed_verdicts_step(run: Any) -> Any:
+    """The RQ1, RQ2 and Table 3 verdicts of the runs with other seeds under
+    ``<results_dir>/seeds/`` beside this run's (``05_verdicts_by_seed``)."""
+    from . import verdicts
+    from .result import Result
+
+    runs = verdicts.seed_runs(run.cfg.results_dir, run.cfg.seed)
+    if len(runs) <= 1:
+        return Result("Verdicts by seed", finding=f"No runs with other seeds under {run.cfg.results_dir}/seeds/ "
+                                                  f"(make seeds writes them).")
+    by_seed = verdicts.seed_stability(runs)
+    run.write_table("05_verdicts_by_seed", by_seed)
+    flips = by_seed[by_seed["flip"]]
+    shown = flips if len(flips) else by_seed.head(0)
+    return Result("Verdicts by seed", tables={"claims that flip (every claim: the written table)": shown},
+                  finding=(f"Runs with seeds {sorted(runs)}: {int(by_seed['flip'].sum())} of {len(by_seed)} "
+                           f"claims flip."),
+                  data={"table": by_seed})
+
+
+def decomposition_step(run: Any, loaded: Any, measured: Any, table3_result: Any) -> Any:
+    """Every Table 3 setting's tRec and Unsup split into the exact reach and the measured credits
+    (:func:`dpmv_lib.experiments.utility_decomposition.decomposition`, figure
+    ``05_utility_decomposition.png``; the paper reports no such split for Table 3)."""
+    from .utility_decomposition import decomposition
+
+    return decomposition(measured["transcripts"], measured["util_t"], {"pairedmem": loaded["bench"]},
+                         horizon=run.cfg.T, metrics=table3_result["metrics"], paper=pd.DataFrame(),
+                         figure_path=run.figure_path("05_utility_decomposition"))

@@ -70,6 +70,12 @@ class Session:
         """``<figures_dir>/<name>.png``."""
         return self.figures_dir / f"{name}.png"
 
+    def log(self, message: str) -> None:
+        """Print ``message`` in an interactive session only (batch runs keep their output to the
+        results)."""
+        if self.interactive:
+            print(message)
+
     def timings(self) -> Result:
         """The wall time per step of this run, as a result."""
         t = self.timer.table()

@@ -236,3 +236,14 @@ def rq1_frontier(session: Any, rq1: Any, track: str = "pairedmem") -> Any:
                   f"too: tables/{session.notebook}_utility_frontier.csv)", rep.markdown,
                   tables={f"this run's points at B_a = {cfg.B_a:g}": at}, figures={"frontier": path},
                   data={"report": rep})
+
+
+def report_step(run: Any, decision: Any, attribution: Any, table3_result: Any) -> FrontierReport:
+    """Notebook 05: :func:`report` of the attribute-decision rows, the measured Table 3 and the
+    paper's Tables 2 and 3, with the attribution rows (``05_utility_frontier.png``)."""
+    from .common import load_paper_csv
+
+    cfg = run.cfg
+    return report(rows=decision.table, measured=table3_result["t3"], paper_table3=table3_result["paper"],
+                  paper_table2=load_paper_csv("paper_table2_rq1.csv"), attribution=attribution.table, k=cfg.K,
+                  T=cfg.T, b_a=cfg.B_a, path=run.figure_path("05_utility_frontier"))

@@ -601,7 +601,10 @@ def replay_step(run: "Session", pg: Playground) -> Result:
         run.write_table("07_replay", df)
     steps = rep.slot_steps("M")
     fallbacks = [s for s in steps if s.fallback and s.epsilon is not None]
-    tables = {f"{rep.pair.pair_id}: {rep.method}, B_a={rep.B_a}, K={rep.K}, {rep.turns} turns": df}
+    keep = ["turn", "intent", "slot", "reads I_a", "eps", "decision", "view M", "view M'", "views differ",
+            f"L[{rep.target}]"]
+    tables = {f"{rep.pair.pair_id}: {rep.method}, B_a={rep.B_a}, K={rep.K}, {rep.turns} turns "
+              f"(the target's ledger; every ledger: 07_replay)": df[keep]}
     if fallbacks:
         tables[f"turn {fallbacks[0].turn + 1}: the first generic fallback"] = turn_table(rep, fallbacks[0].turn)
     last = rep.step("M", rep.turns - 1).ledger
@@ -643,6 +646,7 @@ def responses_step(run: "Session", pg: Playground) -> Result:
         (run.tables_dir / "07_run.json").write_text(json.dumps(setting, indent=1))
     side = all_resp[all_resp["side"] == "M"].drop(columns=["side"]).merge(
         all_resp[all_resp["side"] == "M'"][["turn", "response"]], on="turn", suffixes=(" M", " M'"))
-    differ = int((side["response M"] != side["response M'"]).sum())
-    return Result("Responses over the replay", tables={"M beside M'": side},
-                  finding=f"The responses differ between M and M' on {differ} of {len(side)} turns.")
+    differ = side["response M"] != side["response M'"]
+    tables = {"the turns where M and M' got different responses (every turn: 07_responses)": side[differ]}
+    return Result("Responses over the replay", tables=tables if differ.any() else {},
+                  finding=f"The responses differ between M and M' on {int(differ.sum())} of {len(side)} turns.")

@@ -69,10 +69,10 @@ def test_readme_links_the_executed_notebooks_first():
 # checks below use the standard library only, so a hand-made notebook can exercise each of them.
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-PNG_NAME = re.compile(r"[\w.\-/]*\w\.png\b")
+PNG_NAME = re.compile(r"[\w.\-/]*\w\.png\b(?!\s*\()")   # a file name, not a call such as view.png()
 TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
-NAN_TEXT = {"nan", "NaN"}
+NAN_TEXT = re.compile(r"(?<![\w.])(nan|NaN)(?![\w.])")    # "nan" as a cell or a word in one
 PROGRESS = (re.compile("[\u2588\u2589\u258a\u258b\u258c\u258d\u258e\u258f]"), re.compile(r"%\|"),
             re.compile(r"(?<![\d.])0%"))
 CELL_START = '<div class="jp-Cell '
@@ -111,7 +111,7 @@ def markdown_tables(text: str) -> list[list[list[str]]]:
 
 def markdown_table_problems(text: str) -> list[str]:
     """Rows of the Markdown tables in ``text`` whose cell count differs from the header's (an
-    unescaped ``|`` in a cell), and cells that read "nan"."""
+    unescaped ``|`` in a cell), and cells that show "nan"."""
     problems = []
     for t, rows in enumerate(markdown_tables(text), 1):
         width = len(rows[0])
@@ -123,7 +123,7 @@ def markdown_table_problems(text: str) -> list[str]:
             if len(cells) != width:
                 problems.append(f"markdown table {t} row {r} has {len(cells)} cells, its header {width}: "
                                 f"{' | '.join(cells)[:80]!r}")
-        if any(c in NAN_TEXT for cells in rows[2:] for c in cells):
+        if any(NAN_TEXT.search(c) for cells in rows[2:] for c in cells):
             problems.append(f"markdown table {t} shows nan")
     return problems
 
@@ -149,10 +149,10 @@ class _TableCells(HTMLParser):
 
 
 def html_nan_cells(html: str) -> int:
-    """How many cells of the HTML tables in ``html`` read "nan" or "NaN"."""
+    """How many cells of the HTML tables in ``html`` show "nan" or "NaN" (alone or as a word)."""
     p = _TableCells()
     p.feed(html)
-    return sum(c.strip() in NAN_TEXT for c in p.cells)
+    return sum(bool(NAN_TEXT.search(c)) for c in p.cells)
 
 
 def control_characters(text: str) -> list[str]:
@@ -225,7 +225,12 @@ def notebook_problems(nb: dict, figure_dirs: list[Path]) -> list[str]:
         found = markdown_table_problems(source) if cell["cell_type"] == "markdown" else []
         for out in cell.get("outputs", []):
             if "text/markdown" in out.get("data", {}):
-                found += markdown_table_problems(_text(out["data"]["text/markdown"]))
+                md = _text(out["data"]["text/markdown"])
+                in_table = markdown_table_problems(md)
+                found += in_table
+                nan = NAN_TEXT.search(md)
+                if nan and not any("nan" in p for p in in_table):
+                    found.append(f"shows nan: {md[max(0, nan.start() - 60):nan.end()]!r}")
             texts += _output_texts(out)
             if any(progress_bars(t) for t in _progress_texts(out)):
                 found.append("progress bar left in the output")
@@ -308,6 +313,8 @@ GOOD_HTML = "<table><tr><th>loss</th></tr><tr><td>inf</td></tr></table>"
     _md(BAD_TABLE),
     _code("x", _display({"text/markdown": BAD_TABLE, "text/plain": "x"})),
     _md("| a |\n|---|\n| nan |\n"),
+    _md("| claim | evidence |\n|---|---|\n| X3 | max loss nan over 320 pairs |\n"),
+    _code("x", _display({"text/markdown": "- X3: CappedArgmax max loss nan over 320 pairs", "text/plain": "x"})),
     _code("x", _display({"text/html": NAN_HTML, "text/plain": "x"})),
     _md("The loss \x0barepsilon is bounded."),
     _code("print(1)", _stream("S2 realise:   0%|          | 0/384 [00:00<?, ?it/s]")),
@@ -317,8 +324,8 @@ GOOD_HTML = "<table><tr><th>loss</th></tr><tr><td>inf</td></tr></table>"
     _md("| a | b |\n|---|\n| 1 | 2 |\n"),
     _md("The figure `results/figures/01_structure.png` shows the layout."),
     _code("print(1)", {"output_type": "stream", "name": "stdout", "text": "saved results/figures/01_structure.png\n"}),
-], ids=["md-pipe", "output-md-pipe", "md-nan", "html-nan", "control-char", "tqdm-0", "tqdm-blocks", "bar-0%",
-        "png-in-md", "png-in-output", "tqdm-display", "md-delimiter"])
+], ids=["md-pipe", "output-md-pipe", "md-nan", "md-nan-word", "output-md-nan", "html-nan", "control-char", "tqdm-0",
+        "tqdm-blocks", "bar-0%", "png-in-md", "png-in-output", "tqdm-display", "md-delimiter"])
 def test_render_checks_fail_on_a_bad_notebook(cell: dict, tmp_path: Path):
     assert notebook_problems(_nb(_md("# Title"), cell), [tmp_path]) != []
 
@@ -331,7 +338,9 @@ def test_render_checks_pass_on_a_good_notebook(tmp_path: Path):
              _code("x", _display({"text/markdown": GOOD_TABLE, "text/plain": "x"}),
                    _display({"text/html": GOOD_HTML, "text/plain": "x"}), image),
              _code("print(1)", {"output_type": "stream", "name": "stdout", "text": "done: 100 pairs\tok, 10% | 20%\n"}),
-             _code("x", _display({"text/plain": "  0%", "text/html": "<p>0%</p>"})))
+             _code("(figures / name).write_bytes(view.png())",
+                   _display({"text/plain": "  0%", "text/html": "<p>0%</p>"})),
+             _md("| variant | finance | loss |\n|---|---|---|\n| NoCap | nanny fees | 1.284 |\n"))
     assert notebook_problems(nb, [tmp_path]) == []
 
 

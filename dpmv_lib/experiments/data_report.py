@@ -468,8 +468,12 @@ def build_step(run: "Session") -> Result:
         db = build_all(data, seed=run.cfg.seed, corpora_dir=run.params.get("corpora_dir"),
                        transfer_speakers=speakers, progress=run.interactive)
         bench = load_benchmark("pairedmem", data)
-    tracks = pd.DataFrame([{"track": "PairedMem", "pairs": len(bench.pairs), "directory": db.paths["pairedmem"]}]
-                          + ([{"track": "transfer", "pairs": len(db.transfer.pairs), "directory": db.paths["transfer"]}]
+    def where(track: str) -> str:
+        p = Path(db.paths[track])
+        return str(p.relative_to(project_root())) if p.is_relative_to(project_root()) else str(p)
+
+    tracks = pd.DataFrame([{"track": "PairedMem", "pairs": len(bench.pairs), "directory": where("pairedmem")}]
+                          + ([{"track": "transfer", "pairs": len(db.transfer.pairs), "directory": where("transfer")}]
                              if db.transfer is not None else []))
     notes = [f"**Transfer track skipped.** {db.transfer_error}"] if db.transfer_error else []
     return Result("Both tracks built and frozen", tables={"tracks": tracks}, notes=notes,

@@ -96,7 +96,9 @@ def _transfer_report():
 
 def test_transfer_quality_tables():
     rep = _transfer_report()
-    assert dr.transfer_quality_table(rep).equals(pd.DataFrame(TQ.quality_table(rep)))
+    tq = dr.transfer_quality_table(rep)
+    assert list(tq.columns) == ["figure", "now", "goal", "met"]
+    assert tq.equals(pd.DataFrame(TQ.quality_table(rep))[["figure", "now", "goal", "met"]])
     kinds = dr.evidence_kind_table(rep)
     assert list(kinds.columns) == list(SOURCE_KINDS) and list(kinds.index) == ["diabetes", "job_loss"]
     assert kinds.loc["diabetes", SOURCE_KINDS[0]] == 2 and kinds.loc["job_loss", SOURCE_KINDS[0]] == 0
@@ -134,3 +136,60 @@ def test_manifest_tables_one_per_frozen_track(tmp_path):
     if (committed / "pairedmem" / "manifest.json").exists():
         m = json.loads((committed / "pairedmem" / "manifest.json").read_text())
         assert list(dr.manifest_tables(committed, ("pairedmem",))[0]["file"]) == list(m["files"])
+
+
+# ---- notebook 01 steps ----------------------------------------------------------------------------------
+def test_shown_tables_blank_missing_figures_and_print_counts_as_integers():
+    df = pd.DataFrame({"q": ["a", "b|c"], "ours": [320.0, 16 / 3], "paper": ["384", float("nan")],
+                       "ok": [True, False]})
+    shown = dr._blank(df)
+    assert shown.to_dict("records") == [{"q": "a", "ours": 320, "paper": "384", "ok": True},
+                                        {"q": "b|c", "ours": "5.3333", "paper": "", "ok": False}]
+    md = dr._markdown(df)
+    assert "nan" not in md and "b\\|c" in md and "320.0" not in md
+
+
+@pytest.fixture(scope="module")
+def built(pairedmem_bench):
+    """The committed PairedMem benchmark as a build: its manifest's counts stand for the build's."""
+    counts = pairedmem_bench.manifest["counts"]
+    pm = SimpleNamespace(counts=lambda: counts, pairs=pairedmem_bench.pairs, candidates=())
+    return dr.Built(dr.DataBuild(pm, None, "corpora missing", {}, {}), pairedmem_bench)
+
+
+@pytest.fixture
+def run(tmp_path):
+    from dpmv_lib.experiments import session
+
+    return session.start("01", profile="smoke", results_dir=str(tmp_path / "results"))
+
+
+def test_table_steps_write_their_tables_and_count_the_matches(built, run):
+    t6 = dr.table6_step(run, built)
+    shown = t6.tables["ours beside the paper"]
+    assert "nan" not in shown.astype(str).to_string() and shown.loc[0, "ours"] == 384
+    assert t6.finding.startswith("11 of 13 counts the paper gives match it exactly; the others: S3 passed validation")
+    assert (run.tables_dir / "table6_pairedmem_construction.csv").is_file()
+    t5 = dr.table5_step(run, built)
+    assert t5.figures["group sizes, overlap and query types"].is_file()
+    assert t5.finding == "5 of 5 figures match the paper."
+    assert "skipped" in dr.transfer_quality_step(run, built).finding
+    assert "skipped" in dr.table7_step(run, built).finding
+
+
+def test_example_and_trajectory_steps(built, run):
+    ex = dr.example_pair_step(run, built)
+    assert "exactly the protected group $I_a$" in ex.finding
+    assert len(pd.read_csv(run.tables_dir / "01_example_pair.csv")) == 28
+    tr = dr.trajectory_step(run, built)
+    assert tr.finding.startswith("The block has 4 neutral, 8 target, 4 distractor turns; of 10240 queries 0 name")
+    assert len(pd.read_csv(run.tables_dir / "01_example_trajectory.csv")) == 32
+
+
+def test_policy_and_manifest_steps(tmp_path):
+    from dpmv_lib.experiments import session
+
+    run = session.start("01", profile="smoke", results_dir=str(tmp_path / "r"), data_dir=str(project_root() / "data"))
+    assert "8 templates (2 with overlapping groups)" in dr.policy_step(run).finding
+    files = dr.manifest_step(run)
+    assert files.finding.startswith(f"{len(files.tables['files and checksums'])} files in")

@@ -49,3 +49,26 @@ def test_sizes_and_write_table(tmp_path):
     layout = dg.running_example_table()
     csv, md = write_table(layout, tmp_path / "t", "x", layout.to_markdown(index=False))   # as notebook 02 writes it
     assert csv.exists() and md.read_text().startswith("|")
+
+
+def test_notebook_steps_write_their_tables_and_say_what_they_found(tmp_path):
+    from dpmv_lib.experiments import session
+
+    run = session.start("02", profile="smoke", results_dir=str(tmp_path), horizon=None, max_selections=3)
+    assert dg.sizes(run)["max_selections"] == 3 and dg.sizes(run)["horizon"] == 2
+    em = dg.em_step(run)
+    assert "within $\\varepsilon$" in em.finding and "identical distributions" in em.finding
+    trace = dg.ledger_trace_step(run)
+    assert "final ledgers L_diabetes = 2, L_debt = 2" in trace.finding and "equals the ledger" in trace.finding
+    fig2 = dg.figure2_step(run)
+    assert "food falls back to food.generic; finance is admitted" in fig2.finding
+    assert "L_diabetes = 3/2 and L_debt = 2/3" in fig2.finding
+    sweep = dg.loss_sweep_step(run)
+    assert sweep.figures["loss"].is_file() and "At N = 3" in sweep.finding
+    assert list(sweep.tables["exact max loss"].index) == [1, 2, 3]
+    thm = dg.theorem1_step(run)
+    assert thm.finding.startswith("Compliant MemView holds on 8 of 8 checks")
+    for name in ("02_em_views", "02_ledger_trace", "02_figure2_turn", "02_loss_vs_selections",
+                 "02_theorem1_running_example"):
+        assert (tmp_path / "tables" / f"{name}.csv").is_file(), name
+    assert "took" in run.timings().finding

@@ -314,3 +314,29 @@ def test_smollm2_responds_when_installed(bench, rep):
     except Exception as exc:  # noqa: BLE001 - a missing model file is a skip, not a failure
         pytest.skip(f"OpenVINO SmolLM2 unavailable: {exc}")
     assert len(out) == 2 and all(isinstance(x, str) and x.strip() for x in out["response"])
+
+
+def test_notebook_steps_write_their_tables_and_say_what_they_found(tmp_path):
+    from dpmv_lib.experiments import playground_widget as PW
+    from dpmv_lib.experiments import session
+
+    run = session.start("07", profile="smoke", results_dir=str(tmp_path), pair_id="pm-diabetes-000", turn=4,
+                        query=None, intent=None, method="DP-MemView (on)", B_a=2, K=3, T=16, responder=None)
+    opened = P.open_pair(run)
+    pg = opened["playground"]
+    assert opened.finding.endswith("all inside $I_{diabetes}$.") and pg.turn == 3
+    assert P.turn_step(run, pg).finding.startswith("The public plan is identical on M and M'")
+    rep_ = P.replay_step(run, pg)
+    fallbacks = [s for s in pg.rep.slot_steps("M") if s.fallback and s.epsilon is not None]
+    assert f"{len(fallbacks)} generic fallbacks" in rep_.finding and len(rep_.tables) == 1 + bool(fallbacks)
+    assert P.checks_step(run, pg).finding == "All 8 claims hold on this replay."
+    fig = PW.walkthrough_step(run, pg)
+    assert fig.figures["walk-through"].is_file() and "inside its ledger" in fig.finding
+    assert "of 16 turns" in P.responses_step(run, pg).finding
+    for name in ("07_replay.csv", "07_checks.csv", "07_loss.csv", "07_turn.csv", "07_views.csv", "07_responses.csv",
+                 "07_run.json"):
+        assert (tmp_path / "tables" / name).is_file(), name
+    bad = session.start("07", profile="smoke", results_dir=str(tmp_path), pair_id="pm-nobody", turn=1,
+                        method="DP-MemView (on)")
+    with pytest.raises(Exception, match="unknown pair 'pm-nobody'"):
+        P.open_pair(bad)

@@ -1,15 +1,21 @@
-"""Notebook 01 helpers: build both tracks, Tables 5-7 style counts beside the paper's figures,
-example pairs side by side, and the figure. All numbers are measured from the builds.
+"""The evaluation data of notebook 01: build both tracks, Tables 5-7 style counts beside the paper's
+figures, example pairs side by side, and the figure. All numbers are measured from the builds.
+
+The ``*_step`` functions are notebook 01's steps: :func:`build_step` builds and freezes both tracks
+and returns the build in ``result["build"]``; the others take the notebook's
+:class:`~dpmv_lib.experiments.session.Session` and that :class:`Built`, write their tables and
+return a :class:`~dpmv_lib.experiments.result.Result` whose finding is computed from the numbers.
 """
 from __future__ import annotations
 
 import html
 import json
+import numbers
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
 import pandas as pd
 
@@ -21,6 +27,10 @@ from ..bench.pairedmem_gold import trajectory_problems
 from ..bench.phrasebank import OVERLAP_TEMPLATES, TEMPLATES
 from ..bench.transfer_corpora import SOURCE_KINDS
 from ..core.errors import CorpusError
+from .result import Result
+
+if TYPE_CHECKING:
+    from .session import Session
 
 PAPER_FIGURES_FILE = "paper_other_figures.csv"
 
@@ -223,9 +233,9 @@ def background_table(db: DataBuild) -> pd.DataFrame:
 
 # ---- the transfer track (notebook 01, section 9) -------------------------------------------------------
 def transfer_quality_table(report: Mapping[str, Any]) -> pd.DataFrame:
-    """:func:`dpmv_lib.bench.transfer_quality.quality_table` of ``report`` as a frame (figure, v1, v2, now,
-    goal, met)."""
-    return pd.DataFrame(transfer_quality.quality_table(report))
+    """:func:`dpmv_lib.bench.transfer_quality.quality_table` of ``report`` as a frame: figure, its value
+    in this build, the goal and whether it is met."""
+    return pd.DataFrame(transfer_quality.quality_table(report))[["figure", "now", "goal", "met"]]
 
 
 def evidence_kind_table(report: Mapping[str, Any]) -> pd.DataFrame:
@@ -342,9 +352,9 @@ def paper_table4_bounds(path: str | Path | None = None) -> dict[str, str]:
 
 def quality_table(pairs: Sequence[Pair], policy_of: Any, horizon: int = 16,
                   paper_bounds: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """Issue 10 goals 1-4 measured on ``pairs`` (:mod:`dpmv_lib.bench.benchmark_quality`): one row per
-    figure with ours, the paper's value where it has one (Table 4's DP bound), the goal, and
-    whether ours meets it."""
+    """The benchmark-quality goals 1-4 (charge structure, split leakage, templating, artefacts)
+    measured on ``pairs`` (:mod:`dpmv_lib.bench.benchmark_quality`): one row per figure with ours,
+    the paper's value where it has one (Table 4's DP bound), the goal, and whether ours meets it."""
     from ..bench import benchmark_quality as bq
     pb = paper_table4_bounds() if paper_bounds is None else paper_bounds
     rep = bq.audit(pairs, policy_of, horizon)
@@ -396,3 +406,257 @@ def quality_table(pairs: Sequence[Pair], policy_of: Any, horizon: int = 16,
     add("4 artefacts", "... of which the turn reads no evidence of the co-present attribute",
         gold["removed_without_evidence_in_read"], "0", gold["removed_without_evidence_in_read"] == 0)
     return pd.DataFrame(rows)
+
+
+# ---- notebook 01 steps ----------------------------------------------------------------------------
+def _num(x: Any) -> Any:
+    """A whole number as an integer (320, not 320.0), another float to 4 decimals; other values as they are."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return x
+    f = float(x)
+    return int(f) if f.is_integer() else f"{round(f, 4):g}"
+
+
+def _blank(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with missing values as empty cells (a figure the paper does not give is blank, not
+    "nan") and whole numbers as integers."""
+    return pd.DataFrame({c: pd.Series([_num(v) if pd.notna(v) else "" for v in df[c]], index=df.index, dtype=object)
+                         for c in df.columns})
+
+
+def _markdown(df: pd.DataFrame) -> str:
+    """A Markdown table of ``df`` with blank missing values and ``|`` escaped inside cells."""
+    return _blank(df).astype(str).replace(r"\|", r"\\|", regex=True).to_markdown(index=False)
+
+
+@dataclass(frozen=True)
+class Built:
+    """Both tracks as built (:class:`DataBuild`) and PairedMem reloaded through the checksummed loader."""
+
+    db: DataBuild
+    bench: Any
+
+
+def policy_step(run: "Session") -> Result:
+    """The fixed public policy: the protected groups of every template and the slots."""
+    from ..bench import pairedmem_specs
+
+    with run.timer("policy"):
+        p0 = next(iter(pairedmem_specs.template_policies().values()))
+        groups, slots = template_groups(p0), slot_table(p0)
+    caps = sorted({str(c) for c in p0.caps.values()})
+    return Result("The fixed public policy", tables={"protected groups I_a per template": groups,
+                                                     "slots, views and intents": slots},
+                  finding=f"{len(p0.positions)} positions in {len(slots)} slots, {len(groups)} templates "
+                          f"({int(groups['overlap'].sum())} with overlapping groups); every cap $B_a$ = "
+                          f"{', '.join(caps)} and the scorer's sensitivity is $\\Delta u$ = {p0.sensitivity}.")
+
+
+def build_step(run: "Session") -> Result:
+    """Build and freeze both tracks under the run's data directory (:func:`build_all`) and reload
+    PairedMem through the checksummed loader. The committed benchmark is always built in full; a
+    throwaway data directory builds a transfer track reduced to the profile's pair count.
+    ``result["build"]`` is the :class:`Built` of the later steps."""
+    from ..bench.datasets import load_benchmark
+    from ..common.paths import project_root
+
+    data = run.data_dir
+    committed = data.resolve() == (project_root() / "data").resolve()
+    tp = run.profile.transfer_pairs
+    speakers = None if (committed or tp is None) else max(1, tp // 4)
+    with run.timer("build both tracks"):
+        db = build_all(data, seed=run.cfg.seed, corpora_dir=run.params.get("corpora_dir"),
+                       transfer_speakers=speakers, progress=run.interactive)
+        bench = load_benchmark("pairedmem", data)
+    def where(track: str) -> str:
+        p = Path(db.paths[track])
+        return str(p.relative_to(project_root())) if p.is_relative_to(project_root()) else str(p)
+
+    tracks = pd.DataFrame([{"track": "PairedMem", "pairs": len(bench.pairs), "directory": where("pairedmem")}]
+                          + ([{"track": "transfer", "pairs": len(db.transfer.pairs), "directory": where("transfer")}]
+                             if db.transfer is not None else []))
+    notes = [f"**Transfer track skipped.** {db.transfer_error}"] if db.transfer_error else []
+    return Result("Both tracks built and frozen", tables={"tracks": tracks}, notes=notes,
+                  finding=f"Built {len(db.pairedmem.pairs)} PairedMem pairs"
+                          + (f" and {len(db.transfer.pairs)} transfer pairs" if db.transfer is not None else "")
+                          + f"; the checksummed loader reads back {len(bench.pairs)} PairedMem pairs "
+                            f"({len(bench.manifest['files'])} files).",
+                  data={"build": Built(db, bench)})
+
+
+def selection_step(run: "Session", built: Built) -> Result:
+    """S3: the candidates that failed validation and the selected pairs by attribute and template."""
+    cands = built.db.pairedmem.candidates
+    fails = failed_candidates(cands)
+    c = built.db.pairedmem.counts()
+    tables = {"selected pairs by attribute and template": selection_crosstab(built.db.pairedmem.pairs)}
+    if len(fails):
+        tables = {"candidates that failed validation": fails, **tables}
+    return Result("S3: validation and selection", tables=tables,
+                  finding=f"{c['passed_validation']} of {len(cands)} candidates pass S3 "
+                          f"({len(fails)} fail); {c['selected_pairs']} are selected with an overlap share of "
+                          f"{c['overlap_share']:.2f} and {c['reserves']} kept as reserves.")
+
+
+def _matches(df: pd.DataFrame) -> tuple[int, int, list[str]]:
+    known = df[df["difference"].notna()]
+    off = known[known["difference"] != 0]
+    return (len(known) - len(off), len(known),
+            [f"{r.quantity} {_num(r.ours)} against {_num(r.paper)}" for r in off.itertuples()])
+
+
+def table6_step(run: "Session", built: Built) -> Result:
+    """Table 6: PairedMem construction counts beside the paper's; writes ``table6_pairedmem_construction``."""
+    t6 = table6(built.db, paper_figures())
+    run.write_table("table6_pairedmem_construction", t6, _markdown(t6))
+    same, known, off = _matches(t6)
+    return Result("Table 6: PairedMem construction", tables={"ours beside the paper": _blank(t6)},
+                  finding=f"{same} of {known} counts the paper gives match it exactly"
+                          + (f"; the others: {'; '.join(off)}." if off else "."))
+
+
+def example_pair_step(run: "Session", built: Built) -> Result:
+    """An overlap pair side by side (the positions where M and M' differ, and the co-present
+    attribute's evidence); the whole pair is written to ``01_example_pair``."""
+    ex = next(p for p in built.bench.pairs if p.overlap)
+    df = pair_side_by_side(ex)
+    run.write_table("01_example_pair", df)
+    diff = set(df.loc[df["differs"], "position"])
+    group = set(ex.meta["group"])
+    shown = df[df["differs"] | (df["role"] != "")]
+    return Result(f"Pair {ex.pair_id}: {ex.attribute}, template {ex.template}, split {ex.split}, "
+                  f"co-present {', '.join(ex.meta['co_present']) or 'none'}",
+                  tables={"the positions in I_a or holding evidence (all 28: 01_example_pair)": shown},
+                  finding=f"M and M' differ at positions {sorted(diff)}, "
+                          f"{'exactly' if diff == group else 'NOT exactly'} the protected group $I_a$; "
+                          f"{int((~shown['differs']).sum())} evidence position(s) of the co-present attribute "
+                          f"are the same in both stores.")
+
+
+def trajectory_step(run: "Session", built: Built) -> Result:
+    """S4: the first 16-turn block of the example pair by query type, and the checks on every
+    query and trajectory; the whole trajectory is written to ``01_example_trajectory``."""
+    bench = built.bench
+    ex = next(p for p in bench.pairs if p.overlap)
+    traj = trajectory_table(ex, bench.behaviours)
+    run.write_table("01_example_trajectory", traj)
+    first = traj[traj["block"] == traj["block"].iloc[0]]
+    by_type = first.groupby("type", sort=False).agg(turns=("turn", "size"),
+                                                    slots=("slot", lambda s: ", ".join(sorted(set(s)))),
+                                                    example=("query", "first"),
+                                                    target_required=("target-required on M", "first"))
+    with run.timer("trajectory checks"):
+        checks = trajectory_checks(bench.pairs, bench.policy, bench.behaviours)
+    return Result(f"S4: the first block of {ex.pair_id}'s trajectory", tables={"turns by query type": by_type,
+                  "checks on every pair": pd.DataFrame([checks])},
+                  finding="The block has " + ", ".join(f"{n} {t}" for t, n in by_type["turns"].items())
+                          + f" turns; of {checks['queries']} queries {checks['naming_attribute']} name a protected "
+                            f"attribute and the trajectories have {checks['trajectory_problems']} problems.")
+
+
+def quality_step(run: "Session", built: Built) -> Result:
+    """Benchmark quality (charge structure, split leakage, templating, artefacts): the goals per
+    group and any figure that misses its goal; the full table is written to ``01_benchmark_quality``."""
+    from ..bench import benchmark_quality as bq
+
+    bench = built.bench
+    with run.timer("benchmark quality"):
+        qt = quality_table(bench.pairs, bench.policy)
+        top = bq.ngram_shares(bench.pairs, k=5)
+    run.write_table("01_benchmark_quality", qt.astype(str), qt.astype(str).to_markdown(index=False))
+    per_goal = qt.groupby("goal").agg(figures=("quantity", "size"), met=("meets goal", "sum"))
+    missed = qt[~qt["meets goal"]]
+    tables = {"goals met per group (all figures: 01_benchmark_quality)": per_goal}
+    if len(missed):
+        tables["figures that miss their goal"] = _blank(missed)
+    return Result("Benchmark quality", tables=tables,
+                  notes=["Most frequent 5-grams (share of sentences): "
+                         + "; ".join(f"'{g}' {v:.4f}" for g, v in top)],
+                  finding=f"{int(qt['meets goal'].sum())} of {len(qt)} figures meet their goal"
+                          + (f"; missed: {'; '.join(missed['quantity'])}." if len(missed) else "."))
+
+
+def table5_step(run: "Session", built: Built) -> Result:
+    """Table 5: the two tracks beside the paper, and the structure figure."""
+    t5 = table5(built.db, paper_figures())
+    run.write_table("table5_tracks", t5, _markdown(t5))
+    path = run.figure_path("01_pairedmem_structure")
+    with run.timer("structure figure"):
+        structure_figure(built.bench.pairs, path)
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
+    same, known, off = _matches(t5)
+    return Result("Table 5: the two tracks", tables={"ours beside the paper": _blank(t5)},
+                  figures={"group sizes, overlap and query types": path},
+                  notes=["Left: $|I_a|$ per selected pair; middle: the overlap and co-presence share per "
+                         "attribute (dashed: the paper's 25%); right: the query types per pair and block."],
+                  finding=f"{same} of {known} figures match the paper"
+                          + (f"; the others: {'; '.join(off)} (the transfer track keeps pregnancy pairs only for "
+                             "speakers whose persona fits)." if off else "."))
+
+
+def transfer_quality_step(run: "Session", built: Built) -> Result:
+    """The transfer track's quality goals, its evidence by source kind and the edit distance of each
+    M' replacement; writes ``01_transfer_quality``."""
+    tr = built.db.transfer
+    if tr is None:
+        return Result("Transfer track quality", finding=f"The transfer track was skipped: {built.db.transfer_error}")
+    rep = transfer_quality.quality_report(tr)
+    tq = transfer_quality_table(rep)
+    run.write_table("01_transfer_quality", tq.astype(str), tq.astype(str).to_markdown(index=False))
+    missed = list(tq.loc[~tq["met"].astype(bool), "figure"])
+    return Result("Transfer track quality",
+                  tables={"goals": tq, "distinct evidence by source kind": evidence_kind_table(rep),
+                          "words changed in M' (edit distance)": edit_distance_table(rep)},
+                  finding=f"{len(tq) - len(missed)} of {len(tq)} quality goals are met"
+                          + (f"; missed: {', '.join(missed)}." if missed else "."))
+
+
+def table7_step(run: "Session", built: Built) -> Result:
+    """Table 7: transfer evidence per attribute, the background histories (summarised; written in
+    full to ``table7_transfer_background``) and evidence examples."""
+    db = built.db
+    t7 = table7(db)
+    run.write_table("table7_transfer_evidence", t7.astype(str), t7.astype(str).to_markdown(index=False))
+    if db.transfer is None:
+        return Result("Table 7: transfer evidence", tables={"skipped": t7},
+                      finding=f"The transfer track was skipped: {db.transfer_error}")
+    bg = background_table(db)
+    run.write_table("table7_transfer_background", bg, bg.astype(str).to_markdown(index=False))
+    tc = db.transfer.counts()
+    counts = t7[["attribute", "evidence_kept", "used_in_pairs", "pairs"]].assign(
+        rejected=[sum(d.values()) for d in t7["rejected_by_rule"]])
+    bg_sum = bg.drop(columns=["speaker"]).agg(["min", "median", "max"]).T.astype(int)
+    return Result("Table 7: transfer evidence and background",
+                  tables={"evidence per attribute (sources and rejections by rule: table7_transfer_evidence)": counts,
+                          f"background of the {len(bg)} speakers, min / median / max (table7_transfer_background)":
+                              bg_sum,
+                          "evidence examples": evidence_examples(db.transfer, per_attribute=2)},
+                  finding=f"{tc['pairs']} transfer pairs copy {tc['matched_pairedmem_pairs']} PairedMem pairs; no "
+                          f"evidence sentence is used more than {tc['max_reuse_of_one_evidence_sentence']} times; "
+                          f"{tc['background_slot_fallback_positions']} background positions fall back to a "
+                          f"sentence of another slot.")
+
+
+def transfer_pair_step(run: "Session", built: Built) -> Result:
+    """The first transfer pair side by side (the positions where M and M' differ)."""
+    tr = built.db.transfer
+    if tr is None:
+        return Result("A transfer pair", finding=f"The transfer track was skipped: {built.db.transfer_error}")
+    tp = tr.pairs[0]
+    df = pair_side_by_side(tp)
+    diff = set(df.loc[df["differs"], "position"])
+    return Result(f"Transfer pair {tp.pair_id} (copies {tp.meta['matched_pair']})",
+                  tables={"the positions where M and M' differ": df[df["differs"]]},
+                  finding=f"M and M' differ at {len(diff)} positions, "
+                          f"{'all' if diff <= set(tp.meta['group']) else 'NOT all'} inside $I_a$.")
+
+
+def manifest_step(run: "Session") -> Result:
+    """The frozen files with their checksums (the loader verifies them before use)."""
+    frames = manifest_tables(run.data_dir, ("pairedmem", "transfer"))
+    files = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return Result("What was frozen", tables={"files and checksums": files},
+                  finding=f"{len(files)} files in {len(frames)} tracks are frozen with their sha256; "
+                          "`dpmv_lib.bench.datasets.load_benchmark` verifies them before every use.")

@@ -8,6 +8,10 @@
 * :func:`theorem1_check` / :func:`theorem1_table` - exact verification of Theorem 1:
   P[t | M] <= e^{B_a} P[t | M'] (and back) for every enumerated augmented transcript t.
 
+The ``*_step`` functions are notebook 02's steps: each takes the notebook's
+:class:`~dpmv_lib.experiments.session.Session`, writes its tables and figure and returns a
+:class:`~dpmv_lib.experiments.result.Result` whose finding is computed from the numbers.
+
 Utilities and EM probabilities are internal to the trusted interface (C3); they are shown here
 only as a diagnostic of the mechanism, never released to an application.
 """
@@ -17,7 +21,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable, Iterable, Sequence, cast
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, cast
 
 import pandas as pd
 
@@ -32,6 +36,10 @@ from ..core.releases import Release
 from ..core.policy import Policy, Query
 from ..core.store import MemoryStore
 from ..checks.variants import VARIANTS
+from .result import Result
+
+if TYPE_CHECKING:
+    from .session import Session
 
 REL_TOL = 1e-9
 
@@ -297,3 +305,169 @@ def plot_loss_vs_horizon(df: pd.DataFrame, path: str | Path | None = None):
         ax.legend(frameon=False)
     fig.tight_layout()
     return save_figure(fig, path, dpi=150)
+
+
+# ---- notebook 02 steps --------------------------------------------------------------------------
+def sizes(run: "Session") -> dict[str, int]:
+    """The problem sizes of notebook 02 for the run's profile and its ``horizon`` /
+    ``max_selections`` parameters (:func:`notebook_sizes`)."""
+    return notebook_sizes(run.profile.name, horizon=run.params.get("horizon"),
+                          max_selections=run.params.get("max_selections"))
+
+
+def running_example_step(run: "Session") -> Result:
+    """The running example (Figure 2): the layout, the protected groups and the adjacent stores."""
+    with run.timer("running example"):
+        policy = running_example()[0]
+        layout = running_example_table()
+        run.write_table("02_running_example", layout, layout.to_markdown(index=False))
+        groups = pd.DataFrame([{"attribute": a.name, "I_a": ", ".join(map(str, sorted(a.group))), "B_a": str(a.cap)}
+                               for a in policy.attributes])
+    shared = sorted(set.intersection(*(set(a.group) for a in policy.attributes)))
+    return Result("The running example: layout, groups and adjacent stores",
+                  tables={"positions and the three stores": layout, "protected groups": groups},
+                  finding=f"{len(policy.positions)} positions in {len(policy.slots)} slots; the groups share "
+                          f"position(s) {', '.join(map(str, shared)) or 'none'}, so a read of them is charged to "
+                          f"both attributes; sensitivity $\\Delta u = {policy.sensitivity}$.")
+
+
+def em_step(run: "Session") -> Result:
+    """Eq. (7) on the affordable-dinner query: every view's probability under M and under each
+    adjacent store, and the largest |log ratio| per slot against eps (C3)."""
+    with run.timer("Eq. 7 probabilities"):
+        policy, m, m_d, m_b = running_example()
+        em = pd.concat([em_view_table(policy, m, mp, DINNER, budget=OnlineBudget(3)).assign(pair=label)
+                        for mp, label in ((m_d, "M vs M' (no diabetes)"), (m_b, "M vs M' (no debt)"))],
+                       ignore_index=True)
+        run.write_table("02_em_views", em, em.to_markdown(index=False))
+        check = em.groupby(["pair", "slot"]).agg(max_abs_log_ratio=("log_ratio", lambda s: s.abs().max()),
+                                                 epsilon=("epsilon", "first"))
+        check["within_eps"] = check["max_abs_log_ratio"] <= check["epsilon"] + 1e-12
+    finance = check.loc[("M vs M' (no diabetes)", "finance"), "max_abs_log_ratio"]
+    cols = ["pair", "slot", "view", "charged", "epsilon", "u_M", "u_M'", "P_M", "P_M'", "log_ratio"]
+    verdict = "within" if check["within_eps"].all() else "NOT within"
+    shown = em.loc[em["pair"] == "M vs M' (no diabetes)", cols[1:]]
+    return Result("Eq. (7): view probabilities under M and M'", precision=4,
+                  tables={"M vs M' (no diabetes), every view (both pairs: 02_em_views)": shown,
+                          "largest |log ratio| per slot": check},
+                  finding=f"Every view's log probability ratio is {verdict} $\\varepsilon$ "
+                          f"(largest {check['max_abs_log_ratio'].max():.4f} against "
+                          f"{check['epsilon'].min():.4f}); finance, which reads nothing of $I_D$, has "
+                          f"{'identical' if finance == 0 else 'different'} distributions under M and "
+                          f"M' (no diabetes).")
+
+
+def _ledger_shown(trace: pd.DataFrame) -> pd.DataFrame:
+    """The columns of a ledger trace a reader follows: the operation, its charge and the ledgers
+    (read and affected sets, the mechanism and the reconstructed bounds are in the written table)."""
+    keep = ["turn", "intent", "slot", "charged", "epsilon", "admitted", "fallback", "view"]
+    return trace[keep + [c for c in trace.columns if c.startswith("L_")]]
+
+
+def _ledger_finding(trace: pd.DataFrame, attributes: Sequence[str]) -> str:
+    last = trace.iloc[-1]
+    ledgers = ", ".join(f"L_{a} = {last[f'L_{a}']}" for a in attributes)
+    agree = all((trace[f"L_{a}"] == trace[f"recon_{a}"]).all() for a in attributes)
+    return (f"{int(trace['admitted'].sum())} selections admitted and {int(trace['fallback'].sum())} generic "
+            f"fallbacks; final ledgers {ledgers}; the reconstructed bound "
+            f"{'equals' if agree else 'differs from'} the ledger on every row.")
+
+
+def ledger_trace_step(run: "Session") -> Result:
+    """The ledgers over a short transcript of the running example (C2, C5)."""
+    with run.timer("ledger trace"):
+        policy, m, _, _ = running_example()
+        trace = ledger_trace(policy, m, running_queries(sizes(run)["trace_turns"]), budget=OnlineBudget(3),
+                             seed=run.cfg.seed)
+        run.write_table("02_ledger_trace", trace, trace.to_markdown(index=False))
+    return Result("Ledgers over a short transcript",
+                  tables={"one row per slot-level operation (all columns: 02_ledger_trace)": _ledger_shown(trace)},
+                  finding=_ledger_finding(trace, policy.attribute_names))
+
+
+def figure2_step(run: "Session") -> Result:
+    """Figure 2's turn: with L_D = 3/2 already spent, food (charging D and B) falls back to its
+    generic view and finance (charging B only) is admitted."""
+    from ..core.ledger import InMemoryLedger
+
+    with run.timer("Figure 2 turn"):
+        policy, m, _, _ = running_example()
+        turn = ledger_trace(policy, m, [DINNER], budget=OnlineBudget(3), seed=run.cfg.seed,
+                            ledger=InMemoryLedger(policy.caps, spent={"diabetes": "3/2"}))
+        run.write_table("02_figure2_turn", turn, turn.to_markdown(index=False))
+    rows = {r.slot: r for r in turn.itertuples()}
+    said = [f"{slot} {'is admitted' if r.admitted else 'falls back to ' + r.view}" for slot, r in rows.items()]
+    return Result("The Figure 2 turn (L_D = 3/2 already spent)",
+                  tables={"the two slot operations (all columns: 02_figure2_turn)": _ledger_shown(turn)},
+                  finding=f"{'; '.join(said)}; afterwards L_diabetes = {turn.iloc[-1]['L_diabetes']} and "
+                          f"L_debt = {turn.iloc[-1]['L_debt']}.")
+
+
+def counterexamples_step(run: "Session") -> Result:
+    """Appendix B.5: each contract-violating variant against compliant MemView on its construction."""
+    with run.timer("B.5 constructions"):
+        cex = counterexample_table()
+        run.write_table("02_counterexamples", cex, cex.to_markdown(index=False))
+    over = cex[cex["exceeds_B_a"]]
+    return Result("Appendix B.5: each safeguard is necessary",
+                  tables={"one row per construction": cex.drop(columns=["construction"])},
+                  finding=f"{len(over)} of {len(cex)} violating variants exceed $B_a$ on their construction "
+                          f"({', '.join(over['variant'])}); compliant MemView stays within $B_a$ on "
+                          f"{int(cex['MemView_within_B_a'].sum())} of {len(cex)}.")
+
+
+def loss_sweep_step(run: "Session") -> Result:
+    """The exact loss after N selections on the C2 and C5 constructions, with the figure."""
+    with run.timer("loss vs N"):
+        sweep = loss_vs_horizon(range(1, sizes(run)["max_selections"] + 1))
+        run.write_table("02_loss_vs_selections", sweep, sweep.to_markdown(index=False))
+        path = run.figure_path("02_privacy_loss")
+        plot_loss_vs_horizon(sweep, path)
+        import matplotlib.pyplot as plt
+
+        plt.close("all")
+    top = sweep[sweep["N"] == sweep["N"].max()]
+    var = top[top["interface"] == top["construction"]]
+    mem = top[top["interface"] != top["construction"]]
+    wide = sweep.pivot_table(index="N", columns=["construction", "interface"], values="exact_loss")
+    wide.columns = [f"{c}: {i}" for c, i in wide.columns]
+    return Result("Exact privacy loss against the number of selections", precision=4,
+                  tables={"exact max loss": wide}, figures={"loss": path},
+                  finding=f"At N = {int(top['N'].iloc[0])} the violating variants reach an exact loss of "
+                          + ", ".join(f"{r.exact_loss:.2f} ({r.construction}, $B_a$ = {r.B_a:g})"
+                                      for r in var.itertuples())
+                          + f"; compliant MemView stops at {mem['exact_loss'].max():.2f} on the same constructions.")
+
+
+def theorem1_step(run: "Session") -> Result:
+    """Theorem 1 checked exactly on the running example, per interface, attribute and strategy."""
+    with run.timer("Theorem 1 (running example)"):
+        thm = theorem1_table(sizes(run)["horizon"])
+        run.write_table("02_theorem1_running_example", thm, thm.to_markdown(index=False))
+    ok = thm[thm["violates"] == "-"]
+    bad = thm[thm["violates"] != "-"]
+    broken = sorted(set(bad.loc[~bad["holds"], "interface"]))
+    per = thm.groupby(["interface", "violates"], sort=False).agg(
+        checks=("holds", "size"), transcripts=("transcripts", "sum"), max_loss=("max_loss", "max"),
+        B_a=("B_a", "max"), violations=("violations", "sum"), all_hold=("holds", "all")).reset_index()
+    return Result("Theorem 1 on the running example",
+                  tables={"per interface over attributes and strategies (02_theorem1_running_example)": per},
+                  finding=f"Compliant MemView {'holds' if ok['holds'].all() else 'FAILS'} on "
+                          f"{int(ok['holds'].sum())} of {len(ok)} checks ({int(ok['transcripts'].sum())} "
+                          f"transcripts, {int(ok['violations'].sum())} violating); variants with a violation at "
+                          f"horizon {int(thm['horizon'].iloc[0])}: {', '.join(broken) or 'none'}.")
+
+
+def random_theorem1_step(run: "Session") -> Result:
+    """Theorem 1 on small random policies (:mod:`dpmv_lib.checks.instances`), summarised."""
+    with run.timer("Theorem 1 (random policies)"):
+        seed = run.cfg.seed
+        rnd = random_theorem1_table(range(seed, seed + sizes(run)["random_seeds"]), horizon=3)
+        run.write_table("02_theorem1_random", rnd, rnd.to_markdown(index=False))
+        summary = rnd.groupby(["router", "strategy", "budget"]).agg(
+            cases=("seed", "size"), transcripts=("transcripts", "sum"), worst_loss_over_B_a=("loss_over_B_a", "max"),
+            violations=("violations", "sum"), all_hold=("holds", "all"))
+    return Result("Theorem 1 on random policies", tables={"per router, strategy and budget": summary},
+                  finding=f"Theorem 1 {'holds' if rnd['holds'].all() else 'FAILS'} on {int(rnd['holds'].sum())} of "
+                          f"{len(rnd)} random cases ({int(rnd['transcripts'].sum())} transcripts); the worst loss "
+                          f"is {rnd['loss_over_B_a'].max():.3f} of $B_a$.")

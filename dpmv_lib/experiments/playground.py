@@ -25,13 +25,16 @@ same method, seed, B_a and K. Every release is checked against the plan and the 
 mismatch raises. Responses come from any responder (:func:`responder`).
 
 The figure and the ipywidgets front end live in :mod:`dpmv_lib.experiments.playground_widget`.
+Notebook 07's steps (:func:`open_pair`, then ``*_step(run, pg)``) take the notebook's
+:class:`~dpmv_lib.experiments.session.Session` and the opened :class:`Playground` and return a
+:class:`~dpmv_lib.experiments.result.Result`.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pandas as pd
 
@@ -45,6 +48,10 @@ from ..core.store import MemoryStore, differing_positions
 from ..generate.generation import generate_responses
 from ..generate.interfaces import MemViewInterface, make_interface, render_guidance
 from ..generate.responders import Prompt, Responder, make_responder
+from .result import Result
+
+if TYPE_CHECKING:
+    from .session import Session
 
 SIDES: tuple[str, str] = ("M", "M'")
 #: the MemView methods the playground runs (RQ1 names, docs/architecture.md)
@@ -486,3 +493,160 @@ class Responses:
         return pd.DataFrame([{"turn": t + 1, "side": s, "query": prompts[(t, s)].query,
                               "conditioning": prompts[(t, s)].conditioning, "response": self._cache[keys[(t, s)]]}
                              for (t, s) in prompts])
+
+
+# ---- notebook 07 steps ----------------------------------------------------------------------------------
+@dataclass
+class Playground:
+    """One opened pair: the benchmark, the replay of its first T turns and the response model.
+
+    ``turn`` is 0-based; ``em_seed`` is the profile's first EM seed (the MemView of a pair is seeded
+    by (pair id, EM seed), as in notebook 03)."""
+
+    bench: Any
+    view_links: Mapping[str, Sequence[str]]
+    rep: Replay
+    responses: Responses
+    turn: int
+    em_seed: int
+
+
+def open_pair(run: "Session") -> Result:
+    """Load the pair ``run.params["pair_id"]``, replay its first ``T`` turns under ``method``,
+    ``B_a`` and ``K`` (a typed ``query``/``intent`` replaces the query of ``turn``) and show where
+    M and M' differ. ``result["playground"]`` is the :class:`Playground` of the later steps."""
+    from ..bench.datasets import load_benchmark, load_gold_rules
+    from .rq1 import responder_specs
+
+    with run.timer("replay"):
+        p = run.params
+        bench = load_benchmark("pairedmem", run.data_dir)
+        links = load_gold_rules(run.data_dir)["view_links"]
+        pairs = {x.pair_id: x for x in bench.pairs}
+        if p["pair_id"] not in pairs:
+            raise ParameterError(f"unknown pair {p['pair_id']!r}; e.g. {list(pairs)[:3]}")
+        pair = pairs[p["pair_id"]]
+        t = int(p["turn"]) - 1
+        custom = {}
+        if p.get("query") is not None or p.get("intent") is not None:
+            base = pair.queries[t]
+            custom = {t: Query(p["query"] if p.get("query") is not None else base.text, p.get("intent") or base.intent,
+                               "typed")}
+        em_seed = run.profile.em_seeds[0]
+        rep = replay(pair, bench.policy(pair), method=p["method"], B_a=run.cfg.B_a, K=run.cfg.K, seed=em_seed,
+                     turns=run.cfg.T, custom=custom, view_links=links)
+        resp = Responses(responder(p.get("responder"), list(bench.policies.values()), run.cfg.seed,
+                                   profile_spec=responder_specs(run.profile)[0]))
+    pg = Playground(bench, links, rep, resp, t, em_seed)
+    groups = pd.DataFrame([{"attribute": a.name, "I_a": _ids(a.group), "B_a": str(a.cap)}
+                           for a in rep.policy.attributes])
+    diff = differing_positions(pair.m, pair.m_prime)
+    where = f"positions where M and M' differ (I_{pair.attribute} = {sorted(rep.group)})"
+    return Result(f"Pair {pair.pair_id}: target {pair.attribute}, template {pair.template}, split {pair.split}",
+                  tables={where: pair_table(rep),
+                          "protected groups and caps of the policy": groups},
+                  notes=[f"{rep.method}, $B_a$ = {rep.B_a}, $K$ = {rep.K}, {rep.turns} turns, EM seed {em_seed}, "
+                         f"responder {resp.responder.name}."],
+                  finding=f"M and M' differ at {len(diff)} position(s), "
+                          f"{'all' if diff <= rep.group else 'NOT all'} inside $I_{{{pair.attribute}}}$.",
+                  data={"playground": pg})
+
+
+def turn_step(run: "Session", pg: Playground) -> Result:
+    """The chosen turn on M and M': the public plan and cap checks, and every view's utility and
+    probability under both stores (trusted side)."""
+    rep, t = pg.rep, pg.turn
+    with run.timer("turn"):
+        tt, vt = turn_table(rep, t), view_table(rep, t)
+    steps = rep.step("M", t).slots
+
+    def plan(side: str) -> list[tuple]:
+        return [(s.slot, s.read_set, s.charge_set, s.epsilon, s.ledger_before, s.ledger_after, s.admitted, s.fallback)
+                for s in rep.step(side, t).slots]
+
+    same_plan = plan("M") == plan("M'")
+    parts = []
+    for s in steps:
+        touches = set(s.read_set) & rep.group
+        ratio = max((abs(x - y) for x, y in zip(s.log_probabilities["M"], s.log_probabilities["M'"])
+                     if math.isfinite(x) and math.isfinite(y)), default=0.0)
+        eps = "no eps" if s.epsilon is None else f"eps = {s.epsilon}"
+        parts.append(f"slot {s.slot} reads {'inside' if touches else 'outside'} $I_a$, {s.decision}, largest "
+                     f"|log p_M/p_M'| = {ratio:.4f} ({eps})")
+    return Result(f"Turn {t + 1}: M and M' side by side", precision=4,
+                  tables={"the public plan, cap checks and releases": tt,
+                          "utilities and probabilities (trusted side, never released)": vt},
+                  finding=f"The public plan is {'identical' if same_plan else 'DIFFERENT'} on M and M'; "
+                          + ("; ".join(parts) or "no slot is routed") + ".")
+
+
+def response_step(run: "Session", pg: Playground) -> Result:
+    """What the response model sees and says at the chosen turn on both sides (C6)."""
+    with run.timer("responses"):
+        df = pg.responses.get(pg.rep, [pg.turn])
+    same_views = df["conditioning"].nunique() == 1
+    same_text = df["response"].nunique() == 1
+    return Result(f"Turn {pg.turn + 1}: what the response model sees and says ({pg.responses.responder.name})",
+                  tables={"one row per side": df},
+                  finding=f"The two sides released {'the same' if same_views else 'different'} views and the "
+                          f"model gave {'the same' if same_text else 'different'} text.")
+
+
+def replay_step(run: "Session", pg: Playground) -> Result:
+    """The replay of the first T turns: ledgers filling, slots falling back; the first fallback
+    turn in detail. Writes ``07_replay``."""
+    rep = pg.rep
+    with run.timer("replay table"):
+        df = replay_table(rep)
+        run.write_table("07_replay", df)
+    steps = rep.slot_steps("M")
+    fallbacks = [s for s in steps if s.fallback and s.epsilon is not None]
+    keep = ["turn", "intent", "slot", "reads I_a", "eps", "decision", "view M", "view M'", "views differ",
+            f"L[{rep.target}]"]
+    tables = {f"{rep.pair.pair_id}: {rep.method}, B_a={rep.B_a}, K={rep.K}, {rep.turns} turns "
+              f"(the target's ledger; every ledger: 07_replay)": df[keep]}
+    if fallbacks:
+        tables[f"turn {fallbacks[0].turn + 1}: the first generic fallback"] = turn_table(rep, fallbacks[0].turn)
+    last = rep.step("M", rep.turns - 1).ledger
+    first = f"the first at turn {fallbacks[0].turn + 1}" if fallbacks else "none (raise K or lower B_a to see one)"
+    return Result("The replay: ledgers filling, slots falling back", tables=tables,
+                  finding=f"{sum(s.admitted for s in steps)} admitted selections and {len(fallbacks)} generic "
+                          f"fallbacks at the cap ({first}); M and M' released different views on "
+                          f"{int(df['views differ'].sum())} of {len(df)} slot operations; final ledgers "
+                          + ", ".join(f"{a} {v}" for a, v in sorted(last.items())) + ".")
+
+
+def checks_step(run: "Session", pg: Playground) -> Result:
+    """What the paper says of a replay, checked on it (:func:`invariants`). Writes ``07_checks``
+    and ``07_loss``."""
+    with run.timer("checks"):
+        inv = invariants(pg.rep)
+        run.write_table("07_checks", inv)
+        run.write_table("07_loss", loss_table(pg.rep))
+    failed = list(inv.loc[~inv["holds"], "claim"])
+    return Result("What the paper says, checked on this replay", tables={"one row per claim": inv},
+                  finding=(f"All {len(inv)} claims hold on this replay." if not failed else
+                           f"{len(failed)} of {len(inv)} claims FAIL: " + "; ".join(failed) + "."))
+
+
+def responses_step(run: "Session", pg: Playground) -> Result:
+    """The responses over the whole replay, M beside M'; writes ``07_turn``, ``07_views``,
+    ``07_responses`` and ``07_run.json`` (the setting)."""
+    import json
+
+    rep, t, p = pg.rep, pg.turn, run.params
+    with run.timer("responses"):
+        all_resp = pg.responses.get(rep)
+        run.write_table("07_turn", turn_table(rep, t).reset_index(names="row"))
+        run.write_table("07_views", view_table(rep, t))
+        run.write_table("07_responses", all_resp)
+        setting = {"profile": run.profile.name, "pair_id": p["pair_id"], "turn": p["turn"], "query": p.get("query"),
+                   "intent": p.get("intent"), "method": p["method"], "B_a": str(run.cfg.B_a), "K": run.cfg.K,
+                   "T": run.cfg.T, "em_seed": pg.em_seed, "responder": pg.responses.responder.name}
+        (run.tables_dir / "07_run.json").write_text(json.dumps(setting, indent=1))
+    side = all_resp[all_resp["side"] == "M"].drop(columns=["side"]).merge(
+        all_resp[all_resp["side"] == "M'"][["turn", "response"]], on="turn", suffixes=(" M", " M'"))
+    differ = side["response M"] != side["response M'"]
+    tables = {"the turns where M and M' got different responses (every turn: 07_responses)": side[differ]}
+    return Result("Responses over the replay", tables=tables if differ.any() else {},
+                  finding=f"The responses differ between M and M' on {int(differ.sum())} of {len(side)} turns.")

@@ -13,13 +13,15 @@ notebook 05's budget explorer (:mod:`.budget_explorer`): controls for the pair, 
 query and its public intent, B_a, K and the method; one fixed-size PNG image per change (one frame,
 LRU-cached), a one-line summary label and an HTML panel with the side-by-side tables and both
 responses. Controls carry CSS classes ``dpmv-<name>`` for the browser test.
+
+:func:`walkthrough_step` is notebook 07's step: the widget when interactive, else the figure.
 """
 from __future__ import annotations
 
 import html
 import io
 from fractions import Fraction
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -28,7 +30,12 @@ from ..core.policy import Query
 from .budget_explorer import FrameCache
 from .playground import (METHODS, SIDES, Replay, Responses, check_method, loss_table, replay, summary_text,
                          turn_table, view_table)
+from .result import Result
 from .styled import styled
+
+if TYPE_CHECKING:
+    from .playground import Playground
+    from .session import Session
 
 OUTCOMES = ("admitted: view linked to the target", "admitted: other view", "generic fallback (cap)",
             "generic (no eps / nothing read)")
@@ -265,3 +272,30 @@ def make_playground(bench: Any, responder: Any = None, *, pair_id: str | None = 
     box.state = shown
     update()
     return box
+
+
+def walkthrough_step(run: "Session", pg: "Playground") -> Result:
+    """The walk-through figure of the chosen turn, written to ``07_playground.png`` and shown; in
+    an interactive run the widget is displayed instead (same figure, redrawn per change)."""
+    rep, t, p = pg.rep, pg.turn, run.params
+    if run.interactive:
+        from IPython.display import display
+
+        display(make_playground(pg.bench, pg.responses.responder, pair_id=rep.pair.pair_id, turn=t + 1,
+                                query=p.get("query"), intent=p.get("intent"), method=rep.method, B_a=rep.B_a,
+                                K=rep.K, seed=pg.em_seed, turns=rep.turns, view_links=pg.view_links))
+        return Result("The playground widget", notes=[summary_text(rep, t)])
+    with run.timer("figure"):
+        path = run.figure_path("07_playground")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(figure_png(walkthrough_figure(rep, t, dpi=110)))
+    lt = loss_table(rep)
+    worst = lt.loc[lt["cumulative loss"].abs().idxmax()]
+    return Result(f"Turn {t + 1} and the whole replay in one figure", figures={"walk-through": path},
+                  notes=[summary_text(rep, t)],
+                  finding=f"The largest realised loss of a side's transcript is {abs(worst['cumulative loss']):.3f} "
+                          f"(side {worst['side']}, turn {int(worst['turn'])}), inside its ledger "
+                          f"L_{rep.target} = {worst['L_target']:g} and the cap B_a = {worst['B_a']:g}."
+                          if abs(worst["cumulative loss"]) <= worst["L_target"] + 1e-12 else
+                          f"The realised loss {abs(worst['cumulative loss']):.3f} EXCEEDS the ledger "
+                          f"L_{rep.target} = {worst['L_target']:g} (side {worst['side']}, turn {int(worst['turn'])}).")

@@ -1,23 +1,21 @@
-"""The strict policy format: size limits, bounded file reading, JSON depth, names, caps.
+"""The strict file form of a policy: JSON load and dump, the size limits (:class:`PolicyLimits`)
+and the checks of the JSON values themselves (keys, names, lists, position ids).
 
 Every hostile input gets :class:`~dpmv_lib.core.errors.PolicyError` (or the error class passed in)
 naming the file or field and the problem. Limits are module constants, overridable per call
 through :class:`PolicyLimits` (``Policy.load(path, limits=PolicyLimits(max_positions=10**6))``).
-Validation is linear in the size of the input (sets and dicts, no pairwise scans).
+Validation is linear in the size of the input (sets and dicts, no pairwise scans). The objects a
+policy is built of, and the build itself, are in :mod:`dpmv_lib.core.policy`.
 """
 from __future__ import annotations
 
 import json
-import math
-import re
-import reprlib
+import os
 from dataclasses import dataclass, fields
-from fractions import Fraction
-from numbers import Rational
 from pathlib import Path
-from typing import Any, Iterable, Mapping, cast
+from typing import Any, Iterable, Mapping
 
-from .errors import ParameterError, ParameterTypeError, PolicyError, PolicyTypeError, type_error_for
+from .errors import ParameterError, ParameterTypeError, PolicyError, PolicyTypeError, short_repr
 
 MAX_POLICY_BYTES = 16 * 2**20
 """Largest policy file :meth:`Policy.load` reads (16 MiB; the shipped policies are ~30 KB)."""
@@ -33,10 +31,6 @@ MAX_INTENTS = 10_000
 """Most intents in ``routes`` (and most entries in ``reads``)."""
 MAX_NESTING_DEPTH = 32
 """Deepest JSON nesting :meth:`Policy.load` parses (the format itself needs 6 levels)."""
-MAX_RATIONAL = 10**6
-"""Largest cap B_a or sensitivity bound (anything larger is no privacy guarantee at all)."""
-MAX_DENOMINATOR = 10**18
-"""Largest denominator of a cap or sensitivity in lowest terms (18 decimal places)."""
 MAX_POSITION_ID = 2**63 - 1
 """Position ids are integers in [-2**63, 2**63 - 1] (fit a signed 64-bit column)."""
 
@@ -122,34 +116,6 @@ def check_limit(n: int, most: int, what: str, name: str) -> None:
     """
     if n > most:
         raise PolicyError(f"policy has {n} {what}, over the limit {name}={most} (see PolicyLimits)")
-
-
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 60
-_REPR.maxlevel = 3
-
-
-def short_repr(x: Any) -> str:
-    """A short, recursion-safe repr for error messages (hostile values can be huge or deep).
-
-    Parameters
-    ----------
-    x : object
-        Any value.
-
-    Returns
-    -------
-    str
-        At most about 60 characters per string or object, three levels deep.
-    """
-    if isinstance(x, int) and x.bit_length() > 256:
-        return f"<{type(x).__name__} of {x.bit_length()} bits>"
-    try:
-        return _REPR.repr(x)
-    except Exception:  # a hostile __repr__, or an int over Python's digit limit inside a container
-        return f"<{type(x).__name__}>"
-
-
 
 
 def read_bounded(path: Path, max_bytes: int, what: str, error: type[Exception]) -> bytes:
@@ -458,75 +424,6 @@ def as_str_tuple(x: Any, what: str) -> tuple[str, ...]:
     return tuple(x)
 
 
-_DECIMAL = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?\s*")
-_RATIO = re.compile(r"\s*[+-]?\d+\s*/\s*[+-]?\d+\s*")
-
-
-def parse_rational(x: Any, what: str, *, error: type[Exception] = PolicyError) -> Fraction:
-    """A cap B_a or sensitivity bound as an exact, finite, positive rational.
-
-    Accepts an int, a ``Fraction``, a decimal string ("0.6", "1e-3"), a ratio string ("2/3"),
-    or a finite float read through its shortest decimal repr (0.1 -> 1/10, as in the JSON
-    text). Rejects bool, NaN, inf, values <= 0 or > ``MAX_RATIONAL``, denominators over
-    ``MAX_DENOMINATOR`` and any other string (at most 100 characters, exponents checked
-    before any big-number arithmetic).
-
-    Parameters
-    ----------
-    x : int, Fraction, float or str
-        The value.
-    what : str
-        What it is, for the message (e.g. "cap B_a of attribute 'debt'").
-    error : type, optional
-        The domain error class (default :class:`PolicyError`).
-
-    Returns
-    -------
-    Fraction
-        In (0, ``MAX_RATIONAL``].
-
-    Raises
-    ------
-    PolicyTypeError
-        (``type_error_for(error)``) If ``x`` is not a number (bool, None, a list, ...).
-    PolicyError
-        (``error``) If ``x`` is not finite, not a valid number, <= 0, over ``MAX_RATIONAL`` or
-        too fine.
-    """
-    if isinstance(x, bool):
-        raise type_error_for(error)(f"{what} must be a number, got bool {x!r}")
-    if isinstance(x, float):
-        if not math.isfinite(x):
-            raise error(f"{what} must be finite, got {x!r}")
-        out = Fraction(repr(x))
-    elif isinstance(x, Rational):
-        out = Fraction(cast(int, x.numerator), cast(int, x.denominator))  # Integral (typeshed: _IntegralLike)
-    elif isinstance(x, str):
-        m = _DECIMAL.fullmatch(x) if len(x) <= 100 else None
-        if m is None and len(x) <= 100 and _RATIO.fullmatch(x):
-            num, den = (int(t) for t in x.split("/"))
-            if den == 0:
-                raise error(f"{what} is not a valid number: {x!r} (zero denominator)")
-            out = Fraction(num, den)
-        elif m is None:
-            raise error(f"{what} is not a valid number: {short_repr(x)} (want an integer, a decimal like "
-                        f"'0.6' or a ratio like '2/3')")
-        elif m.group(1) is not None and abs(int(m.group(1))) > 40:
-            raise error(f"{what} is out of range: {x!r} (want 0 < value <= {MAX_RATIONAL})")
-        else:
-            out = Fraction(x.strip())
-    else:
-        raise type_error_for(error)(f"{what} must be an int, float, Fraction or numeric string, "
-                                    f"got {type(x).__name__}")
-    if out <= 0:
-        raise error(f"{what} must be > 0, got {short_repr(x)}")
-    if out > MAX_RATIONAL:
-        raise error(f"{what} is out of range: {short_repr(x)} (want 0 < value <= {MAX_RATIONAL})")
-    if out.denominator > MAX_DENOMINATOR:
-        raise error(f"{what} is too fine: {short_repr(x)} has denominator {out.denominator} > {MAX_DENOMINATOR}")
-    return out
-
-
 def duplicates(items: Iterable[Any]) -> list[Any]:
     """The duplicates of a sequence: the items that occur more than once (linear time).
 
@@ -548,3 +445,139 @@ def duplicates(items: Iterable[Any]) -> list[Any]:
         else:
             seen.add(x)
     return sorted(dup, key=repr)
+
+
+# ---- load and dump ----------------------------------------------------------------------------------
+def policy_path(path: Any) -> Path:
+    """A policy file path as a :class:`~pathlib.Path`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The policy file.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    PolicyTypeError
+        If ``path`` is not a str or path-like object.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise PolicyTypeError(f"a policy file path must be a str or path-like object, got {type(path).__name__}")
+    return Path(path)
+
+
+def read_policy_file(path: Path, limits: PolicyLimits) -> Any:
+    """The JSON value of a policy file, read within ``limits`` (bytes and nesting depth).
+
+    Parameters
+    ----------
+    path : Path
+        The policy file (UTF-8 JSON).
+    limits : PolicyLimits
+        The size limits.
+
+    Returns
+    -------
+    object
+        The parsed JSON value (not yet checked as a policy).
+
+    Raises
+    ------
+    PolicyError
+        If the file is missing, a directory, unreadable, over ``limits.max_bytes``, empty, not
+        UTF-8, nested over ``limits.max_depth`` or not valid JSON (see :func:`read_bounded` and
+        :func:`parse_json_bytes`).
+    """
+    raw = read_bounded(path, limits.max_bytes, "policy file", PolicyError)
+    return parse_json_bytes(raw, path, limits.max_depth, "policy file", PolicyError)
+
+
+def plain_policy_data(data: Any) -> Any:
+    """A private copy of a policy's JSON form given in code, as plain JSON data.
+
+    Parameters
+    ----------
+    data : Mapping
+        The JSON form (dicts, lists, strings, numbers, booleans).
+
+    Returns
+    -------
+    dict
+        A fresh copy, made by a JSON round trip.
+
+    Raises
+    ------
+    PolicyTypeError
+        If ``data`` is not a mapping, its ``routes`` keys (intents) are not strings, or it holds
+        something that is not JSON data (a set, an arbitrary object).
+    PolicyError
+        If it cannot be serialised for another reason (a reference cycle, or nesting too deep for
+        the JSON encoder).
+    """
+    if not isinstance(data, Mapping):
+        raise PolicyTypeError(f"a policy must be a JSON object, got {type(data).__name__}")
+    routes_raw = data.get("routes")
+    if isinstance(routes_raw, Mapping):
+        bad = [k for k in routes_raw if not isinstance(k, str)]
+        if bad:
+            raise PolicyTypeError(f"policy 'routes' keys (intents) must be strings, got {short_repr(bad[0])}")
+    try:
+        return json.loads(json.dumps(data))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise (PolicyTypeError if isinstance(exc, TypeError) else PolicyError)(
+            f"a policy must be plain JSON data (objects, lists, strings, numbers): "
+            f"{short_repr(str(exc))}") from None
+
+
+def copy_json(plain: Any) -> Any:
+    """A deep copy of plain JSON data (by a JSON round trip).
+
+    Parameters
+    ----------
+    plain : object
+        Plain JSON data.
+
+    Returns
+    -------
+    object
+    """
+    return json.loads(json.dumps(plain))
+
+
+def canonical_json(body: Any) -> str:
+    """The canonical text of JSON data (sorted keys, no spaces): what a policy fingerprint hashes.
+
+    Parameters
+    ----------
+    body : object
+        Plain JSON data.
+
+    Returns
+    -------
+    str
+    """
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def write_policy_file(path: Path, plain: Any) -> None:
+    """Write a policy's JSON form to ``path`` (through a temporary file, then an atomic rename).
+
+    Parameters
+    ----------
+    path : Path
+        The policy file.
+    plain : object
+        The JSON form (plain JSON data).
+
+    Raises
+    ------
+    OSError
+        If the file cannot be written.
+    """
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(plain, indent=1, sort_keys=False) + "\n")
+    tmp.replace(path)

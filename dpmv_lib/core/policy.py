@@ -6,9 +6,9 @@ fixed generic view (C1), a router (query, released history) -> ordered active sl
 policy (query, slot, history) -> positions (C4), and the charge set Gamma*(R) of a read (Eq. 5).
 Nothing here ever looks at memory contents. This module holds the policy's objects
 (:class:`Query`, :class:`View`, :class:`Slot`, :class:`Position`, :class:`Attribute`, the
-router and read policy, :class:`Policy`), their cross-checks and their build from the JSON form;
-the file form itself (load and dump, size limits) is :mod:`dpmv_lib.core.policy_json`. Policies
-are validated when built or loaded; errors name the problem (a wrong type raises a
+router and read policy, :class:`Policy`) and their cross-checks (:func:`validate_policy`); the
+file form (JSON load and dump, its fields, size limits) is :mod:`dpmv_lib.core.policy_json`.
+Policies are validated when built or loaded; errors name the problem (a wrong type raises a
 ``*TypeError`` class, which is also the domain error).
 """
 from __future__ import annotations
@@ -22,14 +22,12 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from .errors import PolicyError, PolicyTypeError, QueryError, QueryTypeError, UnknownAttributeError, short_repr
 from .memo import remember
-from .policy_json import (ATTRIBUTE_KEYS, MAX_POSITION_ID, POLICY_KEYS, POLICY_REQUIRED, POSITION_KEYS, READ_KEYS,
-                          SLOT_KEYS, VIEW_KEYS, PolicyLimits, as_int_tuple, as_limits, as_list, as_name, as_str_tuple,
-                          as_text, canonical_json, check_keys, check_limit, copy_json, duplicates, plain_policy_data,
-                          policy_path, read_policy_file, write_policy_file)
+from .policy_json import (PolicyLimits, as_limits, canonical_json, check_read_entries, copy_json, duplicates,
+                          parse_cap, plain_policy_data, policy_fields, policy_path, read_policy_file, write_policy_file)
 from .rationals import Number, fraction_str, parse_rational
 
 __all__ = ["Policy", "Query", "View", "Slot", "Position", "Attribute", "Router", "ReadPolicy", "TableRouter",
-           "TableReadPolicy", "parse_cap", "validate_policy"]
+           "TableReadPolicy", "validate_policy"]
 
 
 @dataclass(frozen=True)
@@ -819,185 +817,18 @@ class Policy:
 
     @classmethod
     def _from_plain(cls, data: Any, lim: PolicyLimits) -> "Policy":
-        """from_dict on freshly parsed JSON (owned by this call, so it becomes ``source``)."""
-        return policy_from_plain(cls, data, lim)
-
-
-# ---- the build from the JSON form (Policy.from_dict / Policy.load) ---------------------------------
-def policy_from_plain(cls: type[Policy], data: Any, lim: PolicyLimits) -> Policy:
-    """A policy from its parsed JSON form: the parts, the C4 router and read policy, the C5 caps.
-
-    Parameters
-    ----------
-    cls : type
-        The policy class (:class:`Policy`), called with the parsed parts.
-    data : object
-        Freshly parsed JSON owned by this call: it becomes the policy's ``source``, uncopied.
-    lim : PolicyLimits
-        The size limits, checked before any part is built.
-
-    Returns
-    -------
-    Policy
-        ``cls(...)``, validated by its constructor (:func:`validate_policy`).
-
-    Raises
-    ------
-    PolicyTypeError
-        If ``data`` or a field of it has the wrong JSON type.
-    PolicyError
-        If a key is missing or unknown, a size limit is exceeded, a name is empty, ``routes`` is
-        empty, a position id is outside the signed 64-bit range, a position list repeats an id, a cap
-        or the sensitivity is not a valid positive rational, a read entry is repeated or names an
-        unknown intent, a slot its intent's route never activates or positions outside that slot, or
-        the parts do not cross-check (:func:`validate_policy`).
-    """
-    if not isinstance(data, dict):
-        raise PolicyTypeError(f"a policy must be a JSON object, got {type(data).__name__}")
-    check_keys(data, "policy", POLICY_KEYS, POLICY_REQUIRED)
-    name = as_name(data["name"], "policy 'name'")
-    if "description" in data:
-        as_text(data["description"], "policy 'description'")
-    if "version" in data and (isinstance(data["version"], bool)
-                              or not isinstance(data["version"], (str, int))):
-        raise PolicyTypeError(f"policy 'version' must be a string or an integer, got {short_repr(data['version'])}")
-    slots_raw = as_list(data["slots"], "slots")
-    check_limit(len(slots_raw), lim.max_slots, "slots", "max_slots")
-    n_views = sum(len(d["views"]) for d in slots_raw
-                  if isinstance(d, dict) and isinstance(d.get("views"), list))
-    check_limit(n_views, lim.max_views, "views (all slots together)", "max_views")
-    positions_raw = as_list(data["positions"], "positions")
-    check_limit(len(positions_raw), lim.max_positions, "positions", "max_positions")
-    attributes_raw = as_list(data["attributes"], "attributes")
-    check_limit(len(attributes_raw), lim.max_attributes, "attributes", "max_attributes")
-    slots = tuple(_slot_from(d, i) for i, d in enumerate(slots_raw))
-    positions = tuple(_position_from(d, i) for i, d in enumerate(positions_raw))
-    attributes = tuple(_attribute_from(d, i) for i, d in enumerate(attributes_raw))
-    routes_raw = data["routes"]
-    if not isinstance(routes_raw, dict):
-        raise PolicyTypeError("policy 'routes' must be a non-empty object intent -> [slots]")
-    if not routes_raw:
-        raise PolicyError("policy 'routes' must be a non-empty object intent -> [slots]")
-    check_limit(len(routes_raw), lim.max_intents, "intents in 'routes'", "max_intents")
-    routes = {}
-    for intent, slots_for in routes_raw.items():
-        as_name(intent, "an intent in 'routes'")
-        if not isinstance(slots_for, list):
-            raise PolicyTypeError(f"route for intent {intent!r} must be a list of slot names, got "
-                                  f"{type(slots_for).__name__}")
-        routes[intent] = tuple(as_name(s, f"a slot in the route for intent {intent!r}") for s in slots_for)
-    slot_positions: dict[str, list[int]] = {s.name: [] for s in slots}
-    for p in positions:
-        slot_positions.setdefault(p.slot, []).append(p.id)
-    reads_raw = as_list(data.get("reads", []), "reads")
-    check_limit(len(reads_raw), lim.max_intents, "read entries", "max_intents")
-    overrides: dict[tuple[str, str], tuple[int, ...]] = {}
-    for k, d in enumerate(reads_raw):
-        if not isinstance(d, dict):
-            raise PolicyTypeError(f"each read entry needs intent, slot and positions, got {short_repr(d)}")
-        if not {"intent", "slot", "positions"} <= set(d):
-            raise PolicyError(f"each read entry needs intent, slot and positions, got {short_repr(d)}")
-        check_keys(d, f"read entry {k}", READ_KEYS, READ_KEYS)
-        key = (as_name(d["intent"], f"'intent' of read entry {k}"), as_name(d["slot"], f"'slot' of read entry {k}"))
-        if key in overrides:
-            raise PolicyError(f"read entry {key!r} is given twice")
-        overrides[key] = as_int_tuple(d["positions"], f"read positions of entry {key!r}")
-    policy = cls(
-        name=name, slots=slots, positions=positions, attributes=attributes,
-        router=TableRouter(routes),
-        reader=TableReadPolicy({k: tuple(v) for k, v in slot_positions.items()}, overrides),
-        sensitivity=parse_rational(data.get("sensitivity", "0.6"), "sensitivity"),
-        intents=tuple(routes), source=data)
-    for (intent, slot), pos in overrides.items():
-        if intent not in routes:
-            raise PolicyError(f"read entry names unknown intent {intent!r}")
-        if slot not in routes[intent]:
-            raise PolicyError(f"read entry for intent {intent!r} names slot {slot!r} the route never activates")
-        own = set(slot_positions.get(slot, ()))
-        bad = [i for i in pos if i not in own]
-        if bad:
-            raise PolicyError(f"read entry ({intent!r}, {slot!r}) names positions {bad[:20]} outside that slot")
-    return policy
-
-
-def parse_cap(x: Any, name: str) -> Fraction:
-    """A cap B_a (C5) of attribute ``name`` as an exact, finite, positive rational.
-
-    Parameters
-    ----------
-    x : int, Fraction, float or str
-        The cap as written (see :func:`~dpmv_lib.core.rationals.parse_rational`).
-    name : str
-        The attribute, for the message.
-
-    Returns
-    -------
-    Fraction
-        In (0, ``MAX_RATIONAL``].
-
-    Raises
-    ------
-    PolicyTypeError
-        If ``x`` is not a number.
-    PolicyError
-        If ``x`` is not finite, not a valid number, <= 0, over ``MAX_RATIONAL`` or too fine.
-    """
-    return parse_rational(x, f"cap B_a of attribute {name!r}")
-
-
-def _slot_from(d: Any, k: int) -> Slot:
-    if not isinstance(d, dict):
-        raise PolicyTypeError(f"each slot needs 'name' and 'views', got {short_repr(d)}")
-    if "name" not in d or "views" not in d:
-        raise PolicyError(f"each slot needs 'name' and 'views', got {short_repr(d)}")
-    name = as_name(d["name"], f"name of slot {k}")
-    check_keys(d, f"slot {name!r}", SLOT_KEYS, SLOT_KEYS)
-    views = []
-    for j, v in enumerate(as_list(d["views"], f"views of slot {name}")):
-        if not isinstance(v, dict):
-            raise PolicyTypeError(f"each view of slot {name!r} needs 'id' and 'text', got {short_repr(v)}")
-        if "id" not in v or "text" not in v:
-            raise PolicyError(f"each view of slot {name!r} needs 'id' and 'text', got {short_repr(v)}")
-        vid = as_name(v["id"], f"id of view {j} of slot {name!r}")
-        check_keys(v, f"view {vid!r}", VIEW_KEYS, frozenset({"id", "text"}))
-        generic = v.get("generic", False)
-        if not isinstance(generic, bool):
-            raise PolicyTypeError(f"'generic' of view {vid!r} must be a JSON boolean (true/false), got "
-                                  f"{type(generic).__name__} {short_repr(generic)}")
-        views.append(View(id=vid, slot=name, text=as_text(v["text"], f"text of view {vid!r}"),
-                          cues=as_str_tuple(v.get("cues", []), f"cues of view {vid!r}"),
-                          intents=as_str_tuple(v.get("intents", []), f"intents of view {vid!r}"),
-                          generic=generic))
-    return Slot(name=name, views=tuple(views))
-
-
-def _position_from(d: Any, k: int) -> Position:
-    if not isinstance(d, dict):
-        raise PolicyTypeError(f"each position needs 'id' and 'slot', got {short_repr(d)}")
-    if "id" not in d or "slot" not in d:
-        raise PolicyError(f"each position needs 'id' and 'slot', got {short_repr(d)}")
-    pid = d["id"]
-    if type(pid) is not int:
-        raise PolicyTypeError(f"position id must be an integer, got {type(pid).__name__} {short_repr(pid)} "
-                              f"(position {k})")
-    if not -MAX_POSITION_ID - 1 <= pid <= MAX_POSITION_ID:
-        raise PolicyError(f"position id {short_repr(pid)} is outside the signed 64-bit range (position {k})")
-    if len(d) > 2:
-        check_keys(d, f"position {pid}", POSITION_KEYS, frozenset({"id", "slot"}))
-    return Position(id=pid, slot=as_name(d["slot"], f"slot of position {pid}"),
-                    label=as_text(d.get("label", ""), f"label of position {pid}"))
-
-
-def _attribute_from(d: Any, k: int) -> Attribute:
-    if not isinstance(d, dict):
-        raise PolicyTypeError(f"each attribute needs 'name', 'group' and 'cap', got {short_repr(d)}")
-    if not {"name", "group", "cap"} <= set(d):
-        raise PolicyError(f"each attribute needs 'name', 'group' and 'cap', got {short_repr(d)}")
-    name = as_name(d["name"], f"name of attribute {k}")
-    check_keys(d, f"attribute {name!r}", ATTRIBUTE_KEYS, frozenset({"name", "group", "cap"}))
-    return Attribute(name=name, group=frozenset(as_int_tuple(d["group"], f"group of attribute {name!r}")),
-                     cap=parse_cap(d["cap"], name), description=as_text(d.get("description", ""),
-                                                                 f"description of attribute {name!r}"))
+        """from_dict on freshly parsed JSON (owned by this call, so it becomes ``source``): the parts
+        from :func:`~dpmv_lib.core.policy_json.policy_fields`, the constructor's cross-checks
+        (:func:`validate_policy`), then those of the read entries."""
+        f = policy_fields(data, lim)
+        policy = cls(
+            name=f.name, slots=tuple(Slot(name, tuple(View(*v) for v in views)) for name, views in f.slots),
+            positions=tuple(Position(*p) for p in f.positions),
+            attributes=tuple(Attribute(*a) for a in f.attributes), router=TableRouter(f.routes),
+            reader=TableReadPolicy(f.slot_positions, f.overrides), sensitivity=f.sensitivity,
+            intents=tuple(f.routes), source=data)
+        check_read_entries(f)
+        return policy
 
 
 def validate_policy(p: Any) -> None:

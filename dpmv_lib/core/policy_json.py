@@ -1,21 +1,24 @@
 """The strict file form of a policy: JSON load and dump, the size limits (:class:`PolicyLimits`)
-and the checks of the JSON values themselves (keys, names, lists, position ids).
+and the reading of the JSON form field by field (:func:`policy_fields`: keys, types, names,
+counts, position ids, caps) and of its read entries (:func:`check_read_entries`).
 
 Every hostile input gets :class:`~dpmv_lib.core.errors.PolicyError` (or the error class passed in)
 naming the file or field and the problem. Limits are module constants, overridable per call
 through :class:`PolicyLimits` (``Policy.load(path, limits=PolicyLimits(max_positions=10**6))``).
-Validation is linear in the size of the input (sets and dicts, no pairwise scans). The objects a
-policy is built of, and the build itself, are in :mod:`dpmv_lib.core.policy`.
+Validation is linear in the size of the input (sets and dicts, no pairwise scans). The policy's
+objects, built from :class:`PolicyFields`, and their cross-checks are in :mod:`dpmv_lib.core.policy`.
 """
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import dataclass, fields
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .errors import ParameterError, ParameterTypeError, PolicyError, PolicyTypeError, short_repr
+from .rationals import parse_rational
 
 MAX_POLICY_BYTES = 16 * 2**20
 """Largest policy file :meth:`Policy.load` reads (16 MiB; the shipped policies are ~30 KB)."""
@@ -581,3 +584,226 @@ def write_policy_file(path: Path, plain: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(plain, indent=1, sort_keys=False) + "\n")
     tmp.replace(path)
+
+
+# ---- the JSON form's fields (Policy.from_dict / Policy.load) ----------------------------------------
+ViewFields = tuple[str, str, str, tuple[str, ...], tuple[str, ...], bool]
+"""A view's fields in :class:`~dpmv_lib.core.policy.View`'s order: id, slot, text, cues, intents, generic."""
+SlotFields = tuple[str, tuple[ViewFields, ...]]
+"""A slot's name and its views' fields."""
+
+
+@dataclass(frozen=True)
+class PolicyFields:
+    """A policy's JSON form read field by field (every key, type, name, count and number checked;
+    not yet cross-checked): the arguments of the policy's parts, in their field order.
+
+    Parameters
+    ----------
+    name : str
+        The policy name.
+    slots : tuple of SlotFields
+        (slot name, ((view id, slot, text, cues, intents, generic), ...)) per slot.
+    positions : tuple of (int, str, str)
+        (id, slot, label) per position.
+    attributes : tuple of (str, frozenset of int, Fraction, str)
+        (name, group I_a, cap B_a, description) per protected attribute.
+    routes : dict of str to tuple of str
+        intent -> ordered active slots.
+    slot_positions : dict of str to tuple of int
+        slot -> its positions in layout order (the default read).
+    overrides : dict of (str, str) to tuple of int
+        (intent, slot) -> the positions read instead (``reads``).
+    sensitivity : Fraction
+        The sensitivity bound Du (default 3/5).
+    """
+
+    name: str
+    slots: tuple[SlotFields, ...]
+    positions: tuple[tuple[int, str, str], ...]
+    attributes: tuple[tuple[str, frozenset[int], Fraction, str], ...]
+    routes: dict[str, tuple[str, ...]]
+    slot_positions: dict[str, tuple[int, ...]]
+    overrides: dict[tuple[str, str], tuple[int, ...]]
+    sensitivity: Fraction
+
+
+def policy_fields(data: Any, lim: PolicyLimits) -> PolicyFields:
+    """A policy's parsed JSON form read field by field, within ``lim`` (strict: see
+    :meth:`~dpmv_lib.core.policy.Policy.from_dict`).
+
+    Parameters
+    ----------
+    data : object
+        Freshly parsed JSON.
+    lim : PolicyLimits
+        The size limits, checked before any part is read.
+
+    Returns
+    -------
+    PolicyFields
+
+    Raises
+    ------
+    PolicyTypeError
+        If ``data`` or a field of it has the wrong JSON type.
+    PolicyError
+        If a key is missing or unknown, a size limit is exceeded, a name is empty, ``routes`` is
+        empty, a position id is outside the signed 64-bit range, a position list repeats an id, a
+        read entry is repeated, or a cap or the sensitivity is not a valid positive rational.
+    """
+    if not isinstance(data, dict):
+        raise PolicyTypeError(f"a policy must be a JSON object, got {type(data).__name__}")
+    check_keys(data, "policy", POLICY_KEYS, POLICY_REQUIRED)
+    name = as_name(data["name"], "policy 'name'")
+    if "description" in data:
+        as_text(data["description"], "policy 'description'")
+    if "version" in data and (isinstance(data["version"], bool)
+                              or not isinstance(data["version"], (str, int))):
+        raise PolicyTypeError(f"policy 'version' must be a string or an integer, got {short_repr(data['version'])}")
+    slots_raw = as_list(data["slots"], "slots")
+    check_limit(len(slots_raw), lim.max_slots, "slots", "max_slots")
+    n_views = sum(len(d["views"]) for d in slots_raw
+                  if isinstance(d, dict) and isinstance(d.get("views"), list))
+    check_limit(n_views, lim.max_views, "views (all slots together)", "max_views")
+    positions_raw = as_list(data["positions"], "positions")
+    check_limit(len(positions_raw), lim.max_positions, "positions", "max_positions")
+    attributes_raw = as_list(data["attributes"], "attributes")
+    check_limit(len(attributes_raw), lim.max_attributes, "attributes", "max_attributes")
+    slots = tuple(_slot_fields(d, i) for i, d in enumerate(slots_raw))
+    positions = tuple(_position_fields(d, i) for i, d in enumerate(positions_raw))
+    attributes = tuple(_attribute_fields(d, i) for i, d in enumerate(attributes_raw))
+    routes_raw = data["routes"]
+    if not isinstance(routes_raw, dict):
+        raise PolicyTypeError("policy 'routes' must be a non-empty object intent -> [slots]")
+    if not routes_raw:
+        raise PolicyError("policy 'routes' must be a non-empty object intent -> [slots]")
+    check_limit(len(routes_raw), lim.max_intents, "intents in 'routes'", "max_intents")
+    routes = {}
+    for intent, slots_for in routes_raw.items():
+        as_name(intent, "an intent in 'routes'")
+        if not isinstance(slots_for, list):
+            raise PolicyTypeError(f"route for intent {intent!r} must be a list of slot names, got "
+                                  f"{type(slots_for).__name__}")
+        routes[intent] = tuple(as_name(s, f"a slot in the route for intent {intent!r}") for s in slots_for)
+    slot_positions: dict[str, list[int]] = {s[0]: [] for s in slots}
+    for pid, slot, _ in positions:
+        slot_positions.setdefault(slot, []).append(pid)
+    reads_raw = as_list(data.get("reads", []), "reads")
+    check_limit(len(reads_raw), lim.max_intents, "read entries", "max_intents")
+    overrides: dict[tuple[str, str], tuple[int, ...]] = {}
+    for k, d in enumerate(reads_raw):
+        if not isinstance(d, dict):
+            raise PolicyTypeError(f"each read entry needs intent, slot and positions, got {short_repr(d)}")
+        if not {"intent", "slot", "positions"} <= set(d):
+            raise PolicyError(f"each read entry needs intent, slot and positions, got {short_repr(d)}")
+        check_keys(d, f"read entry {k}", READ_KEYS, READ_KEYS)
+        key = (as_name(d["intent"], f"'intent' of read entry {k}"), as_name(d["slot"], f"'slot' of read entry {k}"))
+        if key in overrides:
+            raise PolicyError(f"read entry {key!r} is given twice")
+        overrides[key] = as_int_tuple(d["positions"], f"read positions of entry {key!r}")
+    return PolicyFields(name, slots, positions, attributes, routes, {k: tuple(v) for k, v in slot_positions.items()},
+                        overrides, parse_rational(data.get("sensitivity", "0.6"), "sensitivity"))
+
+
+def check_read_entries(fields: PolicyFields) -> None:
+    """The cross-checks of the ``reads`` entries against ``routes`` and the layout (C4).
+
+    Parameters
+    ----------
+    fields : PolicyFields
+        The policy's fields.
+
+    Raises
+    ------
+    PolicyError
+        If a read entry names an unknown intent, a slot its intent's route never activates, or
+        positions outside that slot.
+    """
+    routes, slot_positions = fields.routes, fields.slot_positions
+    for (intent, slot), pos in fields.overrides.items():
+        if intent not in routes:
+            raise PolicyError(f"read entry names unknown intent {intent!r}")
+        if slot not in routes[intent]:
+            raise PolicyError(f"read entry for intent {intent!r} names slot {slot!r} the route never activates")
+        own = set(slot_positions.get(slot, ()))
+        bad = [i for i in pos if i not in own]
+        if bad:
+            raise PolicyError(f"read entry ({intent!r}, {slot!r}) names positions {bad[:20]} outside that slot")
+
+
+def parse_cap(x: Any, name: str) -> Fraction:
+    """A cap B_a (C5) of attribute ``name`` as an exact, finite, positive rational.
+
+    Parameters
+    ----------
+    x : int, Fraction, float or str
+        The cap as written (see :func:`~dpmv_lib.core.rationals.parse_rational`).
+    name : str
+        The attribute, for the message.
+
+    Returns
+    -------
+    Fraction
+        In (0, ``MAX_RATIONAL``].
+
+    Raises
+    ------
+    PolicyTypeError
+        If ``x`` is not a number.
+    PolicyError
+        If ``x`` is not finite, not a valid number, <= 0, over ``MAX_RATIONAL`` or too fine.
+    """
+    return parse_rational(x, f"cap B_a of attribute {name!r}")
+
+
+def _slot_fields(d: Any, k: int) -> SlotFields:
+    if not isinstance(d, dict):
+        raise PolicyTypeError(f"each slot needs 'name' and 'views', got {short_repr(d)}")
+    if "name" not in d or "views" not in d:
+        raise PolicyError(f"each slot needs 'name' and 'views', got {short_repr(d)}")
+    name = as_name(d["name"], f"name of slot {k}")
+    check_keys(d, f"slot {name!r}", SLOT_KEYS, SLOT_KEYS)
+    views = []
+    for j, v in enumerate(as_list(d["views"], f"views of slot {name}")):
+        if not isinstance(v, dict):
+            raise PolicyTypeError(f"each view of slot {name!r} needs 'id' and 'text', got {short_repr(v)}")
+        if "id" not in v or "text" not in v:
+            raise PolicyError(f"each view of slot {name!r} needs 'id' and 'text', got {short_repr(v)}")
+        vid = as_name(v["id"], f"id of view {j} of slot {name!r}")
+        check_keys(v, f"view {vid!r}", VIEW_KEYS, frozenset({"id", "text"}))
+        generic = v.get("generic", False)
+        if not isinstance(generic, bool):
+            raise PolicyTypeError(f"'generic' of view {vid!r} must be a JSON boolean (true/false), got "
+                                  f"{type(generic).__name__} {short_repr(generic)}")
+        views.append((vid, name, as_text(v["text"], f"text of view {vid!r}"),
+                      as_str_tuple(v.get("cues", []), f"cues of view {vid!r}"),
+                      as_str_tuple(v.get("intents", []), f"intents of view {vid!r}"), generic))
+    return name, tuple(views)
+
+
+def _position_fields(d: Any, k: int) -> tuple[int, str, str]:
+    if not isinstance(d, dict):
+        raise PolicyTypeError(f"each position needs 'id' and 'slot', got {short_repr(d)}")
+    if "id" not in d or "slot" not in d:
+        raise PolicyError(f"each position needs 'id' and 'slot', got {short_repr(d)}")
+    pid = d["id"]
+    if type(pid) is not int:
+        raise PolicyTypeError(f"position id must be an integer, got {type(pid).__name__} {short_repr(pid)} "
+                              f"(position {k})")
+    if not -MAX_POSITION_ID - 1 <= pid <= MAX_POSITION_ID:
+        raise PolicyError(f"position id {short_repr(pid)} is outside the signed 64-bit range (position {k})")
+    if len(d) > 2:
+        check_keys(d, f"position {pid}", POSITION_KEYS, frozenset({"id", "slot"}))
+    return pid, as_name(d["slot"], f"slot of position {pid}"), as_text(d.get("label", ""), f"label of position {pid}")
+
+
+def _attribute_fields(d: Any, k: int) -> tuple[str, frozenset[int], Fraction, str]:
+    if not isinstance(d, dict):
+        raise PolicyTypeError(f"each attribute needs 'name', 'group' and 'cap', got {short_repr(d)}")
+    if not {"name", "group", "cap"} <= set(d):
+        raise PolicyError(f"each attribute needs 'name', 'group' and 'cap', got {short_repr(d)}")
+    name = as_name(d["name"], f"name of attribute {k}")
+    check_keys(d, f"attribute {name!r}", ATTRIBUTE_KEYS, frozenset({"name", "group", "cap"}))
+    return (name, frozenset(as_int_tuple(d["group"], f"group of attribute {name!r}")), parse_cap(d["cap"], name),
+            as_text(d.get("description", ""), f"description of attribute {name!r}"))

@@ -57,6 +57,11 @@ SPLITS: dict[str, tuple[str, ...]] = {
                        "bench.transfer_quality"),
     "core.durable": ("ledgers.sqlite", "ledgers.records", "ledgers.chain_verify", "ledgers.chain"),
     "experiments.sensitivity": ("experiments.sensitivity_widget",),
+    # the core families cut by concept: the policy and its file form, the selectors and exact sampling
+    "core.policy": ("core.policy_json", "core.rationals"),
+    "core.policy_parts": ("core.policy",),
+    "core.policy_format": ("core.policy_json", "core.rationals", "core.errors"),
+    "core.mechanism": ("core.selection", "core.sampling"),
 }
 RENAMED: dict[tuple[str, str], str] = {("experiments.rq2", "RQ2Config"): "ExperimentConfig"}
 

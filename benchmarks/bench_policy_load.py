@@ -6,7 +6,7 @@ Generates policies with n positions (10 slots of 3 views, 5 attributes of 1,000 
 10 intents), writes them to a temporary directory and times ``Policy.load`` in a fresh
 subprocess per measurement (best of ``--repeat``):
 
-* with the default limits (``dpmv_lib.core.policy.PolicyLimits()``): the 700k-position file is
+* with the default limits (``dpmv_lib.core.policy_json.PolicyLimits()``): the 700k-position file is
   refused by ``max_bytes`` before it is parsed (the time to refuse is recorded);
 * with the limits raised explicitly (``PolicyLimits(max_bytes=64 MiB, max_positions=10**6)``):
   the time to load and validate it fully (linear validation);
@@ -59,7 +59,10 @@ print(polmod.__file__)
 limits = sys.argv[2]
 kw = {}
 if limits == "raised":
-    PolicyLimits = polmod.PolicyLimits
+    try:
+        from dpmv_lib.core.policy_json import PolicyLimits
+    except ImportError:
+        PolicyLimits = polmod.PolicyLimits
     kw = {"limits": %s}
 t = time.perf_counter()
 try:
@@ -101,7 +104,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from dpmv_lib.core import policy as pol
+    from dpmv_lib.core import policy_json as pol
     res = {"benchmark": "Policy.load time vs number of positions", "machine": machine(),
            "default_limits": {f: getattr(pol.PolicyLimits(), f) for f in pol.PolicyLimits.__dataclass_fields__},
            "raised_limits": RAISED, "runs": []}

@@ -55,7 +55,8 @@ if str(ROOT) not in sys.path:
 
 from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget  # noqa: E402
 from dpmv_lib.core.memview import MemView  # noqa: E402
-from dpmv_lib.core.policy import Policy, PolicyLimits, Query  # noqa: E402
+from dpmv_lib.core.policy import Policy, Query  # noqa: E402
+from dpmv_lib.core.policy_json import PolicyLimits  # noqa: E402
 from dpmv_lib.core.store import MemoryStore  # noqa: E402
 
 BASE = {"views": 16, "attributes": 16, "positions": 1_000, "slots": 4}

@@ -66,7 +66,7 @@ from machine_info import describe, loadavg, machine  # noqa: E402  (benchmarks/ 
 
 from dpmv_lib.checks.examples import RUNNING_EXAMPLE_POLICY, running_example  # noqa: E402
 from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget  # noqa: E402
-from dpmv_lib.core.mechanism import SystemRandomSource  # noqa: E402
+from dpmv_lib.core.sampling import SystemRandomSource  # noqa: E402
 from dpmv_lib.core.memview import MemView  # noqa: E402
 from dpmv_lib.core.policy import Policy, Query  # noqa: E402
 from dpmv_lib.core.selection import exponential_mechanism, permute_and_flip  # noqa: E402

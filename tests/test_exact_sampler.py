@@ -25,16 +25,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpmv_lib.core import mechanism, selection
+from dpmv_lib.core import sampling, selection
 from dpmv_lib.core.errors import ParameterError
 from dpmv_lib.checks.examples import running_example
-from dpmv_lib.core.mechanism import (EXACT_EM_SAMPLERS, FIXED_WORK_BITS, ExponentialMechanism, SeededRandomSource,
-                                     SystemRandomSource, _em_inversion, offset_exponents, _squarings,
-                                     bernoulli_exp_neg, bernoulli_exp_neg_fixed, em_probabilities, exact_em_sampler,
-                                     exact_exponents, exp_neg_bounds, sample_em, sample_em_batch, sample_em_exact,
-                                     sample_em_fixed, grid_utilities)
-from dpmv_lib.core.selection import (exponential_mechanism, permute_and_flip, pf_from_acceptance, pf_probabilities,
-                                     sample_pf_exact, sample_pf_fixed)
+from dpmv_lib.core.sampling import (FIXED_WORK_BITS, SeededRandomSource, SystemRandomSource, bernoulli_exp_neg,
+                                    bernoulli_exp_neg_fixed, exp_neg_bounds, invert_exp_weights, squarings)
+from dpmv_lib.core.selection import (EXACT_EM_SAMPLERS, em_probabilities, exact_em_sampler, exact_exponents,
+                                     exponential_mechanism, grid_utilities, offset_exponents, permute_and_flip,
+                                     pf_from_acceptance, pf_probabilities, sample_em, sample_em_batch, sample_em_exact,
+                                     sample_em_fixed, sample_pf_exact, sample_pf_fixed)
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Query
 
@@ -164,7 +163,7 @@ def _enumerate(run, floor: Fraction, monkeypatch) -> tuple[dict, Fraction, Fract
     """Exact outcome masses of ``run(script)`` with every Bernoulli(p) as a 2-way branch.
 
     Returns (mass per outcome, mass of 'rejected' paths, unresolved mass below ``floor``)."""
-    monkeypatch.setattr(mechanism, "bernoulli_rational",
+    monkeypatch.setattr(sampling, "bernoulli_rational",
                         lambda p, rnd: rnd.choose([1 - Fraction(p), Fraction(p)]) == 1)
     mass: dict = {}
     rejected = unresolved = Fraction(0)
@@ -261,8 +260,7 @@ def test_system_random_source_works():
     assert isinstance(mv._source, SystemRandomSource)
     rel = mv.release(Query("dinner?", "affordable_dinner"))
     assert set(rel.views) == {"food", "finance"}
-    mech = ExponentialMechanism(Fraction(1), DU)
-    assert 0 <= mech.sample([0.1, 0.9]) < 2  # no rng/source given: OS randomness
+    assert 0 <= exponential_mechanism().sample_exact([0.1, 0.9], Fraction(1), DU, src) < 2  # OS randomness
 
 
 def test_exact_sampler_rejects_bad_input():
@@ -403,7 +401,7 @@ def test_fixed_sampler_continuation_is_exact(bits):
     src = SeededRandomSource(40 + bits)
     bound, ts = offset_exponents(u, eps, DU)
     refinements: list[int] = []
-    draws = [_em_inversion(ts, bound, src, bits, refinements) for _ in range(N_EXACT)]
+    draws = [invert_exp_weights(ts, bound, src, bits, refinements) for _ in range(N_EXACT)]
     assert chi2_pvalue(Counter(draws), exact_probs(u, eps)) > ALPHA
     first = sum(1 for b in refinements if b == bits)
     assert first > 0
@@ -436,7 +434,7 @@ def test_fixed_samplers_work_does_not_depend_on_utilities(eps, monkeypatch):
     make the same randomness requests and compute the same number of weight bounds, and every
     per-view integer they compute has the same number of CPython digits. The rejection sampler
     does not (its number of proposals depends on the utilities)."""
-    mech = mechanism
+    mech = sampling
     calls = []
     real = mech._exp_neg_offset
 
@@ -519,7 +517,7 @@ def test_fixed_pf_decision_tree_is_exactly_pf(monkeypatch):
     an exact rational Bernoulli(1/(1+x)) instead of Bernoulli(exp(-x)): the output law equals the
     closed form (PF) for those q exactly - the unused flips change nothing."""
     def rational_flip(n, d, bound, rnd, bits):
-        x = (Fraction(n, d) - Fraction(1, 16)) * 2 ** _squarings(bound)   # t' = x / 2^s + 1/16
+        x = (Fraction(n, d) - Fraction(1, 16)) * 2 ** squarings(bound)   # t' = x / 2^s + 1/16
         q = 1 / (1 + x)
         return rnd.randbelow(q.denominator) < q.numerator
 
@@ -560,10 +558,8 @@ def test_fixed_samplers_reproducible_and_defaults():
     assert MemView(policy, m, random_source=SeededRandomSource(1)).selector.sample_exact is sample_em_exact
     assert MemView(policy, m, seed=0, fixed_work=True).selector.sample_exact is sample_em_fixed
     assert MemView(policy, m, fixed_work=False).selector.sample_exact is sample_em_exact
-    mech = ExponentialMechanism(Fraction(1), DU)
-    assert mech.sampler == "fixed" and 0 <= mech.sample([0.1, 0.9], source=SeededRandomSource(0)) < 2
-    old = ExponentialMechanism(Fraction(1), DU, sampler="rejection")
-    assert old.sample([0.1, 0.9], source=SeededRandomSource(0)) in (0, 1)
+    for name in ("fixed", "rejection"):
+        assert exponential_mechanism(name).sample_exact([0.1, 0.9], Fraction(1), DU, SeededRandomSource(0)) in (0, 1)
     assert {sample_em_fixed([1.0, 0.5, 0.0, 1.0], 1e6, 0.6, SeededRandomSource(s)) for s in range(30)} <= {0, 3}
 
 
@@ -666,8 +662,8 @@ def test_the_grid_keeps_the_sensitivity_bound(du):
     """|u - u'| <= Du implies |u~ - u'~| <= Du (floor is monotone and D Du is an integer), on
     pairs at distance exactly Du placed just below a grid point; a grid without Du's
     denominator (the broken copy) exceeds Du on the same pairs."""
-    grid = mechanism.utility_grid(du)
-    assert grid % mechanism.UTILITY_GRID == 0 and (grid * du).denominator == 1
+    grid = selection.utility_grid(du)
+    assert grid % selection.UTILITY_GRID == 0 and (grid * du).denominator == 1
     rnd = random.Random(int(du.denominator % 1000))
     for _ in range(300):
         k = rnd.randrange(grid - int(grid * du)) if du < 1 else 0
@@ -675,8 +671,8 @@ def test_the_grid_keeps_the_sensitivity_bound(du):
         v = min(Fraction(1), u + du * rnd.choice([1, 1, Fraction(rnd.randrange(1, 100), 100)]))
         ms, g = grid_utilities([u, v], du)
         assert g == grid and abs(Fraction(ms[1] - ms[0], grid)) <= du
-    if (mechanism.UTILITY_GRID * du).denominator != 1:   # broken: the grid alone, Du off it
-        broken = mechanism.UTILITY_GRID
+    if (selection.UTILITY_GRID * du).denominator != 1:   # broken: the grid alone, Du off it
+        broken = selection.UTILITY_GRID
         u = Fraction(1, broken) - Fraction(1, 10 ** 40)
         assert _floored_diff(u + du, u, du, broken) > du
 
@@ -687,14 +683,14 @@ def test_fixed_samplers_work_does_not_depend_on_off_grid_utilities(eps, monkeypa
     calls and CPython digit counts of every per-view integer for both sides of each pair (and
     for their exact rational values read without the grid, the digit counts would differ)."""
     calls = []
-    real = mechanism._exp_neg_offset
+    real = sampling._exp_neg_offset
 
     def counting(n, d, plan):
         lo, hi = real(n, d, plan)
-        calls.append(tuple(-(-v.bit_length() // mechanism._DIGIT) for v in (n, d, (n << plan.w) // d, lo, hi)))
+        calls.append(tuple(-(-v.bit_length() // sampling._DIGIT) for v in (n, d, (n << plan.w) // d, lo, hi)))
         return lo, hi
 
-    monkeypatch.setattr(mechanism, "_exp_neg_offset", counting)
+    monkeypatch.setattr(sampling, "_exp_neg_offset", counting)
     for um, ump in OFF_GRID:
         for sampler in (sample_em_fixed, sample_pf_fixed):
             seen = set()
@@ -716,7 +712,7 @@ def test_grid_flooring_is_exact_for_every_kind_of_utility():
     (normal, subnormal, 0, 1), Fractions, ints and numpy scalars; a denominator beyond the public
     GRID_INPUT_BITS, a value outside [0, 1] and NaN are refused."""
     import math as _m
-    grid = mechanism.utility_grid(DU)
+    grid = selection.utility_grid(DU)
     rnd = random.Random(8)
     xs = [0.0, 1.0, 5e-324, 2.2250738585072014e-308, 0.1, 0.5, 1 - 2 ** -53, 2.0 ** -93, 3 * 2.0 ** -95]
     xs += [rnd.random() for _ in range(500)] + [rnd.random() * 2.0 ** -rnd.randrange(1, 1070) for _ in range(500)]
@@ -724,7 +720,7 @@ def test_grid_flooring_is_exact_for_every_kind_of_utility():
     xs += [Fraction(1, 10 ** 300), Fraction(1, 3), Fraction(2, 3 ** 200) + Fraction(1, 2), 0, 1,
            np.float64(0.3), np.float32(0.3), np.int64(1)]
     ms, g = grid_utilities(xs, DU)
-    assert g == grid and ms == [_m.floor(mechanism.exact_utility(x) * grid) for x in xs]
+    assert g == grid and ms == [_m.floor(selection.exact_utility(x) * grid) for x in xs]
     for bad in ([Fraction(1, 2 ** 1200)], [1.5], [float("nan")], [-0.0 - 1e-300], [Fraction(-1, 3)]):
         with pytest.raises(ParameterError):
             grid_utilities(bad, DU)

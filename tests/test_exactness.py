@@ -21,7 +21,8 @@ import pytest
 
 from dpmv_lib.checks.contract import check_contract
 from dpmv_lib.core.ledger import OnlineBudget
-from dpmv_lib.core.mechanism import em_probabilities, exact_exponents, sample_em_exact, SeededRandomSource
+from dpmv_lib.core.sampling import SeededRandomSource
+from dpmv_lib.core.selection import em_probabilities, exact_exponents, sample_em_exact
 from dpmv_lib.core.memview import FAILSAFE_UTILITY, MemView
 from dpmv_lib.core.policy import Query
 from dpmv_lib.core.scorer import LexiconScorer

@@ -22,13 +22,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpmv_lib.core import policy as pol
+from dpmv_lib.core import policy_json
 from dpmv_lib.core.errors import (BudgetError, ParameterError, PolicyError, QueryError, StoreError,
                              UnknownAttributeError)
 from dpmv_lib.checks.examples import RUNNING_EXAMPLE_POLICY, running_example
 from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget
 from dpmv_lib.core.memview import MemView
 from dpmv_lib.core.policy import Policy, Query
+from dpmv_lib.core.rationals import MAX_RATIONAL
 from dpmv_lib.core.store import MemoryStore, check_adjacent, differing_positions
 
 POLICY, M, M_D, _ = running_example()
@@ -263,7 +264,7 @@ def file_case(name: str, content: bytes | None, *needles: str, limits: dict | No
         path = tmp / "policy.json"
         if content is not None:
             path.write_bytes(content)
-        return Policy.load(path, limits=pol.PolicyLimits(**limits)) if limits else Policy.load(path)
+        return Policy.load(path, limits=policy_json.PolicyLimits(**limits)) if limits else Policy.load(path)
     CASES.append(Case(f"file: {name}", run, error, ("{path}",) + needles))
 
 
@@ -327,12 +328,12 @@ def _(tmp: Path) -> Any:
 
 @case("file: bad PolicyLimits value", ParameterError, "PolicyLimits.max_bytes")
 def _(tmp: Path) -> Any:
-    return pol.PolicyLimits(max_bytes=0)
+    return policy_json.PolicyLimits(max_bytes=0)
 
 
 @case("file: PolicyLimits value is a string", ParameterError, "PolicyLimits.max_positions")
 def _(tmp: Path) -> Any:
-    return pol.PolicyLimits(max_positions="10")  # type: ignore[arg-type]
+    return policy_json.PolicyLimits(max_positions="10")  # type: ignore[arg-type]
 
 
 # ---- stores -----------------------------------------------------------------------------------
@@ -511,8 +512,8 @@ def test_limits_can_be_raised_explicitly(tmp_path):
     path = tmp_path / "p.json"
     path.write_bytes(GOOD)
     with pytest.raises(PolicyError, match="max_positions=5"):
-        Policy.load(path, limits=pol.PolicyLimits(max_positions=5))
-    assert Policy.load(path, limits=pol.PolicyLimits(max_positions=6)).position_ids == (1, 2, 3, 4, 5, 6)
+        Policy.load(path, limits=policy_json.PolicyLimits(max_positions=5))
+    assert Policy.load(path, limits=policy_json.PolicyLimits(max_positions=6)).position_ids == (1, 2, 3, 4, 5, 6)
 
 
 def test_preallocated_budget_accepts_exactly_the_policy_attributes():
@@ -522,11 +523,11 @@ def test_preallocated_budget_accepts_exactly_the_policy_attributes():
 
 
 def test_json_depth_counts_brackets_outside_strings():
-    assert pol.json_depth(b'{"a": [1, "[[[[", {"b": []}]}') == 4
-    assert pol.json_depth(b'"[[[\\"[["') == 0
-    assert pol.json_depth(b"[" * 1000) == 1000
-    assert pol.json_depth(b'["\\\\", [[]], "\\"]]]"]') == 3  # an escaped backslash, then an escaped quote
-    assert pol.json_depth(b"") == pol.json_depth(b"1") == 0
+    assert policy_json.json_depth(b'{"a": [1, "[[[[", {"b": []}]}') == 4
+    assert policy_json.json_depth(b'"[[[\\"[["') == 0
+    assert policy_json.json_depth(b"[" * 1000) == 1000
+    assert policy_json.json_depth(b'["\\\\", [[]], "\\"]]]"]') == 3  # an escaped backslash, then an escaped quote
+    assert policy_json.json_depth(b"") == policy_json.json_depth(b"1") == 0
 
 
 # ---- hypothesis: generated malformed policies, files, stores, budgets --------------------------
@@ -603,8 +604,8 @@ def _valid(p: Policy) -> None:
         assert all(isinstance(v.id, str) and v.id.strip() and isinstance(v.text, str) for v in s.views)
     for a in p.attributes:
         assert isinstance(a.name, str) and a.name.strip() and a.group <= set(p.position_ids)
-        assert 0 < a.cap <= pol.MAX_RATIONAL and len(str(a.cap / 3)) < 100
-    assert 0 < p.sensitivity <= pol.MAX_RATIONAL
+        assert 0 < a.cap <= MAX_RATIONAL and len(str(a.cap / 3)) < 100
+    assert 0 < p.sensitivity <= MAX_RATIONAL
     assert Policy.from_dict(p.to_dict()).fingerprint() == p.fingerprint()
 
 

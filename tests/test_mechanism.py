@@ -10,8 +10,9 @@ import pytest
 from scipy.stats import chisquare
 
 from dpmv_lib.core.errors import ParameterError
-from dpmv_lib.core.mechanism import (ExponentialMechanism, SeededRandomSource, em_log_probabilities,
-                                em_probabilities, sample_em, sample_em_batch, sample_em_exact)
+from dpmv_lib.core.sampling import SeededRandomSource
+from dpmv_lib.core.selection import (em_log_probabilities, em_probabilities, exponential_mechanism, sample_em,
+                                     sample_em_batch, sample_em_exact)
 
 P_MIN = 1e-4  # chi-square p-value threshold: stable under the fixed seeds, yet catches a wrong law
 
@@ -40,8 +41,8 @@ def test_probabilities_match_reference(u, eps, du):
     p = em_probabilities(u, eps, du)
     np.testing.assert_allclose(p, reference_em(u, eps, du), rtol=1e-12)
     assert p.sum() == pytest.approx(1.0, abs=1e-12)
-    mech = ExponentialMechanism(Fraction(eps).limit_denominator(1000), Fraction(du).limit_denominator(1000))
-    np.testing.assert_allclose(mech.probabilities(u), reference_em(u, float(mech.epsilon), float(mech.sensitivity)))
+    ef, df = Fraction(eps).limit_denominator(1000), Fraction(du).limit_denominator(1000)
+    np.testing.assert_allclose(exponential_mechanism().probabilities(u, ef, df), reference_em(u, float(ef), float(df)))
 
 
 def test_single_release_is_eps_dp():
@@ -95,12 +96,10 @@ def test_bad_eps_or_sensitivity(eps, du):
         sample_em_exact([0.1, 0.2], eps, du, SeededRandomSource(0))
 
 
-def test_float_mechanism_needs_rng_and_seeds_reproduce():
-    mech = ExponentialMechanism(Fraction(1), Fraction(3, 5), exact=False)
-    with pytest.raises(ParameterError, match="numpy Generator"):
-        mech.sample([0.1, 0.9])
-    a = [mech.sample([0.1, 0.9, 0.4], np.random.default_rng(7)) for _ in range(3)]
-    b = [mech.sample([0.1, 0.9, 0.4], np.random.default_rng(7)) for _ in range(3)]
+def test_float_sampler_seeds_reproduce():
+    sample = exponential_mechanism().sample
+    a = [sample([0.1, 0.9, 0.4], Fraction(1), Fraction(3, 5), np.random.default_rng(7)) for _ in range(3)]
+    b = [sample([0.1, 0.9, 0.4], Fraction(1), Fraction(3, 5), np.random.default_rng(7)) for _ in range(3)]
     assert a == b
     s1, s2 = SeededRandomSource(5), SeededRandomSource(5)
     assert [sample_em_exact([0, 0.5, 1], 2, 1, s1) for _ in range(20)] == \
@@ -141,7 +140,9 @@ def test_exact_sampler_chi_square(u, eps, du):
 
 
 def test_exponential_mechanism_exact_default():
-    mech = ExponentialMechanism(Fraction(2), Fraction(1))
-    assert mech.exact
-    draws = [mech.sample([0.0, 0.5, 1.0], np.random.default_rng(s)) for s in range(2000)]
+    """The selector's default exact sampler (fixed work), seeded from numpy Generators as MemView
+    seeds it, draws Eq. (7)."""
+    sample = exponential_mechanism().sample_exact
+    draws = [sample([0.0, 0.5, 1.0], Fraction(2), Fraction(1), SeededRandomSource(np.random.default_rng(s)))
+             for s in range(2000)]
     assert _chisq(draws, 3, reference_em([0, 0.5, 1], 2, 1)) > P_MIN

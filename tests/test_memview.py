@@ -298,9 +298,10 @@ def test_wrong_types_raise_typed_errors(running, dinner):
     assert mv.ledger.spent() == {"diabetes": 0, "debt": 0} and isinstance(plan, SlotPlan)
 
 
-def test_an_old_private_hook_is_refused():
-    """A subclass overriding a pre-issue-32 private hook would silently not take effect."""
+def test_a_private_hook_name_is_refused():
+    """A subclass overriding a private hook name that MemView never calls (``_sample`` for the
+    public ``select``) would silently not take effect: it is refused."""
     with pytest.raises(TypeError, match="override select instead"):
-        class OldStyle(MemView):  # noqa: F841
+        class PrivateHook(MemView):  # noqa: F841
             def _sample(self, prep):
                 return None

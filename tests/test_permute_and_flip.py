@@ -29,10 +29,10 @@ from dpmv_lib.core.errors import ParameterError
 from dpmv_lib.core.exact import privacy_loss_of, fixed_strategy, transcript_distribution
 from dpmv_lib.checks.instances import random_case
 from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
-from dpmv_lib.core.mechanism import SeededRandomSource, em_probabilities, exact_exponents
+from dpmv_lib.core.sampling import SeededRandomSource
 from dpmv_lib.core.memview import MemView
-from dpmv_lib.core.selection import (exponential_mechanism, get_selector, permute_and_flip, pf_from_acceptance,
-                                pf_probabilities, sample_pf, sample_pf_exact)
+from dpmv_lib.core.selection import (em_probabilities, exact_exponents, exponential_mechanism, get_selector,
+                                     permute_and_flip, pf_from_acceptance, pf_probabilities, sample_pf, sample_pf_exact)
 
 DU = Fraction(3, 5)
 CASES = [  # (utilities, eps)

@@ -30,7 +30,8 @@ from dpmv_lib.core.errors import (BudgetError, BudgetTypeError, DPMVError, DPMVT
                                   ParameterTypeError, PolicyError, PolicyTypeError, QueryError, QueryTypeError,
                                   StoreError, StoreTypeError, type_error_for)
 from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget, planned_charges
-from dpmv_lib.core.policy import Policy, PolicyLimits, Query
+from dpmv_lib.core.policy import Policy, Query
+from dpmv_lib.core.policy_json import PolicyLimits
 from dpmv_lib.core.scorer import LexiconScorer
 from dpmv_lib.core.selection import get_selector, permute_and_flip
 from dpmv_lib.core.store import MemoryStore, is_adjacent
@@ -40,7 +41,7 @@ from dpmv_lib.ledgers.sqlite import SqliteLedger, SqliteLedgerStore
 
 # the modules of the public API an agent builder uses (issue 32)
 MODULES = (
-    "dpmv_lib.core.policy", "dpmv_lib.core.policy_parts", "dpmv_lib.core.policy_format", "dpmv_lib.core.store",
+    "dpmv_lib.core.policy", "dpmv_lib.core.policy_json", "dpmv_lib.core.store",
     "dpmv_lib.core.ledger", "dpmv_lib.core.selection", "dpmv_lib.ledgers.sqlite", "dpmv_lib.ledgers.postgres",
     "dpmv_lib.ledgers.records", "dpmv_lib.ledgers.chain", "dpmv_lib.ledgers.chain_verify",
     "dpmv_lib.generate.responders",
@@ -215,7 +216,7 @@ def problems(qualname: str, obj: Any, fn: Callable[..., Any] | None, bound: bool
 def test_the_api_has_members_to_check():
     names = {q for q, *_ in MEMBERS}
     for expected in ("dpmv_lib.core.policy.Policy.route", "dpmv_lib.core.policy.Policy.charge_set",
-                     "dpmv_lib.core.policy_parts.Query", "dpmv_lib.core.store.MemoryStore.read",
+                     "dpmv_lib.core.policy.Query", "dpmv_lib.core.store.MemoryStore.read",
                      "dpmv_lib.core.ledger.InMemoryLedger.try_charge", "dpmv_lib.core.ledger.planned_charges",
                      "dpmv_lib.core.selection.permute_and_flip", "dpmv_lib.ledgers.sqlite.SqliteLedger.try_charge",
                      "dpmv_lib.ledgers.sqlite.SqliteLedgerStore.ledger", "dpmv_lib.ledgers.records.parse_state",

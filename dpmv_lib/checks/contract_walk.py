@@ -20,8 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..core.errors import ParameterError
 from ..core.exact import log_add
 from ..core.ledger import InMemoryLedger
-from ..core.mechanism import exact_utility
-from ..core.selection import exponential_mechanism
+from ..core.selection import exact_utility, exponential_mechanism
 from ..core.memview import MemView
 from ..core.releases import Release, SlotRelease
 from ..core.policy import Policy, Query

@@ -1,6 +1,9 @@
 """Typed errors. Every bad input gets one of these with a message naming the problem."""
 from __future__ import annotations
 
+import reprlib
+from typing import Any
+
 
 class DPMVError(ValueError):
     """Base class for all dpmv errors (a ValueError, so generic handlers still catch it)."""
@@ -103,3 +106,29 @@ def type_error_for(error: type[Exception]) -> type[Exception]:
         as :class:`LedgerIntegrityError`, or a class from outside dpmv).
     """
     return _TYPE_ERRORS.get(error, error)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlevel = 3
+
+
+def short_repr(x: Any) -> str:
+    """A short, recursion-safe repr for error messages (hostile values can be huge or deep).
+
+    Parameters
+    ----------
+    x : object
+        Any value.
+
+    Returns
+    -------
+    str
+        At most about 60 characters per string or object, three levels deep.
+    """
+    if isinstance(x, int) and x.bit_length() > 256:
+        return f"<{type(x).__name__} of {x.bit_length()} bits>"
+    try:
+        return _REPR.repr(x)
+    except Exception:  # a hostile __repr__, or an int over Python's digit limit inside a container
+        return f"<{type(x).__name__}>"

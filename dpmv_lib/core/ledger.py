@@ -15,9 +15,8 @@ from fractions import Fraction
 from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from .rationals import Number, to_fraction
-from .errors import BudgetError, BudgetTypeError, PolicyTypeError, QueryTypeError, UnknownAttributeError
+from .errors import BudgetError, BudgetTypeError, PolicyTypeError, QueryTypeError, UnknownAttributeError, short_repr
 from .policy import Policy, Query
-from .policy_format import short_repr
 
 
 @dataclass(frozen=True)

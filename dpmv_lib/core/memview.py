@@ -38,7 +38,7 @@ from .memo import remember
 from .errors import (BudgetError, BudgetTypeError, ParameterError, ParameterTypeError, PolicyTypeError,
                      QueryTypeError, StoreTypeError)
 from .ledger import BudgetRule, InMemoryLedger, Ledger, OnlineBudget
-from .mechanism import RandomSource, SeededRandomSource, SystemRandomSource
+from .sampling import RandomSource, SeededRandomSource, SystemRandomSource
 from .selection import Selector, get_selector
 from .policy import Policy, Query, View
 from .releases import (FAILSAFE_UTILITY, PlanMemo, PreparedSlot, Release, ScorerFailure, SlotPlan, SlotRelease,
@@ -94,8 +94,9 @@ class MemView:
         The C3 eps-DP selector: Eq. (7), permute-and-flip or a custom one.
     fixed_work : bool or None, default None
         A selector tag's exact sampler: True, the one whose work is fixed by the public
-        (|V_g|, eps, Du) (its running time reveals nothing: issue 29,
-        ``benchmarks/results/timing_channel.md``); False, the earlier one (same law); None: True
+        (|V_g|, eps, Du) (its running time reveals nothing,
+        ``benchmarks/results/timing_channel.md``); False, the one whose work varies with the
+        utilities (same law, :data:`~dpmv_lib.core.selection.VARIABLE_WORK_SAMPLERS`); None: True
         with OS randomness (deployment), False with a seed or random source (experiments).
 
     Raises
@@ -139,7 +140,7 @@ class MemView:
             raise ParameterError(f"seed must be None (OS randomness) or an integer >= 0, got {seed!r}")
         if not isinstance(selector, (str, Selector)):
             raise ParameterTypeError(f"selector must be 'em', 'pf' or a Selector, got {type(selector).__name__}")
-        if fixed_work is None:  # deployment (OS randomness): timing-safe; a seeded experiment: as before
+        if fixed_work is None:  # deployment (OS randomness): timing-safe; a seeded experiment: variable work
             fixed_work = seed is None and random_source is None
         self.selector = get_selector(selector, bool(fixed_work))
         store.check_layout(policy)
@@ -170,12 +171,13 @@ class MemView:
             self._source = SeededRandomSource(seed) if seed is not None else SystemRandomSource()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Refuse a subclass overriding a pre-issue-32 private hook (MemView no longer calls it)."""
+        """Refuse a subclass overriding a private hook name that MemView never calls (the release
+        steps are public: :data:`_HOOK_STEPS`)."""
         super().__init_subclass__(**kwargs)
-        old = sorted(set(vars(cls)) & set(_RENAMED_HOOKS))
-        if old:
-            raise TypeError(f"{cls.__name__} overrides {', '.join(old)}: MemView's release steps are "
-                            f"public; override {', '.join(_RENAMED_HOOKS[n] for n in old)} instead")
+        hooks = sorted(set(vars(cls)) & set(_HOOK_STEPS))
+        if hooks:
+            raise TypeError(f"{cls.__name__} overrides {', '.join(hooks)}: MemView's release steps are "
+                            f"public; override {', '.join(_HOOK_STEPS[n] for n in hooks)} instead")
 
     @property
     def store(self) -> MemoryStore:
@@ -590,9 +592,9 @@ class MemView:
         return admitted, spent
 
 
-#: the private hooks of MemView before issue 32 -> their public names (a subclass that still
-#: overrides an old name is refused: it would silently not take effect)
-_RENAMED_HOOKS: dict[str, str] = {
+#: private hook names MemView never calls -> the public release step to override instead (a
+#: subclass overriding such a name is refused: the override would silently not take effect)
+_HOOK_STEPS: dict[str, str] = {
     "_route": "route", "_charge_set": "charge_set", "_admit": "admit", "_vocabulary": "vocabulary",
     "_prepare": "prepare", "_sample": "select", "_outcomes": "outcomes", "_log_outcomes": "log_outcomes",
     "_extras": "extras", "_make_release": "make_release",

@@ -3,36 +3,302 @@
 A policy fixes the memory layout (positions -> slot), the protected attributes with their
 groups I_a (which may overlap) and caps B_a, one shared view vocabulary V_g per slot with a
 fixed generic view (C1), a router (query, released history) -> ordered active slots and a read
-policy (query, slot, history) -> positions (C4). Nothing here ever looks at memory contents.
+policy (query, slot, history) -> positions (C4), and the charge set Gamma*(R) of a read (Eq. 5).
+Nothing here ever looks at memory contents. This module holds the policy's objects
+(:class:`Query`, :class:`View`, :class:`Slot`, :class:`Position`, :class:`Attribute`, the
+router and read policy, :class:`Policy`) and their cross-checks (:func:`validate_policy`); the
+file form (JSON load and dump, its fields, size limits) is :mod:`dpmv_lib.core.policy_json`.
 Policies are validated when built or loaded; errors name the problem (a wrong type raises a
-``*TypeError`` class, which is also the domain error). The parts (:class:`Query`,
-:class:`View`, :class:`Slot`, ...) are defined in :mod:`dpmv_lib.core.policy_parts` and
-re-exported here.
+``*TypeError`` class, which is also the domain error).
 """
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from .rationals import Number, fraction_str
+from .errors import PolicyError, PolicyTypeError, QueryError, QueryTypeError, UnknownAttributeError, short_repr
 from .memo import remember
-from .errors import PolicyError, PolicyTypeError, UnknownAttributeError
-# the parts of a policy are defined in policy_parts and re-exported here (import them from here)
-from .policy_parts import (Attribute, Position, Query, ReadPolicy, Router, Slot, TableReadPolicy,  # noqa: F401
-                           TableRouter, View, parse_cap, policy_from_plain, validate_policy)
-from .policy_format import (MAX_POSITION_ID, MAX_RATIONAL, PolicyLimits, as_limits,  # noqa: F401
-                            parse_json_bytes, short_repr, read_bounded, json_depth, parse_rational)
+from .policy_json import (PolicyLimits, as_limits, canonical_json, check_read_entries, copy_json, duplicates,
+                          parse_cap, plain_policy_data, policy_fields, policy_path, read_policy_file, write_policy_file)
+from .rationals import Number, fraction_str, parse_rational
 
 __all__ = ["Policy", "Query", "View", "Slot", "Position", "Attribute", "Router", "ReadPolicy", "TableRouter",
-           "TableReadPolicy", "PolicyLimits", "parse_rational", "json_depth", "MAX_POSITION_ID", "MAX_RATIONAL"]
+           "TableReadPolicy", "validate_policy"]
 
 
+@dataclass(frozen=True)
+class Query:
+    """A public query: its text and public intent label (the router's only input besides history).
+
+    Parameters
+    ----------
+    text : str
+        The query text (public).
+    intent : str
+        Its public intent label (non-empty): what a :class:`TableRouter` routes on (C4).
+    qtype : str, optional
+        A public query-type tag (benchmark bookkeeping; not used by the policy), default "".
+
+    Raises
+    ------
+    QueryTypeError
+        If ``text`` or ``intent`` is not a string.
+    QueryError
+        If ``intent`` is empty.
+
+    Examples
+    --------
+    >>> Query("Any ideas for an affordable dinner?", "affordable_dinner").intent
+    'affordable_dinner'
+    """
+
+    text: str
+    intent: str
+    qtype: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not isinstance(self.intent, str):
+            raise QueryTypeError(f"a query needs a text string and a non-empty intent string, got {self!r}")
+        if not self.intent:
+            raise QueryError(f"a query needs a text string and a non-empty intent string, got {self!r}")
+
+
+@dataclass(frozen=True)
+class View:
+    """A public response-conditioning view: says how to answer, never a user fact.
+
+    Views are parts of a slot's fixed public vocabulary V_g (C1); :class:`Policy` validates them.
+
+    Parameters
+    ----------
+    id : str
+        Unique view id, e.g. ``"food.low_sugar"``.
+    slot : str
+        The slot whose vocabulary holds the view.
+    text : str
+        The guidance handed to the response model.
+    cues : tuple of str, optional
+        Memory phrases that support the view (read by the trusted scorer only).
+    intents : tuple of str, optional
+        The public query intents the view is relevant to.
+    generic : bool, optional
+        True for the slot's fixed generic view (the zero-cost fallback of C5).
+    """
+
+    id: str
+    slot: str
+    text: str
+    cues: tuple[str, ...] = ()
+    intents: tuple[str, ...] = ()
+    generic: bool = False
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A slot g with its shared public view vocabulary V_g (C1: the same on M and M').
+
+    Parameters
+    ----------
+    name : str
+        The slot name.
+    views : tuple of View
+        V_g, exactly one of them generic (checked by :class:`Policy`).
+    """
+
+    name: str
+    views: tuple[View, ...]
+
+    @cached_property
+    def generic(self) -> View:
+        """The fixed generic view of V_g (released at zero cost when a cap blocks, C5)."""
+        return next(v for v in self.views if v.generic)
+
+    @property
+    def view_ids(self) -> tuple[str, ...]:
+        """The ids of V_g, in vocabulary order."""
+        return tuple(v.id for v in self.views)
+
+
+@dataclass(frozen=True)
+class Position:
+    """One memory position of the fixed layout.
+
+    Parameters
+    ----------
+    id : int
+        Position id (a signed 64-bit integer).
+    slot : str
+        The slot the position belongs to.
+    label : str, optional
+        A public description of what the position holds.
+    """
+
+    id: int
+    slot: str
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """A protected attribute a with its memory group I_a and precommitted cap B_a.
+
+    Parameters
+    ----------
+    name : str
+        Attribute name.
+    group : frozenset of int
+        I_a: the positions whose contents may differ between adjacent stores M ~_a M'.
+    cap : Fraction
+        B_a > 0, the total eps ever charged to a (C5: L_a <= B_a).
+    description : str, optional
+        A public description.
+    """
+
+    name: str
+    group: frozenset[int]
+    cap: Fraction
+    description: str = ""
+
+
+@runtime_checkable
+class Router(Protocol):
+    """(q_t, released history) -> ordered active slots G_t (C4). Must not read memory."""
+
+    def route(self, query: Query, history: Sequence[Any]) -> tuple[str, ...]:
+        """The active slots for a query.
+
+        Parameters
+        ----------
+        query : Query
+            The public query q_t.
+        history : sequence
+            The releases made so far (public).
+
+        Returns
+        -------
+        tuple of str
+            G_t, ordered; :meth:`Policy.route` checks them against the policy (C4).
+        """
+        ...
+
+
+@runtime_checkable
+class ReadPolicy(Protocol):
+    """(q_t, slot, released history) -> read positions R_{t,g} (C4). Must not read memory."""
+
+    def read(self, query: Query, slot: str, history: Sequence[Any]) -> tuple[int, ...]:
+        """The positions read for one active slot.
+
+        Parameters
+        ----------
+        query : Query
+            The public query q_t.
+        slot : str
+            An active slot g.
+        history : sequence
+            The releases made so far (public).
+
+        Returns
+        -------
+        tuple of int
+            R_{t,g}; :meth:`Policy.read` checks that they lie in the slot (C4).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class TableRouter:
+    """Routes by the query's public intent through a fixed table intent -> ordered slots.
+
+    Parameters
+    ----------
+    routes : Mapping of str to tuple of str
+        intent -> the ordered active slots.
+    """
+
+    routes: Mapping[str, tuple[str, ...]]
+
+    def route(self, query: Query, history: Sequence[Any] = ()) -> tuple[str, ...]:
+        """G_t = routes[q_t.intent] (the history is not used).
+
+        Parameters
+        ----------
+        query : Query
+            The public query.
+        history : sequence, optional
+            Ignored.
+
+        Returns
+        -------
+        tuple of str
+            The active slots of the query's intent.
+
+        Raises
+        ------
+        QueryTypeError
+            If ``query`` has no ``intent`` (is not a :class:`Query`).
+        QueryError
+            If the table has no route for the intent.
+        """
+        try:
+            return tuple(self.routes[query.intent])
+        except KeyError:
+            raise QueryError(f"unknown query intent {query.intent!r}; the router knows "
+                             f"{sorted(self.routes)}") from None
+        except AttributeError:
+            raise QueryTypeError(f"a router needs a Query, got {type(query).__name__}") from None
+
+
+@dataclass(frozen=True)
+class TableReadPolicy:
+    """Reads a fixed position list per (intent, slot); by default every position of the slot.
+
+    Parameters
+    ----------
+    slot_positions : Mapping of str to tuple of int
+        slot -> all its positions (the default read).
+    overrides : Mapping of (str, str) to tuple of int, optional
+        (intent, slot) -> the positions read instead.
+    """
+
+    slot_positions: Mapping[str, tuple[int, ...]]
+    overrides: Mapping[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+
+    def read(self, query: Query, slot: str, history: Sequence[Any] = ()) -> tuple[int, ...]:
+        """R_{t,g}: the override for (q_t.intent, slot), else every position of the slot.
+
+        Parameters
+        ----------
+        query : Query
+            The public query.
+        slot : str
+            An active slot.
+        history : sequence, optional
+            Ignored.
+
+        Returns
+        -------
+        tuple of int
+            The read positions.
+
+        Raises
+        ------
+        QueryTypeError
+            If ``query`` has no ``intent`` (is not a :class:`Query`).
+        KeyError
+            If ``slot`` is not in ``slot_positions`` (:meth:`Policy.read` checks the slot first).
+        """
+        try:
+            key = (query.intent, slot)
+        except AttributeError:
+            raise QueryTypeError(f"a read policy needs a Query, got {type(query).__name__}") from None
+        if key in self.overrides:
+            return tuple(self.overrides[key])
+        return tuple(self.slot_positions[slot])
 
 
 @dataclass(frozen=True)
@@ -424,7 +690,7 @@ class Policy:
         if not self.source:
             raise PolicyError("this policy was built from code objects (custom router); only policies "
                               "built by Policy.from_dict/load can be serialised")
-        plain: dict[str, Any] = json.loads(json.dumps(self.source))
+        plain: dict[str, Any] = copy_json(self.source)
         return plain
 
     def fingerprint(self) -> str:
@@ -440,8 +706,7 @@ class Policy:
             "name": self.name, "layout": self.layout, "sensitivity": fraction_str(self.sensitivity),
             "attributes": [[a.name, sorted(a.group), fraction_str(a.cap)] for a in self.attributes],
             "views": [[s.name, list(s.view_ids)] for s in self.slots]}
-        text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
     def save(self, path: str | Path) -> None:
         """Write the JSON form to ``path`` (through a temporary file, then an atomic rename).
@@ -460,12 +725,8 @@ class Policy:
         OSError
             If the file cannot be written.
         """
-        if not isinstance(path, (str, os.PathLike)):
-            raise PolicyTypeError(f"a policy file path must be a str or path-like object, got {type(path).__name__}")
-        path = Path(path)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n")
-        tmp.replace(path)
+        file = policy_path(path)
+        write_policy_file(file, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path, *, limits: PolicyLimits | None = None) -> "Policy":
@@ -495,15 +756,12 @@ class Policy:
             For every other failure, naming the file and the problem.
         """
         lim = as_limits(limits)
-        if not isinstance(path, (str, os.PathLike)):
-            raise PolicyTypeError(f"a policy file path must be a str or path-like object, got {type(path).__name__}")
-        path = Path(path)
-        raw = read_bounded(path, lim.max_bytes, "policy file", PolicyError)
-        data = parse_json_bytes(raw, path, lim.max_depth, "policy file", PolicyError)
+        file = policy_path(path)
+        data = read_policy_file(file, lim)
         try:
             return cls._from_plain(data, lim)
         except PolicyError as exc:
-            raise type(exc)(f"policy file {path}: {exc}") from None
+            raise type(exc)(f"policy file {file}: {exc}") from None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, limits: PolicyLimits | None = None) -> "Policy":
@@ -554,23 +812,120 @@ class Policy:
         ('health', 'food', 'finance', 'work')
         """
         lim = as_limits(limits)
-        if not isinstance(data, Mapping):
-            raise PolicyTypeError(f"a policy must be a JSON object, got {type(data).__name__}")
-        routes_raw = data.get("routes")
-        if isinstance(routes_raw, Mapping):
-            bad = [k for k in routes_raw if not isinstance(k, str)]
-            if bad:
-                raise PolicyTypeError(f"policy 'routes' keys (intents) must be strings, got {short_repr(bad[0])}")
-        try:  # parse the plain-JSON form (also what the fingerprint and to_dict() use)
-            data = json.loads(json.dumps(data))
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise (PolicyTypeError if isinstance(exc, TypeError) else PolicyError)(
-                f"a policy must be plain JSON data (objects, lists, strings, numbers): "
-                f"{short_repr(str(exc))}") from None
-        return cls._from_plain(data, lim)
+        # the plain-JSON form (also what the fingerprint and to_dict() use)
+        return cls._from_plain(plain_policy_data(data), lim)
 
     @classmethod
     def _from_plain(cls, data: Any, lim: PolicyLimits) -> "Policy":
-        """from_dict on freshly parsed JSON (owned by this call, so it becomes ``source``)."""
-        policy: Policy = policy_from_plain(cls, data, lim)
+        """from_dict on freshly parsed JSON (owned by this call, so it becomes ``source``): the parts
+        from :func:`~dpmv_lib.core.policy_json.policy_fields`, the constructor's cross-checks
+        (:func:`validate_policy`), then those of the read entries."""
+        f = policy_fields(data, lim)
+        policy = cls(
+            name=f.name, slots=tuple(Slot(name, tuple(View(*v) for v in views)) for name, views in f.slots),
+            positions=tuple(Position(*p) for p in f.positions),
+            attributes=tuple(Attribute(*a) for a in f.attributes), router=TableRouter(f.routes),
+            reader=TableReadPolicy(f.slot_positions, f.overrides), sensitivity=f.sensitivity,
+            intents=tuple(f.routes), source=data)
+        check_read_entries(f)
         return policy
+
+
+def validate_policy(p: Any) -> None:
+    """The cross-checks of a policy (C1 vocabularies, C4 routes, C5 caps), in linear time.
+
+    Run by every :class:`Policy` constructor, also for policies built in code.
+
+    Parameters
+    ----------
+    p : Policy
+        The policy to check.
+
+    Raises
+    ------
+    PolicyTypeError
+        If a field has the wrong type (a name or view id not a string, a view's text not a string or
+        ``generic`` not a bool, a position id not an integer, a group I_a not a frozenset, a cap or
+        the sensitivity not a Fraction).
+    PolicyError
+        If the policy has no slots or no positions; a name or id is empty or repeated; a slot has no
+        views or not exactly one generic view, or a view names another slot; a position names an
+        unknown slot; a group I_a is empty or names unknown positions; a cap or the sensitivity is not
+        a valid positive rational; or a :class:`TableRouter` route names an unknown slot or repeats one.
+    """
+    if not isinstance(p.name, str):
+        raise PolicyTypeError(f"policy name must be a string, got {type(p.name).__name__}")
+    if not p.slots:
+        raise PolicyError("policy has no slots")
+    names = [s.name for s in p.slots]
+    for n in names:
+        if not isinstance(n, str) or not n.strip():
+            raise (PolicyError if isinstance(n, str) else PolicyTypeError)(
+                f"slot names must be non-empty strings, got {short_repr(n)}")
+    dup = duplicates(names)
+    if dup:
+        raise PolicyError(f"duplicate slot names {dup[:20]}")
+    name_set = set(names)
+    seen_views: set[str] = set()
+    for s in p.slots:
+        if not s.views:
+            raise PolicyError(f"slot {s.name!r} has an empty view vocabulary")
+        generics = [v.id for v in s.views if v.generic]
+        if len(generics) != 1:
+            raise PolicyError(f"slot {s.name!r} must have exactly one fixed generic view, has {len(generics)}")
+        for v in s.views:
+            if not isinstance(v.id, str) or not v.id.strip():
+                raise (PolicyError if isinstance(v.id, str) else PolicyTypeError)(
+                    f"view ids must be non-empty strings, got {short_repr(v.id)} in slot {s.name!r}")
+            if not isinstance(v.text, str):
+                raise PolicyTypeError(f"text of view {v.id!r} must be a string, got {type(v.text).__name__}")
+            if not isinstance(v.generic, bool):
+                raise PolicyTypeError(f"'generic' of view {v.id!r} must be a bool, got {short_repr(v.generic)}")
+            if v.slot != s.name:
+                raise PolicyError(f"view {v.id!r} is listed under slot {s.name!r} but says slot {v.slot!r}")
+            if v.id in seen_views:
+                raise PolicyError(f"duplicate view id {v.id!r}")
+            seen_views.add(v.id)
+    if not p.positions:
+        raise PolicyError("policy has no memory positions")
+    ids = [q.id for q in p.positions]
+    for q in p.positions:
+        if type(q.id) is not int:
+            raise PolicyTypeError(f"position id must be an integer, got {short_repr(q.id)}")
+        if q.slot not in name_set:
+            raise PolicyError(f"position {q.id} names unknown slot {short_repr(q.slot)}")
+    dup_ids = duplicates(ids)
+    if dup_ids:
+        raise PolicyError(f"duplicate position ids {dup_ids[:20]}")
+    anames = [a.name for a in p.attributes]
+    for n in anames:
+        if not isinstance(n, str) or not n.strip():
+            raise (PolicyError if isinstance(n, str) else PolicyTypeError)(
+                f"attribute names must be non-empty strings, got {short_repr(n)}")
+    dup_a = duplicates(anames)
+    if dup_a:
+        raise PolicyError(f"duplicate attribute names {dup_a[:20]}")
+    idset = set(ids)
+    for a in p.attributes:
+        if not isinstance(a.group, frozenset):
+            raise PolicyTypeError(f"group I_a of attribute {a.name!r} must be a frozenset of position ids")
+        if not a.group:
+            raise PolicyError(f"attribute {a.name!r} has an empty group I_a")
+        unknown = sorted(a.group - idset, key=repr)
+        if unknown:
+            raise PolicyError(f"group I_a of attribute {a.name!r} names unknown positions {unknown[:20]}")
+        if not isinstance(a.cap, Fraction) or a.cap <= 0:
+            raise (PolicyError if isinstance(a.cap, Fraction) else PolicyTypeError)(
+                f"cap of attribute {a.name!r} must be a positive exact number, got {a.cap!r}")
+        parse_rational(a.cap, f"cap B_a of attribute {a.name!r}")
+    if not isinstance(p.sensitivity, Fraction) or p.sensitivity <= 0:
+        raise (PolicyError if isinstance(p.sensitivity, Fraction) else PolicyTypeError)(
+            f"sensitivity must be a positive exact number, got {p.sensitivity!r}")
+    parse_rational(p.sensitivity, "sensitivity")
+    if isinstance(p.router, TableRouter):
+        for intent, slots in p.router.routes.items():
+            for s in slots:
+                if s not in name_set:
+                    raise PolicyError(f"route for intent {intent!r} names unknown slot {s!r}")
+            if len(set(slots)) != len(slots):
+                raise PolicyError(f"route for intent {intent!r} repeats a slot: {list(slots)}")

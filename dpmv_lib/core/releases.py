@@ -40,11 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import BudgetError, QueryTypeError
-from .mechanism import em_log_probabilities, em_probabilities
+from .errors import BudgetError, QueryTypeError, short_repr
 from .policy import Policy, Query, View
-from .policy_format import short_repr
-from .selection import Selector, pf_log_probabilities, pf_probabilities
+from .selection import Selector, em_log_probabilities, em_probabilities, pf_log_probabilities, pf_probabilities
 
 
 @dataclass(frozen=True)
@@ -213,7 +211,7 @@ def selector_log_probabilities(selector: Selector, utilities: Sequence[Fraction]
     so that a probability below the float range (large eps) keeps a finite log; -inf only for
     a probability that is exactly 0 (an exponent below the float range; a custom selector's 0).
 
-    Eq. (7): :func:`~dpmv_lib.core.mechanism.em_log_probabilities` (exact exponents, then a
+    Eq. (7): :func:`~dpmv_lib.core.selection.em_log_probabilities` (exact exponents, then a
     log-sum-exp). Permute-and-flip: :func:`~dpmv_lib.core.selection.pf_log_probabilities`
     (x_r + log S_r, S_r in [1/n, 1]). Any other selector: the log of its float probabilities.
 

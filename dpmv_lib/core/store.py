@@ -9,9 +9,8 @@ from collections.abc import Iterable as IterableABC, Mapping as MappingABC
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .errors import PolicyTypeError, StoreError, StoreTypeError
+from .errors import PolicyTypeError, StoreError, StoreTypeError, short_repr
 from .policy import Policy
-from .policy_format import short_repr
 
 
 def _need_policy(policy: object) -> None:

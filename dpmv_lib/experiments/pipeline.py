@@ -23,7 +23,7 @@ def frame_hash(*parts: Any) -> str:
 
 # ---- pipeline pieces shared by notebooks 04 and 05 ------------------------------------------------------
 CODE_MODULES: tuple[str, ...] = ("generate.interfaces", "core.memview", "checks.variants", "core.ledger",
-                                 "core.mechanism", "core.scorer", "core.policy", "generate.generation",
+                                 "core.selection", "core.sampling", "core.scorer", "core.policy", "generate.generation",
                                  "generate.filters", "generate.responders.surrogate", "generate.responders.base")
 
 

@@ -70,7 +70,7 @@ def test_oracle_finding_agrees_with_x3_when_every_variant_exceeds_the_cap():
 
 def test_claims_step_renders_one_row_per_claim_and_counts_every_verdict():
     res = _result({"NoCap": 2.5})
-    out = C.claims(res)
+    out = R.claims(res)
     md = out.notes[0]
     tokens = MarkdownIt("commonmark").enable("table").parse(md)
     assert sum(t.type == "tr_open" for t in tokens) == len(res.claims) + 1

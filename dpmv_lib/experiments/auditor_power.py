@@ -122,9 +122,9 @@ def rq1_power(session: Any, rq1: Any, track: str = "pairedmem") -> Any:
     from ..bench.datasets import load_gold_rules
     from .common import run_encoder
     from .result import Result
-    from .rq1 import _res
+    from .rq1 import result_of
 
-    res = _res(rq1)
+    res = result_of(rq1)
     cfg = session.cfg
     enc = run_encoder(session.params.get("encoder") or session.profile.encoder, cfg.results_dir)
     power = auditor_power(res.transcripts, enc, res.oracle, horizon=res.config.T,

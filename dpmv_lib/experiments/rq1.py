@@ -388,7 +388,7 @@ def run(session: Any, **overrides: Any) -> Any:
     return Result("RQ1 run", finding, tables={"time per stage": times}, notes=notes, data={"rq1": res}, precision=1)
 
 
-def _res(rq1: Any) -> RQ1Result:
+def result_of(rq1: Any) -> RQ1Result:
     """The :class:`RQ1Result` of a step result of :func:`run` (or the RQ1Result itself)."""
     res = rq1["rq1"] if not isinstance(rq1, RQ1Result) else rq1
     if not isinstance(res, RQ1Result):
@@ -401,7 +401,7 @@ def example_turn(rq1: Any) -> Any:
     first PairedMem pair, under M and M' (first EM seed for the stochastic ones), and the response."""
     from .result import Result
 
-    res = _res(rq1)
+    res = result_of(rq1)
     tr = res.transcripts
     pm = tr[(tr["track"] == "pairedmem") & (tr["qtype"] == "target")]
     if pm.empty:
@@ -425,10 +425,10 @@ def dagger(rq1: Any) -> Any:
     public record differ between M and M'); the full table is ``tables/rq1_dagger_check.csv``."""
     from .result import Result
 
-    idt = _res(rq1).identical
+    idt = result_of(rq1).identical
     wide = idt.assign(cells=lambda d: d["differing"].astype(int).astype(str) + " of " + d["cells"].astype(int)
                       .astype(str)).pivot_table(index="method", columns="track", values="cells", aggfunc="first")
-    order = [m for m in _res(rq1).config.methods if m in wide.index]
+    order = [m for m in result_of(rq1).config.methods if m in wide.index]
     wide = wide.reindex(order).rename_axis(None, axis=1).reset_index()
     same = list(dict.fromkeys(idt.loc[idt.groupby("method")["identical"].transform("all"), "method"]))
     finding = (f"Identical conditioning under M and M' in every (pair, seed, turn) cell: {', '.join(same) or 'none'}; "
@@ -442,7 +442,7 @@ def table2(rq1: Any) -> Any:
     from .result import Result
     from .tables import table2_markdown
 
-    res = _res(rq1)
+    res = result_of(rq1)
     t2 = res.table2
     pf = t2[t2["method"].str.startswith("DP-MemView (on") | t2["method"].str.startswith("DP-MemView (pre")][
         ["track", "response_model", "method", "auc", "tpr", "trec", "u", "unsup"]]
@@ -472,7 +472,7 @@ def u_validity(rq1: Any) -> Any:
     :mod:`dpmv_lib.evaluate.u_validity`); full table ``tables/rq1_u_validity.csv``."""
     from .result import Result
 
-    uv = _res(rq1).u_validity
+    uv = result_of(rq1).u_validity
     if uv is None:
         return Result("U's validity", "No labels for this run's judge: U is the mean of the four dimensions.")
     cols = [c for c in ("dimension", "response_model", "units_held_out", "positives_held_out", "kappa_raw",
@@ -489,7 +489,7 @@ def comparison(rq1: Any) -> Any:
     from .result import Result
     from .tables import DAGGER, METRIC_LABELS, fmt
 
-    cmp = _res(rq1).comparison
+    cmp = result_of(rq1).comparison
     if cmp.empty:
         return Result("Beside the paper", "The paper's reference table is not available to this run.")
     d = cmp.dropna(subset=["diff_vs_paper_mean"])
@@ -519,7 +519,7 @@ def oracle(rq1: Any) -> Any:
     finding restates X2 and X3 from their verdicts and values."""
     from .result import Result
 
-    res = _res(rq1)
+    res = result_of(rq1)
     B = float(res.config.B_a)
     aT = res.audit[res.audit["horizon"] == res.config.T]
     m = res.oracle.merge(aT[["track", "response_model", "method", "auc_indep"]], how="left",
@@ -566,7 +566,7 @@ def figures(rq1: Any) -> Any:
     """Notebook step: the privacy-utility figure and the learned AUC against the prefix length."""
     from .result import Result
 
-    res = _res(rq1)
+    res = result_of(rq1)
     a = res.audit[res.audit["track"] == "pairedmem"]
     hs = sorted(a["horizon"].unique())
     parts = []
@@ -586,7 +586,7 @@ def files(rq1: Any, session: Any = None) -> Any:
     """Notebook step: the tables and figures this run wrote, and (with ``session``) its wall time."""
     from .result import Result
 
-    res = _res(rq1)
+    res = result_of(rq1)
     files = pd.DataFrame({"path": sorted({Path(p) for p in res.paths.values()})})
     files["folder"] = [str(p.parent) for p in files["path"]]
     files["name"] = [p.name for p in files["path"]]
@@ -608,3 +608,22 @@ def run_judge(session: Any) -> Any:
         return None
     return make_judge("rubric", run_encoder(session.params.get("encoder") or session.profile.encoder,
                                             session.cfg.results_dir))
+
+
+def claims(rq1: Any) -> Any:
+    """Notebook step: the RQ1 claims table (:func:`evaluate_claims` of the run) with the evidence of
+    every claim that does not hold plainly and of X1-X3; the full evidence is in
+    ``tables/rq1_claims.md``. The finding counts the verdicts and names the claims."""
+    from .result import Result
+
+    res = result_of(rq1)
+    c = res.claims
+    shown = [r.id for r in c.itertuples() if r.verdict != "HOLDS" or r.id.startswith("X")]
+    by = {v: list(c.loc[c["verdict"] == v, "id"]) for v in V.VERDICTS if (c["verdict"] == v).any()}
+    finding = (f"Of {len(c)} claims: " + "; ".join(f"{v} {len(ids)} ({', '.join(ids)})" for v, ids in by.items())
+               + ". The paper's claims are C1-C13; X1-X3 go beyond it.")
+    out = Result("Which of the paper's RQ1 claims hold in this run", finding,
+                 notes=[V.claims_markdown(c, evidence=shown)])
+    if "rq1_auc_intervals" in res.paths:
+        out.show_figure("AUC intervals", res.paths["rq1_auc_intervals"])
+    return out

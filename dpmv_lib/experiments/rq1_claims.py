@@ -10,13 +10,13 @@ left out.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..generate.interfaces import PF_METHODS
-from .verdicts import VERDICTS, BootClaim, Case, ExactClaim, Metrics, claims_markdown, decide, highest, lowest
+from .verdicts import BootClaim, Case, ExactClaim, Metrics, decide, highest, lowest
 
 MEMORY_TEXT = ("RawReadSet", "TaskMin", "OutputFilter")
 DP_MODES = ("DP-MemView (on)", "DP-MemView (pre)")
@@ -243,23 +243,3 @@ def evaluate_claims(metrics: Metrics, oracle: pd.DataFrame, audit_T: pd.DataFram
     """
     head, tail = exact_claims(oracle, audit_T, identical, B_a, methods)
     return decide([*head, *bootstrap_claims(metrics, u_label), *tail], metrics)
-
-
-def claims(rq1: Any) -> Any:
-    """Notebook step: the RQ1 claims table (:func:`evaluate_claims` of the run) with the evidence of
-    every claim that does not hold plainly and of X1-X3; the full evidence is in
-    ``tables/rq1_claims.md``. The finding counts the verdicts and names the claims."""
-    from .result import Result
-    from .rq1 import _res
-
-    res = _res(rq1)
-    c = res.claims
-    shown = [r.id for r in c.itertuples() if r.verdict != "HOLDS" or r.id.startswith("X")]
-    by = {v: list(c.loc[c["verdict"] == v, "id"]) for v in VERDICTS if (c["verdict"] == v).any()}
-    finding = (f"Of {len(c)} claims: " + "; ".join(f"{v} {len(ids)} ({', '.join(ids)})" for v, ids in by.items())
-               + ". The paper's claims are C1-C13; X1-X3 go beyond it.")
-    out = Result("Which of the paper's RQ1 claims hold in this run", finding,
-                 notes=[claims_markdown(c, evidence=shown)])
-    if "rq1_auc_intervals" in res.paths:
-        out.show_figure("AUC intervals", res.paths["rq1_auc_intervals"])
-    return out

@@ -106,13 +106,13 @@ def responses(session: Any, rq1: Any, methods: tuple[str, ...] = ("RawReadSet", 
     method and track, and one PairedMem cell of each of ``methods`` with M and M' side by side."""
     from ..bench.datasets import load_benchmark
     from .result import Result
-    from .rq1 import _res, run_judge, select_pairs
+    from .rq1 import result_of, run_judge, select_pairs
 
     judge = run_judge(session)
     if judge is None:
         return Result("What the response model wrote", "This run's judge is not the rubric judge: the sample is "
                                                        "graded by the rubric judge only.")
-    res = _res(rq1)
+    res = result_of(rq1)
     prof, cfg = session.profile, session.cfg
     benches = {t: select_pairs(load_benchmark(t, cfg.data_dir), prof.pairs if t == "pairedmem" else prof.transfer_pairs,
                                cfg.seed) for t in sorted(set(res.transcripts["track"]))}

@@ -406,10 +406,10 @@ def rq1_decomposition(rq1: Any, *, name: str = "03_utility_decomposition", track
     Shown: the tRec parts on ``track``; ``result["parts"]`` holds every part."""
     from ..common.paths import resolve
     from .result import Result
-    from .rq1 import _res, load_tracks
+    from .rq1 import result_of, load_tracks
     from .tables import write_table
 
-    res = _res(rq1)
+    res = result_of(rq1)
     cfg = res.config
     out = resolve(cfg.results_dir)
     benches = load_tracks(cfg.data_dir, res.profile, cfg.seed)

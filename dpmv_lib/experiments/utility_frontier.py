@@ -221,9 +221,9 @@ def rq1_frontier(session: Any, rq1: Any, track: str = "pairedmem") -> Any:
 
     from .common import load_paper_csv
     from .result import Result
-    from .rq1 import _res
+    from .rq1 import result_of
 
-    res = _res(rq1)
+    res = result_of(rq1)
     cfg = res.config
     t2 = res.table2
     path = session.figure_path(f"{session.notebook}_utility_frontier")

@@ -327,10 +327,10 @@ def rq1_lift(rq1: Any, *, decomposition: Any = None, name: str = "03_utility_lif
     from ..common.paths import resolve
     from .common import markdown_table
     from .result import Result
-    from .rq1 import _res
+    from .rq1 import result_of
     from .tables import write_table
 
-    res = _res(rq1)
+    res = result_of(rq1)
     parts = decomposition["parts"] if decomposition is not None and not isinstance(decomposition, pd.DataFrame) \
         else decomposition
     if res.metrics is None:

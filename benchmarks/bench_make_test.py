@@ -1,4 +1,4 @@
-"""`make test` on a fresh clone, timed, before and after, in one run (issue 30).
+"""`make test` on a fresh clone, timed, before and after, in one run; idle or beside a CPU load.
 
 For each git revision in ``--refs`` (default: ``HEAD``) this checkout is cloned into
 ``--work/<i>-<sha>/main`` (beside a link to this checkout's ``../shared``) and ``make test`` runs
@@ -11,7 +11,9 @@ them), every pytest summary line, the compile time from the build log and the sl
     .venv/bin/python benchmarks/bench_make_test.py --refs 5d9ad81 HEAD
 
 Writes ``benchmarks/results/make_test.json`` and ``make_test.md`` (``--out``). Runs one revision
-after the other (about 10 minutes each on 2 cores): keep the machine otherwise idle.
+after the other (about 10 minutes each on 2 cores): keep the machine otherwise idle. ``--load N``
+runs N CPU-bound processes (busy loops at normal priority) beside each run, as a busy CI machine
+would: the suite must pass under it, only slower.
 """
 from __future__ import annotations
 
@@ -63,22 +65,36 @@ def parse(log: str, build_log: str) -> dict:
             "slowest": [{"seconds": float(s), "when": w, "test": t} for s, w, t in SLOW.findall(log)][:10]}
 
 
-def run_one(i: int, ref: str, work: Path, pytest_args: str) -> dict:
+def busy(n: int) -> list[subprocess.Popen]:
+    """``n`` CPU-bound processes (a Python busy loop each), to be killed by the caller."""
+    import sys
+
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def run_one(i: int, ref: str, work: Path, pytest_args: str, load_procs: int = 0) -> dict:
     sha, tree = clone(ref, work, i)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTEST_WORKERS", "CMAKE_ARGS")}
     env.update(CI="true", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     print(f"[{ref} = {sha[:10]}] make test in {tree}", flush=True)
     load = [round(x, 2) for x in os.getloadavg()]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    loaders = busy(load_procs)
     t = time.perf_counter()
-    with open(tree.parent / "make_test.log", "w") as log:
-        rc = subprocess.run(["make", "test", f"PYTEST_ARGS={pytest_args}"], cwd=tree, env=env, stdout=log,
-                            stderr=subprocess.STDOUT).returncode
-    wall = time.perf_counter() - t
+    try:
+        with open(tree.parent / "make_test.log", "w") as log:
+            rc = subprocess.run(["make", "test", f"PYTEST_ARGS={pytest_args}"], cwd=tree, env=env, stdout=log,
+                                stderr=subprocess.STDOUT).returncode
+        wall = time.perf_counter() - t
+    finally:
+        for p in loaders:
+            p.kill()
+            p.wait()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     build_log = tree / ".venv" / "llamacpp-build.log"
     rec = {"ref": ref, "commit": sha, "rc": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
+           "busy_processes": load_procs,
            "loadavg_at_start": load, "log": str(tree.parent / "make_test.log"),
            **parse((tree.parent / "make_test.log").read_text(errors="replace"),
                    build_log.read_text(errors="replace") if build_log.exists() else "")}
@@ -88,7 +104,7 @@ def run_one(i: int, ref: str, work: Path, pytest_args: str) -> dict:
 
 def report(runs: list[dict], mach: dict) -> str:
     head = [f"{r['ref']} ({r['commit'][:8]})" for r in runs]
-    lines = ["# `make test` on a fresh clone (issue 30)", "",
+    lines = ["# `make test` on a fresh clone", "",
              f"Machine: {describe(mach)}.", "",
              "Each revision was cloned afresh and ran `make test` (`CI=true`): venv, install, the llama.cpp "
              "compile, the suite; one revision after the other.", "",
@@ -103,6 +119,7 @@ def report(runs: list[dict], mach: dict) -> str:
         row(f"pytest run {k + 1}", [f"{r['pytest'][k]['summary']} in {r['pytest'][k]['seconds']:.0f} s"
                                     if k < len(r["pytest"]) else "-" for r in runs])
     row("exit code", [str(r["rc"]) for r in runs])
+    row("CPU-bound processes beside it", [str(r.get("busy_processes", 0)) for r in runs])
     row("load average at start", [str(r["loadavg_at_start"]) for r in runs])
     for r in runs:
         if r["steps"]:
@@ -119,11 +136,12 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/dpmv_bench_make_test", help="where the clones go (removed first)")
     ap.add_argument("--pytest-args", default="--durations=10")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "make_test"))
+    ap.add_argument("--load", type=int, default=0, metavar="N", help="CPU-bound processes beside each run")
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     mach = machine()
-    runs = [run_one(i, ref, work, a.pytest_args) for i, ref in enumerate(a.refs)]
+    runs = [run_one(i, ref, work, a.pytest_args, a.load) for i, ref in enumerate(a.refs)]
     out = Path(a.out)
     out.with_suffix(".json").write_text(json.dumps({"machine": mach, "runs": runs}, indent=1) + "\n")
     out.with_suffix(".md").write_text(report(runs, mach))

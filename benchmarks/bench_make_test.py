@@ -86,11 +86,11 @@ def run_one(i: int, ref: str, work: Path, pytest_args: str, load_procs: int = 0)
             rc = subprocess.run(["make", "test", f"PYTEST_ARGS={pytest_args}"], cwd=tree, env=env, stdout=log,
                                 stderr=subprocess.STDOUT).returncode
         wall = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # before the busy processes are reaped
     finally:
         for p in loaders:
             p.kill()
             p.wait()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     build_log = tree / ".venv" / "llamacpp-build.log"
     rec = {"ref": ref, "commit": sha, "rc": rc, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),

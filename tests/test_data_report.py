@@ -97,8 +97,8 @@ def _transfer_report():
 def test_transfer_quality_tables():
     rep = _transfer_report()
     tq = dr.transfer_quality_table(rep)
-    assert list(tq.columns) == ["figure", "now", "goal", "met"]
-    assert tq.equals(pd.DataFrame(TQ.quality_table(rep))[["figure", "now", "goal", "met"]])
+    assert list(tq.columns) == ["figure", "measured", "goal", "met"]
+    assert tq.equals(pd.DataFrame(TQ.quality_table(rep))[["figure", "measured", "goal", "met"]])
     kinds = dr.evidence_kind_table(rep)
     assert list(kinds.columns) == list(SOURCE_KINDS) and list(kinds.index) == ["diabetes", "job_loss"]
     assert kinds.loc["diabetes", SOURCE_KINDS[0]] == 2 and kinds.loc["job_loss", SOURCE_KINDS[0]] == 0

@@ -235,7 +235,7 @@ def background_table(db: DataBuild) -> pd.DataFrame:
 def transfer_quality_table(report: Mapping[str, Any]) -> pd.DataFrame:
     """:func:`dpmv_lib.bench.transfer_quality.quality_table` of ``report`` as a frame: figure, its value
     in this build, the goal and whether it is met."""
-    return pd.DataFrame(transfer_quality.quality_table(report))[["figure", "now", "goal", "met"]]
+    return pd.DataFrame(transfer_quality.quality_table(report))[["figure", "measured", "goal", "met"]]
 
 
 def evidence_kind_table(report: Mapping[str, Any]) -> pd.DataFrame:

@@ -155,6 +155,7 @@ return [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-
             .map(e => e.innerText).filter(t => /Traceback|Error:|Exception/.test(t)),
   styled: c.querySelectorAll('.jp-OutputArea-output table[id^="T_"]').length,
   tables: c.querySelectorAll('.jp-OutputArea-output table').length,
+  mdtables: c.querySelectorAll('.jp-OutputArea-output[data-mime-type="text/markdown"] table').length,
   texts: [...c.querySelectorAll('.jp-OutputArea-output[data-mime-type="text/plain"]')].map(e => e.innerText),
 }));
 """

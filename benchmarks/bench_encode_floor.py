@@ -1,4 +1,4 @@
-"""The floor that encoding sets under `make reproduce` from empty caches (issue 30's 6.5 minutes).
+"""The floor that encoding sets under `make reproduce` from empty caches (goal: 6.5 minutes).
 
 Notebook 03's auditor embeds every distinct response of its transcripts once (C.5: one text per
 response, all-MiniLM-L6-v2, the default profile's encoder and precision). This script builds those
@@ -24,7 +24,7 @@ from pathlib import Path
 from machine_info import describe, machine  # noqa: E402  (also puts this checkout on sys.path)
 
 ROOT = Path(__file__).resolve().parent.parent
-GOAL_S = 390   # issue 30: at most 6.5 minutes of notebook time
+GOAL_S = 390   # at most 6.5 minutes of notebook time
 
 
 def rq1_responses(work: Path) -> tuple[list[str], int]:
@@ -81,7 +81,7 @@ def main() -> None:
     rec["floor_s"] = round(rec["notebook03_encode_floor_s"] + rec["warm_run"]["notebooks_s"], 1)
     out = Path(a.out)
     out.with_suffix(".json").write_text(json.dumps(rec, indent=1) + "\n")
-    lines = ["# The encoding floor under `make reproduce` from empty caches (issue 30)", "",
+    lines = ["# The encoding floor under `make reproduce` from empty caches", "",
              f"Machine: {describe(mach)}.", "",
              f"Notebook 03's transcripts (default profile, seed 0, turns < T = {T}) hold **{len(texts):,} distinct "
              f"responses**; the first {len(sample):,} in sorted order average {rec['word_pieces_mean']} word pieces "

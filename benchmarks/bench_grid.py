@@ -1,4 +1,4 @@
-"""The exact budget grid of notebook 05 (default profile), timed, and checked byte for byte (issue 30).
+"""The exact budget grid of notebook 05 (default profile), timed, and checked byte for byte.
 
 Computes ``sensitivity.compute_grid`` as notebook 05 does at the default profile (test pairs,
 B_a 1/2/4/8, K 2/3/4, every mode, T up to 32, 3 EM seeds) with the ``dpmv_lib`` of ``--tree``

@@ -118,7 +118,7 @@ def worker(spec: dict) -> None:
             return None
         if backend == "sqlite":
             kw = {}
-            # the witness, fsynced (issue 29)
+            # the witness, fsynced
             if os.environ.get("DPMV_BENCH_WITNESS_SYNC") == "1" \
                     and (Path(spec["tree"]) / "dpmv_lib/ledgers/witness.py").exists():
                 kw["witness"] = _core("witness").FileWitness(str(spec["db"]) + ".witness", sync=True)

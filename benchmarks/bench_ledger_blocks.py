@@ -1,4 +1,4 @@
-"""How far the durable ledger's 1-process ratio to the raw floor moves, and why (issue 16).
+"""How far the durable ledger's 1-process ratio to the raw floor moves, and why.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_ledger_blocks.py [--releases 4000] [--repeat 4]
 

@@ -51,7 +51,7 @@ RAISED = "PolicyLimits(max_bytes=64 * 2**20, max_positions=10**6)"
 SNIPPET = """
 import json, sys, time
 try:
-    import dpmv_lib.core.policy as polmod   # layered layout (issue 15)
+    import dpmv_lib.core.policy as polmod   # layered layout
 except ImportError:
     import dpmv_lib.core.policy as polmod        # flat layout of older baseline commits
 Policy = polmod.Policy

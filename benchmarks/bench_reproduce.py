@@ -258,7 +258,7 @@ def compare_tables(a: Path, b: Path, since: tuple[float | None, float | None] = 
 
 
 def markdown(recs: list[dict], comparisons: dict[str, list[dict]], info: dict) -> str:
-    lines = ["# `make reproduce`, timed per notebook and stage (issue 30)", "",
+    lines = ["# `make reproduce`, timed per notebook and stage", "",
              f"Machine: {describe(info)}; load average at start {info.get('loadavg_at_start')}.", "",
              "Each revision ran in a fresh worktree with an empty cache (`python -m dpmv_lib.run`, "
              "install time excluded); peak memory is the summed PSS of the runner, its kernels and their workers.", "",

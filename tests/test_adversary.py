@@ -165,7 +165,7 @@ def test_attack_table_and_summary(bench, test_pairs):
 
 
 def test_attack_table_same_for_any_worker_count(bench, test_pairs):
-    """The games run over forked workers (issue 30); one and two workers give identical tables."""
+    """The games run over forked workers; one and two workers give identical tables."""
     sub = bench.subset([p.pair_id for p in test_pairs[:3]])
     methods = ("RawReadSet", "DP-MemView (on)")
     one = A.attack_table(sub, methods, horizon=3, workers=1)

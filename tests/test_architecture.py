@@ -300,7 +300,7 @@ def test_the_private_name_checker_sees_violations(tmp_path):
 
 
 def test_no_module_imports_another_modules_private_names():
-    """Split by concept (issue 32): a name another module needs is public in its home module.
+    """Split by concept: a name another module needs is public in its home module.
     Only a room's private module (a leading underscore, e.g. ``ledgers/_proc``) is imported whole,
     and only inside its room (the cross-room rule above)."""
     bad = []

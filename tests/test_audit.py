@@ -138,7 +138,7 @@ def test_prefix_features_are_normalised_prefix_means():
 
 
 def test_prefix_features_equal_the_stacked_cumsum_bitwise():
-    """The running sum over turns (issue 30: no (transcripts, turns, dim) stack) performs the
+    """The running sum over turns (no (transcripts, turns, dim) stack) performs the
     same float64 additions as a cumsum over that stack, so the features are bit-identical."""
     df = make_transcripts(n_per_attr=3, turns=5, methods=("Same", "Leaky"))
     horizons = (5, 1, 3)

@@ -1,4 +1,4 @@
-"""Auditors with power (issue 27 goal 3): the table and the ceilings it is measured against."""
+"""Auditors with power: the table and the ceilings it is measured against."""
 from __future__ import annotations
 
 import numpy as np

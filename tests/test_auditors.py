@@ -1,4 +1,4 @@
-"""Learned auditors beside C.5 (issue 27): known answers on constructed transcripts, the pooled
+"""Learned auditors beside C.5: known answers on constructed transcripts, the pooled
 interpolated TPR, power against a ceiling, and the uncalibrated C.5 scores."""
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_tfidf_auditor_separates_one_differing_word():
 
 
 def test_scores_do_not_depend_on_the_worker_count():
-    """The learned auditors' fits run over forked workers (issue 30): identical scores, in order."""
+    """The learned auditors' fits run over forked workers: identical scores, in order."""
     df = views_table("law")
     for run in (lambda w: AU.views_scores(df, CFG, workers=w), lambda w: AU.tfidf_scores(df, CFG, workers=w)):
         pd.testing.assert_frame_equal(run(1), run(2))

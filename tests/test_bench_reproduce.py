@@ -1,4 +1,4 @@
-"""benchmarks/bench_reproduce.py's memory sampler (issue 30): the peak of each notebook and the
+"""benchmarks/bench_reproduce.py's memory sampler: the peak of each notebook and the
 cell it was running, read from the runner's log as it grows. No timing is asserted."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Smoke test of benchmarks/bench_scaling.py (issue 30): the synthetic policy generator, one
+"""Smoke test of benchmarks/bench_scaling.py: the synthetic policy generator, one
 measurement at the smallest sizes and the exponent fit on data with a known slope. No timing
 is asserted (speed is measured by the benchmark, never in tests)."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10 goals 1-4 on the committed PairedMem data (dpmv_lib.bench.benchmark_quality): the measured
+"""The benchmark's quality goals on the committed PairedMem data (dpmv_lib.bench.benchmark_quality): the measured
 figures, and that each check detects the artefact it is about."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Notebooks 02-05 and 07 in a real browser (issues 13, 31): JupyterLab on loopback, headless Chromium.
+"""Notebooks 02-05 and 07 in a real browser: JupyterLab on loopback, headless Chromium.
 
 * notebook 05 runs with the smoke profile and ``INTERACTIVE = True``; the B_a slider (key), the T
   slider (typed value and a drag), the mode toggle and the view toggle each change the displayed

@@ -1,4 +1,4 @@
-"""The fast budget explorer (dpmv_lib.experiments.budget_explorer, issue 13), without a browser: precomputed
+"""The fast budget explorer (dpmv_lib.experiments.budget_explorer), without a browser: precomputed
 arrays equal the grid, the figure is updated in place (same artists, same layout), one frame per
 change and none for an unchanged setting, sliders debounced, the summary shown once, and the
 paper's view (learned AUC, paper point, exact ceilings per attribute) built from real inputs."""

@@ -1,6 +1,6 @@
 """The committed results (results/ for the default profile, results/llm/ for the llm profile) come
 from one complete run at a clean commit, and the llm tables sit beside the surrogate and the
-paper (issue 12)."""
+paper."""
 from __future__ import annotations
 
 import json
@@ -70,7 +70,7 @@ def test_llm_instrument_tables_show_surrogate_smollm2_and_paper(name):
 @pytest.mark.parametrize("name", sorted(I.TABLES))
 def test_default_instrument_tables_are_committed_with_the_run(name):
     """A default run writes results/tables/<name>_instruments.* (notebooks 03-05): they are
-    committed results (issue 31), and their surrogate column is the default run's own table."""
+    committed results, and their surrogate column is the default run's own table."""
     shown = pd.read_csv(COMMITTED["default"] / "tables" / f"{name}_instruments.csv")
     assert (COMMITTED["default"] / "tables" / f"{name}_instruments.md").is_file()
     spec = I.TABLES[name]

@@ -1,4 +1,4 @@
-"""Notebook 01's tables, built by dpmv_lib.experiments.data_report (issue 32: a notebook cell calls one
+"""Notebook 01's tables, built by dpmv_lib.experiments.data_report (a notebook cell calls one
 function and displays its result): the policy's groups and slots, the build timing, the failed S3
 candidates, the selection crosstab, the S4 checks, the transfer quality tables, the evidence examples
 and the frozen manifests."""

@@ -84,7 +84,7 @@ def test_minilm_offline_semantic():
     assert x[0] @ x[1] > 0.6 > 0.2 > x[0] @ x[2]
 
 
-# ---- precision (issue 12: bf16 auditor encoder where the CPU has native bf16) -----------------
+# ---- precision (bf16 auditor encoder where the CPU has native bf16) -----------------
 def test_auto_precision_from_isa_flags():
     from dpmv_lib.evaluate.encoders import auto_precision
     assert auto_precision("cpu", {"isa": ["avx2", "avx512f", "avx512_bf16"]}) == "bf16"
@@ -148,7 +148,7 @@ def test_smoke_audit_aucs_equal_bf16_vs_fp32(smoke_transcripts, minilm):
     assert out["fp32"].equals(out["bf16"]), (out["fp32"], out["bf16"])
 
 
-# ---- OpenVINO runtime (issue 30: a faster CPU runtime for the same model) ------------------------
+# ---- OpenVINO runtime (a faster CPU runtime for the same model) ------------------------
 TEXTS_OV = ["Keep regular meal times and snacks built into the plan.", "Book the museum tickets online.",
             "Put extra money toward the highest-interest balance first and don't take on new loans. " * 8,
             "ok", "Ask your doctor whether the new prescription changes what you can eat before the run."]

@@ -7,7 +7,7 @@
   decision tree (rational arithmetic, no sampling);
 * the exact sampler's rejection round: exact enumeration gives Pr[accept i] = e^{-x_i} / n;
 * reproducibility with SeededRandomSource and a working SystemRandomSource;
-* the fixed-work samplers (sample_em_fixed, the default, and sample_pf_fixed; issue 29): weight
+* the fixed-work samplers (sample_em_fixed, the default, and sample_pf_fixed): weight
   bounds against 300-bit mpmath, the output against the exact inverse distribution function for U
   next to every boundary (with a deliberately wrong eps caught), chi-square, the continuation at a
   low first precision, and randomness requests and arithmetic that do not depend on the utilities
@@ -71,7 +71,7 @@ def exact_probs(u, eps) -> np.ndarray:
     return em_probabilities(u, float(eps), float(DU))
 
 
-# the exact samplers of Eq. (7): the rejection sampler and the fixed-work one (issue 29), with
+# the exact samplers of Eq. (7): the rejection sampler and the fixed-work one, with
 # the seed offsets they have always used
 EXACT_SAMPLERS = pytest.mark.parametrize("sampler,seed0", [(sample_em_exact, 1000), (sample_em_fixed, 3000)],
                                          ids=["rejection", "fixed"])
@@ -274,7 +274,7 @@ def test_exact_sampler_rejects_bad_input():
         bernoulli_exp_neg(Fraction(-1), src)
 
 
-# ---- the fixed-work samplers (issue 29 part 3: running time independent of the utilities) ----------
+# ---- the fixed-work samplers (running time independent of the utilities) ----------
 # sample_em_fixed inverts Eq. (7)'s distribution function at a uniform U read lazily; the tests
 # check (a) the weight bounds against 300-bit mpmath, (b) the output against the exact inverse CDF
 # for U placed next to every boundary (so the continuation that reads more bits runs), with a

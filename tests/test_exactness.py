@@ -1,4 +1,4 @@
-"""Exactness where the package promises it (issue 11, section 4).
+"""Exactness where the package promises it.
 
 * C3: the lexicon scorer's utilities are exact rationals, so |u_M(v) - u_M'(v)| <= Du = 3/5 holds
   exactly (in floats 0.4*0 + 0.4*1 + 0.2*1 = 0.6000000000000001 > 3/5); Eq. (7)'s exponents are

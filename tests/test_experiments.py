@@ -205,7 +205,7 @@ def test_surrogate_draws_move_with_the_run_seed(pairedmem):
 @pytest.mark.slow
 def test_verdicts_are_stable_across_run_seeds(tmp_path, pairedmem):
     """--seed 1 and --seed 2 (smoke profile) move every random stream; no verdict flips between
-    HOLDS and DOES NOT HOLD (issue 27 goal 2 on the smoke data)."""
+    HOLDS and DOES NOT HOLD (on the smoke data)."""
     from dpmv_lib.experiments.rq1 import run_rq1
     from dpmv_lib.experiments.verdicts import flips
 

@@ -1,4 +1,4 @@
-"""Forged group-commit answers (issue 29, part 1): no decision outside the chain.
+"""Forged group-commit answers: no decision outside the chain.
 
 The attacker can write the ledger file (sqlite3 alone) but holds no key. A waiting worker
 used to trust its answer row in ``dpmv_gc``: a forged ``{"ok": [1], ...}`` for its next request

@@ -1,4 +1,4 @@
-"""Hostile-input corpus (issue 11, section 3): every malformed policy, policy file, store, budget
+"""Hostile-input corpus: every malformed policy, policy file, store, budget
 rule or parameter gets the package's specific typed error, and its message names the offending
 field (and, for files, the file). ``tally()`` counts "tried / clear typed errors" for the report:
 

@@ -1,4 +1,4 @@
-"""dpmv_lib.common.io: atomic writes and the one JSON Lines writer/reader (issue 32), and the one
+"""dpmv_lib.common.io: atomic writes and the one JSON Lines writer/reader, and the one
 result-table writer built on it (dpmv_lib.experiments.tables.write_table)."""
 from __future__ import annotations
 

@@ -138,7 +138,7 @@ def test_score_transcripts_trec_on_m_unsup_on_mprime():
 
 
 def test_judge_scores_do_not_depend_on_the_worker_count(monkeypatch):
-    """The distinct turns are scored in chunks over forked workers (issue 30): the same table, bit
+    """The distinct turns are scored in chunks over forked workers: the same table, bit
     for bit, for 1 and 2 workers, with chunks small enough that both workers get several."""
     import dpmv_lib.evaluate.rubric_judge as RJ
 

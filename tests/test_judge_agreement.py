@@ -1,4 +1,4 @@
-"""The judge against independent labels (issue 27 goal 4): the committed labels load, the statistics
+"""The judge against independent labels: the committed labels load, the statistics
 are the textbook ones (recomputed here from the committed files), and the judge's grades per unit
 come from the pair's real rubric."""
 from __future__ import annotations

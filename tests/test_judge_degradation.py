@@ -1,4 +1,4 @@
-"""Issues 12 and 27: the rubric judge on a labelled degradation set (tests/data/judge_degradation.jsonl,
+"""The rubric judge on a labelled degradation set (tests/data/judge_degradation.jsonl,
 built by dpmv_lib.experiments.judge_degradation from the surrogate's answers to PairedMem target queries,
 with variants that mirror none of the judge's rules). The variants the judge detects must score
 strictly lower than their original on the dimensions they are meant to lower; the ones it does not
@@ -75,7 +75,7 @@ def test_rubric_judge_ranks_detected_degradations_lower(records, spec):
 
 
 @pytest.mark.xfail(strict=True, reason="the rubric judge does not lower correctness for naturally worded wrong "
-                                       "advice or another user's personalisation (issue 27; notebook 03)")
+                                       "advice or another user's personalisation (notebook 03)")
 @pytest.mark.parametrize("key", sorted(UNDETECTED))
 def test_rubric_judge_detects_wrong_advice_and_other_users_facts(records, key):
     rep = evaluate_judge(RubricJudge(get_encoder("minilm")), records)

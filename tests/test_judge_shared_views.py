@@ -1,4 +1,4 @@
-"""Issue 33: the rubric judge grades a response that shows a behaviour alike whichever attributes
+"""The rubric judge grades a response that shows a behaviour alike whichever attributes
 share the behaviour's policy view; verbatim restatements of every view grade >= 2; bullet and
 numbered lists split into items."""
 from __future__ import annotations

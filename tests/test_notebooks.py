@@ -93,7 +93,7 @@ def test_notebook_runs_in_smoke_profile(path: Path, tmp_path: Path):
                                     results_dir=rd, notebooks_dir=path.parent, log_output=False,
                                     progress=False, echo=lambda *_: None)
     assert manifest["status"] == "ok"
-    # Clean runs (issue 31): nothing new in the checkout's results/ or data/ (all went to rd), and
+    # Clean runs: nothing new in the checkout's results/ or data/ (all went to rd), and
     # each file it wrote is, at its place in a default run (results/<same path>), committed or
     # git-ignored once a default run has written it there.
     if before is not None:

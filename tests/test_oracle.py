@@ -87,7 +87,7 @@ def test_single_release_closed_form_and_power():
 
 
 def test_pair_results_do_not_depend_on_the_worker_count():
-    """The pairs run over forked workers (issue 30): the same rows, distributions included."""
+    """The pairs run over forked workers: the same rows, distributions included."""
     df = make_transcripts(n_per_attr=6, turns=3)
     one, two = (pair_results(df, 3, keep_dists=True, workers=w) for w in (1, 2))
     pd.testing.assert_frame_equal(one.drop(columns=["dist", "resp_dist"]), two.drop(columns=["dist", "resp_dist"]))
@@ -97,7 +97,7 @@ def test_pair_results_do_not_depend_on_the_worker_count():
 
 
 def test_summary_does_not_depend_on_the_worker_count():
-    """The (track, model, method) groups of the summary run over forked workers (issue 30): the
+    """The (track, model, method) groups of the summary run over forked workers: the
     same table, bit for bit, with a Mapping of caps as well as one cap."""
     df = make_transcripts(n_per_attr=6, turns=3)
     pp = pair_results(df, 3, keep_dists=True, workers=1)
@@ -121,7 +121,7 @@ def _two_models_two_tracks() -> pd.DataFrame:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_ceilings_equal_pair_results_and_summary(workers):
-    """``ceilings`` keeps only the evaluation pairs' distributions, in workers (issue 30): the
+    """``ceilings`` keeps only the evaluation pairs' distributions, in workers: the
     same two tables as pair_results + summary, bit for bit, for several options."""
     df = _two_models_two_tracks()
     caps = {a: 1.5 for a in df["attribute"].unique()}
@@ -143,7 +143,7 @@ def test_ceilings_equal_pair_results_and_summary(workers):
 @given(st.lists(st.one_of(st.integers(-40, 40), st.sampled_from([int(_BIG), -int(_BIG)]),
                           st.integers(-(1 << 40), 1 << 40)), min_size=1, max_size=60))
 def test_cell_ranks_are_numpy_unique(keys):
-    """The counting grouping of merge_atoms (issue 30: no sort of up to 4M keys per convolution)
+    """The counting grouping of merge_atoms (no sort of up to 4M keys per convolution)
     returns np.unique's cells and inverse exactly: dense ranges, wide ranges (the sort fallback),
     the +-inf sentinels alone or mixed in."""
     key = np.array(keys, dtype=np.int64)

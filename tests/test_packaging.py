@@ -1,4 +1,4 @@
-"""The built wheel ships what pyproject.toml declares (issue 32): the PEP 561 marker ``py.typed``
+"""The built wheel ships what pyproject.toml declares: the PEP 561 marker ``py.typed``
 (so type checkers read dpmv_lib's annotations), the package data (``*.json``) and every module.
 
 The wheel is built offline from a copy of pyproject.toml, README.md and dpmv_lib/ in a temporary

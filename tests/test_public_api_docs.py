@@ -1,5 +1,5 @@
 """The public API is documented like the anchors (numpydoc sections, as IBM diffprivlib does) and
-wrong types raise TypeErrors (issue 32).
+wrong types raise TypeErrors.
 
 (a) Every public class, function and method of the modules an agent builder uses has a docstring;
     it has a Parameters section when it takes arguments and a Raises section naming (itself or
@@ -39,7 +39,7 @@ from dpmv_lib.generate.responders import make_responder
 from dpmv_lib.ledgers.records import parse_state, replay
 from dpmv_lib.ledgers.sqlite import SqliteLedger, SqliteLedgerStore
 
-# the modules of the public API an agent builder uses (issue 32)
+# the modules of the public API an agent builder uses
 MODULES = (
     "dpmv_lib.core.policy", "dpmv_lib.core.policy_json", "dpmv_lib.core.store",
     "dpmv_lib.core.ledger", "dpmv_lib.core.selection", "dpmv_lib.ledgers.sqlite", "dpmv_lib.ledgers.postgres",

@@ -1,4 +1,4 @@
-"""Rollback detected without user action (issue 29, part 2): the ledger's rollback witness.
+"""Rollback detected without user action: the ledger's rollback witness.
 
 Each case leaves a chain that verifies on its own (the chain alone accepts it: checked with
 ``witness=False``) but has forgotten acknowledged charges; with the witness (the default for a

@@ -1,4 +1,4 @@
-"""Issue 29, part 4: budget rules must return exact rationals (typed error otherwise, nothing
+"""Budget rules must return exact rationals (typed error otherwise, nothing
 charged), and the exact enumerators (exact.py and the contract checker) work in log space, so
 eps = 2000 gives the true finite transcript loss instead of inf, while a genuine support
 mismatch is still inf.

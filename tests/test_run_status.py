@@ -1,4 +1,4 @@
-"""Stale results named (issue 31): each result set records per notebook a fingerprint of the code,
+"""Stale results named: each result set records per notebook a fingerprint of the code,
 data and profile that produced it, and ``python -m dpmv_lib.run --status`` compares it with the
 checkout. Uses a tiny fake project tree (package, notebooks, data, results) in tmp_path."""
 from __future__ import annotations

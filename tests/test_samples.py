@@ -1,4 +1,4 @@
-"""What the response model wrote (issue 27 goal 5): the sample keeps both sides of every cell, the
+"""What the response model wrote: the sample keeps both sides of every cell, the
 conditioning each response got, and the judge's grades of that turn."""
 from __future__ import annotations
 

@@ -169,7 +169,7 @@ def test_cached_grid_reuses_and_recomputes(tmp_path):
 
 
 def test_the_grid_does_not_depend_on_the_number_of_workers():
-    """compute_grid over forked processes (issue 30: the usable cores by default) gives the grid
+    """compute_grid over forked processes (the usable cores by default) gives the grid
     of one process, byte for byte."""
     bench = mini_benchmark(8)
     links = {"food.low_sugar": ["diabetes"], "finance.strict_budget": ["debt"]}

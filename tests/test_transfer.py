@@ -1,7 +1,7 @@
 """The public-corpus transfer track v3 (paper C.3): evidence rules, the reviewed allow-list and its
 M' checks, background conflicts, the pregnancy persona rule, gold support, byte-identical rebuilds
-on a tiny synthetic corpus, and the measured quality figures of the committed track (issues 10.5
-and 28: >= 25 distinct evidence sentences per attribute, <= 4 slots per sentence, a source kind for
+on a tiny synthetic corpus, and the measured quality figures of the committed track
+(>= 25 distinct evidence sentences per attribute, <= 4 slots per sentence, a source kind for
 every sentence, a reason for every rejection)."""
 from __future__ import annotations
 
@@ -339,7 +339,7 @@ def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
 
 
 def _fake_first_person(root: Path) -> None:
-    """first_person_health/ and first_person_finance/ in their real layouts (issue 28)."""
+    """first_person_health/ and first_person_finance/ in their real layouts."""
     (root / TC.ICLINIQ_FILE).parent.mkdir(parents=True)
     (root / TC.ICLINIQ_FILE).write_text(json.dumps({"chat": [{"input": [
         {"role": "user", "content": "Hello doctor,i am a known diabetic for the past 15 years.My feet hurt."}],
@@ -456,7 +456,7 @@ def quality(committed):
 
 
 def test_committed_quality_goals(quality, committed):
-    """Issue 10.5: every target-required behaviour supported on M; 0 rule violations; 0 M'
+    """Every target-required behaviour supported on M; 0 rule violations; 0 M'
     sentences with a signal, residual-signal word or counter-evidence; 0 background conflicts;
     0 pregnancy pairs with a misfitting (male) persona; equal outside I_a; D = evidence positions."""
     q = quality

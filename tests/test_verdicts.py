@@ -1,4 +1,4 @@
-"""Verdicts from stated tests (issue 27): the statistics, not only that they run."""
+"""Verdicts from stated tests: the statistics, not only that they run."""
 from __future__ import annotations
 
 import numpy as np

@@ -14,7 +14,8 @@ from dpmv_lib.core.errors import ParameterError, StoreError
 from dpmv_lib.core.exact import privacy_loss_of
 from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.ledger import OnlineBudget, PreallocatedBudget, planned_charges
-from dpmv_lib.core.memview import MemView, SlotPlan, SlotRelease
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.releases import SlotPlan, SlotRelease
 from dpmv_lib.core.policy import Query
 from dpmv_lib.core.scorer import cue_hits
 from dpmv_lib.checks.variants import VARIANTS

@@ -23,7 +23,8 @@ from dpmv_lib.checks.contract import check_contract
 from dpmv_lib.core.ledger import OnlineBudget
 from dpmv_lib.core.sampling import SeededRandomSource
 from dpmv_lib.core.selection import em_probabilities, exact_exponents, sample_em_exact
-from dpmv_lib.core.memview import FAILSAFE_UTILITY, MemView
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.releases import FAILSAFE_UTILITY
 from dpmv_lib.core.policy import Query
 from dpmv_lib.core.scorer import LexiconScorer
 

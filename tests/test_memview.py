@@ -9,7 +9,8 @@ import pytest
 from dpmv_lib.core.errors import (BudgetError, BudgetTypeError, ParameterError, ParameterTypeError, PolicyError,
                                   PolicyTypeError, QueryError, QueryTypeError, StoreError, StoreTypeError)
 from dpmv_lib.core.ledger import InMemoryLedger, OnlineBudget, PreallocatedBudget
-from dpmv_lib.core.memview import MemView, PreparedSlot, SlotPlan
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.releases import PreparedSlot, SlotPlan
 from dpmv_lib.core.policy import Policy, Query
 from dpmv_lib.core.store import MemoryStore
 from dpmv_lib.checks.variants import (VARIANTS, CappedArgmax, IncompleteCharge, NoCap, ScoreChannel,

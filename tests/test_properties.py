@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from dpmv_lib.checks.instances import random_case
 from dpmv_lib.core.ledger import InMemoryLedger
-from dpmv_lib.core.memview import MemView, Release
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.releases import Release
 from dpmv_lib.core.policy import Query
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -27,7 +27,8 @@ from dpmv_lib.checks.examples import running_example
 from dpmv_lib.core.exact import (privacy_loss_of, fixed_strategy, log_add, log_privacy_loss, privacy_loss,
                                  transcript_distribution, transcript_log_distribution)
 from dpmv_lib.core.ledger import OnlineBudget
-from dpmv_lib.core.memview import MemView, checked_rule_epsilon, selector_log_probabilities
+from dpmv_lib.core.memview import MemView
+from dpmv_lib.core.releases import checked_rule_epsilon, selector_log_probabilities
 from dpmv_lib.core.policy import Policy, Query
 from dpmv_lib.core.selection import (Selector, em_probabilities, exponential_mechanism, permute_and_flip,
                                      pf_probabilities, sample_em, sample_em_exact)

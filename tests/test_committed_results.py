@@ -42,13 +42,18 @@ def test_committed_manifest_is_one_complete_run_at_a_clean_commit(profile):
         assert nb["git_commit"] == m["git"]["commit"], f"{path}: {nb['name']} ran at another commit"
 
 
-def test_llm_run_is_the_full_scale_profile():
+@pytest.mark.xfail(strict=True, reason="the llm results predate the llm profile's settings: its rerun waits for "
+                   "the generation store (python -m dpmv_lib.run --profile llm --plan)")
+def test_llm_run_is_the_llm_profile():
+    """The committed llm results ran under the llm profile's current settings (SmolLM2 through
+    OpenVINO, its pairs and seeds), not under an earlier version of it."""
+    from dpmv_lib.experiments.profiles import get_profile
+
     m = json.loads((COMMITTED["llm"] / "manifest.json").read_text())
-    s = m["profile_settings"]
-    assert s["responder"] == "openvino:smollm2@f32"
-    assert s["pairs"] is None and s["transfer_pairs"] is None   # all pairs
-    assert list(s["em_seeds"]) == [0, 1, 2]
-    assert s["notebook_defaults"] == {"T_max": 16}
+    ran = {k: v for k, v in m["profile_settings"].items() if k != "description"}
+    want = {k: v for k, v in json.loads(json.dumps(get_profile("llm").to_dict())).items() if k != "description"}
+    assert ran["responder"] == "openvino:smollm2@f32"
+    assert ran == want
 
 
 @pytest.mark.parametrize("name", sorted(I.TABLES))

@@ -70,7 +70,7 @@ test: | $(PY)
 # the style and type checks (configured in pyproject.toml: [tool.ruff], [tool.mypy]);
 # .ci/run runs them after the tests (make test installs first, with the llama.cpp compile beside it)
 lint: $(STAMP)
-	$(VENV)/bin/ruff check dpmv_lib tests tools benchmarks
+	$(VENV)/bin/ruff check dpmv_lib tests tools benchmarks notebooks
 	$(VENV)/bin/mypy dpmv_lib
 
 # notebooks 03-05 again with --seed 1 and 2 (every random stream moves), beside the main

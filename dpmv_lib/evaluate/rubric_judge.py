@@ -1,25 +1,27 @@
 """The offline rubric judge (paper C.5, default backend): semantic similarity with a frozen encoder
 between a response's sentences and each behaviour description, mapped to 0-4 by fixed,
-encoder-family thresholds (:data:`THRESHOLDS`, calibrated on general-purpose sentences), plus
-documented rules for the holistic scores (:class:`RubricJudge`).
+encoder-family thresholds (:data:`THRESHOLDS`, calibrated on general-purpose sentences), plus the
+holistic scores: with a sentence-transformer encoder, a model fitted on half of the independent
+labels (:mod:`dpmv_lib.evaluate.holistic`, id ``rubric-v5``); otherwise documented rules
+(id ``rubric-v4``; :class:`RubricJudge`).
 
 Contrasts never hold another attribute's description of the same view
 (:func:`dpmv_lib.evaluate.rubric.contrast_set`), sentences are compared without their lead-in
-(:func:`advice_units`), and bullet / numbered lists split into items (:func:`split_sentences`);
-the judge's id says ``rubric-v4``.
+(:func:`advice_units`), and bullet / numbered lists split into items (:func:`split_sentences`).
 Checked by :mod:`dpmv_lib.experiments.judge_restatement` (verbatim view restatements).
 """
 from __future__ import annotations
 
 import math
 import re
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..common.parallel import check_workers, parallel_map
 from ..core.errors import ParameterError
 from .encoders import Encoder
+from . import holistic
 from .rubric import DIMENSIONS, Judgement, Rubric
 
 
@@ -103,6 +105,10 @@ CLAIM = re.compile(r"\b(?:since you(?:'ve| have)? (?:mentioned|said|told)|given 
                    r"your note about|you (?:noted|told me)|because you(?:'re| are| have| noted)|with your)\b", re.I)
 NEGATED_DESC = re.compile(NEGATION.pattern[:-3] + r"|against|instead|without|avoids|limits|no)\b", re.I)
 TERMINAL = re.compile(r"[.!?)\"'\u201d]\Z")
+CARE = re.compile(r"\b(?:doctor|clinician|provider|pharmacist|physician|midwife|care team|readings|"
+                  r"check (?:your )?(?:blood sugar|levels))\b", re.I)   # a pointer to a clinician or a check
+FIRST_PERSON = re.compile(r"^(?:i'?m|i am|i have|i'?ve|i was|my)\b", re.I)   # the model speaking as the user
+ECHO = 0.85   # a sentence this close to the query restates it
 ARTIFACT = re.compile(r"\[[^\[\]]{1,60}\]|\bwithheld\b|\{[^{}]{0,40}\}|<[^<>]{1,40}>", re.I)
 _SENT = re.compile(r"(?<=[.!?])\s+")
 LIST_MARKER = re.compile(r"^\s*(?:[-*\u2022]|\(?\d{1,3}[.)])\s+")   # "- ", "* ", "\u2022 ", "1. ", "1) ", "(1) "
@@ -176,7 +182,13 @@ def _family(encoder: Encoder) -> str:
 
 
 class RubricJudge:
-    """Offline rubric judge (default, v4). Per turn t with response sentences S_t, query q_t and
+    """Offline rubric judge (default). Item scores (tRec, Unsup) as below. The holistic scores
+    come from ``holistic`` (default "auto": the committed :class:`~.holistic.HolisticModel` for a
+    sentence-transformer encoder; id ``rubric-v5``): item-independent features of the turn
+    (:meth:`holistic_features`) through the fitted model. With ``holistic=None`` (and for the
+    hashing encoder) they come from the rules below (id ``rubric-v4``).
+
+    Per turn t with response sentences S_t, query q_t and
     the turn's rubric items, with cos = cosine similarity of frozen-encoder embeddings,
     grade(.) = number of :data:`THRESHOLDS` reached (0-4) and soft(.) = :func:`soft_grade` (the
     same scale, piecewise linear, so weak answers are ranked by how close they come):
@@ -223,7 +235,7 @@ class RubricJudge:
 
     def __init__(self, encoder: Encoder, thresholds: Sequence[float] | None = None,
                  on_topic: float | None = None, margins: Sequence[float] | None = None, *,
-                 workers: int | None = None) -> None:
+                 holistic: "holistic.HolisticModel | None | str" = "auto", workers: int | None = None) -> None:
         # processes that score the distinct turns (the same scores for any count)
         self.workers = check_workers(workers)
         fam = _family(encoder)
@@ -234,8 +246,15 @@ class RubricJudge:
             if len(th) != 4 or list(th) != sorted(th):
                 raise ParameterError(f"{name} must be 4 increasing values, got {th}")
         self.on_topic = on_topic if on_topic is not None else ON_TOPIC[fam]
-        self.id = (f"rubric-v4[{encoder.id};{','.join(map(str, self.thresholds))};"
-                   f"{','.join(map(str, self.margins))}]")
+        if isinstance(holistic, str):
+            if holistic != "auto":
+                raise ParameterError(f"holistic must be a HolisticModel, None or 'auto', got {holistic!r}")
+            # the committed model was fitted on sentence-transformer features: the rules elsewhere
+            holistic = _committed_model() if fam == "st" else None
+        self.holistic = holistic
+        thr = f"{','.join(map(str, self.thresholds))};{','.join(map(str, self.margins))}"
+        self.id = (f"rubric-v5[{encoder.id};{thr};holistic={holistic.sha}]" if holistic is not None
+                   else f"rubric-v4[{encoder.id};{thr}]")
         self._turn_cache: dict[tuple, tuple] = {}
 
     # -- API ------------------------------------------------------------------------------------
@@ -257,6 +276,9 @@ class RubricJudge:
             return j
 
         turn_jobs: dict[tuple, None] = {}
+        if self.holistic is not None:
+            for anchor in (*self.holistic.anchors["specific"], *self.holistic.anchors["generic"]):
+                idx(anchor)
         for r, resp in jobs:
             for t, (q, a) in enumerate(zip(r.queries, resp)):
                 items = tuple((i.item_id, i.description, i.role, i.contrast) for i in r.items_at(t))
@@ -272,7 +294,7 @@ class RubricJudge:
                     idx(d)
                     for c in cs:
                         idx(c)
-        if texts:
+        if turn_jobs:
             emb = self.encoder.encode(list(texts))
             # 2. per distinct (query, response, items) turn, in chunks over forked workers (each
             # turn is scored alone from the same embeddings, so the count changes nothing)
@@ -340,8 +362,6 @@ class RubricJudge:
         # relevance: half the best match to the query (or an apply item), half the mean over sentences
         per_sent = np.array([soft_grade(float(x), self.thresholds) for x in topical])
         relevance = 0.5 * float(per_sent.max()) + 0.5 * float(per_sent.mean())
-        artifact = bool(ARTIFACT.search(a))
-        truncated = is_truncated(a)
         unsup = [x for x, r in soft_scores if r == "unsupported"]
         # advice against the request: the share of on-topic sentences that negate (1-4 points)
         on = [i for i in range(len(sents)) if topical[i] >= self.on_topic]
@@ -354,16 +374,77 @@ class RubricJudge:
         n_art = len(ARTIFACT.findall(a))
         correctness = (4.0 - (max(unsup) if unsup else 0.0) - (2.0 if claim else 0.0)
                        - (min(4.0, 1.0 + n_art) if n_art else 0.0) - penalty)
-        usable = sents[:-1] if truncated else sents       # an unfinished last sentence is no usable step
-        n_adv = sum(1 for x in usable if _is_advice(x) and not ARTIFACT.search(x))
-        concrete = any(CONCRETE.search(x) for x in sents)   # sentences: a list's "1." is no detail
-        actionability = ((2 if n_adv >= 1 else 0) + (1 if n_adv >= 2 else 0) + (1 if concrete else 0)
-                         - (2 if truncated else 0) - (2 if artifact else 0))
+        actionability = action_rule(a, sents)
         apply_scores = [x for x, r in soft_scores if r == "apply"]
         personalisation = float(np.mean(apply_scores)) if apply_scores else math.nan
-        hol = (float(min(4, max(0, relevance))), float(min(4, max(0, correctness))),
-               float(min(4, max(0, actionability))), personalisation)
+        hol: tuple[float, ...] = (float(min(4, max(0, relevance))), float(min(4, max(0, correctness))),
+                                  float(min(4, max(0, actionability))), personalisation)
+        if self.holistic is not None:
+            f = self._features(q, a, sents, emb, texts, actionability, self.holistic.anchors)
+            hol = tuple(float(x) for x in self.holistic.score(f[None, :])[0])
         return hol, tuple((i, s) for i, s, _ in item_scores)
+
+    # -- holistic features ----------------------------------------------------------------------
+    def holistic_features(self, pairs: Sequence[tuple[str, str]],
+                          anchors: Mapping[str, Sequence[str]] | None = None) -> np.ndarray:
+        """(n, len(FEATURES)) item-independent features of (query, response) pairs
+        (:data:`dpmv_lib.evaluate.holistic.FEATURES`), against ``anchors`` (default: the model's)."""
+        anchors = anchors if anchors is not None else (self.holistic.anchors if self.holistic else None)
+        if anchors is None:
+            raise ParameterError("holistic features need anchors (catalogue descriptions) or a holistic model")
+        texts: dict[str, int] = {}
+        for t in (*anchors["specific"], *anchors["generic"]):
+            texts.setdefault(t, len(texts))
+        for q, a in pairs:
+            texts.setdefault(q, len(texts))
+            for s in split_sentences(a):
+                texts.setdefault(s, len(texts))
+        emb = self.encoder.encode(list(texts)) if texts else np.zeros((0, 0))
+        rows = []
+        for q, a in pairs:
+            sents = split_sentences(a)
+            rows.append(self._features(q, a, sents, emb, texts, action_rule(a, sents), anchors))
+        return np.array(rows, float).reshape(len(rows), len(holistic.FEATURES))
+
+    def _features(self, q: str, a: str, sents: Sequence[str], emb: np.ndarray, texts: Mapping[str, int],
+                  act: float, anchors: Mapping[str, Sequence[str]]) -> np.ndarray:
+        """:data:`dpmv_lib.evaluate.holistic.FEATURES` of one turn, from the shared embeddings."""
+        f = dict.fromkeys(holistic.FEATURES, 0.0)
+        f["sentences"], f["log_words"] = float(len(sents)), math.log1p(len(a.split()))
+        if sents:
+            S = emb[[texts[s] for s in sents]]
+            sq = S @ emb[texts[q]]
+            soft = np.array([soft_grade(float(x), self.thresholds) for x in sq])
+            sp = S @ emb[[texts[t] for t in anchors["specific"]]].T
+            gn = S @ emb[[texts[t] for t in anchors["generic"]]].T
+            lines = [s.lower() for s in sents]
+            f.update(query_max=float(sq.max()), query_mean=float(sq.mean()),
+                     query_soft=0.5 * float(soft.max()) + 0.5 * float(soft.mean()),
+                     specific_max=float(sp.max()), generic_max=float(gn.max()),
+                     specific_margin=float((sp.max(1) - gn.max(1)).max()), specific_mean=float(sp.max(1).mean()),
+                     echo=float((sq >= ECHO).any()), repeated=1.0 - len(set(lines)) / len(lines))
+        truncated = is_truncated(a)
+        usable = sents[:-1] if truncated else sents
+        f.update(truncated=float(truncated), advice=float(sum(_is_advice(x) for x in usable)),
+                 concrete=float(any(CONCRETE.search(x) for x in sents)),
+                 concrete_sentences=float(sum(bool(CONCRETE.search(x)) for x in sents)),
+                 placeholders=float(len(ARTIFACT.findall(a))), claim=float(bool(CLAIM.search(a))),
+                 care=float(bool(CARE.search(a))), negations=float(sum(leads_with_negation(x) for x in sents)),
+                 first_person=float(sum(bool(FIRST_PERSON.match(x)) for x in sents)),
+                 questions=float(sum(x.rstrip().endswith("?") for x in sents)), action_rule=float(act))
+        return np.array([f[k] for k in holistic.FEATURES], float)
+
+
+def _committed_model() -> "holistic.HolisticModel | None":
+    """The committed holistic model (``data/judge_labels``), loaded once per process."""
+    global _MODEL
+    if _MODEL is _UNSET:
+        _MODEL = holistic.load()
+    return _MODEL
+
+
+_UNSET = object()
+_MODEL: Any = _UNSET
 
 
 def soft_grade(sim: float, thresholds: Sequence[float]) -> float:
@@ -390,6 +471,17 @@ def is_truncated(text: str) -> bool:
     items = [x.strip() for x in t.splitlines() if LIST_MARKER.match(x)]
     return not (LIST_MARKER.match(t.splitlines()[-1]) and len(items) >= 2
                 and not any(TERMINAL.search(x) for x in items[:-1]))
+
+
+def action_rule(text: str, sents: Sequence[str]) -> int:
+    """The rule score of actionability (see :class:`RubricJudge`), unclipped: 2 for one advice
+    sentence, +1 for two, +1 for a concrete detail, -2 if truncated, -2 for a placeholder."""
+    truncated = is_truncated(text)
+    usable = sents[:-1] if truncated else sents       # an unfinished last sentence is no usable step
+    n_adv = sum(1 for x in usable if _is_advice(x) and not ARTIFACT.search(x))
+    concrete = any(CONCRETE.search(x) for x in sents)   # sentences: a list's "1." is no detail
+    return ((2 if n_adv >= 1 else 0) + (1 if n_adv >= 2 else 0) + (1 if concrete else 0)
+            - (2 if truncated else 0) - (2 if ARTIFACT.search(text) else 0))
 
 
 def _is_advice(sentence: str) -> bool:

@@ -9,16 +9,18 @@ that file exists), by fitting on one half of the labelled units and measuring on
   folds (seeded), stratified by response model x item kind, grouped by (query, response). The
   holistic labels depend only on the query and the response, so a response that occurs in several
   units lies wholly in one half; otherwise the held-out half would contain copies of fitted units.
-* **fit** (:func:`fit_cuts`): per dimension, the judge's own 0-4 score s is read on the labels'
+* **model** (:mod:`.holistic`): the rubric judge's holistic scores come from cumulative logistic
+  models on item-independent features, fitted on the fitting half of the split of seed
+  :data:`SPLIT_SEED` (:func:`fit_holistic_model`; committed with the labels). :func:`validate_u`
+  refits it from the labels and refuses a judge whose model differs (a stale model would have
+  seen held-out units). For the spread over other splits the model is refitted on each split's
+  fitting half. A judge without a model (the hashing encoder) keeps the rules of rubric-v4.
+* **fit** (:func:`fit_cuts`): per dimension, the judge's 0-4 score s is read on the labels'
   scale by four cut points: grade = number of cuts c_k with s >= c_k. Each c_k maximises Cohen's
   kappa of (label >= k) against (s >= c_k) on the fitting half (candidates: every score value,
   from ``sklearn.metrics.roc_curve``; ties go to the cut nearest k, the judge's own boundary);
-  the cuts are then made non-decreasing. This is a monotone recalibration with one parameter per
-  grade boundary: it changes where the judge's scale puts "2", never which of two responses the
-  judge scores higher. That is why a validated dimension can enter U with the judge's own scores:
-  the fit does not build a different judge. A regularised model on many judge features could
-  score higher on the labels, but it would be a new judge whose per-turn features the transcript
-  scores do not carry, so U could not use it.
+  the cuts are then made non-decreasing. This monotone recalibration never changes which of two
+  responses the judge scores higher, so a validated dimension enters U with the judge's own scores.
 * **agreement**: on the held-out half only, ``sklearn.metrics.cohen_kappa_score`` of the binary
   "positive" (grade >= 2, the positive class of :mod:`.judge_agreement`; unweighted, the table's
   ``kappa``) and quadratic-weighted kappa on the 0-4 grades (``weighted_kappa``), for the judge's
@@ -27,23 +29,29 @@ that file exists), by fitting on one half of the labelled units and measuring on
   kappa is below :data:`FLOOR` leaves U; U is the mean of the others over 4. The goal for a
   dimension is :data:`GOAL`.
 
-Nothing is tuned on the held-out half: the split, then the cuts from the fitting half, then one
-measurement. The split behind U is fixed (:data:`SPLIT_SEED`); :func:`split_spread` shows how far
-the kappa moves over other splits. Caveat: a unit is judged with its one rubric item
-(:func:`~.judge_agreement.judge_units`), while a transcript's U averages turns judged with all their
-items; the check validates the judge's per-response scale, not the averaging.
+No parameter is fitted on the held-out half: the split, then the model and the cuts from the
+fitting half, then one measurement. The split behind U is fixed (:data:`SPLIT_SEED`);
+:func:`split_spread` shows how far the kappa moves over other splits, each with its own refit.
+Caveats: the feature list of :mod:`.holistic` was drafted from the labelling guide and a few
+variants were compared on the seed-0 split, held-out half included, so the spread over the other
+splits is the less biased figure; many surrogate responses share stock sentences, so the halves are
+not independent in wording. Under rubric-v4 a unit is judged with its one rubric item
+(:func:`~.judge_agreement.judge_units`) while a transcript's turn is judged with all its items;
+rubric-v5's holistic scores do not depend on the items.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
+from .holistic import FEATURES, HolisticModel, catalogue_anchors
+from .holistic import fit as fit_holistic
 from .judge_agreement import SHOWN, judge_units, labels_dir, load_units
 from .rubric import DIMENSIONS, Judge
 
@@ -55,6 +63,10 @@ EXTRA_LABELS = "labels_extra_a.jsonl"
 MODELS = ("surrogate", "smollm2")
 #: the split behind U's definition: fixed, so that runs with other seeds share one U
 SPLIT_SEED = 0
+#: largest score difference between the judge's committed holistic model and its refit (CPU rounding)
+HOLISTIC_TOLERANCE = 1e-6
+#: a pooled kappa this far above every per-model kappa is flagged (:meth:`UValidity.mixed_dimensions`)
+MIXING_MARGIN = 0.1
 NOT_VALIDATED = " (not validated)"
 
 
@@ -200,10 +212,16 @@ def heldout_table(judged: pd.DataFrame, fit_mask: np.ndarray) -> tuple[pd.DataFr
     return table, cuts
 
 
-def split_spread(judged: pd.DataFrame, seeds: Sequence[int] = tuple(range(10))) -> pd.DataFrame:
+def split_spread(judged: pd.DataFrame, seeds: Sequence[int] = tuple(range(10)),
+                 rescore: Callable[[np.ndarray], pd.DataFrame] | None = None) -> pd.DataFrame:
     """How much the held-out fitted kappa moves with the split: per dimension and response model,
-    its min, median and max over the splits of ``seeds`` (each split fitted and measured afresh)."""
-    parts = [heldout_table(judged, split_halves(judged, s))[0].assign(split_seed=s) for s in seeds]
+    its min, median and max over the splits of ``seeds`` (each split fitted and measured afresh;
+    ``rescore(fit_mask)`` gives the units judged by a holistic model refitted on that split's
+    fitting half, so no split is measured on units its model was fitted on)."""
+    parts = []
+    for s in seeds:
+        mask = split_halves(judged, s)
+        parts.append(heldout_table(rescore(mask) if rescore else judged, mask)[0].assign(split_seed=s))
     t = pd.concat(parts, ignore_index=True)
     g = t.groupby(["dimension", "response_model"], sort=False)["kappa_fitted"]
     return pd.DataFrame({"kappa_fitted_min": g.min(), "kappa_fitted_median": g.median(),
@@ -355,10 +373,31 @@ class UValidity:
             spread = (" Over other splits the pooled held-out kappa ranges " + ", ".join(
                 f"{d} {a.at[d, 'kappa_fitted_min']:.2f}-{a.at[d, 'kappa_fitted_max']:.2f}" for d in DIMENSIONS)
                 + f" (the floor is {self.definition.floor:g}).")
-        return (f"{self.definition.sentence()} Judge {self.judge_id}, {self.n_units} labelled units "
+        return (f"{self.definition.sentence()}{self._mixed()} Judge {self.judge_id}, {self.n_units} labelled units "
                 f"({self.n_extra} from the extension), split with seed {self.seed}. Held-out kappa per response "
                 f"model: {'; '.join(per)}.{spread} Positives (grade >= 2) below {MIN_POSITIVES}: {lack or 'none'} "
                 f"(sklearn.model_selection.StratifiedGroupKFold split, sklearn.metrics.cohen_kappa_score).")
+
+    def mixed_dimensions(self) -> dict[str, dict[str, float]]:
+        """Dimensions whose pooled held-out kappa exceeds every per-model kappa by more than
+        :data:`MIXING_MARGIN`: the pooled figure then rests on the response models' different
+        base rates more than on ranking responses within one model. Maps dimension -> kappas."""
+        t = self.table
+        out = {}
+        for d in DIMENSIONS:
+            r = t[t["dimension"] == d].set_index("response_model")["kappa_fitted"]
+            per = r.drop("all", errors="ignore").dropna()
+            if "all" in r and len(per) > 1 and per.max() < r["all"] - MIXING_MARGIN:
+                out[d] = r.to_dict()
+        return out
+
+    def _mixed(self) -> str:
+        mixed = self.mixed_dimensions()
+        if not mixed:
+            return ""
+        return " " + " ".join(
+            f"{d.capitalize()}'s pooled {k['all']:.2f} rests on the response models' base rates: within a model it is "
+            + ", ".join(f"{m} {v:.2f}" for m, v in k.items() if m != "all") + "." for d, k in mixed.items())
 
     def _repr_markdown_(self) -> str:
         return self.markdown()
@@ -382,12 +421,91 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
     units = label_pool(label_dir)
     benches = {t: load_benchmark(t, str(resolve(data_dir))) for t in sorted(set(units["track"]))}
     judged = judge_units(units, benches, judge)
+    rescore = None
+    model = getattr(judge, "holistic", None)
+    if model is not None:
+        rescore = _holistic_rescorer(judge, units, judged, label_dir)
+        refit = rescore(split_halves(units, seed))
+        cols = [f"judge_{d}" for d in DIMENSIONS]
+        gap = float(np.nanmax(np.abs(refit[cols].to_numpy(float) - judged[cols].to_numpy(float))))
+        if gap > HOLISTIC_TOLERANCE:
+            raise ParameterError(f"the judge's holistic model ({model.sha}) is not the one the labels' fitting half "
+                                 f"gives (scores differ by up to {gap:.3g}): refit it with "
+                                 "`python -m dpmv_lib.evaluate.u_validity`")
     table, cuts = heldout_table(judged, split_halves(judged, seed))
-    table = table.merge(split_spread(judged, spread_seeds), on=["dimension", "response_model"], how="left")
+    table = table.merge(split_spread(judged, spread_seeds, rescore), on=["dimension", "response_model"], how="left")
     pooled = table[table["response_model"] == "all"].set_index("dimension")["kappa_fitted"]
     return UValidity(table, cuts, UDefinition.from_kappas(pooled.to_dict()), positives(units),
                      str(getattr(judge, "id", type(judge).__name__)), seed, len(units),
                      int((units["pool"] == "extra").sum()))
+
+
+def _distinct_rows(units: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """Indices of the first unit of each distinct (query, response) among the masked units."""
+    sub = units[np.asarray(mask, bool)]
+    return sub.index[~sub.duplicated(["query", "response"])].to_numpy()
+
+
+def _label_hash(label_dir: str | Path | None) -> str:
+    import hashlib
+
+    d = labels_dir(label_dir)
+    h = hashlib.sha256()
+    for name in ("sample.jsonl", "labels_a.jsonl", EXTRA_SAMPLE, EXTRA_LABELS):
+        if (d / name).exists():
+            h.update(name.encode() + b"\0" + (d / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _fit_on(units: pd.DataFrame, features: np.ndarray, mask: np.ndarray, anchors: Mapping[str, Sequence[str]],
+            info: Mapping[str, object]) -> HolisticModel:
+    rows = _distinct_rows(units.reset_index(drop=True), mask)
+    F = pd.DataFrame(features[rows], columns=list(FEATURES))
+    return fit_holistic(F, units.reset_index(drop=True).loc[rows, list(DIMENSIONS)].reset_index(drop=True),
+                        {**info, "fitted_on": int(len(rows))}, anchors=anchors)
+
+
+def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
+                       label_dir: str | Path | None) -> Callable[[np.ndarray], pd.DataFrame]:
+    """``rescore(fit_mask)``: ``judged`` with its holistic columns from a model refitted on the
+    units of ``fit_mask`` (features computed once)."""
+    F = judge.holistic_features(list(zip(units["query"], units["response"])), judge.holistic.anchors)
+    info = {"labels": _label_hash(label_dir), "encoder": str(getattr(judge.encoder, "id", ""))}
+    empty = units["response"].map(lambda a: not str(a).strip()).to_numpy()
+
+    done: dict[bytes, pd.DataFrame] = {}
+
+    def rescore(mask: np.ndarray) -> pd.DataFrame:
+        key = np.packbits(np.asarray(mask, bool)).tobytes()
+        if key in done:
+            return done[key]
+        scores = _fit_on(units, F, mask, judge.holistic.anchors, info).score(F)
+        scores[empty] = 0.0                       # an empty response scores 0 everywhere
+        out = judged.copy()
+        for j, d in enumerate(DIMENSIONS):
+            out[f"judge_{d}"] = scores[:, j]
+        done[key] = out
+        return out
+    return rescore
+
+
+def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_dir: str | Path = "data", *,
+                       seed: int = SPLIT_SEED) -> HolisticModel:
+    """The judge's holistic model (:mod:`.holistic`) fitted on the fitting half of the labels
+    (:func:`split_halves` with ``seed``), one row per distinct query and response, against the
+    behaviour catalogue of ``data_dir``."""
+    from ..bench.datasets import load_benchmark
+    from ..common.paths import resolve
+    from .rubric_judge import RubricJudge
+
+    units = label_pool(label_dir)
+    benches = {t: load_benchmark(t, str(resolve(data_dir))) for t in sorted(set(units["track"]))}
+    anchors = catalogue_anchors(benches)
+    judge = RubricJudge(encoder, holistic=None)
+    F = judge.holistic_features(list(zip(units["query"], units["response"])), anchors)
+    info = {"labels": _label_hash(label_dir), "encoder": str(getattr(encoder, "id", "")), "split_seed": seed,
+            "units": int(len(units))}
+    return _fit_on(units, F, split_halves(units, seed), anchors, info)
 
 
 def try_validate_u(judge: Judge, data_dir: str | Path = "data", notes: list[str] | None = None) -> UValidity | None:
@@ -410,3 +528,36 @@ def with_validated_u(per_transcript: pd.DataFrame, judge: Judge, data_dir: str |
     labels are missing)."""
     uv = try_validate_u(judge, data_dir)
     return (uv.definition if uv is not None else UDefinition()).apply(per_transcript)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Refit the judge's holistic model (:mod:`.holistic`) from the labels with the default
+    profile's encoder and write it to ``data/judge_labels/holistic_model.json`` (``--check``:
+    compare with the committed file, write nothing)."""
+    import argparse
+
+    from .encoders import get_encoder
+    from .holistic import REFIT_TOLERANCE, load, model_path
+
+    ap = argparse.ArgumentParser(prog="python -m dpmv_lib.evaluate.u_validity", description=main.__doc__)
+    ap.add_argument("--encoder", default="minilm", help="encoder spec (default: minilm, the default profile's)")
+    ap.add_argument("--data", default="data")
+    ap.add_argument("--check", action="store_true", help="refit and compare with the committed file; write nothing")
+    args = ap.parse_args(argv)
+    label_dir = Path(args.data) / "judge_labels"
+    model = fit_holistic_model(get_encoder(args.encoder), label_dir, args.data)
+    path = model_path(label_dir)
+    if args.check:
+        committed = load(label_dir)
+        gap = committed.max_difference(model) if committed is not None else math.inf
+        print(f"{path}: largest difference from the refit {gap:.3g} (tolerance {REFIT_TOLERANCE:g})")
+        return 0 if gap <= REFIT_TOLERANCE else 1
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(model.dumps())
+    tmp.replace(path)
+    print(f"wrote {path} (sha {model.sha})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

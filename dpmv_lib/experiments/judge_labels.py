@@ -67,7 +67,7 @@ def threshold_fit(session: Any) -> Result:
     from .rq1 import run_judge
 
     judge = run_judge(session)
-    if judge is None or judge.id.startswith("rubric-v4[hashing"):
+    if judge is None or "[hashing" in judge.id:
         return Result("Item thresholds fitted on the labels",
                       f"Not fitted for this run's judge ({getattr(judge, 'id', 'not the rubric judge')}): the fit is "
                       "defined for the MiniLM rubric judge; the hashing encoder keeps its own scale.")

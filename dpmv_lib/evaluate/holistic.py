@@ -1,0 +1,254 @@
+"""The judge's holistic scores learned from independent labels (paper C.5 "Utility judging": U is
+the mean of relevance, correctness, actionability and personalisation, over 4).
+
+The rubric judge measures each turn with item-independent features of the query and the response
+(:data:`FEATURES`, each dimension reading those of :data:`DIMENSION_FEATURES`; computed by
+:meth:`dpmv_lib.evaluate.rubric_judge.RubricJudge.holistic_features`:
+similarity to the query, to the behaviour catalogue's attribute-specific and generic descriptions,
+advice, concrete detail, repetition, truncation, placeholders, personal-claim cues). A
+:class:`HolisticModel` turns them into the four 0-4 scores: per dimension and grade boundary
+k = 1..4 one L2-regularised logistic regression of P(label >= k) (``sklearn.linear_model.
+LogisticRegressionCV`` on standardised features, C chosen by 5-fold cross-validated log loss
+inside the fitting half), and the score is sum_k P(label >= k), the expected grade of the
+cumulative model.
+
+It is fitted (:func:`fit`) on the fitting half of ``data/judge_labels``
+(:func:`dpmv_lib.evaluate.u_validity.split_halves`, seed :data:`~.u_validity.SPLIT_SEED`) and
+nothing else; :mod:`~.u_validity` measures it on the other half. The fitted model is committed
+(:data:`MODEL_FILE`, written by ``python -m dpmv_lib.evaluate.u_validity``) and a test refits it from
+the committed labels. Holistic labels depend only on the query and the response, so the model
+sees each distinct (query, response) once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..core.errors import ParameterError
+from .rubric import DIMENSIONS
+
+FEATURES = ("sentences", "log_words", "query_max", "query_mean", "query_soft", "specific_max",
+            "generic_max", "specific_margin", "specific_mean", "echo", "repeated", "truncated",
+            "advice", "concrete", "concrete_sentences", "placeholders", "claim", "care", "negations",
+            "first_person", "questions", "action_rule")
+# What each dimension reads, from its definition in data/judge_labels/GUIDE.md (fixed before the
+# fit): relevance "does it address the query?" and actionability "can the user act on it?" read no
+# catalogue similarity, so advice about another topic cannot earn them; correctness and
+# personalisation read every feature.
+_FORM = ("sentences", "log_words", "echo", "repeated", "truncated", "placeholders", "first_person", "questions")
+DIMENSION_FEATURES: Mapping[str, tuple[str, ...]] = {
+    "relevance": ("query_max", "query_mean", "query_soft", "advice", *_FORM),
+    "correctness": FEATURES,
+    "actionability": ("advice", "concrete", "concrete_sentences", "action_rule", *_FORM),
+    "personalisation": FEATURES,
+}
+C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+CV_FOLDS = 5
+MIN_CLASS = 5            # a boundary with fewer fitting units on one side is a constant rate
+MODEL_FILE = "holistic_model.json"
+REFIT_TOLERANCE = 1e-6   # a refit on another CPU may differ in the last digits of lbfgs
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """P(label >= k) for one grade boundary: a logistic model on standardised features, or a
+    constant rate where the fitting half has fewer than :data:`MIN_CLASS` units on one side."""
+
+    k: int
+    columns: tuple[str, ...] = ()
+    mean: tuple[float, ...] = ()
+    scale: tuple[float, ...] = ()
+    coef: tuple[float, ...] = ()
+    intercept: float = 0.0
+    C: float = math.nan
+    constant: float | None = None
+
+    def prob(self, X: np.ndarray) -> np.ndarray:
+        """P(label >= k) for rows of all :data:`FEATURES`."""
+        if self.constant is not None:
+            return np.full(len(X), self.constant)
+        X = X[:, [FEATURES.index(c) for c in self.columns]]
+        z = ((X - np.asarray(self.mean)) / np.asarray(self.scale)) @ np.asarray(self.coef) + self.intercept
+        return 1.0 / (1.0 + np.exp(-z))
+
+
+@dataclass(frozen=True)
+class HolisticModel:
+    """The four holistic dimensions as cumulative logistic models on :data:`FEATURES`.
+
+    ``anchors`` holds the catalogue descriptions the features compare with ("specific": the
+    attribute-linked behaviours, "generic": the slots' generic ones); ``fit_info`` says what it was
+    fitted on (labels' hash, split seed, units, encoder)."""
+
+    features: tuple[str, ...]
+    anchors: Mapping[str, tuple[str, ...]]
+    dimensions: Mapping[str, tuple[Boundary, ...]]
+    fit_info: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if tuple(self.features) != FEATURES:
+            raise ParameterError(f"holistic model features {tuple(self.features)} differ from {FEATURES}")
+        if set(self.dimensions) != set(DIMENSIONS):
+            raise ParameterError(f"holistic model dimensions {sorted(self.dimensions)} differ from {DIMENSIONS}")
+        for d, bs in self.dimensions.items():
+            if [b.k for b in bs] != [1, 2, 3, 4]:
+                raise ParameterError(f"holistic model {d}: boundaries {[b.k for b in bs]}, want 1-4")
+            for b in bs:
+                if b.constant is None and not (set(b.columns) <= set(FEATURES)
+                                               and len(b.columns) == len(b.coef) == len(b.mean) == len(b.scale)):
+                    raise ParameterError(f"holistic model {d}, boundary {b.k}: columns, coefficients, means "
+                                         "and scales do not match")
+
+    def score(self, X: np.ndarray) -> np.ndarray:
+        """(n, 4) scores in :data:`~.rubric.DIMENSIONS` order, each sum_k P(label >= k) in [0, 4]."""
+        X = np.atleast_2d(np.asarray(X, float))
+        if X.shape[1] != len(self.features):
+            raise ParameterError(f"{X.shape[1]} features given, the model takes {len(self.features)}")
+        return np.stack([sum(b.prob(X) for b in self.dimensions[d]) for d in DIMENSIONS], axis=1)
+
+    def max_difference(self, other: "HolisticModel") -> float:
+        """Largest absolute difference of any fitted number (coefficients, intercepts, means,
+        scales, constant rates) between two models; inf where they differ in structure (columns,
+        constant or fitted boundaries, the chosen C) or anchors."""
+        if self.anchors != other.anchors:
+            return math.inf
+        gap = 0.0
+        for d in DIMENSIONS:
+            for x, y in zip(self.dimensions[d], other.dimensions[d]):
+                if (x.constant is None) != (y.constant is None) or x.columns != y.columns:
+                    return math.inf
+                if x.constant is not None and y.constant is not None:
+                    gap = max(gap, abs(x.constant - y.constant))
+                    continue
+                if x.C != y.C:
+                    return math.inf
+                for u, v in ((x.coef, y.coef), (x.mean, y.mean), (x.scale, y.scale), ((x.intercept,), (y.intercept,))):
+                    gap = max(gap, float(np.max(np.abs(np.subtract(u, v)))))
+        return gap
+
+    def to_dict(self) -> dict:
+        return {"version": VERSION, "features": list(self.features),
+                "anchors": {k: list(v) for k, v in self.anchors.items()},
+                "dimensions": {d: [_boundary_dict(b) for b in self.dimensions[d]] for d in DIMENSIONS},
+                "fit_info": dict(self.fit_info)}
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> "HolisticModel":
+        if obj.get("version") != VERSION:
+            raise ParameterError(f"holistic model version {obj.get('version')!r}, this code reads {VERSION}")
+        try:
+            dims = {d: tuple(Boundary(k=int(b["k"]), columns=tuple(b.get("columns", ())),
+                                      mean=tuple(b.get("mean", ())), scale=tuple(b.get("scale", ())),
+                                      coef=tuple(b.get("coef", ())), intercept=float(b.get("intercept", 0.0)),
+                                      C=float(b.get("C", math.nan)), constant=b.get("constant"))
+                             for b in bs) for d, bs in obj["dimensions"].items()}
+            return cls(tuple(obj["features"]), {k: tuple(v) for k, v in obj["anchors"].items()}, dims,
+                       dict(obj.get("fit_info", {})))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ParameterError(f"holistic model: malformed entry ({exc})") from exc
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n"
+
+    @property
+    def sha(self) -> str:
+        """First 12 hex digits of the sha256 of :meth:`dumps`: named in the judge's id."""
+        return hashlib.sha256(self.dumps().encode()).hexdigest()[:12]
+
+
+def _boundary_dict(b: Boundary) -> dict:
+    if b.constant is not None:
+        return {"k": b.k, "constant": b.constant}
+    return {"k": b.k, "columns": list(b.columns), "mean": list(b.mean), "scale": list(b.scale), "coef": list(b.coef),
+            "intercept": b.intercept, "C": b.C}
+
+
+def catalogue_anchors(benchmarks: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The distinct behaviour descriptions of the benchmarks' catalogues: "specific" (target
+    required and unsupported: attribute-linked) and "generic", sorted."""
+    spec: set[str] = set()
+    gen: set[str] = set()
+    for bench in benchmarks.values():
+        for b in bench.behaviours.values():
+            (gen if b.kind == "generic" else spec).add(b.description)
+    if not spec or not gen:
+        raise ParameterError("the behaviour catalogue needs attribute-specific and generic descriptions")
+    return {"specific": tuple(sorted(spec)), "generic": tuple(sorted(gen))}
+
+
+def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any] | None = None, *,
+        anchors: Mapping[str, Sequence[str]]) -> HolisticModel:
+    """Fit the cumulative logistic models on the rows given (the fitting half, one row per
+    distinct query and response).
+
+    Parameters
+    ----------
+    features : DataFrame
+        Columns :data:`FEATURES`.
+    labels : DataFrame
+        The four label columns of :data:`~.rubric.DIMENSIONS` (0-4), aligned with ``features``.
+    anchors : mapping
+        The descriptions the features were computed against (:func:`catalogue_anchors`).
+    """
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.preprocessing import StandardScaler
+
+    missing = [f for f in FEATURES if f not in features.columns]
+    if missing:
+        raise ParameterError(f"holistic fit: feature columns missing: {missing}")
+    if len(features) != len(labels):
+        raise ParameterError(f"holistic fit: {len(features)} feature rows for {len(labels)} label rows")
+    if not np.isfinite(features[list(FEATURES)].to_numpy(float)).all():
+        raise ParameterError("holistic fit: features hold NaN or inf")
+    dims: dict[str, tuple[Boundary, ...]] = {}
+    for d in DIMENSIONS:
+        cols = DIMENSION_FEATURES[d]
+        X = features[list(cols)].to_numpy(float)
+        y_all = labels[d].to_numpy(float)
+        bs = []
+        for k in range(1, 5):
+            y = (y_all >= k).astype(int)
+            pos = int(y.sum())
+            if min(pos, len(y) - pos) < MIN_CLASS:
+                bs.append(Boundary(k=k, constant=float(pos / len(y))))
+                continue
+            scaler = StandardScaler().fit(X)
+            scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
+            Z = (X - scaler.mean_) / scale
+            folds = min(CV_FOLDS, pos, len(y) - pos)
+            lr = LogisticRegressionCV(Cs=list(C_GRID), cv=StratifiedKFold(folds, shuffle=True, random_state=0),
+                                      scoring="neg_log_loss", max_iter=5000, l1_ratios=(0.0,),
+                                      use_legacy_attributes=False).fit(Z, y)
+            bs.append(Boundary(k=k, columns=tuple(cols), mean=tuple(map(float, scaler.mean_)),
+                               scale=tuple(map(float, scale)),
+                               coef=tuple(map(float, lr.coef_[0])), intercept=float(lr.intercept_[0]),
+                               C=float(lr.C_)))
+        dims[d] = tuple(bs)
+    return HolisticModel(FEATURES, {k: tuple(v) for k, v in anchors.items()}, dims, dict(fit_info or {}))
+
+
+def model_path(label_dir: str | Path | None = None) -> Path:
+    """``{label_dir}/holistic_model.json``; by default in the project's ``data/judge_labels``."""
+    from ..common.paths import project_root
+    return (Path(label_dir) if label_dir is not None else project_root() / "data" / "judge_labels") / MODEL_FILE
+
+
+def load(label_dir: str | Path | None = None) -> HolisticModel | None:
+    """The committed model of ``data/judge_labels`` (None where there is none)."""
+    p = model_path(label_dir)
+    if not p.exists():
+        return None
+    try:
+        obj = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise ParameterError(f"{p}: not JSON ({exc})") from exc
+    return HolisticModel.from_dict(obj)

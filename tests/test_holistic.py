@@ -1,0 +1,117 @@
+"""The judge's holistic model (dpmv_lib.evaluate.holistic): the committed model is what the labels'
+fitting half gives, its scores are sum_k P(label >= k) in [0, 4] and item-independent, a stale
+model is refused by the validity check, and bad model files are named."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpmv_lib.bench.datasets import load_benchmark
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.evaluate import holistic as H
+from dpmv_lib.evaluate import u_validity as UV
+from dpmv_lib.evaluate.encoders import HashingEncoder, get_encoder
+from dpmv_lib.evaluate.rubric import DIMENSIONS, build_rubric
+from dpmv_lib.evaluate.rubric_judge import RubricJudge
+
+LABELS = "data/judge_labels"
+
+
+@pytest.fixture(scope="module")
+def hashing_model():
+    return UV.fit_holistic_model(HashingEncoder(), LABELS, "data")
+
+
+def test_the_committed_model_is_the_fit_of_the_labels_fitting_half():
+    committed = H.load(LABELS)
+    assert committed is not None
+    refit = UV.fit_holistic_model(get_encoder("minilm"), LABELS, "data")
+    assert refit.fit_info["labels"] == committed.fit_info["labels"]        # fitted on these label files
+    assert refit.fit_info["split_seed"] == UV.SPLIT_SEED
+    assert committed.max_difference(refit) <= H.REFIT_TOLERANCE
+    assert committed.max_difference(UV.fit_holistic_model(get_encoder("minilm"), LABELS, "data", seed=1)) > 0.01
+    benches = {t: load_benchmark(t, "data") for t in ("pairedmem", "transfer")}
+    assert committed.anchors == H.catalogue_anchors(benches)
+
+
+def test_scores_are_the_cumulative_sum_and_lie_in_0_4(hashing_model):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, len(H.FEATURES))) * 3
+    s = hashing_model.score(X)
+    assert s.shape == (50, 4) and (s >= 0).all() and (s <= 4).all()
+    d = DIMENSIONS.index("correctness")
+    want = sum(b.prob(X) for b in hashing_model.dimensions["correctness"])
+    np.testing.assert_allclose(s[:, d], want)
+    with pytest.raises(ParameterError, match="features given"):
+        hashing_model.score(X[:, :3])
+
+
+def test_fit_learns_a_label_that_follows_one_feature():
+    rng = np.random.default_rng(1)
+    F = pd.DataFrame(rng.normal(size=(400, len(H.FEATURES))), columns=H.FEATURES)
+    grade = np.clip(np.round(F["query_max"] * 1.2 + 2), 0, 4).to_numpy()
+    labels = pd.DataFrame({d: grade for d in DIMENSIONS})
+    anchors = {"specific": ("a",), "generic": ("b",)}
+    fit, test = slice(0, 300), slice(300, 400)
+    r = DIMENSIONS.index("relevance")
+    m = H.fit(F.iloc[fit], labels.iloc[fit], anchors=anchors)
+    assert np.corrcoef(m.score(F.iloc[test].to_numpy())[:, r], grade[test])[0, 1] > 0.9
+    shuffled = labels.iloc[fit].sample(frac=1.0, random_state=0).reset_index(drop=True)
+    m0 = H.fit(F.iloc[fit].reset_index(drop=True), shuffled, anchors=anchors)
+    assert abs(np.corrcoef(m0.score(F.iloc[test].to_numpy())[:, r], grade[test])[0, 1]) < 0.5
+    # a boundary with fewer than MIN_CLASS units on one side is a constant rate
+    few = labels.iloc[fit].copy()
+    few["actionability"] = 0
+    few.iloc[:3, few.columns.get_loc("actionability")] = 4
+    m1 = H.fit(F.iloc[fit], few, anchors=anchors)
+    assert all(b.constant == pytest.approx(3 / 300) for b in m1.dimensions["actionability"])
+
+
+def test_holistic_scores_do_not_depend_on_the_items(hashing_model):
+    judge = RubricJudge(HashingEncoder(), holistic=hashing_model)
+    assert judge.id.startswith("rubric-v5[") and hashing_model.sha in judge.id
+    bench = load_benchmark("pairedmem", "data")
+    pair = bench.pairs[0]
+    rm, rp = (build_rubric(pair, side, bench.behaviours, len(pair.turns)) for side in ("M", "M'"))
+    answer = "Given your note about money, cook a big pot of lentils. Try 20 minutes of walking."
+    jm, jp = judge.judge(rm, [answer] * len(rm.queries)), judge.judge(rp, [answer] * len(rp.queries))
+    for d in DIMENSIONS:
+        assert jm.scores[d] == pytest.approx(jp.scores[d])
+    f = judge.holistic_features([(rm.queries[0], answer)])
+    assert jm.scores["relevance"] != 0 and f.shape == (1, len(H.FEATURES))
+    empty = judge.judge(rm, [""] * len(rm.queries))
+    assert all(empty.scores[d] == 0 for d in DIMENSIONS)
+
+
+def test_validity_refuses_a_model_fitted_on_another_split(hashing_model):
+    ok = UV.validate_u(RubricJudge(HashingEncoder(), holistic=hashing_model), LABELS, "data", spread_seeds=(0, 1))
+    assert set(ok.table["dimension"]) == set(DIMENSIONS)
+    other = UV.fit_holistic_model(HashingEncoder(), LABELS, "data", seed=1)
+    with pytest.raises(ParameterError, match="not the one the labels' fitting half gives"):
+        UV.validate_u(RubricJudge(HashingEncoder(), holistic=other), LABELS, "data", spread_seeds=(0,))
+
+
+def test_bad_model_files_are_named(tmp_path, hashing_model):
+    d = tmp_path / "labels"
+    shutil.copytree(LABELS, d)
+    (d / H.MODEL_FILE).write_text("{not json")
+    with pytest.raises(ParameterError, match="not JSON"):
+        H.load(d)
+    obj = hashing_model.to_dict()
+    (d / H.MODEL_FILE).write_text(json.dumps({**obj, "version": 99}))
+    with pytest.raises(ParameterError, match="version"):
+        H.load(d)
+    bad = json.loads(json.dumps(obj))
+    bad["dimensions"]["relevance"][1]["coef"] = bad["dimensions"]["relevance"][1]["coef"][:-1]
+    (d / H.MODEL_FILE).write_text(json.dumps(bad))
+    with pytest.raises(ParameterError, match="do not match"):
+        H.load(d)
+    (d / H.MODEL_FILE).unlink()
+    assert H.load(d) is None
+    with pytest.raises(ParameterError, match="holistic must be"):
+        RubricJudge(HashingEncoder(), holistic="yes")
+    assert H.HolisticModel.from_dict(obj).dumps() == hashing_model.dumps()

@@ -831,6 +831,17 @@ class Policy:
         return policy
 
 
+def _check_names(names: list, kind: str) -> None:
+    """C1: ``kind`` names ("slot", "attribute") are non-empty strings, none repeated."""
+    for n in names:
+        if not isinstance(n, str) or not n.strip():
+            raise (PolicyError if isinstance(n, str) else PolicyTypeError)(
+                f"{kind} names must be non-empty strings, got {short_repr(n)}")
+    dup = duplicates(names)
+    if dup:
+        raise PolicyError(f"duplicate {kind} names {dup[:20]}")
+
+
 def validate_policy(p: Any) -> None:
     """The cross-checks of a policy (C1 vocabularies, C4 routes, C5 caps), in linear time.
 
@@ -858,13 +869,7 @@ def validate_policy(p: Any) -> None:
     if not p.slots:
         raise PolicyError("policy has no slots")
     names = [s.name for s in p.slots]
-    for n in names:
-        if not isinstance(n, str) or not n.strip():
-            raise (PolicyError if isinstance(n, str) else PolicyTypeError)(
-                f"slot names must be non-empty strings, got {short_repr(n)}")
-    dup = duplicates(names)
-    if dup:
-        raise PolicyError(f"duplicate slot names {dup[:20]}")
+    _check_names(names, "slot")
     name_set = set(names)
     seen_views: set[str] = set()
     for s in p.slots:
@@ -897,14 +902,7 @@ def validate_policy(p: Any) -> None:
     dup_ids = duplicates(ids)
     if dup_ids:
         raise PolicyError(f"duplicate position ids {dup_ids[:20]}")
-    anames = [a.name for a in p.attributes]
-    for n in anames:
-        if not isinstance(n, str) or not n.strip():
-            raise (PolicyError if isinstance(n, str) else PolicyTypeError)(
-                f"attribute names must be non-empty strings, got {short_repr(n)}")
-    dup_a = duplicates(anames)
-    if dup_a:
-        raise PolicyError(f"duplicate attribute names {dup_a[:20]}")
+    _check_names([a.name for a in p.attributes], "attribute")
     idset = set(ids)
     for a in p.attributes:
         if not isinstance(a.group, frozenset):

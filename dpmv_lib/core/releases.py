@@ -5,7 +5,7 @@ check and the scoring, before the C3 draw), :class:`SlotRelease` and :class:`Rel
 leaves: C6), the operator-side :class:`ScorerFailure`; and the checks that
 :class:`~dpmv_lib.core.memview.MemView` applies to a history, a scorer value and a budget
 rule's eps, the C3 selector's log probabilities, and MemView's memo of plans and generic
-releases (:class:`PlanMemo`). MemView re-exports them all.
+releases (:class:`PlanMemo`). MemView imports them from here; this module is their one home.
 
 C3, exactly: Eq. (7) (and likewise permute-and-flip) is eps-DP only if |u_M(v) - u_M'(v)| <= Du
 holds for the numbers the sampler really uses. Utilities are therefore kept as exact rationals

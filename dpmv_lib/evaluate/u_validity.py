@@ -433,7 +433,9 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
                                  f"gives (scores differ by up to {gap:.3g}): refit it with "
                                  "`python -m dpmv_lib.evaluate.u_validity`")
     table, cuts = heldout_table(judged, split_halves(judged, seed))
-    table = table.merge(split_spread(judged, spread_seeds, rescore), on=["dimension", "response_model"], how="left")
+    if spread_seeds:
+        table = table.merge(split_spread(judged, spread_seeds, rescore), on=["dimension", "response_model"],
+                            how="left")
     pooled = table[table["response_model"] == "all"].set_index("dimension")["kappa_fitted"]
     return UValidity(table, cuts, UDefinition.from_kappas(pooled.to_dict()), positives(units),
                      str(getattr(judge, "id", type(judge).__name__)), seed, len(units),
@@ -508,14 +510,15 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
     return _fit_on(units, F, split_halves(units, seed), anchors, info)
 
 
-def try_validate_u(judge: Judge, data_dir: str | Path = "data", notes: list[str] | None = None) -> UValidity | None:
+def try_validate_u(judge: Judge, data_dir: str | Path = "data", notes: list[str] | None = None, *,
+                   spread_seeds: Sequence[int] = tuple(range(10))) -> UValidity | None:
     """:func:`validate_u` on ``{data_dir}/judge_labels``, or None (with a note) where the labels or
     the benchmark are missing."""
     from ..common.paths import resolve
     from ..core.errors import StoreError
 
     try:
-        return validate_u(judge, resolve(data_dir) / "judge_labels", data_dir)
+        return validate_u(judge, resolve(data_dir) / "judge_labels", data_dir, spread_seeds=spread_seeds)
     except (ParameterError, StoreError, FileNotFoundError, OSError) as exc:
         if notes is not None:
             notes.append(f"U not validated against labels: {exc}")
@@ -525,8 +528,8 @@ def try_validate_u(judge: Judge, data_dir: str | Path = "data", notes: list[str]
 def with_validated_u(per_transcript: pd.DataFrame, judge: Judge, data_dir: str | Path = "data") -> pd.DataFrame:
     """``per_transcript`` (:func:`~.judge.score_transcripts`) with U redefined by :func:`validate_u`
     of ``judge`` (:meth:`UDefinition.apply`; all four dimensions, marked not validated, where the
-    labels are missing)."""
-    uv = try_validate_u(judge, data_dir)
+    labels are missing). U's definition needs the split of :data:`SPLIT_SEED` only: no spread."""
+    uv = try_validate_u(judge, data_dir, spread_seeds=())
     return (uv.definition if uv is not None else UDefinition()).apply(per_transcript)
 
 

@@ -205,3 +205,25 @@ def test_notebooks_get_the_validated_u_or_all_four_marked_not_validated(tmp_path
     assert out["U_dims"].iloc[0] == validity.definition.dims
     missing = UV.with_validated_u(rows, judge, tmp_path)          # no labels there
     assert missing["U_dims"].iloc[0].endswith(UV.NOT_VALIDATED) and missing["U"].iloc[0] == pytest.approx(0.5)
+
+
+def test_validity_is_cached_under_its_inputs_and_reused_where_it_covers_the_request(tmp_path, monkeypatch):
+    judge = RubricJudge(HashingEncoder())
+    first = UV.try_validate_u(judge, "data", spread_seeds=(0, 1), cache_dir=tmp_path)
+    files = list(tmp_path.glob("u_validity-*.pkl"))
+    assert first is not None and len(files) == 1
+
+    def fail(*a, **k):
+        raise AssertionError("recomputed although cached")
+    monkeypatch.setattr(UV, "validate_u", fail)
+    again = UV.try_validate_u(judge, "data", spread_seeds=(), cache_dir=tmp_path)   # covered: no spread asked
+    pd.testing.assert_frame_equal(again.table, first.table)
+    assert again.definition == first.definition
+    with pytest.raises(AssertionError, match="recomputed"):   # a wider spread is not covered
+        UV.try_validate_u(judge, "data", spread_seeds=(0, 1, 2), cache_dir=tmp_path)
+    files[0].write_bytes(b"garbage")                          # a corrupt entry is recomputed, never used
+    with pytest.raises(AssertionError, match="recomputed"):
+        UV.try_validate_u(judge, "data", spread_seeds=(), cache_dir=tmp_path)
+    other = RubricJudge(HashingEncoder(), thresholds=(0.1, 0.2, 0.3, 0.4))
+    assert UV.cache_key(other, "data") != UV.cache_key(judge, "data")
+    assert UV.cache_key(judge, "data", seed=1) != UV.cache_key(judge, "data")

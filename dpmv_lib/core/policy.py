@@ -831,7 +831,7 @@ class Policy:
         return policy
 
 
-def _check_names(names: list, kind: str) -> None:
+def _check_names(names: list[Any], kind: str) -> None:
     """C1: ``kind`` names ("slot", "attribute") are non-empty strings, none repeated."""
     for n in names:
         if not isinstance(n, str) or not n.strip():

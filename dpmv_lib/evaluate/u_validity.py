@@ -42,6 +42,7 @@ rubric-v5's holistic scores do not depend on the items.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -510,26 +511,74 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
     return _fit_on(units, F, split_halves(units, seed), anchors, info)
 
 
+CODE_MODULES = ("u_validity", "holistic", "rubric_judge", "judge_agreement", "rubric")
+
+
+def cache_key(judge: Judge, data_dir: str | Path, seed: int = SPLIT_SEED) -> str:
+    """What a :func:`validate_u` result depends on: the judge's id, the label files, the tracks'
+    data files, the split seed and the source of the modules that compute it."""
+    import hashlib
+    import importlib
+
+    from ..common.paths import resolve
+
+    h = hashlib.sha256()
+    root = resolve(data_dir)
+    import sklearn
+
+    h.update(f"{getattr(judge, 'id', type(judge).__name__)}|{seed}|{_label_hash(root / 'judge_labels')}|"
+             f"sklearn {sklearn.__version__}".encode())
+    for track in ("pairedmem", "transfer"):
+        for f in sorted((root / track).glob("*")) if (root / track).is_dir() else []:
+            if f.is_file():
+                h.update(f.name.encode() + hashlib.sha256(f.read_bytes()).digest())
+    for name in CODE_MODULES:
+        mod = importlib.import_module(f"dpmv_lib.evaluate.{name}")
+        h.update(Path(mod.__file__ or "").read_bytes())
+    return h.hexdigest()[:20]
+
+
 def try_validate_u(judge: Judge, data_dir: str | Path = "data", notes: list[str] | None = None, *,
-                   spread_seeds: Sequence[int] = tuple(range(10))) -> UValidity | None:
+                   spread_seeds: Sequence[int] = tuple(range(10)),
+                   cache_dir: str | Path | None = None) -> UValidity | None:
     """:func:`validate_u` on ``{data_dir}/judge_labels``, or None (with a note) where the labels or
-    the benchmark are missing."""
+    the benchmark are missing. With ``cache_dir`` the result is kept there under :func:`cache_key`
+    and reused by a later call whose ``spread_seeds`` it covers (notebooks 04 and 05 reuse 03's)."""
+    import pickle
+
     from ..common.paths import resolve
     from ..core.errors import StoreError
 
     try:
-        return validate_u(judge, resolve(data_dir) / "judge_labels", data_dir, spread_seeds=spread_seeds)
+        path = None
+        if cache_dir is not None:
+            path = Path(cache_dir) / f"u_validity-{cache_key(judge, data_dir)}.pkl"
+            if path.exists():
+                try:
+                    hit = pickle.loads(path.read_bytes())
+                    if isinstance(hit, tuple) and set(spread_seeds) <= set(hit[0]) and isinstance(hit[1], UValidity):
+                        return hit[1]
+                except Exception:  # noqa: BLE001 - an unreadable cache entry is recomputed, never used
+                    pass
+        res = validate_u(judge, resolve(data_dir) / "judge_labels", data_dir, spread_seeds=spread_seeds)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(pickle.dumps((tuple(spread_seeds), res)))
+            tmp.replace(path)
+        return res
     except (ParameterError, StoreError, FileNotFoundError, OSError) as exc:
         if notes is not None:
             notes.append(f"U not validated against labels: {exc}")
         return None
 
 
-def with_validated_u(per_transcript: pd.DataFrame, judge: Judge, data_dir: str | Path = "data") -> pd.DataFrame:
+def with_validated_u(per_transcript: pd.DataFrame, judge: Judge, data_dir: str | Path = "data",
+                     cache_dir: str | Path | None = None) -> pd.DataFrame:
     """``per_transcript`` (:func:`~.judge.score_transcripts`) with U redefined by :func:`validate_u`
     of ``judge`` (:meth:`UDefinition.apply`; all four dimensions, marked not validated, where the
     labels are missing). U's definition needs the split of :data:`SPLIT_SEED` only: no spread."""
-    uv = try_validate_u(judge, data_dir, spread_seeds=())
+    uv = try_validate_u(judge, data_dir, spread_seeds=(), cache_dir=cache_dir)
     return (uv.definition if uv is not None else UDefinition()).apply(per_transcript)
 
 

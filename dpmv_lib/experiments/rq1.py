@@ -255,7 +255,7 @@ def run_rq1(config: RQ1Config = RQ1Config(), *, log: Callable[[str], None] = pri
     judge_spec = config.judge or prof.judge
     judge = J.make_judge(judge_spec, encoder)
     util_t = J.score_transcripts(transcripts, benches, judge, config.T, progress=config.progress)
-    u_valid = try_validate_u(judge, config.data_dir, notes)
+    u_valid = try_validate_u(judge, config.data_dir, notes, cache_dir=resolve(config.results_dir) / "cache")
     udef = u_valid.definition if u_valid is not None else UDefinition()
     util_t = udef.apply(util_t)
     notes.append(udef.sentence())

@@ -642,7 +642,8 @@ def measure_step(run: Any, loaded: Any, transcripts: Any) -> Any:
         judge = make_judge(prof.judge, encoder)
         util_t = score_transcripts(tr[tr["method"].isin(TABLE4_METHODS)], bench_of, judge, cfg.T,
                                    progress=cfg.progress)
-        util_t = u_validity.with_validated_u(util_t, judge, cfg.data_dir)  # U holds the validated dimensions
+        # U holds the validated dimensions (03's check, from the cache)
+        util_t = u_validity.with_validated_u(util_t, judge, cfg.data_dir, cfg.cache_dir)
         util = summarise_utility(util_t, n_boot=cfg.n_boot, seed=cfg.seed)
     return Result("Auditor and judge", tables={"judge at T": util[["method", "U", "tRec", "Unsup", "n_pairs",
                                                                   "n_failed"]]},

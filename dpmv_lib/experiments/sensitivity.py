@@ -641,7 +641,8 @@ def measure_step(run: Any, loaded: Any, settings: Any) -> Any:
     with run.timer("judge"):
         judge = make_judge(prof.judge, encoder)
         util_t = score_transcripts(tr, {"pairedmem": loaded["bench"]}, judge, cfg.T, progress=cfg.progress)
-        util_t = u_validity.with_validated_u(util_t, judge, cfg.data_dir)  # U holds the validated dimensions
+        # U holds the validated dimensions (03's check, from the cache)
+        util_t = u_validity.with_validated_u(util_t, judge, cfg.data_dir, cfg.cache_dir)
         util = summarise_utility(util_t, n_boot=cfg.n_boot, seed=cfg.seed)
     return Result("Transcripts, auditor and judge per setting",
                   finding=(f"{len(tr)} transcript rows; encoder {encoder.id} (unit "

@@ -196,6 +196,17 @@ def test_the_committed_extension_is_new_surrogate_units():
     assert len(e) >= int(UV.extra_units_needed(UV.label_pool(LABELS))["units_needed"].max())
 
 
+def test_the_committed_smollm2_extension_is_new_non_test_smollm2_units():
+    s = pd.concat([pd.read_json(f"{LABELS}/{f}", lines=True) for f in ("sample.jsonl", UV.EXTRA_SAMPLE)])
+    e = pd.read_json(f"{LABELS}/{UV.SMOL_SAMPLE}", lines=True)
+    assert set(e["response_model"]) == {"smollm2"} and e["unit_id"].str.startswith("s").all()
+    assert not set(e["unit_id"]) & set(s["unit_id"]) and not e["unit_id"].duplicated().any()
+    assert not set(zip(e["query"], e["response"])) & set(zip(s["query"], s["response"]))
+    assert not e.duplicated(["query", "response"]).any() and not set(e["pair_id"]) & set(s["pair_id"])
+    splits = {p.pair_id: p.split for t in ("pairedmem", "transfer") for p in load_benchmark(t, "data").pairs}
+    assert {splits[p] for p in e["pair_id"]} <= {"train", "validation"}     # no table's test pair
+
+
 def test_notebooks_get_the_validated_u_or_all_four_marked_not_validated(tmp_path, validity):
     judge = RubricJudge(HashingEncoder())
     rows = pd.DataFrame([{"track": "pairedmem", "response_model": "surrogate", "method": "A", "pair_id": "p0",

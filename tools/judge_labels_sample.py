@@ -35,6 +35,15 @@ generation takes minutes per few dozen responses on this CPU (387 s for 196 rows
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py --extra auto
     .venv/bin/python tools/judge_labels_sample.py --show 0 20 --file sample_extra.jsonl
+
+``--extra-smollm2 N`` draws N SmolLM2 units into ``sample_extra_smollm2.jsonl`` (unit ids
+s0001...; seed 20262, deterministic given the store): the llm profile's own responses (OpenVINO
+f32, greedy with its frequency penalty), read from the committed store ``results/llm/generations``
+without generating, for the notebook 03 methods (B_a=2, K=3, T=16, EM seed 0) on non-test pairs of
+the llm profile that no other sample file uses (6 per attribute on PairedMem, 3 on transfer).
+Quotas and strata as the SmolLM2 part of sample.jsonl (50 : 50 : 30), each unit a new (query, response).
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py --extra-smollm2 400
 """
 from __future__ import annotations
 
@@ -62,6 +71,10 @@ OUT = ROOT / "data" / "judge_labels"
 SEED = 20260
 SEED_EXTRA = 20261
 EXTRA_FILE = "sample_extra.jsonl"
+SEED_SMOL = 20262
+SMOL_EXTRA_FILE = "sample_extra_smollm2.jsonl"
+# SmolLM2 extension pairs per attribute and track (non-test pairs of the llm profile's notebook 03)
+SMOL_EXTRA_PAIRS = {"pairedmem": 6, "transfer": 3}
 ABLATIONS = ("CappedArgmax", "NoCap", "IncompleteCharge")
 SURROGATE_METHODS = tuple(PAPER_METHODS) + ABLATIONS
 PARAMS = InterfaceParams(B_a=2, K=3, plan_horizon=16)
@@ -248,6 +261,96 @@ def extra(spec: str, data: str) -> None:
         print(c, dict(Counter(df[c])))
 
 
+def smollm2_store_transcripts(benches, ids) -> pd.DataFrame:
+    """The llm profile's SmolLM2 transcripts of the notebook 03 methods on ``ids`` (B_a=2, K=3,
+    T=16, EM seed 0), read from the committed store ``results/llm/generations``: conditioning
+    only, nothing is generated; rows whose request is not in the store yet are left out."""
+    from dpmv_lib.experiments.profiles import get_profile
+    from dpmv_lib.experiments.rq1 import RQ1Config, responder_specs
+    from dpmv_lib.generate.generation import ROW_FIELDS, conditioning_table, request_addresses
+    from dpmv_lib.generate.responders.base import Prompt
+    from dpmv_lib.generate.store import GenerationStore
+
+    resp = make_responder(responder_specs(get_profile("llm"))[0])
+    store = GenerationStore(ROOT / "results" / "llm" / "generations")
+    ci = {f: i for i, f in enumerate(ROW_FIELDS)}
+    frames = []
+    try:
+        for t, b in benches.items():
+            rows = conditioning_table(b.subset(ids[t]), RQ1Config().methods, seeds=EM_SEEDS, turns=T, params=PARAMS,
+                                      workers=1, progress=False)
+            prompts = [Prompt(r[ci["query"]], r[ci["conditioning"]], (r[ci["pair_id"]], r[ci["turn"]], r[ci["seed"]]))
+                       for r in rows]
+            reps, index, addresses, meta = request_addresses(prompts, resp)
+            found = store.get_many(addresses, meta)
+            recs = []
+            for r, j in zip(rows, index):
+                text = found.get(addresses[j])
+                if text is None:
+                    continue
+                recs.append({"track": t, "pair_id": r[ci["pair_id"]], "attribute": r[ci["attribute"]],
+                             "response_model": "smollm2", "method": r[ci["method"]], "side": r[ci["side"]],
+                             "seed": int(r[ci["seed"]]), "turn": int(r[ci["turn"]]), "query": r[ci["query"]],
+                             "response": text})
+            print(f"[smollm2] {t}: {len(recs)} of {len(rows)} rows in the store", flush=True)
+            frames.append(pd.DataFrame.from_records(recs))
+    finally:
+        resp.close()
+    return pd.concat(frames, ignore_index=True)
+
+
+def extra_smollm2(n: int, data: str) -> None:
+    """Draw the SmolLM2 extension into ``sample_extra_smollm2.jsonl`` (see the module docstring)."""
+    from dpmv_lib.experiments.profiles import get_profile
+    from dpmv_lib.experiments.rq1 import select_pairs
+
+    rng = np.random.default_rng(SEED_SMOL)
+    benches = {t: load_benchmark(t, data) for t in ("pairedmem", "transfer")}
+    prof = get_profile("llm")
+    used = set()
+    for f in ("sample.jsonl", EXTRA_FILE):
+        used |= set(pd.read_json(OUT / f, lines=True)["pair_id"])
+    ids = {}
+    for t, b in benches.items():
+        chosen = select_pairs(b, prof.pairs if t == "pairedmem" else prof.transfer_pairs, 0)
+        pool = sorted(p.pair_id for p in chosen.pairs if p.split != "test" and p.pair_id not in used)
+        ids[t] = pick_pairs(b.subset(pool), SMOL_EXTRA_PAIRS[t], rng)
+    smol = smollm2_store_transcripts(benches, ids)
+    cand = candidates(smol, benches, "smollm2")
+    seen: set = set()
+    for f in ("sample.jsonl", EXTRA_FILE):
+        old = pd.read_json(OUT / f, lines=True)
+        seen |= set(zip(old["query"], old["response"]))
+    key = ("query", "response")
+    share = {k: QUOTA[("smollm2", k)] for k in ("target_required", "unsupported", "generic")}
+    total = sum(share.values())
+    quota = {k: round(n * v / total) for k, v in share.items() if k != "generic"}
+    quota["generic"] = n - sum(quota.values())
+    units = []
+    for kind in ("target_required", "unsupported", "generic"):
+        c = cand[cand["item_kind"] == kind]
+        if kind == "generic":
+            half = quota[kind] // 2
+            for side, q in (("M", half), ("M'", quota[kind] - half)):
+                units += stratified(c[c["side"] == side], q, rng, seen, key)
+        else:
+            units += stratified(c, quota[kind], rng, seen, key)
+    if len(units) < n:
+        print(f"only {len(units)} distinct (query, response) units available for {n} requested")
+    units = [units[i] for i in rng.permutation(len(units))]
+    for i, u in enumerate(units):
+        u["unit_id"] = f"s{i + 1:04d}"
+    cols = ["unit_id", "track", "response_model", "method", "side", "pair_id", "attribute", "seed", "turn",
+            "query", "response", "item_id", "item_description", "item_kind", "item_role"]
+    with (OUT / SMOL_EXTRA_FILE).open("w", encoding="utf-8") as f:
+        for u in units:
+            f.write(json.dumps({c: u[c] for c in cols}, ensure_ascii=False) + "\n")
+    df = pd.DataFrame(units)
+    print(f"{len(df)} units -> {OUT / SMOL_EXTRA_FILE}; pairs {ids}")
+    for c in ("item_kind", "track", "side", "method"):
+        print(c, dict(Counter(df[c])))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--show", nargs=2, type=int, metavar=("START", "END"),
@@ -258,9 +361,14 @@ def main() -> None:
     ap.add_argument("--regen-smollm2", action="store_true")
     ap.add_argument("--file", default="sample.jsonl", help="the sample file --show reads")
     ap.add_argument("--extra", metavar="N|auto", help="draw N further surrogate units into sample_extra.jsonl")
+    ap.add_argument("--extra-smollm2", type=int, metavar="N",
+                    help="draw N SmolLM2 units from the llm store into sample_extra_smollm2.jsonl")
     args = ap.parse_args()
     if args.show:
         show(*args.show, file=args.file)
+        return
+    if args.extra_smollm2:
+        extra_smollm2(args.extra_smollm2, args.data)
         return
     if args.extra:
         extra(args.extra, args.data)

@@ -2,8 +2,9 @@
 of relevance, correctness, actionability and personalisation, over 4).
 
 The judge's four dimensions are checked against the independent labels of ``data/judge_labels``
-(annotator A on ``sample.jsonl``, plus ``labels_extra_a.jsonl`` on ``sample_extra.jsonl`` when
-that file exists), by fitting on one half of the labelled units and measuring on the other:
+(annotator A on ``sample.jsonl``, plus each extension of :data:`EXTENSIONS` whose labels exist:
+surrogate units in ``sample_extra.jsonl``, SmolLM2 units in ``sample_extra_smollm2.jsonl``), by
+fitting on one half of the labelled units and measuring on the other:
 
 * **split** (:func:`split_halves`): ``sklearn.model_selection.StratifiedGroupKFold`` with two
   folds (seeded), stratified by response model x item kind, grouped by (query, response). The
@@ -61,6 +62,10 @@ GOAL = 0.6          # the held-out kappa a dimension should reach
 MIN_POSITIVES = 200  # labelled positives wanted per dimension and response model
 EXTRA_SAMPLE = "sample_extra.jsonl"
 EXTRA_LABELS = "labels_extra_a.jsonl"
+SMOL_SAMPLE = "sample_extra_smollm2.jsonl"
+SMOL_LABELS = "labels_extra_smollm2.jsonl"
+#: the label extensions: pool -> (sample file, label file); read where the label file exists
+EXTENSIONS = {"extra": (EXTRA_SAMPLE, EXTRA_LABELS), "extra_smollm2": (SMOL_SAMPLE, SMOL_LABELS)}
 MODELS = ("surrogate", "smollm2")
 #: the split behind U's definition: fixed, so that runs with other seeds share one U
 SPLIT_SEED = 0
@@ -73,15 +78,17 @@ NOT_VALIDATED = " (not validated)"
 
 # ---- the labelled units -----------------------------------------------------------------------------
 def label_pool(label_dir: str | Path | None = None) -> pd.DataFrame:
-    """Annotator A's units of ``sample.jsonl`` and, when ``labels_extra_a.jsonl`` exists, the
-    labelled units of ``sample_extra.jsonl`` (column ``pool``: "sample" or "extra")."""
+    """Annotator A's units of ``sample.jsonl`` and, for each extension of :data:`EXTENSIONS`
+    whose labels exist, its labelled units (column ``pool``: "sample", "extra" or "extra_smollm2")."""
     d = labels_dir(label_dir)
     parts = [load_units(d, "a").assign(pool="sample")]
-    if (d / EXTRA_LABELS).exists():
-        parts.append(load_units(d, "extra_a", EXTRA_SAMPLE).assign(pool="extra"))
+    for pool, (sample, labels) in EXTENSIONS.items():
+        if (d / labels).exists():
+            parts.append(load_units(d, labels.removeprefix("labels_").removesuffix(".jsonl"), sample)
+                         .assign(pool=pool))
     units = pd.concat(parts, ignore_index=True)
     if units["unit_id"].duplicated().any():
-        raise ParameterError(f"judge labels: unit ids shared by {EXTRA_SAMPLE} and sample.jsonl: "
+        raise ParameterError("judge labels: unit ids shared by two sample files: "
                              f"{units.loc[units['unit_id'].duplicated(), 'unit_id'].tolist()[:5]}")
     return units
 
@@ -375,7 +382,7 @@ class UValidity:
                 f"{d} {a.at[d, 'kappa_fitted_min']:.2f}-{a.at[d, 'kappa_fitted_max']:.2f}" for d in DIMENSIONS)
                 + f" (the floor is {self.definition.floor:g}).")
         return (f"{self.definition.sentence()}{self._mixed()} Judge {self.judge_id}, {self.n_units} labelled units "
-                f"({self.n_extra} from the extension), split with seed {self.seed}. Held-out kappa per response "
+                f"({self.n_extra} from the extensions), split with seed {self.seed}. Held-out kappa per response "
                 f"model: {'; '.join(per)}.{spread} Positives (grade >= 2) below {MIN_POSITIVES}: {lack or 'none'} "
                 f"(sklearn.model_selection.StratifiedGroupKFold split, sklearn.metrics.cohen_kappa_score).")
 
@@ -440,7 +447,7 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
     pooled = table[table["response_model"] == "all"].set_index("dimension")["kappa_fitted"]
     return UValidity(table, cuts, UDefinition.from_kappas(pooled.to_dict()), positives(units),
                      str(getattr(judge, "id", type(judge).__name__)), seed, len(units),
-                     int((units["pool"] == "extra").sum()))
+                     int((units["pool"] != "sample").sum()))
 
 
 def _distinct_rows(units: pd.DataFrame, mask: np.ndarray) -> np.ndarray:

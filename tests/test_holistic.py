@@ -93,6 +93,19 @@ def test_validity_refuses_a_model_fitted_on_another_split(hashing_model):
     other = UV.fit_holistic_model(HashingEncoder(), LABELS, "data", seed=1)
     with pytest.raises(ParameterError, match="not the one the labels' fitting half gives"):
         UV.validate_u(RubricJudge(HashingEncoder(), holistic=other), LABELS, "data", spread_seeds=(0,))
+    # fitted on other labels: refused, whatever its numbers
+    relabelled = H.HolisticModel.from_dict({**hashing_model.to_dict(),
+                                            "fit_info": {**hashing_model.fit_info, "labels": "0" * 16}})
+    with pytest.raises(ParameterError, match="fitted on labels"):
+        UV.validate_u(RubricJudge(HashingEncoder(), holistic=relabelled), LABELS, "data", spread_seeds=(0,))
+    # the same numbers under a stated encoder that is not the judge's: applied, not refitted in the check
+    tweaked = hashing_model.to_dict()
+    tweaked["dimensions"]["relevance"][1]["intercept"] += 0.5
+    moved = H.HolisticModel.from_dict({**tweaked, "fit_info": {**hashing_model.fit_info, "encoder": "elsewhere"}})
+    with pytest.raises(ParameterError, match="scores differ"):
+        UV.validate_u(RubricJudge(HashingEncoder(), holistic=H.HolisticModel.from_dict(tweaked)), LABELS, "data",
+                      spread_seeds=(0,))
+    assert UV.validate_u(RubricJudge(HashingEncoder(), holistic=moved), LABELS, "data", spread_seeds=(0,)) is not None
 
 
 def test_bad_model_files_are_named(tmp_path, hashing_model):

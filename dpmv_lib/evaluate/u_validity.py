@@ -13,8 +13,10 @@ fitting on one half of the labelled units and measuring on the other:
 * **model** (:mod:`.holistic`): the rubric judge's holistic scores come from cumulative logistic
   models on item-independent features, fitted on the fitting half of the split of seed
   :data:`SPLIT_SEED` (:func:`fit_holistic_model`; committed with the labels). :func:`validate_u`
-  refits it from the labels and refuses a judge whose model differs (a stale model would have
-  seen held-out units). For the spread over other splits the model is refitted on each split's
+  refuses a model fitted on other labels or another split (it could have seen held-out units) and,
+  for a judge with the encoder the model was fitted with, one that differs from the refit. A judge
+  with another encoder (e.g. an OpenVINO runtime of the same MiniLM) applies the committed model to
+  its own features. For the spread over other splits the model is refitted on each split's
   fitting half. A judge without a model (the hashing encoder) keeps the rules of rubric-v4.
 * **fit** (:func:`fit_cuts`): per dimension, the judge's 0-4 score s is read on the labels'
   scale by four cut points: grade = number of cuts c_k with s >= c_k. Each c_k maximises Cohen's
@@ -432,14 +434,21 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
     rescore = None
     model = getattr(judge, "holistic", None)
     if model is not None:
+        info = model.fit_info
+        stale = f"the judge's holistic model ({model.sha}) is not the one the labels' fitting half gives"
+        if info.get("labels") != _label_hash(label_dir) or info.get("split_seed") != seed:
+            raise ParameterError(f"{stale}: it was fitted on labels {info.get('labels')} with split seed "
+                                 f"{info.get('split_seed')}, these are {_label_hash(label_dir)} with seed {seed}; "
+                                 "refit it with `python -m dpmv_lib.evaluate.u_validity`")
         rescore = _holistic_rescorer(judge, units, judged, label_dir)
-        refit = rescore(split_halves(units, seed))
-        cols = [f"judge_{d}" for d in DIMENSIONS]
-        gap = float(np.nanmax(np.abs(refit[cols].to_numpy(float) - judged[cols].to_numpy(float))))
-        if gap > HOLISTIC_TOLERANCE:
-            raise ParameterError(f"the judge's holistic model ({model.sha}) is not the one the labels' fitting half "
-                                 f"gives (scores differ by up to {gap:.3g}): refit it with "
-                                 "`python -m dpmv_lib.evaluate.u_validity`")
+        if info.get("encoder") == str(getattr(judge.encoder, "id", "")):
+            # the same features: the committed model must be the refit itself
+            refit = rescore(split_halves(units, seed))
+            cols = [f"judge_{d}" for d in DIMENSIONS]
+            gap = float(np.nanmax(np.abs(refit[cols].to_numpy(float) - judged[cols].to_numpy(float))))
+            if gap > HOLISTIC_TOLERANCE:
+                raise ParameterError(f"{stale} (scores differ by up to {gap:.3g}): refit it with "
+                                     "`python -m dpmv_lib.evaluate.u_validity`")
     table, cuts = heldout_table(judged, split_halves(judged, seed))
     if spread_seeds:
         table = table.merge(split_spread(judged, spread_seeds, rescore), on=["dimension", "response_model"],

@@ -291,6 +291,7 @@ def main() -> None:
 
     m = machine()
     work = Path(args.work or tempfile.mkdtemp(prefix="encoder_decision_"))
+    work.mkdir(parents=True, exist_ok=True)   # a --work that does not exist yet
     grid_path = work / "05_budget_grid.csv"
     committed = ROOT / "results" / "grids" / "05_budget_grid.csv"
     if profile == "default" and committed.exists() and not grid_path.exists():

@@ -34,7 +34,8 @@ def _raw_units() -> pd.DataFrame:
     """sample.jsonl joined with labels_a.jsonl (and the extension with its labels, where committed),
     read without the package."""
     frames = []
-    for sample, labels in (("sample.jsonl", "labels_a.jsonl"), ("sample_extra.jsonl", "labels_extra_a.jsonl")):
+    for sample, labels in (("sample.jsonl", "labels_a.jsonl"), ("sample_extra.jsonl", "labels_extra_a.jsonl"),
+                           ("sample_extra_smollm2.jsonl", "labels_extra_smollm2.jsonl")):
         if not (Path(LABELS) / labels).exists():
             continue
         s = pd.read_json(f"{LABELS}/{sample}", lines=True)

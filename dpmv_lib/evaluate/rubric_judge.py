@@ -256,6 +256,8 @@ class RubricJudge:
         self.id = (f"rubric-v5[{encoder.id};{thr};holistic={holistic.sha}]" if holistic is not None
                    else f"rubric-v4[{encoder.id};{thr}]")
         self._turn_cache: dict[tuple, tuple] = {}
+        self._anchors_of: np.ndarray | None = None
+        self._anchors: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0)), np.zeros((0, 0)))
 
     # -- API ------------------------------------------------------------------------------------
     def judge(self, rubric: Rubric, responses: Sequence[str]) -> Judgement:
@@ -380,7 +382,7 @@ class RubricJudge:
         hol: tuple[float, ...] = (float(min(4, max(0, relevance))), float(min(4, max(0, correctness))),
                                   float(min(4, max(0, actionability))), personalisation)
         if self.holistic is not None:
-            f = self._features(q, a, sents, emb, texts, actionability, self.holistic.anchors)
+            f = self._features(q, a, sents, emb, texts, actionability, self._anchor_matrices(emb, texts))
             hol = tuple(float(x) for x in self.holistic.score(f[None, :])[0])
         return hol, tuple((i, s) for i, s, _ in item_scores)
 
@@ -399,24 +401,34 @@ class RubricJudge:
             texts.setdefault(q, len(texts))
             for s in split_sentences(a):
                 texts.setdefault(s, len(texts))
-        emb = self.encoder.encode(list(texts)) if texts else np.zeros((0, 0))
+        emb = self.encoder.encode(list(texts))
+        mats = (emb[[texts[t] for t in anchors["specific"]]], emb[[texts[t] for t in anchors["generic"]]])
         rows = []
         for q, a in pairs:
             sents = split_sentences(a)
-            rows.append(self._features(q, a, sents, emb, texts, action_rule(a, sents), anchors))
+            rows.append(self._features(q, a, sents, emb, texts, action_rule(a, sents), mats))
         return np.array(rows, float).reshape(len(rows), len(holistic.FEATURES))
 
+    def _anchor_matrices(self, emb: np.ndarray, texts: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """The model's anchor embeddings ("specific", "generic") out of ``emb``, gathered once per ``emb``."""
+        if self._anchors_of is not emb:
+            assert self.holistic is not None
+            self._anchors = (emb[[texts[t] for t in self.holistic.anchors["specific"]]],
+                             emb[[texts[t] for t in self.holistic.anchors["generic"]]])
+            self._anchors_of = emb
+        return self._anchors
+
     def _features(self, q: str, a: str, sents: Sequence[str], emb: np.ndarray, texts: Mapping[str, int],
-                  act: float, anchors: Mapping[str, Sequence[str]]) -> np.ndarray:
-        """:data:`dpmv_lib.evaluate.holistic.FEATURES` of one turn, from the shared embeddings."""
+                  act: float, anchors: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """:data:`dpmv_lib.evaluate.holistic.FEATURES` of one turn, from the shared embeddings
+        (``anchors``: the embeddings of the "specific" and "generic" catalogue descriptions)."""
         f = dict.fromkeys(holistic.FEATURES, 0.0)
         f["sentences"], f["log_words"] = float(len(sents)), math.log1p(len(a.split()))
         if sents:
             S = emb[[texts[s] for s in sents]]
             sq = S @ emb[texts[q]]
             soft = np.array([soft_grade(float(x), self.thresholds) for x in sq])
-            sp = S @ emb[[texts[t] for t in anchors["specific"]]].T
-            gn = S @ emb[[texts[t] for t in anchors["generic"]]].T
+            sp, gn = S @ anchors[0].T, S @ anchors[1].T
             lines = [s.lower() for s in sents]
             f.update(query_max=float(sq.max()), query_mean=float(sq.mean()),
                      query_soft=0.5 * float(soft.max()) + 0.5 * float(soft.mean()),

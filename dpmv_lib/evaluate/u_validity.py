@@ -470,7 +470,7 @@ def _label_hash(label_dir: str | Path | None) -> str:
 
     d = labels_dir(label_dir)
     h = hashlib.sha256()
-    for name in ("sample.jsonl", "labels_a.jsonl", EXTRA_SAMPLE, EXTRA_LABELS):
+    for name in ("sample.jsonl", "labels_a.jsonl", *(f for pair in EXTENSIONS.values() for f in pair)):
         if (d / name).exists():
             h.update(name.encode() + b"\0" + (d / name).read_bytes())
     return h.hexdigest()[:16]

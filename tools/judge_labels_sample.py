@@ -210,6 +210,41 @@ def extra_size(spec: str) -> int:
     return int(need["units_needed"].max())
 
 
+def write_extension(cand: pd.DataFrame, model: str, n: int, rng: np.random.Generator, seen: set, prefix: str,
+                    file: str, ids) -> None:
+    """Draw ``n`` units of ``model`` from ``cand`` in the item-kind proportions of its part of
+    sample.jsonl (generic items half per side), each a (query, response) not in ``seen``; shuffle,
+    number them ``<prefix>0001``... and write ``file``."""
+    key = ("query", "response")
+    share = {k: QUOTA[(model, k)] for k in ("target_required", "unsupported", "generic")}
+    total = sum(share.values())
+    quota = {k: round(n * v / total) for k, v in share.items() if k != "generic"}
+    quota["generic"] = n - sum(quota.values())
+    units = []
+    for kind in ("target_required", "unsupported", "generic"):
+        c = cand[cand["item_kind"] == kind]
+        if kind == "generic":
+            half = quota[kind] // 2
+            for side, q in (("M", half), ("M'", quota[kind] - half)):
+                units += stratified(c[c["side"] == side], q, rng, seen, key)
+        else:
+            units += stratified(c, quota[kind], rng, seen, key)
+    if len(units) < n:
+        print(f"only {len(units)} distinct (query, response) units available for {n} requested")
+    units = [units[i] for i in rng.permutation(len(units))]
+    for i, u in enumerate(units):
+        u["unit_id"] = f"{prefix}{i + 1:04d}"
+    cols = ["unit_id", "track", "response_model", "method", "side", "pair_id", "attribute", "seed", "turn",
+            "query", "response", "item_id", "item_description", "item_kind", "item_role"]
+    with (OUT / file).open("w", encoding="utf-8") as f:
+        for u in units:
+            f.write(json.dumps({c: u[c] for c in cols}, ensure_ascii=False) + "\n")
+    df = pd.DataFrame(units)
+    print(f"{len(df)} units -> {OUT / file}; pairs {ids}")
+    for c in ("item_kind", "track", "side", "method"):
+        print(c, dict(Counter(df[c])))
+
+
 def extra(spec: str, data: str) -> None:
     """Draw the extension (see the module docstring) into ``sample_extra.jsonl``."""
     n = extra_size(spec)
@@ -230,35 +265,8 @@ def extra(spec: str, data: str) -> None:
     finally:
         resp.close()
     cand = candidates(surr, benches, "surrogate")
-    key = ("query", "response")
     seen = set(zip(sample["query"], sample["response"]))
-    share = {k: QUOTA[("surrogate", k)] for k in ("target_required", "unsupported", "generic")}
-    total = sum(share.values())
-    quota = {k: round(n * v / total) for k, v in share.items() if k != "generic"}
-    quota["generic"] = n - sum(quota.values())
-    units = []
-    for kind in ("target_required", "unsupported", "generic"):
-        c = cand[cand["item_kind"] == kind]
-        if kind == "generic":
-            half = quota[kind] // 2
-            for side, q in (("M", half), ("M'", quota[kind] - half)):
-                units += stratified(c[c["side"] == side], q, rng, seen, key)
-        else:
-            units += stratified(c, quota[kind], rng, seen, key)
-    if len(units) < n:
-        print(f"only {len(units)} distinct (query, response) units available for {n} requested")
-    units = [units[i] for i in rng.permutation(len(units))]
-    for i, u in enumerate(units):
-        u["unit_id"] = f"e{i + 1:04d}"
-    cols = ["unit_id", "track", "response_model", "method", "side", "pair_id", "attribute", "seed", "turn",
-            "query", "response", "item_id", "item_description", "item_kind", "item_role"]
-    with (OUT / EXTRA_FILE).open("w", encoding="utf-8") as f:
-        for u in units:
-            f.write(json.dumps({c: u[c] for c in cols}, ensure_ascii=False) + "\n")
-    df = pd.DataFrame(units)
-    print(f"{len(df)} units -> {OUT / EXTRA_FILE}; pairs {ids}")
-    for c in ("item_kind", "track", "side", "method"):
-        print(c, dict(Counter(df[c])))
+    write_extension(cand, "surrogate", n, rng, seen, "e", EXTRA_FILE, ids)
 
 
 def smollm2_store_transcripts(benches, ids) -> pd.DataFrame:
@@ -321,34 +329,7 @@ def extra_smollm2(n: int, data: str) -> None:
     for f in ("sample.jsonl", EXTRA_FILE):
         old = pd.read_json(OUT / f, lines=True)
         seen |= set(zip(old["query"], old["response"]))
-    key = ("query", "response")
-    share = {k: QUOTA[("smollm2", k)] for k in ("target_required", "unsupported", "generic")}
-    total = sum(share.values())
-    quota = {k: round(n * v / total) for k, v in share.items() if k != "generic"}
-    quota["generic"] = n - sum(quota.values())
-    units = []
-    for kind in ("target_required", "unsupported", "generic"):
-        c = cand[cand["item_kind"] == kind]
-        if kind == "generic":
-            half = quota[kind] // 2
-            for side, q in (("M", half), ("M'", quota[kind] - half)):
-                units += stratified(c[c["side"] == side], q, rng, seen, key)
-        else:
-            units += stratified(c, quota[kind], rng, seen, key)
-    if len(units) < n:
-        print(f"only {len(units)} distinct (query, response) units available for {n} requested")
-    units = [units[i] for i in rng.permutation(len(units))]
-    for i, u in enumerate(units):
-        u["unit_id"] = f"s{i + 1:04d}"
-    cols = ["unit_id", "track", "response_model", "method", "side", "pair_id", "attribute", "seed", "turn",
-            "query", "response", "item_id", "item_description", "item_kind", "item_role"]
-    with (OUT / SMOL_EXTRA_FILE).open("w", encoding="utf-8") as f:
-        for u in units:
-            f.write(json.dumps({c: u[c] for c in cols}, ensure_ascii=False) + "\n")
-    df = pd.DataFrame(units)
-    print(f"{len(df)} units -> {OUT / SMOL_EXTRA_FILE}; pairs {ids}")
-    for c in ("item_kind", "track", "side", "method"):
-        print(c, dict(Counter(df[c])))
+    write_extension(cand, "smollm2", n, rng, seen, "s", SMOL_EXTRA_FILE, ids)
 
 
 def main() -> None:

@@ -441,7 +441,7 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
                                  f"{info.get('split_seed')}, these are {_label_hash(label_dir)} with seed {seed}; "
                                  "refit it with `python -m dpmv_lib.evaluate.u_validity`")
         rescore = _holistic_rescorer(judge, units, judged, label_dir)
-        if info.get("encoder") == str(getattr(judge.encoder, "id", "")):
+        if info.get("encoder") == str(getattr(getattr(judge, "encoder", None), "id", "")):
             # the same features: the committed model must be the refit itself
             refit = rescore(split_halves(units, seed))
             cols = [f"judge_{d}" for d in DIMENSIONS]

@@ -17,6 +17,7 @@ from dpmv_lib.evaluate import u_validity as UV
 from dpmv_lib.evaluate.encoders import HashingEncoder, get_encoder
 from dpmv_lib.evaluate.rubric import DIMENSIONS, build_rubric
 from dpmv_lib.evaluate.rubric_judge import RubricJudge
+from dpmv_lib.experiments.profiles import get_profile
 
 LABELS = "data/judge_labels"
 
@@ -29,11 +30,13 @@ def hashing_model():
 def test_the_committed_model_is_the_fit_of_the_labels_fitting_half():
     committed = H.load(LABELS)
     assert committed is not None
-    refit = UV.fit_holistic_model(get_encoder("minilm"), LABELS, "data")
+    spec = get_profile("default").encoder                 # the default run's judge is the one fitted
+    assert committed.fit_info["encoder_spec"] == spec
+    refit = UV.fit_holistic_model(get_encoder(spec), LABELS, "data")
     assert refit.fit_info["labels"] == committed.fit_info["labels"]        # fitted on these label files
     assert refit.fit_info["split_seed"] == UV.SPLIT_SEED
     assert committed.max_difference(refit) <= H.REFIT_TOLERANCE
-    assert committed.max_difference(UV.fit_holistic_model(get_encoder("minilm"), LABELS, "data", seed=1)) > 0.01
+    assert committed.max_difference(UV.fit_holistic_model(get_encoder(spec), LABELS, "data", seed=1)) > 0.01
     benches = {t: load_benchmark(t, "data") for t in ("pairedmem", "transfer")}
     assert committed.anchors == H.catalogue_anchors(benches)
 

@@ -509,7 +509,7 @@ def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
 
 
 def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_dir: str | Path = "data", *,
-                       seed: int = SPLIT_SEED) -> HolisticModel:
+                       seed: int = SPLIT_SEED, encoder_spec: str | None = None) -> HolisticModel:
     """The judge's holistic model (:mod:`.holistic`) fitted on the fitting half of the labels
     (:func:`split_halves` with ``seed``), one row per distinct query and response, against the
     behaviour catalogue of ``data_dir``."""
@@ -523,7 +523,7 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
     judge = RubricJudge(encoder, holistic=None)
     F = judge.holistic_features(list(zip(units["query"], units["response"])), anchors)
     info = {"labels": _label_hash(label_dir), "encoder": str(getattr(encoder, "id", "")), "split_seed": seed,
-            "units": int(len(units))}
+            "units": int(len(units)), **({"encoder_spec": encoder_spec} if encoder_spec else {})}
     return _fit_on(units, F, split_halves(units, seed), anchors, info)
 
 
@@ -599,24 +599,29 @@ def with_validated_u(per_transcript: pd.DataFrame, judge: Judge, data_dir: str |
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Refit the judge's holistic model (:mod:`.holistic`) from the labels with the default
-    profile's encoder and write it to ``data/judge_labels/holistic_model.json`` (``--check``:
-    compare with the committed file, write nothing)."""
+    """Refit the judge's holistic model (:mod:`.holistic`) from the labels with the encoder the
+    committed model names (``--encoder``: another; the default profile's is the one to use) and
+    write it to ``data/judge_labels/holistic_model.json`` (``--check``: compare with the
+    committed file, write nothing)."""
     import argparse
 
     from .encoders import get_encoder
     from .holistic import REFIT_TOLERANCE, load, model_path
 
     ap = argparse.ArgumentParser(prog="python -m dpmv_lib.evaluate.u_validity", description=main.__doc__)
-    ap.add_argument("--encoder", default="minilm", help="encoder spec (default: minilm, the default profile's)")
+    ap.add_argument("--encoder", default=None,
+                    help="encoder spec (default: the committed model's, which a test keeps the default profile's)")
     ap.add_argument("--data", default="data")
     ap.add_argument("--check", action="store_true", help="refit and compare with the committed file; write nothing")
     args = ap.parse_args(argv)
     label_dir = Path(args.data) / "judge_labels"
-    model = fit_holistic_model(get_encoder(args.encoder), label_dir, args.data)
+    committed = load(label_dir)
+    spec = args.encoder or (committed.fit_info.get("encoder_spec") if committed is not None else None)
+    if not spec:
+        raise SystemExit("no committed model names its encoder: pass --encoder (the default profile's)")
+    model = fit_holistic_model(get_encoder(spec), label_dir, args.data, encoder_spec=spec)
     path = model_path(label_dir)
     if args.check:
-        committed = load(label_dir)
         gap = committed.max_difference(model) if committed is not None else math.inf
         print(f"{path}: largest difference from the refit {gap:.3g} (tolerance {REFIT_TOLERANCE:g})")
         return 0 if gap <= REFIT_TOLERANCE else 1

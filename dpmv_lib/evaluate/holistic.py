@@ -72,11 +72,14 @@ class Boundary:
     constant: float | None = None
 
     def prob(self, X: np.ndarray) -> np.ndarray:
-        """P(label >= k) for rows of all :data:`FEATURES`."""
+        """P(label >= k) for rows of all :data:`FEATURES`. The linear part is summed feature by
+        feature in elementwise steps, so each row gets the same bytes whatever rows are scored with
+        it (a matrix product or an axis sum may change its summation order with the batch)."""
         if self.constant is not None:
             return np.full(len(X), self.constant)
-        X = X[:, [FEATURES.index(c) for c in self.columns]]
-        z = ((X - np.asarray(self.mean)) / np.asarray(self.scale)) @ np.asarray(self.coef) + self.intercept
+        z = np.full(len(X), self.intercept)
+        for c, mean, scale, coef in zip(self.columns, self.mean, self.scale, self.coef):
+            z += (X[:, FEATURES.index(c)] - mean) / scale * coef
         return 1.0 / (1.0 + np.exp(-z))
 
 

@@ -12,9 +12,10 @@ Checked by :mod:`dpmv_lib.experiments.judge_restatement` (verbatim view restatem
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -256,8 +257,6 @@ class RubricJudge:
         self.id = (f"rubric-v5[{encoder.id};{thr};holistic={holistic.sha}]" if holistic is not None
                    else f"rubric-v4[{encoder.id};{thr}]")
         self._turn_cache: dict[tuple, tuple] = {}
-        self._anchors_of: np.ndarray | None = None
-        self._anchors: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 0)), np.zeros((0, 0)))
 
     # -- API ------------------------------------------------------------------------------------
     def judge(self, rubric: Rubric, responses: Sequence[str]) -> Judgement:
@@ -303,8 +302,11 @@ class RubricJudge:
             keys = list(turn_jobs)
             starts = range(0, len(keys), TURN_CHUNK)
 
+            anchors = _anchor_rows(emb, texts, self.holistic.anchors) if self.holistic is not None else None
+
             def score(start: int) -> list[tuple]:
-                return [self._score_turn(k, emb, texts) for k in keys[start:start + TURN_CHUNK]]
+                return self._holistic_scores([self._score_turn(k, emb, texts, anchors)
+                                              for k in keys[start:start + TURN_CHUNK]])
             scored = parallel_map(score, starts, workers=self.workers, progress=progress,
                                   desc=f"judge {len(keys)} turns", unit="chunk")
             for start, chunk in zip(starts, scored):
@@ -326,12 +328,27 @@ class RubricJudge:
         return out
 
     # -- one turn -------------------------------------------------------------------------------
-    def _score_turn(self, k: tuple, emb: np.ndarray, texts: Mapping[str, int]) -> tuple:
+    def _holistic_scores(self, turns: list[tuple]) -> list[tuple]:
+        """(holistic, items) per turn of :meth:`_score_turn`'s (rules, items, features): the
+        holistic scores from the model, scored for the whole chunk at once, where there is one and
+        the turn has features (an empty response keeps its zeros)."""
+        out = [(h, i) for h, i, _ in turns]
+        rows = [j for j, t in enumerate(turns) if t[2] is not None]
+        if self.holistic is not None and rows:
+            scores = self.holistic.score(np.stack([turns[j][2] for j in rows]))
+            for j, sc in zip(rows, scores):
+                out[j] = (tuple(float(x) for x in sc), turns[j][1])
+        return out
+
+    def _score_turn(self, k: tuple, emb: np.ndarray, texts: Mapping[str, int],
+                    anchors: tuple[np.ndarray, np.ndarray] | None = None) -> tuple:
+        """(rule holistic scores, item scores, holistic features or None) of one turn; the features
+        (against the model's ``anchors`` embeddings) only where the judge has a model."""
         q, a, items = k
         sents = split_sentences(a)
         if not sents:
             return ((0.0, 0.0, 0.0, 0.0 if any(it[2] == "apply" for it in items) else math.nan),
-                    tuple((it[0], 0) for it in items))
+                    tuple((it[0], 0) for it in items), None)
         S = emb[[texts[s] for s in sents]]
         units = [(i, u) for i, s in enumerate(sents) for u in advice_units(s)]
         owner = np.array([i for i, _ in units])
@@ -379,12 +396,10 @@ class RubricJudge:
         actionability = action_rule(a, sents)
         apply_scores = [x for x, r in soft_scores if r == "apply"]
         personalisation = float(np.mean(apply_scores)) if apply_scores else math.nan
-        hol: tuple[float, ...] = (float(min(4, max(0, relevance))), float(min(4, max(0, correctness))),
-                                  float(min(4, max(0, actionability))), personalisation)
-        if self.holistic is not None:
-            f = self._features(q, a, sents, emb, texts, actionability, self._anchor_matrices(emb, texts))
-            hol = tuple(float(x) for x in self.holistic.score(f[None, :])[0])
-        return hol, tuple((i, s) for i, s, _ in item_scores)
+        hol = (float(min(4, max(0, relevance))), float(min(4, max(0, correctness))),
+               float(min(4, max(0, actionability))), personalisation)
+        f = self._features(a, sents, S, sim_q, actionability, anchors) if anchors is not None else None
+        return hol, tuple((i, s) for i, s, _ in item_scores), f
 
     # -- holistic features ----------------------------------------------------------------------
     def holistic_features(self, pairs: Sequence[tuple[str, str]],
@@ -402,32 +417,24 @@ class RubricJudge:
             for s in split_sentences(a):
                 texts.setdefault(s, len(texts))
         emb = self.encoder.encode(list(texts))
-        mats = (emb[[texts[t] for t in anchors["specific"]]], emb[[texts[t] for t in anchors["generic"]]])
+        mats = _anchor_rows(emb, texts, anchors)
         rows = []
         for q, a in pairs:
             sents = split_sentences(a)
-            rows.append(self._features(q, a, sents, emb, texts, action_rule(a, sents), mats))
+            S = emb[[texts[s] for s in sents]]
+            rows.append(self._features(a, sents, S, S @ emb[texts[q]], action_rule(a, sents), mats))
         return np.array(rows, float).reshape(len(rows), len(holistic.FEATURES))
 
-    def _anchor_matrices(self, emb: np.ndarray, texts: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
-        """The model's anchor embeddings ("specific", "generic") out of ``emb``, gathered once per ``emb``."""
-        if self._anchors_of is not emb:
-            assert self.holistic is not None
-            self._anchors = (emb[[texts[t] for t in self.holistic.anchors["specific"]]],
-                             emb[[texts[t] for t in self.holistic.anchors["generic"]]])
-            self._anchors_of = emb
-        return self._anchors
-
-    def _features(self, q: str, a: str, sents: Sequence[str], emb: np.ndarray, texts: Mapping[str, int],
-                  act: float, anchors: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        """:data:`dpmv_lib.evaluate.holistic.FEATURES` of one turn, from the shared embeddings
-        (``anchors``: the embeddings of the "specific" and "generic" catalogue descriptions)."""
+    def _features(self, a: str, sents: Sequence[str], S: np.ndarray, sq: np.ndarray, act: float,
+                  anchors: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """:data:`dpmv_lib.evaluate.holistic.FEATURES` of one turn with response ``a`` split into
+        ``sents``, their embeddings ``S``, their cosines to the query ``sq`` and the rule
+        actionability ``act`` (``anchors``: the embeddings of the "specific" and "generic"
+        catalogue descriptions)."""
         f = dict.fromkeys(holistic.FEATURES, 0.0)
         f["sentences"], f["log_words"] = float(len(sents)), math.log1p(len(a.split()))
         if sents:
-            S = emb[[texts[s] for s in sents]]
-            sq = S @ emb[texts[q]]
-            soft = np.array([soft_grade(float(x), self.thresholds) for x in sq])
+            soft = np.interp(sq, (0.0,) + tuple(self.thresholds), (0.0, 1.0, 2.0, 3.0, 4.0))   # soft_grade
             sp, gn = S @ anchors[0].T, S @ anchors[1].T
             lines = [s.lower() for s in sents]
             f.update(query_max=float(sq.max()), query_mean=float(sq.mean()),
@@ -447,16 +454,16 @@ class RubricJudge:
         return np.array([f[k] for k in holistic.FEATURES], float)
 
 
+def _anchor_rows(emb: np.ndarray, texts: Mapping[str, int],
+                 anchors: Mapping[str, Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """The embeddings of the "specific" and the "generic" catalogue descriptions."""
+    return emb[[texts[t] for t in anchors["specific"]]], emb[[texts[t] for t in anchors["generic"]]]
+
+
+@functools.cache
 def _committed_model() -> "holistic.HolisticModel | None":
     """The committed holistic model (``data/judge_labels``), loaded once per process."""
-    global _MODEL
-    if _MODEL is _UNSET:
-        _MODEL = holistic.load()
-    return _MODEL
-
-
-_UNSET = object()
-_MODEL: Any = _UNSET
+    return holistic.load()
 
 
 def soft_grade(sim: float, thresholds: Sequence[float]) -> float:

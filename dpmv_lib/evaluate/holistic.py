@@ -53,7 +53,7 @@ C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 CV_FOLDS = 5
 MIN_CLASS = 5            # a boundary with fewer fitting units on one side is a constant rate
 MODEL_FILE = "holistic_model.json"
-REFIT_TOLERANCE = 1e-6   # a refit on another CPU may differ in the last digits of lbfgs
+REFIT_TOLERANCE = 1e-6   # a refit (scores or fitted numbers) on another CPU may differ in lbfgs's last digits
 VERSION = 1
 
 

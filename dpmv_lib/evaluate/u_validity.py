@@ -45,7 +45,6 @@ rubric-v5's holistic scores do not depend on the items.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -53,8 +52,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..common.io import write_atomic
 from ..core.errors import ParameterError
-from .holistic import FEATURES, HolisticModel, catalogue_anchors
+from .holistic import FEATURES, REFIT_TOLERANCE, HolisticModel, catalogue_anchors
 from .holistic import fit as fit_holistic
 from .judge_agreement import SHOWN, judge_units, labels_dir, load_units
 from .rubric import DIMENSIONS, Judge
@@ -71,8 +71,6 @@ EXTENSIONS = {"extra": (EXTRA_SAMPLE, EXTRA_LABELS), "extra_smollm2": (SMOL_SAMP
 MODELS = ("surrogate", "smollm2")
 #: the split behind U's definition: fixed, so that runs with other seeds share one U
 SPLIT_SEED = 0
-#: largest score difference between the judge's committed holistic model and its refit (CPU rounding)
-HOLISTIC_TOLERANCE = 1e-6
 #: a pooled kappa this far above every per-model kappa is flagged (:meth:`UValidity.mixed_dimensions`)
 MIXING_MARGIN = 0.1
 NOT_VALIDATED = " (not validated)"
@@ -446,7 +444,7 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
             refit = rescore(split_halves(units, seed))
             cols = [f"judge_{d}" for d in DIMENSIONS]
             gap = float(np.nanmax(np.abs(refit[cols].to_numpy(float) - judged[cols].to_numpy(float))))
-            if gap > HOLISTIC_TOLERANCE:
+            if gap > REFIT_TOLERANCE:
                 raise ParameterError(f"{stale} (scores differ by up to {gap:.3g}): refit it with "
                                      "`python -m dpmv_lib.evaluate.u_validity`")
     table, cuts = heldout_table(judged, split_halves(judged, seed))
@@ -527,31 +525,20 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
     return _fit_on(units, F, split_halves(units, seed), anchors, info)
 
 
-CODE_MODULES = ("u_validity", "holistic", "rubric_judge", "judge_agreement", "rubric")
-
-
 def cache_key(judge: Judge, data_dir: str | Path, seed: int = SPLIT_SEED) -> str:
-    """What a :func:`validate_u` result depends on: the judge's id, the label files, the tracks'
-    data files, the split seed and the source of the modules that compute it."""
-    import hashlib
-    import importlib
-
-    from ..common.paths import resolve
-
-    h = hashlib.sha256()
-    root = resolve(data_dir)
+    """What a :func:`validate_u` result depends on: the judge's id, the split seed, scikit-learn's
+    version, the data sets under ``data_dir`` (labels and the committed holistic model included)
+    and the source of this module's import closure, hashed as the run's fingerprints hash them
+    (:mod:`dpmv_lib.common.fingerprint`)."""
     import sklearn
 
-    h.update(f"{getattr(judge, 'id', type(judge).__name__)}|{seed}|{_label_hash(root / 'judge_labels')}|"
-             f"sklearn {sklearn.__version__}".encode())
-    for track in ("pairedmem", "transfer"):
-        for f in sorted((root / track).glob("*")) if (root / track).is_dir() else []:
-            if f.is_file():
-                h.update(f.name.encode() + hashlib.sha256(f.read_bytes()).digest())
-    for name in CODE_MODULES:
-        mod = importlib.import_module(f"dpmv_lib.evaluate.{name}")
-        h.update(Path(mod.__file__ or "").read_bytes())
-    return h.hexdigest()[:20]
+    from ..common import fingerprint as fp
+    from ..common.paths import resolve
+
+    package = Path(__file__).resolve().parents[1]
+    code = {m: fp.digest_of(p.read_text()) for m, p in fp.module_closure([__name__], package).items()}
+    return fp.digest_of({"judge": str(getattr(judge, "id", type(judge).__name__)), "seed": seed,
+                         "sklearn": sklearn.__version__, "data": fp.data_sets(resolve(data_dir)), "code": code})
 
 
 def try_validate_u(judge: Judge, data_dir: str | Path = "data", notes: list[str] | None = None, *,
@@ -578,10 +565,7 @@ def try_validate_u(judge: Judge, data_dir: str | Path = "data", notes: list[str]
                     pass
         res = validate_u(judge, resolve(data_dir) / "judge_labels", data_dir, spread_seeds=spread_seeds)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_bytes(pickle.dumps((tuple(spread_seeds), res)))
-            tmp.replace(path)
+            write_atomic(path, pickle.dumps((tuple(spread_seeds), res)))
         return res
     except (ParameterError, StoreError, FileNotFoundError, OSError) as exc:
         if notes is not None:
@@ -606,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
     from .encoders import get_encoder
-    from .holistic import REFIT_TOLERANCE, load, model_path
+    from .holistic import load, model_path
 
     ap = argparse.ArgumentParser(prog="python -m dpmv_lib.evaluate.u_validity", description=main.__doc__)
     ap.add_argument("--encoder", default=None,
@@ -625,9 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gap = committed.max_difference(model) if committed is not None else math.inf
         print(f"{path}: largest difference from the refit {gap:.3g} (tolerance {REFIT_TOLERANCE:g})")
         return 0 if gap <= REFIT_TOLERANCE else 1
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(model.dumps())
-    tmp.replace(path)
+    write_atomic(path, model.dumps())
     print(f"wrote {path} (sha {model.sha})")
     return 0
 

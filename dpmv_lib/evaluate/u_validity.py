@@ -476,9 +476,10 @@ def _label_hash(label_dir: str | Path | None) -> str:
 
 def _fit_on(units: pd.DataFrame, features: np.ndarray, mask: np.ndarray, anchors: Mapping[str, Sequence[str]],
             info: Mapping[str, object]) -> HolisticModel:
-    rows = _distinct_rows(units.reset_index(drop=True), mask)
+    units = units.reset_index(drop=True)
+    rows = _distinct_rows(units, mask)
     F = pd.DataFrame(features[rows], columns=list(FEATURES))
-    return fit_holistic(F, units.reset_index(drop=True).loc[rows, list(DIMENSIONS)].reset_index(drop=True),
+    return fit_holistic(F, units.loc[rows, list(DIMENSIONS)].reset_index(drop=True),
                         {**info, "fitted_on": int(len(rows))}, anchors=anchors)
 
 

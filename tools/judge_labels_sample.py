@@ -275,8 +275,7 @@ def smollm2_store_transcripts(benches, ids) -> pd.DataFrame:
     only, nothing is generated; rows whose request is not in the store yet are left out."""
     from dpmv_lib.experiments.profiles import get_profile
     from dpmv_lib.experiments.rq1 import RQ1Config, responder_specs
-    from dpmv_lib.generate.generation import ROW_FIELDS, conditioning_table, request_addresses
-    from dpmv_lib.generate.responders.base import Prompt
+    from dpmv_lib.generate.generation import ROW_FIELDS, conditioning_table, request_addresses, row_prompts
     from dpmv_lib.generate.store import GenerationStore
 
     resp = make_responder(responder_specs(get_profile("llm"))[0])
@@ -287,9 +286,7 @@ def smollm2_store_transcripts(benches, ids) -> pd.DataFrame:
         for t, b in benches.items():
             rows = conditioning_table(b.subset(ids[t]), RQ1Config().methods, seeds=EM_SEEDS, turns=T, params=PARAMS,
                                       workers=1, progress=False)
-            prompts = [Prompt(r[ci["query"]], r[ci["conditioning"]], (r[ci["pair_id"]], r[ci["turn"]], r[ci["seed"]]))
-                       for r in rows]
-            reps, index, addresses, meta = request_addresses(prompts, resp)
+            reps, index, addresses, meta = request_addresses(row_prompts(rows), resp)
             found = store.get_many(addresses, meta)
             recs = []
             for r, j in zip(rows, index):

@@ -114,14 +114,11 @@ def notebook_settings(notebook: Path, profile: Any, overrides: Mapping[str, Any]
 
 def _conditioning_prompts(bench: Any, methods: Sequence[str], *, seeds: Sequence[int], turns: int, B_a: Any,
                           K: int, plan_horizon: int, workers: int | None, progress: bool) -> list[Any]:
-    from ..generate.generation import ROW_FIELDS, InterfaceParams, conditioning_table
-    from ..generate.responders import Prompt
+    from ..generate.generation import InterfaceParams, conditioning_table, row_prompts
 
-    rows = conditioning_table(bench, methods, seeds=tuple(seeds), turns=turns, workers=workers, progress=progress,
-                              params=InterfaceParams(B_a=B_a, K=K, plan_horizon=plan_horizon))
-    ci = {f: i for i, f in enumerate(ROW_FIELDS)}
-    return [Prompt(r[ci["query"]], r[ci["conditioning"]], (r[ci["pair_id"]], r[ci["turn"]], r[ci["seed"]]))
-            for r in rows]
+    return row_prompts(conditioning_table(bench, methods, seeds=tuple(seeds), turns=turns, workers=workers,
+                                          progress=progress,
+                                          params=InterfaceParams(B_a=B_a, K=K, plan_horizon=plan_horizon)))
 
 
 def plan_key(profile: str, seed: int, overrides: Mapping[str, Any] | None, notebooks: Sequence[Path],

@@ -181,6 +181,14 @@ def _open_cache(cache: Any, responder: Responder) -> GenerationCache | None:
     raise ParameterError(f"cache must be None, 'auto', 'default', a path or a GenerationCache, got {cache!r}")
 
 
+def row_prompts(rows: Sequence[tuple]) -> list[Prompt]:
+    """What each conditioning row (:func:`conditioning_table`) sends to the response model: its
+    query and conditioning, keyed by (pair id, turn, seed)."""
+    ci = {f: i for i, f in enumerate(ROW_FIELDS)}
+    return [Prompt(r[ci["query"]], r[ci["conditioning"]], (r[ci["pair_id"]], r[ci["turn"]], r[ci["seed"]]))
+            for r in rows]
+
+
 def _unique(prompts: Sequence[Prompt], seeded: bool) -> tuple[list[Prompt], list[int]]:
     """Stage 2: one representative per distinct request, and each prompt's representative index."""
     uniq: dict[tuple, int] = {}
@@ -293,9 +301,7 @@ def generate_transcripts(benchmark: Benchmark, responder: Responder, methods: Se
     rows = conditioning_table(benchmark, methods, seeds=seeds, sides=sides, turns=turns, params=params,
                               workers=workers, progress=progress)
     t1 = time.perf_counter()
-    ci = {f: i for i, f in enumerate(ROW_FIELDS)}
-    prompts = [Prompt(r[ci["query"]], r[ci["conditioning"]], (r[ci["pair_id"]], r[ci["turn"]], r[ci["seed"]]))
-               for r in rows]
+    prompts = row_prompts(rows)
     texts, addresses = _generate(prompts, responder, cache, batch_size, progress, stats)
     t2 = time.perf_counter()
     post = {m: make_interface(m) for m in methods}

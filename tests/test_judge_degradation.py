@@ -28,11 +28,11 @@ V4_UNDETECTED = UNDETECTED | {("wrong_advice", "correctness")}
 
 # rows of the default judge (rubric-v5 on the default profile's MiniLM: holistic scores fitted on half
 # of data/judge_labels) below 0.9, with the accuracy each still reaches. Relevance reads only query
-# similarity and form, so some answers written for another query tie or win (measured: off_topic 0.80,
-# gap +0.23; other_query 0.875, gap +0.44; the rule judge of rubric-v4 reached 1.00 and 0.925).
+# similarity and form, so some answers written for another query tie or win (measured: off_topic 0.775,
+# gap +0.23; other_query 0.875, gap +0.46; the rule judge of rubric-v4 reached 1.00 and 0.925).
 # Personalisation follows the labelling guide ("scored on what the response does, whether or not that
 # personalisation is justified"): an answer to another item that uses the user's facts is still
-# personalised, so off_topic need not lower it (measured 0.20, gap -0.23).
+# personalised, so off_topic need not lower it (measured 0.275, gap -0.20).
 V5_BELOW = {("off_topic", "relevance"): 0.75, ("other_query", "relevance"): 0.85}
 V5_NOT_INTENDED = {("off_topic", "personalisation")}
 DEFAULT_ENCODER = get_profile("default").encoder

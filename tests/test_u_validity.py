@@ -35,7 +35,8 @@ def _raw_units() -> pd.DataFrame:
     read without the package."""
     frames = []
     for sample, labels in (("sample.jsonl", "labels_a.jsonl"), ("sample_extra.jsonl", "labels_extra_a.jsonl"),
-                           ("sample_extra_smollm2.jsonl", "labels_extra_smollm2.jsonl")):
+                           ("sample_extra_smollm2.jsonl", "labels_extra_smollm2.jsonl"),
+                           ("sample_extra_smollm2_b.jsonl", "labels_extra_smollm2_b.jsonl")):
         if not (Path(LABELS) / labels).exists():
             continue
         s = pd.read_json(f"{LABELS}/{sample}", lines=True)
@@ -197,10 +198,13 @@ def test_the_committed_extension_is_new_surrogate_units():
     assert len(e) >= int(UV.extra_units_needed(UV.label_pool(LABELS))["units_needed"].max())
 
 
-def test_the_committed_smollm2_extension_is_new_non_test_smollm2_units():
-    s = pd.concat([pd.read_json(f"{LABELS}/{f}", lines=True) for f in ("sample.jsonl", UV.EXTRA_SAMPLE)])
-    e = pd.read_json(f"{LABELS}/{UV.SMOL_SAMPLE}", lines=True)
-    assert set(e["response_model"]) == {"smollm2"} and e["unit_id"].str.startswith("s").all()
+@pytest.mark.parametrize("earlier, file, prefix", [(("sample.jsonl", UV.EXTRA_SAMPLE), UV.SMOL_SAMPLE, "s"),
+                                                    (("sample.jsonl", UV.EXTRA_SAMPLE, UV.SMOL_SAMPLE),
+                                                     UV.SMOL_SAMPLE_B, "t")])
+def test_the_committed_smollm2_extensions_are_new_non_test_smollm2_units(earlier, file, prefix):
+    s = pd.concat([pd.read_json(f"{LABELS}/{f}", lines=True) for f in earlier])
+    e = pd.read_json(f"{LABELS}/{file}", lines=True)
+    assert set(e["response_model"]) == {"smollm2"} and e["unit_id"].str.startswith(prefix).all()
     assert not set(e["unit_id"]) & set(s["unit_id"]) and not e["unit_id"].duplicated().any()
     assert not set(zip(e["query"], e["response"])) & set(zip(s["query"], s["response"]))
     assert not e.duplicated(["query", "response"]).any() and not set(e["pair_id"]) & set(s["pair_id"])

@@ -44,6 +44,13 @@ the llm profile that no other sample file uses (6 per attribute on PairedMem, 3 
 Quotas and strata as the SmolLM2 part of sample.jsonl (50 : 50 : 30), each unit a new (query, response).
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py --extra-smollm2 400
+
+``--more-smollm2 N`` draws a second SmolLM2 extension the same way into
+``sample_extra_smollm2_b.jsonl`` (unit ids t0001...; seed 20263; 2 pairs per attribute on PairedMem,
+1 on transfer, none that an earlier sample file uses; no (query, response) an earlier file holds),
+sized by ``extra_units_needed`` to close SmolLM2's actionability shortfall.
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py --more-smollm2 120
 """
 from __future__ import annotations
 
@@ -73,8 +80,10 @@ SEED_EXTRA = 20261
 EXTRA_FILE = "sample_extra.jsonl"
 SEED_SMOL = 20262
 SMOL_EXTRA_FILE = "sample_extra_smollm2.jsonl"
-# SmolLM2 extension pairs per attribute and track (non-test pairs of the llm profile's notebook 03)
-SMOL_EXTRA_PAIRS = {"pairedmem": 6, "transfer": 3}
+# SmolLM2 extensions: part -> (seed, file, unit id prefix, pairs per attribute and track: non-test
+# pairs of the llm profile's notebook 03 that no earlier sample file uses)
+SMOL_PARTS = {"": (SEED_SMOL, SMOL_EXTRA_FILE, "s", {"pairedmem": 6, "transfer": 3}),
+              "b": (SEED_SMOL + 1, "sample_extra_smollm2_b.jsonl", "t", {"pairedmem": 2, "transfer": 1})}
 ABLATIONS = ("CappedArgmax", "NoCap", "IncompleteCharge")
 SURROGATE_METHODS = tuple(PAPER_METHODS) + ABLATIONS
 PARAMS = InterfaceParams(B_a=2, K=3, plan_horizon=16)
@@ -304,29 +313,28 @@ def smollm2_store_transcripts(benches, ids) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def extra_smollm2(n: int, data: str) -> None:
-    """Draw the SmolLM2 extension into ``sample_extra_smollm2.jsonl`` (see the module docstring)."""
+def extra_smollm2(n: int, data: str, part: str = "") -> None:
+    """Draw a SmolLM2 extension (see the module docstring): ``part`` "" into
+    ``sample_extra_smollm2.jsonl``, "b" into ``sample_extra_smollm2_b.jsonl``."""
     from dpmv_lib.experiments.profiles import get_profile
     from dpmv_lib.experiments.rq1 import select_pairs
 
-    rng = np.random.default_rng(SEED_SMOL)
+    seed, file, prefix, per_attr = SMOL_PARTS[part]
+    rng = np.random.default_rng(seed)
     benches = {t: load_benchmark(t, data) for t in ("pairedmem", "transfer")}
     prof = get_profile("llm")
-    used = set()
-    for f in ("sample.jsonl", EXTRA_FILE):
-        used |= set(pd.read_json(OUT / f, lines=True)["pair_id"])
+    earlier = ["sample.jsonl", EXTRA_FILE] + [f for q, (_, f, _, _) in SMOL_PARTS.items() if q < part]
+    olds = [pd.read_json(OUT / f, lines=True) for f in earlier]
+    used = set().union(*(set(o["pair_id"]) for o in olds))
     ids = {}
     for t, b in benches.items():
         chosen = select_pairs(b, prof.pairs if t == "pairedmem" else prof.transfer_pairs, 0)
         pool = sorted(p.pair_id for p in chosen.pairs if p.split != "test" and p.pair_id not in used)
-        ids[t] = pick_pairs(b.subset(pool), SMOL_EXTRA_PAIRS[t], rng)
+        ids[t] = pick_pairs(b.subset(pool), per_attr[t], rng)
     smol = smollm2_store_transcripts(benches, ids)
     cand = candidates(smol, benches, "smollm2")
-    seen: set = set()
-    for f in ("sample.jsonl", EXTRA_FILE):
-        old = pd.read_json(OUT / f, lines=True)
-        seen |= set(zip(old["query"], old["response"]))
-    write_extension(cand, "smollm2", n, rng, seen, "s", SMOL_EXTRA_FILE, ids)
+    seen = set().union(*(set(zip(o["query"], o["response"])) for o in olds))
+    write_extension(cand, "smollm2", n, rng, seen, prefix, file, ids)
 
 
 def main() -> None:
@@ -341,12 +349,17 @@ def main() -> None:
     ap.add_argument("--extra", metavar="N|auto", help="draw N further surrogate units into sample_extra.jsonl")
     ap.add_argument("--extra-smollm2", type=int, metavar="N",
                     help="draw N SmolLM2 units from the llm store into sample_extra_smollm2.jsonl")
+    ap.add_argument("--more-smollm2", type=int, metavar="N",
+                    help="draw N further SmolLM2 units from the llm store into sample_extra_smollm2_b.jsonl")
     args = ap.parse_args()
     if args.show:
         show(*args.show, file=args.file)
         return
     if args.extra_smollm2:
         extra_smollm2(args.extra_smollm2, args.data)
+        return
+    if args.more_smollm2:
+        extra_smollm2(args.more_smollm2, args.data, "b")
         return
     if args.extra:
         extra(args.extra, args.data)

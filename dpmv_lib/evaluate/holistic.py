@@ -38,15 +38,19 @@ FEATURES = ("sentences", "log_words", "query_max", "query_mean", "query_soft", "
             "generic_max", "specific_margin", "specific_mean", "echo", "repeated", "truncated",
             "advice", "concrete", "concrete_sentences", "placeholders", "claim", "care", "negations",
             "first_person", "questions", "action_rule")
-# What each dimension reads, from its definition in data/judge_labels/GUIDE.md (fixed before the
-# fit): relevance "does it address the query?" and actionability "can the user act on it?" read no
-# catalogue similarity, so advice about another topic cannot earn them; correctness and
-# personalisation read every feature.
-_FORM = ("sentences", "log_words", "echo", "repeated", "truncated", "placeholders", "first_person", "questions")
+# What each dimension reads. Relevance ("does it address the query?", data/judge_labels/GUIDE.md)
+# reads no catalogue similarity, so advice about another topic cannot earn it: fixed from the guide
+# before the fit, and kept by dpmv_lib.experiments.judge_features (reading every feature raises its
+# kappa inside the fitting half but lets more off-topic answers tie or win on the degradation set).
+# Actionability ("can the user act on it?") reads every feature: in the same study the
+# catalogue-similarity features carry concreteness the labels reward (the study's table is in
+# data/judge_labels/README.md); its guide scale does not ask whether the steps fit the query.
+#: form features of the response (length, repetition, truncation, echo, placeholders, questions)
+FORM = ("sentences", "log_words", "echo", "repeated", "truncated", "placeholders", "first_person", "questions")
 DIMENSION_FEATURES: Mapping[str, tuple[str, ...]] = {
-    "relevance": ("query_max", "query_mean", "query_soft", "advice", *_FORM),
+    "relevance": ("query_max", "query_mean", "query_soft", "advice", *FORM),
     "correctness": FEATURES,
-    "actionability": ("advice", "concrete", "concrete_sentences", "action_rule", *_FORM),
+    "actionability": FEATURES,
     "personalisation": FEATURES,
 }
 C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
@@ -188,7 +192,8 @@ def catalogue_anchors(benchmarks: Mapping[str, Any]) -> dict[str, tuple[str, ...
 
 
 def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any] | None = None, *,
-        anchors: Mapping[str, Sequence[str]]) -> HolisticModel:
+        anchors: Mapping[str, Sequence[str]],
+        dimension_features: Mapping[str, Sequence[str]] | None = None) -> HolisticModel:
     """Fit the cumulative logistic models on the rows given (the fitting half, one row per
     distinct query and response).
 
@@ -200,11 +205,10 @@ def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any
         The four label columns of :data:`~.rubric.DIMENSIONS` (0-4), aligned with ``features``.
     anchors : mapping
         The descriptions the features were computed against (:func:`catalogue_anchors`).
+    dimension_features : mapping, optional
+        The features each dimension reads (default :data:`DIMENSION_FEATURES`; another set is
+        for comparing candidates, :mod:`dpmv_lib.experiments.judge_features`).
     """
-    from sklearn.linear_model import LogisticRegressionCV
-    from sklearn.model_selection import StratifiedKFold
-    from sklearn.preprocessing import StandardScaler
-
     missing = [f for f in FEATURES if f not in features.columns]
     if missing:
         raise ParameterError(f"holistic fit: feature columns missing: {missing}")
@@ -212,31 +216,42 @@ def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any
         raise ParameterError(f"holistic fit: {len(features)} feature rows for {len(labels)} label rows")
     if not np.isfinite(features[list(FEATURES)].to_numpy(float)).all():
         raise ParameterError("holistic fit: features hold NaN or inf")
-    dims: dict[str, tuple[Boundary, ...]] = {}
-    for d in DIMENSIONS:
-        cols = DIMENSION_FEATURES[d]
-        X = features[list(cols)].to_numpy(float)
-        y_all = labels[d].to_numpy(float)
-        bs = []
-        for k in range(1, 5):
-            y = (y_all >= k).astype(int)
-            pos = int(y.sum())
-            if min(pos, len(y) - pos) < MIN_CLASS:
-                bs.append(Boundary(k=k, constant=float(pos / len(y))))
-                continue
-            scaler = StandardScaler().fit(X)
-            scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
-            Z = (X - scaler.mean_) / scale
-            folds = min(CV_FOLDS, pos, len(y) - pos)
-            lr = LogisticRegressionCV(Cs=list(C_GRID), cv=StratifiedKFold(folds, shuffle=True, random_state=0),
-                                      scoring="neg_log_loss", max_iter=5000, l1_ratios=(0.0,),
-                                      use_legacy_attributes=False).fit(Z, y)
-            bs.append(Boundary(k=k, columns=tuple(cols), mean=tuple(map(float, scaler.mean_)),
-                               scale=tuple(map(float, scale)),
-                               coef=tuple(map(float, lr.coef_[0])), intercept=float(lr.intercept_[0]),
-                               C=float(lr.C_)))
-        dims[d] = tuple(bs)
+    reads = {**DIMENSION_FEATURES, **(dimension_features or {})}
+    unknown = {d: sorted(set(c) - set(FEATURES)) for d, c in reads.items() if set(c) - set(FEATURES) or not c}
+    if unknown or set(reads) != set(DIMENSIONS):
+        raise ParameterError(f"holistic fit: dimension features must name {DIMENSIONS} with columns of FEATURES; "
+                             f"unknown or empty: {unknown}, dimensions given: {sorted(reads)}")
+    dims = {d: fit_boundaries(features[list(reads[d])].to_numpy(float), labels[d].to_numpy(float), reads[d])
+            for d in DIMENSIONS}
     return HolisticModel(FEATURES, {k: tuple(v) for k, v in anchors.items()}, dims, dict(fit_info or {}))
+
+
+def fit_boundaries(X: np.ndarray, labels: np.ndarray, columns: Sequence[str]) -> tuple[Boundary, ...]:
+    """The four boundaries P(label >= k), k = 1..4, of one dimension (:func:`fit`), on ``X`` whose
+    columns are ``columns``; the dimension's score is the sum of their probabilities."""
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.preprocessing import StandardScaler
+
+    bs = []
+    for k in range(1, 5):
+        y = (labels >= k).astype(int)
+        pos = int(y.sum())
+        if min(pos, len(y) - pos) < MIN_CLASS:
+            bs.append(Boundary(k=k, constant=float(pos / len(y))))
+            continue
+        scaler = StandardScaler().fit(X)
+        scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
+        Z = (X - scaler.mean_) / scale
+        folds = min(CV_FOLDS, pos, len(y) - pos)
+        lr = LogisticRegressionCV(Cs=list(C_GRID), cv=StratifiedKFold(folds, shuffle=True, random_state=0),
+                                  scoring="neg_log_loss", max_iter=5000, l1_ratios=(0.0,),
+                                  use_legacy_attributes=False).fit(Z, y)
+        bs.append(Boundary(k=k, columns=tuple(columns), mean=tuple(map(float, scaler.mean_)),
+                           scale=tuple(map(float, scale)),
+                           coef=tuple(map(float, lr.coef_[0])), intercept=float(lr.intercept_[0]),
+                           C=float(lr.C_)))
+    return tuple(bs)
 
 
 def model_path(label_dir: str | Path | None = None) -> Path:

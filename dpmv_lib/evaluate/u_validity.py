@@ -3,7 +3,8 @@ of relevance, correctness, actionability and personalisation, over 4).
 
 The judge's four dimensions are checked against the independent labels of ``data/judge_labels``
 (annotator A on ``sample.jsonl``, plus each extension of :data:`EXTENSIONS` whose labels exist:
-surrogate units in ``sample_extra.jsonl``, SmolLM2 units in ``sample_extra_smollm2.jsonl``), by
+surrogate units in ``sample_extra.jsonl``, SmolLM2 units in ``sample_extra_smollm2.jsonl`` and
+``sample_extra_smollm2_b.jsonl``), by
 fitting on one half of the labelled units and measuring on the other:
 
 * **split** (:func:`split_halves`): ``sklearn.model_selection.StratifiedGroupKFold`` with two
@@ -37,8 +38,9 @@ fitting half, then one measurement. The split behind U is fixed (:data:`SPLIT_SE
 :func:`split_spread` shows how far the kappa moves over other splits, each with its own refit.
 Caveats: the feature list of :mod:`.holistic` was drafted from the labelling guide and a few
 variants were compared on the seed-0 split, held-out half included, so the spread over the other
-splits is the less biased figure; many surrogate responses share stock sentences, so the halves are
-not independent in wording. Under rubric-v4 a unit is judged with its one rubric item
+splits is the less biased figure (which features each dimension reads was later compared inside the
+fitting half only, :mod:`dpmv_lib.experiments.judge_features`); many surrogate responses share stock
+sentences, so the halves are not independent in wording. Under rubric-v4 a unit is judged with its one rubric item
 (:func:`~.judge_agreement.judge_units`) while a transcript's turn is judged with all its items;
 rubric-v5's holistic scores do not depend on the items.
 """
@@ -66,8 +68,11 @@ EXTRA_SAMPLE = "sample_extra.jsonl"
 EXTRA_LABELS = "labels_extra_a.jsonl"
 SMOL_SAMPLE = "sample_extra_smollm2.jsonl"
 SMOL_LABELS = "labels_extra_smollm2.jsonl"
+SMOL_SAMPLE_B = "sample_extra_smollm2_b.jsonl"
+SMOL_LABELS_B = "labels_extra_smollm2_b.jsonl"
 #: the label extensions: pool -> (sample file, label file); read where the label file exists
-EXTENSIONS = {"extra": (EXTRA_SAMPLE, EXTRA_LABELS), "extra_smollm2": (SMOL_SAMPLE, SMOL_LABELS)}
+EXTENSIONS = {"extra": (EXTRA_SAMPLE, EXTRA_LABELS), "extra_smollm2": (SMOL_SAMPLE, SMOL_LABELS),
+              "extra_smollm2_b": (SMOL_SAMPLE_B, SMOL_LABELS_B)}
 MODELS = ("surrogate", "smollm2")
 #: the split behind U's definition: fixed, so that runs with other seeds share one U
 SPLIT_SEED = 0
@@ -79,7 +84,7 @@ NOT_VALIDATED = " (not validated)"
 # ---- the labelled units -----------------------------------------------------------------------------
 def label_pool(label_dir: str | Path | None = None) -> pd.DataFrame:
     """Annotator A's units of ``sample.jsonl`` and, for each extension of :data:`EXTENSIONS`
-    whose labels exist, its labelled units (column ``pool``: "sample", "extra" or "extra_smollm2")."""
+    whose labels exist, its labelled units (column ``pool``: "sample" or the extension's key)."""
     d = labels_dir(label_dir)
     parts = [load_units(d, "a").assign(pool="sample")]
     for pool, (sample, labels) in EXTENSIONS.items():
@@ -474,13 +479,15 @@ def _label_hash(label_dir: str | Path | None) -> str:
     return h.hexdigest()[:16]
 
 
-def _fit_on(units: pd.DataFrame, features: np.ndarray, mask: np.ndarray, anchors: Mapping[str, Sequence[str]],
-            info: Mapping[str, object]) -> HolisticModel:
+def fit_on(units: pd.DataFrame, features: np.ndarray, mask: np.ndarray, anchors: Mapping[str, Sequence[str]],
+           info: Mapping[str, object], dimension_features: Mapping[str, Sequence[str]] | None = None) -> HolisticModel:
+    """:func:`.holistic.fit` on the units of ``mask``, one row per distinct (query, response)
+    (``features``: :meth:`~.rubric_judge.RubricJudge.holistic_features` of every unit)."""
     units = units.reset_index(drop=True)
     rows = _distinct_rows(units, mask)
     F = pd.DataFrame(features[rows], columns=list(FEATURES))
     return fit_holistic(F, units.loc[rows, list(DIMENSIONS)].reset_index(drop=True),
-                        {**info, "fitted_on": int(len(rows))}, anchors=anchors)
+                        {**info, "fitted_on": int(len(rows))}, anchors=anchors, dimension_features=dimension_features)
 
 
 def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
@@ -497,7 +504,7 @@ def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
         key = np.packbits(np.asarray(mask, bool)).tobytes()
         if key in done:
             return done[key]
-        scores = _fit_on(units, F, mask, judge.holistic.anchors, info).score(F)
+        scores = fit_on(units, F, mask, judge.holistic.anchors, info).score(F)
         scores[empty] = 0.0                       # an empty response scores 0 everywhere
         out = judged.copy()
         for j, d in enumerate(DIMENSIONS):
@@ -512,18 +519,26 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
     """The judge's holistic model (:mod:`.holistic`) fitted on the fitting half of the labels
     (:func:`split_halves` with ``seed``), one row per distinct query and response, against the
     behaviour catalogue of ``data_dir``."""
+    units, F, anchors = holistic_inputs(encoder, label_dir, data_dir)
+    info = {"labels": _label_hash(label_dir), "encoder": str(getattr(encoder, "id", "")), "split_seed": seed,
+            "units": int(len(units)), **({"encoder_spec": encoder_spec} if encoder_spec else {})}
+    return fit_on(units, F, split_halves(units, seed), anchors, info)
+
+
+def holistic_inputs(encoder: Any, label_dir: str | Path | None = None,
+                    data_dir: str | Path = "data") -> tuple[pd.DataFrame, np.ndarray, dict[str, tuple[str, ...]]]:
+    """(units, features, anchors): the labelled units (:func:`label_pool`, index 0..n-1), their
+    holistic features with ``encoder`` and the behaviour catalogue's descriptions they are
+    measured against."""
     from ..bench.datasets import load_benchmark
     from ..common.paths import resolve
     from .rubric_judge import RubricJudge
 
-    units = label_pool(label_dir)
+    units = label_pool(label_dir).reset_index(drop=True)
     benches = {t: load_benchmark(t, str(resolve(data_dir))) for t in sorted(set(units["track"]))}
     anchors = catalogue_anchors(benches)
-    judge = RubricJudge(encoder, holistic=None)
-    F = judge.holistic_features(list(zip(units["query"], units["response"])), anchors)
-    info = {"labels": _label_hash(label_dir), "encoder": str(getattr(encoder, "id", "")), "split_seed": seed,
-            "units": int(len(units)), **({"encoder_spec": encoder_spec} if encoder_spec else {})}
-    return _fit_on(units, F, split_halves(units, seed), anchors, info)
+    F = RubricJudge(encoder, holistic=None).holistic_features(list(zip(units["query"], units["response"])), anchors)
+    return units, F, anchors
 
 
 def cache_key(judge: Judge, data_dir: str | Path, seed: int = SPLIT_SEED) -> str:

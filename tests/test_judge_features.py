@@ -1,0 +1,80 @@
+"""Choosing the features of the judge's holistic dimensions (dpmv_lib.experiments.judge_features):
+the kappa used to choose reads the fitting half only, finds a feature that carries the label, and
+the fit refuses feature sets it cannot read."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.evaluate import holistic as H
+from dpmv_lib.evaluate.rubric import DIMENSIONS
+from dpmv_lib.experiments import judge_features as JF
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    """240 units (200 distinct responses) whose relevance follows feature ``query_max`` and nothing else."""
+    rng = np.random.default_rng(3)
+    n = 200
+    F = rng.normal(size=(n, len(H.FEATURES)))
+    signal = F[:, H.FEATURES.index("query_max")]
+    labels = np.clip(np.rint(2 + 1.5 * signal + rng.normal(scale=0.5, size=n)), 0, 4)
+    units = pd.DataFrame({"query": [f"q{i % 40}" for i in range(n)], "response": [f"answer {i}" for i in range(n)],
+                          "response_model": np.where(np.arange(n) % 3 == 0, "smollm2", "surrogate"),
+                          **{d: labels if d == "relevance" else rng.integers(0, 5, n) for d in DIMENSIONS}})
+    dup = units.iloc[:40]                               # a response labelled in two units counts once in a fit
+    units = pd.concat([units, dup], ignore_index=True)
+    F = np.vstack([F, F[:40]])
+    mask = np.zeros(len(units), bool)
+    mask[np.r_[0:120, 200:240]] = True                  # duplicates stay with their original's half
+    return units, F, mask
+
+
+def test_a_feature_that_carries_the_label_is_found(synthetic):
+    units, F, mask = synthetic
+    good = JF.fitting_half_kappa(units, F, mask, "relevance", ("query_max",), shuffles=(0,))
+    noise = JF.fitting_half_kappa(units, F, mask, "relevance", ("echo", "claim"), shuffles=(0,))
+    assert good["all"] > 0.6 and abs(noise["all"]) < 0.25
+    assert set(good) == {"all", "smollm2", "surrogate"}
+
+
+def test_the_held_out_half_is_never_read(synthetic):
+    units, F, mask = synthetic
+    before = JF.fitting_half_kappa(units, F, mask, "relevance", ("query_max", "query_mean"), shuffles=(0,))
+    scrambled = units.copy()
+    rng = np.random.default_rng(0)
+    scrambled.loc[~mask, "relevance"] = rng.integers(0, 5, int((~mask).sum()))
+    F2 = F.copy()
+    F2[~mask] = rng.normal(size=F2[~mask].shape)
+    assert JF.fitting_half_kappa(scrambled, F2, mask, "relevance", ("query_max", "query_mean"), shuffles=(0,)) == before
+    # while scrambling the fitting half's labels takes the signal away
+    noisy = units.copy()
+    noisy.loc[mask, "relevance"] = rng.permutation(noisy.loc[mask, "relevance"].to_numpy())
+    assert JF.fitting_half_kappa(noisy, F, mask, "relevance", ("query_max",), shuffles=(0,))["all"] < 0.3
+
+
+def test_bad_feature_sets_are_named(synthetic):
+    units, F, mask = synthetic
+    with pytest.raises(ParameterError, match="unknown or no columns"):
+        JF.fitting_half_kappa(units, F, mask, "relevance", ("no_such_feature",))
+    with pytest.raises(ParameterError, match="unknown dimension"):
+        JF.fitting_half_kappa(units, F, mask, "fluency", ("query_max",))
+    feats = pd.DataFrame(F, columns=list(H.FEATURES))
+    with pytest.raises(ParameterError, match="dimension features"):
+        H.fit(feats, units[list(DIMENSIONS)], anchors={"specific": ("a",), "generic": ("b",)},
+              dimension_features={"relevance": ("no_such_feature",)})
+    # a candidate set is what the fitted model reads
+    m = H.fit(feats, units[list(DIMENSIONS)], anchors={"specific": ("a",), "generic": ("b",)},
+              dimension_features={"relevance": ("query_max",)})
+    assert all(b.columns in ((), ("query_max",)) for b in m.dimensions["relevance"])
+    assert m.dimensions["correctness"][1].columns == H.DIMENSION_FEATURES["correctness"]
+
+
+def test_candidates_are_valid_sets_other_than_the_committed_ones():
+    assert set(JF.CANDIDATES) <= set(DIMENSIONS)
+    for d, sets in JF.CANDIDATES.items():
+        for cols in sets.values():
+            assert set(cols) <= set(H.FEATURES) and set(H.FORM) <= set(cols)
+            assert tuple(cols) != tuple(H.DIMENSION_FEATURES[d])

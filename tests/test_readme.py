@@ -32,7 +32,13 @@ def test_readme_claims_block_is_generated_from_the_committed_tables(tmp_path):
         tmp_path / "results" / "tables" / "rq1_claims.csv", index=False)
     block = CS.summary_markdown(tmp_path, runs=(("x", "results"),))
     assert "| C1 | a \\| b | INCONCLUSIVE |" in block
-    assert "utility_lift" not in block
+    assert "utility_lift" not in block and CS.STARRED not in block
+    # a table of point estimates only (no verdict column) is starred, and the note says why
+    pd.DataFrame({"claim": ["c"], "holds": [True]}).to_csv(tmp_path / "results" / "tables" / "04_rq2_claims.csv",
+                                                           index=False)
+    starred = CS.summary_markdown(tmp_path, runs=(("x", "results"),))
+    assert "| R1 | c | holds* |" in starred and CS.STARRED in starred
+    (tmp_path / "results" / "tables" / "04_rq2_claims.csv").unlink()
     # the utility finding that notebook 03 writes above its lift table is shown beneath
     (tmp_path / "results" / "tables" / "03_utility_lift.md").write_text("Lift is small here.\n\n| a |\n|---|\n| 1 |\n")
     block = CS.summary_markdown(tmp_path, runs=(("x", "results"),))

@@ -42,8 +42,6 @@ def test_committed_manifest_is_one_complete_run_at_a_clean_commit(profile):
         assert nb["git_commit"] == m["git"]["commit"], f"{path}: {nb['name']} ran at another commit"
 
 
-@pytest.mark.xfail(strict=True, reason="the llm results predate the llm profile's settings: its rerun waits for "
-                   "the generation store (python -m dpmv_lib.run --profile llm --plan)")
 def test_llm_run_is_the_llm_profile():
     """The committed llm results ran under the llm profile's current settings (SmolLM2 through
     OpenVINO, its pairs and seeds), not under an earlier version of it."""

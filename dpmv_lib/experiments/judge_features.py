@@ -139,18 +139,19 @@ def compare_feature_sets(encoder: Any, candidates: Mapping[str, Mapping[str, Seq
 def main(argv: Sequence[str] | None = None) -> int:
     """Print :func:`compare_feature_sets` for an encoder (default: the committed model's)."""
     import argparse
+    from pathlib import Path
 
     from ..evaluate.encoders import get_encoder
-    from ..evaluate.holistic import load
+    from ..evaluate.holistic import committed_encoder_spec
 
     ap = argparse.ArgumentParser(prog="python -m dpmv_lib.experiments.judge_features", description=main.__doc__)
     ap.add_argument("--encoder", default=None)
     ap.add_argument("--data", default="data")
     args = ap.parse_args(argv)
-    committed = load()
-    spec = args.encoder or (committed.fit_info.get("encoder_spec") if committed is not None else None)
-    if not spec:
-        raise SystemExit("no committed model names its encoder: pass --encoder")
+    try:
+        spec = args.encoder or committed_encoder_spec(Path(args.data) / "judge_labels")
+    except ParameterError as exc:
+        raise SystemExit(str(exc)) from None
     print(compare_feature_sets(get_encoder(spec), data_dir=args.data).markdown())
     return 0
 

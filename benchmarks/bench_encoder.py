@@ -1,6 +1,6 @@
 """Benchmark the auditor's encoder: all-MiniLM-L6-v2 responses/s in fp32 and in bf16, with the
-PyTorch and the OpenVINO runtime, on this CPU, and how close each is to PyTorch fp32 and bf16
-(cosine per response).
+PyTorch and the OpenVINO runtime (and OpenVINO int8, quantized by NNCF), on this CPU, and how
+close each is to PyTorch fp32 and bf16 (cosine per response).
 
     .venv/bin/python benchmarks/bench_encoder.py [--n 500] [--repeats 3] [--pairs 24] [--seed 0]
 
@@ -69,8 +69,10 @@ def main() -> None:
     try:
         import openvino  # noqa: F401
         specs += ["minilm-ov@fp32", "minilm-ov@bf16"]
+        import nncf  # noqa: F401
+        specs += ["minilm-ov@int8"]
     except ImportError:
-        print("openvino not installed: PyTorch runtime only")
+        print("openvino or nncf not installed: not every runtime is timed")
     encoders = {spec: get_encoder(spec, **({"device": "cpu"} if "-ov" not in spec else {})) for spec in specs}
     runners = {spec: enc.encode for spec, enc in encoders.items()}
     # sentence-transformers' own encode (each batch padded to its longest text): the speed of the
@@ -106,15 +108,16 @@ def main() -> None:
         res["runs"][spec]["speedup_vs_torch_fp32"] = round(res["runs"][spec]["responses_per_s_median"] / base, 2)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "encoder.json").write_text(json.dumps({"machine": m, "results": res}, indent=2) + "\n")
-    lines = ["# Auditor encoder: all-MiniLM-L6-v2, PyTorch and OpenVINO runtimes, fp32 and bf16", "",
+    lines = ["# Auditor encoder: all-MiniLM-L6-v2, PyTorch and OpenVINO runtimes, fp32, bf16 and int8", "",
              f"Machine: {describe(m)}; load average at start {m['loadavg_at_start']} (shared cores).", "",
              f"{len(texts)} distinct surrogate responses (median {res['chars_median']} chars, max {res['chars_max']}), "
              f"one text per response (C.5), batch 64, each text padded to a width set by its own length (the "
              f"batch-padded row: sentence-transformers' encode, batches padded to their longest text), median of "
              f"{args.repeats} interleaved timed passes after a warm-up; load average after "
              f"{res['loadavg_after']}. `auto` precision on this CPU: **{res['auto_precision']}**. `minilm` is "
-             f"PyTorch (the sentence-transformers model), `minilm-ov` OpenVINO "
-             f"(benchmarks/results/encoder_decision.md: the default profile's deltas between the two).", "",
+             f"PyTorch (the sentence-transformers model), `minilm-ov` OpenVINO, `@int8` its NNCF post-training "
+             f"quantization (benchmarks/results/encoder_decision.md and encoder_decision_int8.md: the default "
+             f"profile's deltas between them).", "",
              "| spec | encoder id | responses/s (median) | responses/s (best) | vs PyTorch fp32 |",
              "| --- | --- | --- | --- | --- |"]
     for spec, r in res["runs"].items():

@@ -11,7 +11,8 @@ Specs (``get_encoder(spec)``):
   paper's auditor encoder) or, with ``HF_HUB_OFFLINE`` unset, a hub id;
 * ``"minilm-ov"`` / ``"st-ov:<path>"`` - the same models run by OpenVINO on the CPU
   (:class:`OpenVINOEncoder`; mean-pooling models, local paths); ``@int8`` quantizes the graph
-  after training with NNCF (about 1.6x the bf16 speed on an AVX-512 CPU; OpenVINO only);
+  after training with NNCF (OpenVINO only; opt-in: faster than bf16, but on the default profile it
+  moved auditor AUCs by up to 0.032 and one verdict, ``benchmarks/results/encoder_decision_int8.md``);
 * ``"hashing"`` / ``"hashing:<dim>"`` - a fast, deterministic signed feature-hashing encoder over
   word unigrams and bigrams (smoke profile and tests; lexical, not semantic).
 
@@ -174,8 +175,8 @@ class OpenVINOEncoder:
     ``tools/encoder_calibration.py``). Quantizing takes about 20 s on 2 cores and is deterministic;
     with ``model_dir`` the quantized graph is kept there (keyed by the model files, the calibration
     texts, the scheme and the library versions; written to a temporary folder and renamed), so
-    later processes load it in about a second. The id names the calibration set
-    (``-int8c<hash>``), so caches of embeddings never mix quantizations.
+    later processes read it instead of quantizing again. The id names the calibration set and
+    scheme (``-int8c<hash>``), so caches of embeddings never mix quantizations.
 
     Parameters
     ----------
@@ -239,7 +240,7 @@ class OpenVINOEncoder:
         try:
             import nncf
         except ImportError as exc:
-            raise ParameterError("the int8 encoder needs the nncf package (pip install nncf)") from exc
+            raise ParameterError("the int8 encoder needs the nncf package (pip install 'dpmv[openvino]')") from exc
         target = None
         if model_dir is not None:
             key = hashlib.sha256()

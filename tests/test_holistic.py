@@ -140,3 +140,26 @@ def test_bad_model_files_are_named(tmp_path, hashing_model):
     with pytest.raises(ParameterError, match="holistic must be"):
         RubricJudge(HashingEncoder(), holistic="yes")
     assert H.HolisticModel.from_dict(obj).dumps() == hashing_model.dumps()
+
+
+def test_query_specific_joins_query_and_catalogue_within_one_sentence():
+    """query_specific(_margin) is the largest over sentences of cos(sentence, query) times the
+    sentence's best cosine to a specific description (minus its best generic one): an on-query
+    generic sentence beside an off-query specific one does not add up to an on-query specific one."""
+    from dpmv_lib.evaluate.rubric_judge import split_sentences
+
+    enc = HashingEncoder()
+    anchors = {"specific": ("gentle low impact exercise during pregnancy", "pay down high interest debt"),
+               "generic": ("general exercise advice", "general money advice")}
+    q = "what exercise routine would you suggest"
+    apart = "An exercise routine would be good. Pay down high interest debt first."
+    joined = "A gentle low impact exercise routine during pregnancy. Write it down."
+    F = RubricJudge(enc, holistic=None).holistic_features([(q, apart), (q, joined)], anchors)
+    col = {c: F[:, H.FEATURES.index(c)] for c in H.QUERY_SPECIFIC}
+    A, G, e = enc.encode(list(anchors["specific"])), enc.encode(list(anchors["generic"])), enc.encode([q])[0]
+    for i, a in enumerate((apart, joined)):
+        S = enc.encode(split_sentences(a))
+        sq, sp, gn = S @ e, (S @ A.T).max(1), (S @ G.T).max(1)
+        assert col["query_specific"][i] == pytest.approx(float((sq * sp).max()), abs=1e-6)
+        assert col["query_specific_margin"][i] == pytest.approx(float((sq * (sp - gn)).max()), abs=1e-6)
+    assert col["query_specific"][1] > col["query_specific"][0]

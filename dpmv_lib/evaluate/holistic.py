@@ -5,6 +5,7 @@ The rubric judge measures each turn with item-independent features of the query 
 (:data:`FEATURES`, each dimension reading those of :data:`DIMENSION_FEATURES`; computed by
 :meth:`dpmv_lib.evaluate.rubric_judge.RubricJudge.holistic_features`:
 similarity to the query, to the behaviour catalogue's attribute-specific and generic descriptions,
+both at once per sentence (a sentence that answers the query with attribute-specific advice),
 advice, concrete detail, repetition, truncation, placeholders, personal-claim cues). A
 :class:`HolisticModel` turns them into the four 0-4 scores: per dimension and grade boundary
 k = 1..4 one L2-regularised logistic regression of P(label >= k) (``sklearn.linear_model.
@@ -34,24 +35,30 @@ import pandas as pd
 from ..core.errors import ParameterError
 from .rubric import DIMENSIONS
 
+#: per sentence, its cosine to the query times its best cosine to a specific description (and times
+#: its margin over the best generic one); the largest over the response's sentences
+QUERY_SPECIFIC = ("query_specific", "query_specific_margin")
 FEATURES = ("sentences", "log_words", "query_max", "query_mean", "query_soft", "specific_max",
             "generic_max", "specific_margin", "specific_mean", "echo", "repeated", "truncated",
             "advice", "concrete", "concrete_sentences", "placeholders", "claim", "care", "negations",
-            "first_person", "questions", "action_rule")
+            "first_person", "questions", "action_rule", *QUERY_SPECIFIC)
 # What each dimension reads. Relevance ("does it address the query?", data/judge_labels/GUIDE.md)
 # reads no catalogue similarity, so advice about another topic cannot earn it: fixed from the guide
 # before the fit, and kept by dpmv_lib.experiments.judge_features (reading every feature raises its
 # kappa inside the fitting half but lets more off-topic answers tie or win on the degradation set).
-# Actionability ("can the user act on it?") reads every feature: in the same study the
+# Actionability ("can the user act on it?") reads every feature but the per-sentence joins of
+# query and catalogue (QUERY_SPECIFIC, a relevance candidate the study did not adopt): in the same study the
 # catalogue-similarity features carry concreteness the labels reward (the study's table is in
 # data/judge_labels/README.md); its guide scale does not ask whether the steps fit the query.
 #: form features of the response (length, repetition, truncation, echo, placeholders, questions)
 FORM = ("sentences", "log_words", "echo", "repeated", "truncated", "placeholders", "first_person", "questions")
+#: every feature but the per-sentence joins of query and catalogue
+SEPARATE = tuple(f for f in FEATURES if f not in QUERY_SPECIFIC)
 DIMENSION_FEATURES: Mapping[str, tuple[str, ...]] = {
     "relevance": ("query_max", "query_mean", "query_soft", "advice", *FORM),
-    "correctness": FEATURES,
-    "actionability": FEATURES,
-    "personalisation": FEATURES,
+    "correctness": SEPARATE,
+    "actionability": SEPARATE,
+    "personalisation": SEPARATE,
 }
 C_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 CV_FOLDS = 5
@@ -255,9 +262,14 @@ def fit_boundaries(X: np.ndarray, labels: np.ndarray, columns: Sequence[str]) ->
 
 
 def committed_encoder_spec(label_dir: str | Path | None = None) -> str:
-    """The encoder spec the committed model was fitted with (its ``fit_info["encoder_spec"]``)."""
-    committed = load(label_dir)
-    spec = committed.fit_info.get("encoder_spec") if committed is not None else None
+    """The encoder spec the committed model was fitted with (its ``fit_info["encoder_spec"]``), read
+    from the file as it is, so a model made stale by a change of :data:`FEATURES` can be refitted."""
+    p = model_path(label_dir)
+    try:
+        info = json.loads(p.read_text()).get("fit_info", {}) if p.exists() else {}
+    except (json.JSONDecodeError, AttributeError):
+        info = {}
+    spec = info.get("encoder_spec") if isinstance(info, dict) else None
     if not spec:
         raise ParameterError(f"no holistic model in {model_path(label_dir).parent} names its encoder: "
                              f"pass --encoder (the default profile's)")

@@ -441,6 +441,8 @@ class RubricJudge:
                      query_soft=0.5 * float(soft.max()) + 0.5 * float(soft.mean()),
                      specific_max=float(sp.max()), generic_max=float(gn.max()),
                      specific_margin=float((sp.max(1) - gn.max(1)).max()), specific_mean=float(sp.max(1).mean()),
+                     query_specific=float((sq * sp.max(1)).max()),
+                     query_specific_margin=float((sq * (sp.max(1) - gn.max(1))).max()),
                      echo=float((sq >= ECHO).any()), repeated=1.0 - len(set(lines)) / len(lines))
         truncated = is_truncated(a)
         usable = sents[:-1] if truncated else sents

@@ -615,7 +615,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="refit and compare with the committed file; write nothing")
     args = ap.parse_args(argv)
     label_dir = Path(args.data) / "judge_labels"
-    committed = load(label_dir)
     try:
         spec = args.encoder or committed_encoder_spec(label_dir)
     except ParameterError as exc:
@@ -623,6 +622,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     model = fit_holistic_model(get_encoder(spec), label_dir, args.data, encoder_spec=spec)
     path = model_path(label_dir)
     if args.check:
+        committed = load(label_dir)
         gap = committed.max_difference(model) if committed is not None else math.inf
         print(f"{path}: largest difference from the refit {gap:.3g} (tolerance {REFIT_TOLERANCE:g})")
         return 0 if gap <= REFIT_TOLERANCE else 1

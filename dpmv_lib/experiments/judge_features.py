@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from ..evaluate.holistic import DIMENSION_FEATURES, FEATURES, FORM
+from ..evaluate.holistic import DIMENSION_FEATURES, FEATURES, FORM, QUERY_SPECIFIC
 from ..evaluate.rubric import DIMENSIONS
 
 FOLDS = 5
@@ -36,10 +36,13 @@ SHUFFLES = (0, 1, 2)
 MIN_GAIN = 0.05
 RULE = (f"adopt a candidate only where the pooled kappa inside the fitting half rises by at least {MIN_GAIN} "
         "and no degradation row of the dimension falls")
-#: candidates compared with the committed sets: for relevance every feature; for actionability the
-#: subset fixed from the guide before any fit (advice, concrete detail, the rule actionability, form)
+#: candidates compared with the committed sets: for relevance every feature, and the guide's set
+#: with the per-sentence joins of query and catalogue (a sentence both on the query and specific);
+#: for actionability the subset fixed from the guide before any fit (advice, concrete detail, the
+#: rule actionability, form)
 CANDIDATES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
-    "relevance": {"every feature": FEATURES},
+    "relevance": {"every feature": FEATURES,
+                  "guide set + query-specific": (*DIMENSION_FEATURES["relevance"], *QUERY_SPECIFIC)},
     "actionability": {"guide subset": ("advice", "concrete", "concrete_sentences", "action_rule", *FORM)},
 }
 

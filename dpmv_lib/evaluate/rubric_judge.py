@@ -435,14 +435,15 @@ class RubricJudge:
         f["sentences"], f["log_words"] = float(len(sents)), math.log1p(len(a.split()))
         if sents:
             soft = np.interp(sq, (0.0,) + tuple(self.thresholds), (0.0, 1.0, 2.0, 3.0, 4.0))   # soft_grade
-            sp, gn = S @ anchors[0].T, S @ anchors[1].T
+            sp = (S @ anchors[0].T).max(1)    # each sentence's best cosine to a specific description
+            gn = (S @ anchors[1].T).max(1)    # ... and to a generic one
+            margin = sp - gn
             lines = [s.lower() for s in sents]
             f.update(query_max=float(sq.max()), query_mean=float(sq.mean()),
                      query_soft=0.5 * float(soft.max()) + 0.5 * float(soft.mean()),
                      specific_max=float(sp.max()), generic_max=float(gn.max()),
-                     specific_margin=float((sp.max(1) - gn.max(1)).max()), specific_mean=float(sp.max(1).mean()),
-                     query_specific=float((sq * sp.max(1)).max()),
-                     query_specific_margin=float((sq * (sp.max(1) - gn.max(1))).max()),
+                     specific_margin=float(margin.max()), specific_mean=float(sp.mean()),
+                     query_specific=float((sq * sp).max()), query_specific_margin=float((sq * margin).max()),
                      echo=float((sq >= ECHO).any()), repeated=1.0 - len(set(lines)) / len(lines))
         truncated = is_truncated(a)
         usable = sents[:-1] if truncated else sents

@@ -225,8 +225,9 @@ class OpenVINOEncoder:
         suffix = "" if self.precision == "fp32" else f"-{self.precision}"
         if self.precision == "int8":
             calibration = int8_calibration_texts()
-            suffix += "c" + _int8_calibration_key(calibration)[:8]
-            converted = self._quantized(ov, converted, calibration, model_dir)
+            calibration_key = _int8_calibration_key(calibration)
+            suffix += "c" + calibration_key[:8]
+            converted = self._quantized(ov, converted, calibration, calibration_key, model_dir)
         hint = "bf16" if self.precision == "bf16" else "f32"
         self._compiled = ov.Core().compile_model(converted, "CPU", {"INFERENCE_PRECISION_HINT": hint,
                                                                      "PERFORMANCE_HINT": "LATENCY"})
@@ -235,7 +236,8 @@ class OpenVINOEncoder:
         self.batch_size = int(batch_size)
         self.id = f"ov-{name or self.path.name}-{self.max_seq_length}{suffix}-{PADDING_ID}"
 
-    def _quantized(self, ov, converted, calibration: list[str], model_dir: str | Path | None):
+    def _quantized(self, ov, converted, calibration: list[str], calibration_key: str,
+                   model_dir: str | Path | None):
         """The int8 graph: loaded from ``model_dir`` when kept there, else quantized (and kept)."""
         try:
             import nncf
@@ -246,7 +248,7 @@ class OpenVINOEncoder:
             key = hashlib.sha256()
             for f in sorted(p for p in self.path.rglob("*") if p.is_file()):
                 key.update(f.relative_to(self.path).as_posix().encode() + b"\0" + f.read_bytes())
-            key.update(json.dumps([_int8_calibration_key(calibration), INT8_SCHEME, self._max_tokens,
+            key.update(json.dumps([calibration_key, INT8_SCHEME, self._max_tokens,
                                    ov.__version__, nncf.__version__]).encode())
             target = Path(model_dir) / f"{_safe(self.path.name)}-int8-{key.hexdigest()[:16]}"
             if (target / "model.xml").is_file() and (target / "model.bin").is_file():

@@ -70,6 +70,7 @@ sys.path.insert(0, str(ROOT))
 
 from dpmv_lib.bench.datasets import load_benchmark  # noqa: E402
 from dpmv_lib.evaluate.rubric import build_rubric  # noqa: E402
+from dpmv_lib.evaluate.u_validity import EXTRA_SAMPLE, SMOL_SAMPLE, SMOL_SAMPLE_B  # noqa: E402
 from dpmv_lib.experiments.rq1 import PAPER_METHODS  # noqa: E402
 from dpmv_lib.generate.generation import InterfaceParams, generate_transcripts  # noqa: E402
 from dpmv_lib.generate.responders import make_responder  # noqa: E402
@@ -77,13 +78,11 @@ from dpmv_lib.generate.responders import make_responder  # noqa: E402
 OUT = ROOT / "data" / "judge_labels"
 SEED = 20260
 SEED_EXTRA = 20261
-EXTRA_FILE = "sample_extra.jsonl"
 SEED_SMOL = 20262
-SMOL_EXTRA_FILE = "sample_extra_smollm2.jsonl"
 # SmolLM2 extensions: part -> (seed, file, unit id prefix, pairs per attribute and track: non-test
 # pairs of the llm profile's notebook 03 that no earlier sample file uses)
-SMOL_PARTS = {"": (SEED_SMOL, SMOL_EXTRA_FILE, "s", {"pairedmem": 6, "transfer": 3}),
-              "b": (SEED_SMOL + 1, "sample_extra_smollm2_b.jsonl", "t", {"pairedmem": 2, "transfer": 1})}
+SMOL_PARTS = {"": (SEED_SMOL, SMOL_SAMPLE, "s", {"pairedmem": 6, "transfer": 3}),
+              "b": (SEED_SMOL + 1, SMOL_SAMPLE_B, "t", {"pairedmem": 2, "transfer": 1})}
 ABLATIONS = ("CappedArgmax", "NoCap", "IncompleteCharge")
 SURROGATE_METHODS = tuple(PAPER_METHODS) + ABLATIONS
 PARAMS = InterfaceParams(B_a=2, K=3, plan_horizon=16)
@@ -275,7 +274,7 @@ def extra(spec: str, data: str) -> None:
         resp.close()
     cand = candidates(surr, benches, "surrogate")
     seen = set(zip(sample["query"], sample["response"]))
-    write_extension(cand, "surrogate", n, rng, seen, "e", EXTRA_FILE, ids)
+    write_extension(cand, "surrogate", n, rng, seen, "e", EXTRA_SAMPLE, ids)
 
 
 def smollm2_store_transcripts(benches, ids) -> pd.DataFrame:
@@ -323,7 +322,7 @@ def extra_smollm2(n: int, data: str, part: str = "") -> None:
     rng = np.random.default_rng(seed)
     benches = {t: load_benchmark(t, data) for t in ("pairedmem", "transfer")}
     prof = get_profile("llm")
-    earlier = ["sample.jsonl", EXTRA_FILE] + [f for q, (_, f, _, _) in SMOL_PARTS.items() if q < part]
+    earlier = ["sample.jsonl", EXTRA_SAMPLE] + [f for q, (_, f, _, _) in SMOL_PARTS.items() if q < part]
     olds = [pd.read_json(OUT / f, lines=True) for f in earlier]
     used = set().union(*(set(o["pair_id"]) for o in olds))
     ids = {}

@@ -255,3 +255,13 @@ def test_int8_calibration_texts_are_rebuilt_from_the_train_split():
     spec.loader.exec_module(tool)
     assert tool.calibration_texts(str(root / "data")) == int8_calibration_texts()
     assert len(int8_calibration_texts()) == tool.RESPONSES + tool.QUERIES == 300
+
+
+def test_int8_nodes_kept_in_float_name_another_quantization():
+    """The int8 key (hence id and model cache) names the nodes kept in float; none is the default."""
+    from dpmv_lib.evaluate.encoders import _int8_calibration_key, int8_calibration_texts
+
+    texts = int8_calibration_texts()
+    assert _int8_calibration_key(texts, ()) == _int8_calibration_key(texts)
+    assert _int8_calibration_key(texts, (r".*output\.dense.*",)) != _int8_calibration_key(texts)
+    assert _int8_calibration_key(texts[:-1]) != _int8_calibration_key(texts)

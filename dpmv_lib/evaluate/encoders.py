@@ -184,6 +184,8 @@ class OpenVINOEncoder:
     name : name used in ``id`` (default: the directory name).
     precision : ``"auto"``, ``"fp32"``, ``"bf16"`` or ``"int8"``.
     model_dir : where the int8 graph is kept between processes (``None``: quantized in memory).
+    int8_float : regular expressions of graph nodes int8 leaves in float (``nncf.IgnoredScope``
+        patterns; part of the id); ``benchmarks/bench_int8.py`` measures such variants.
 
     Raises
     ------
@@ -194,7 +196,7 @@ class OpenVINOEncoder:
 
     def __init__(self, path: str | Path, *, name: str | None = None, batch_size: int = 64,
                  precision: str = "auto", max_seq_length: int | None = None,
-                 model_dir: str | Path | None = None) -> None:
+                 model_dir: str | Path | None = None, int8_float: Sequence[str] = ()) -> None:
         if precision not in PRECISIONS:
             raise ParameterError(f"unknown encoder precision {precision!r}; use one of {PRECISIONS}")
         try:
@@ -225,7 +227,8 @@ class OpenVINOEncoder:
         suffix = "" if self.precision == "fp32" else f"-{self.precision}"
         if self.precision == "int8":
             calibration = int8_calibration_texts()
-            calibration_key = _int8_calibration_key(calibration)
+            self._int8_float = tuple(int8_float)
+            calibration_key = _int8_calibration_key(calibration, self._int8_float)
             suffix += "c" + calibration_key[:8]
             converted = self._quantized(ov, converted, calibration, calibration_key, model_dir)
         hint = "bf16" if self.precision == "bf16" else "f32"
@@ -256,8 +259,9 @@ class OpenVINOEncoder:
         items = [{k: v for k, v in self.tokenizer([t], return_tensors="np", truncation=True,
                                                    max_length=self._max_tokens).items() if k in self._inputs}
                  for t in calibration]
+        kept = {"ignored_scope": nncf.IgnoredScope(patterns=list(self._int8_float))} if self._int8_float else {}
         quantized = nncf.quantize(converted, nncf.Dataset(items), model_type=nncf.ModelType.TRANSFORMER,
-                                  subset_size=len(items))
+                                  subset_size=len(items), **kept)
         if target is not None:
             tmp = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
             tmp.mkdir(parents=True)
@@ -285,8 +289,10 @@ def int8_calibration_texts() -> list[str]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def _int8_calibration_key(texts: list[str]) -> str:
-    return hashlib.sha256(json.dumps([INT8_SCHEME, texts]).encode()).hexdigest()
+def _int8_calibration_key(texts: list[str], kept_float: Sequence[str] = ()) -> str:
+    """Names the quantization: scheme, calibration texts and the nodes kept in float, if any."""
+    return hashlib.sha256(json.dumps([INT8_SCHEME, texts] + ([list(kept_float)] if kept_float else [])).encode()
+                          ).hexdigest()
 
 
 PAD_MULTIPLE = 16

@@ -163,3 +163,27 @@ def test_query_specific_joins_query_and_catalogue_within_one_sentence():
         assert col["query_specific"][i] == pytest.approx(float((sq * sp).max()), abs=1e-6)
         assert col["query_specific_margin"][i] == pytest.approx(float((sq * (sp - gn)).max()), abs=1e-6)
     assert col["query_specific"][1] > col["query_specific"][0]
+
+
+def test_the_fit_follows_the_sample_weights():
+    rng = np.random.default_rng(2)
+    F = pd.DataFrame(rng.normal(size=(400, len(H.FEATURES))), columns=H.FEATURES)
+    by_query = np.clip(np.round(F["query_max"] * 1.2 + 2), 0, 4).to_numpy()
+    by_words = np.clip(np.round(F["log_words"] * 1.2 + 2), 0, 4).to_numpy()
+    first = np.arange(400) < 200          # rows whose label follows query_max; the others log_words
+    labels = pd.DataFrame({d: np.where(first, by_query, by_words) for d in DIMENSIONS})
+    anchors = {"specific": ("a",), "generic": ("b",)}
+    r = DIMENSIONS.index("relevance")
+    for heavy, grade in ((first, by_query), (~first, by_words)):
+        m = H.fit(F, labels, anchors=anchors, sample_weight=np.where(heavy, 1.0, 1e-3))
+        assert np.corrcoef(m.score(F.to_numpy())[:, r], grade)[0, 1] > 0.85
+    few = labels.copy()
+    few["actionability"] = 0
+    few.iloc[:3, few.columns.get_loc("actionability")] = 4
+    w = np.ones(400)
+    w[:3] = 2.0
+    m1 = H.fit(F, few, anchors=anchors, sample_weight=w)
+    assert all(b.constant == pytest.approx(6 / 403) for b in m1.dimensions["actionability"])
+    for bad in (np.ones(3), np.zeros(400), np.full(400, np.nan)):
+        with pytest.raises(ParameterError, match="sample weights"):
+            H.fit(F, labels, anchors=anchors, sample_weight=bad)

@@ -105,3 +105,17 @@ def test_fit_item_thresholds_reports_both_halves_and_picks_the_best_fit():
     assert len(grid) == 4 and grid["chosen"].sum() == 1 and grid["current"].sum() == 1
     assert chosen["kappa_fit"] == pytest.approx(grid["kappa_fit"].max())
     assert {"kappa_held_out", "kappa_fit_tRec", "kappa_held_out_Unsup"} <= set(grid.columns)
+
+
+def test_the_enriched_draws_second_annotator_is_recomputed_from_the_committed_files():
+    from dpmv_lib.evaluate.u_validity import SMOL_LABELS_C, SMOL_LABELS_C_B, SMOL_SAMPLE_C
+
+    t = JA.inter_annotator(LABELS, JA.annotator_name(SMOL_LABELS_C), JA.annotator_name(SMOL_LABELS_C_B),
+                           SMOL_SAMPLE_C).set_index("what")
+    a = pd.read_json(f"{LABELS}/{SMOL_LABELS_C}", lines=True).set_index("unit_id")
+    b = pd.read_json(f"{LABELS}/{SMOL_LABELS_C_B}", lines=True).set_index("unit_id")
+    subset = (Path(LABELS) / "subset_smollm2_c_b.txt").read_text().split()
+    assert list(b.index) == subset and len(subset) == 60
+    for d in ("relevance", "correctness", "actionability", "personalisation"):
+        k = cohen_kappa_score(a.loc[subset, d] >= 2, b.loc[subset, d] >= 2)
+        assert t.at[f"U: {d}", "kappa"] == pytest.approx(k) and t.at[f"U: {d}", "units"] == 60

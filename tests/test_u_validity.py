@@ -36,12 +36,18 @@ def _raw_units() -> pd.DataFrame:
     frames = []
     for sample, labels in (("sample.jsonl", "labels_a.jsonl"), ("sample_extra.jsonl", "labels_extra_a.jsonl"),
                            ("sample_extra_smollm2.jsonl", "labels_extra_smollm2.jsonl"),
-                           ("sample_extra_smollm2_b.jsonl", "labels_extra_smollm2_b.jsonl")):
+                           ("sample_extra_smollm2_b.jsonl", "labels_extra_smollm2_b.jsonl"),
+                           ("sample_extra_smollm2_c.jsonl", "labels_extra_smollm2_c.jsonl")):
         if not (Path(LABELS) / labels).exists():
             continue
         s = pd.read_json(f"{LABELS}/{sample}", lines=True)
         a = pd.read_json(f"{LABELS}/{labels}", lines=True)
-        frames.append(s.merge(a[["unit_id", *DIMENSIONS]], on="unit_id"))
+        part = s.merge(a[["unit_id", *DIMENSIONS]], on="unit_id")
+        part["w"] = 1.0
+        if "inclusion_probability" in part:    # Horvitz-Thompson weights, summing to Kish's effective size
+            ht = 1 / part["inclusion_probability"]
+            part["w"] = ht * ht.sum() / (ht ** 2).sum()
+        frames.append(part)
     return pd.concat(frames, ignore_index=True)
 
 
@@ -80,6 +86,15 @@ def test_cuts_recover_a_monotone_relabelling_and_ignore_the_held_out_half():
     assert t2.set_index(["dimension", "response_model"]).at[("relevance", "all"), "kappa_fitted"] < 0.5
 
 
+def test_weighted_cuts_are_the_cuts_of_the_replicated_units():
+    rng = np.random.default_rng(5)
+    s = rng.uniform(0, 4, 60).round(2)
+    y = np.clip(np.round(s + rng.normal(0, 0.8, 60)), 0, 4)
+    w = rng.integers(1, 4, 60)
+    assert UV.fit_cuts(s, y, w) == UV.fit_cuts(np.repeat(s, w), np.repeat(y, w))
+    assert UV.fit_cuts(s, y, np.ones(60)) == UV.fit_cuts(s, y)
+
+
 def test_cuts_for_a_boundary_no_label_reaches():
     assert UV.fit_cuts([0.5, 1.5, 2.5], [0, 1, 1])[1:] == (math.inf, math.inf, math.inf)
     with pytest.raises(ParameterError, match="no scored"):
@@ -96,19 +111,26 @@ def test_heldout_kappa_is_recomputed_from_the_committed_labels(validity):
                          RubricJudge(HashingEncoder()))
     ho = ~UV.split_halves(units, UV.SPLIT_SEED)
     models = raw["response_model"].to_numpy()
+    w = raw["w"].to_numpy()
     for d in DIMENSIONS:
         y = raw[d].to_numpy()
         score = judged[f"judge_{d}"].to_numpy()
-        assert t.at[(d, "all"), "kappa_raw"] == pytest.approx(cohen_kappa_score(y[ho] >= 2, score[ho] >= 2))
+        assert t.at[(d, "all"), "kappa_raw"] == pytest.approx(
+            cohen_kappa_score(y[ho] >= 2, score[ho] >= 2, sample_weight=w[ho]))
         fitted = UV.grade_with(score, validity.cuts[d])
         for model in ("all", "surrogate", "smollm2"):
             m = ho & ((models == model) if model != "all" else True)
             ya, yb = y[m] >= 2, fitted[m] >= 2
-            want = cohen_kappa_score(ya, yb) if len(set(ya) | set(yb)) > 1 else math.nan
+            want = cohen_kappa_score(ya, yb, sample_weight=w[m]) if len(set(ya) | set(yb)) > 1 else math.nan
             assert t.at[(d, model), "kappa_fitted"] == pytest.approx(want, nan_ok=True)
             assert t.at[(d, model), "positives_held_out"] == int(ya.sum())
         assert t.at[(d, "all"), "weighted_kappa_fitted"] == pytest.approx(
-            cohen_kappa_score(y[ho], fitted[ho].astype(int), weights="quadratic", labels=list(range(5))))
+            cohen_kappa_score(y[ho], fitted[ho].astype(int), weights="quadratic", labels=list(range(5)),
+                              sample_weight=w[ho]))
+        assert t.at[(d, "all"), "kappa_fitted_unweighted"] == pytest.approx(
+            cohen_kappa_score(y[ho] >= 2, fitted[ho] >= 2))
+        # the cuts are fitted on the fitting half with the same weights
+        assert validity.cuts[d] == UV.fit_cuts(score[~ho], y[~ho], w[~ho])
     assert set(validity.definition.dimensions) == {
         d for d in DIMENSIONS if t.at[(d, "all"), "kappa_fitted"] >= UV.FLOOR}
     assert "U = " in validity.summary() and "|" in validity.markdown()
@@ -200,7 +222,9 @@ def test_the_committed_extension_is_new_surrogate_units():
 
 @pytest.mark.parametrize("earlier, file, prefix", [(("sample.jsonl", UV.EXTRA_SAMPLE), UV.SMOL_SAMPLE, "s"),
                                                     (("sample.jsonl", UV.EXTRA_SAMPLE, UV.SMOL_SAMPLE),
-                                                     UV.SMOL_SAMPLE_B, "t")])
+                                                     UV.SMOL_SAMPLE_B, "t"),
+                                                    (("sample.jsonl", UV.EXTRA_SAMPLE, UV.SMOL_SAMPLE,
+                                                      UV.SMOL_SAMPLE_B), UV.SMOL_SAMPLE_C, "v")])
 def test_the_committed_smollm2_extensions_are_new_non_test_smollm2_units(earlier, file, prefix):
     s = pd.concat([pd.read_json(f"{LABELS}/{f}", lines=True) for f in earlier])
     e = pd.read_json(f"{LABELS}/{file}", lines=True)
@@ -210,6 +234,43 @@ def test_the_committed_smollm2_extensions_are_new_non_test_smollm2_units(earlier
     assert not e.duplicated(["query", "response"]).any() and not set(e["pair_id"]) & set(s["pair_id"])
     splits = {p.pair_id: p.split for t in ("pairedmem", "transfer") for p in load_benchmark(t, "data").pairs}
     assert {splits[p] for p in e["pair_id"]} <= {"train", "validation"}     # no table's test pair
+
+
+def test_the_enriched_draw_carries_its_inclusion_probabilities():
+    e = pd.read_json(f"{LABELS}/{UV.SMOL_SAMPLE_C}", lines=True)
+    for stratum, g in e.groupby("stratum"):
+        assert stratum in ("high", "low") and g["stratum_size"].nunique() == 1
+        assert g["inclusion_probability"].to_numpy() == pytest.approx(len(g) / g["stratum_size"].iloc[0])
+        assert (1 / g["inclusion_probability"]).sum() == pytest.approx(g["stratum_size"].iloc[0])
+    assert set(e.loc[e["stratum"] == "high", "method"].str.slice(0, 10)) == {"DP-MemView"}
+
+
+def test_the_enriched_table_is_recomputed_with_weights(validity):
+    e = validity.enriched
+    if not (Path(LABELS) / UV.SMOL_LABELS_C).exists():
+        assert e.empty
+        return
+    units = UV.label_pool(LABELS)
+    raw = _raw_units().set_index("unit_id").loc[units["unit_id"]]
+    judged = judge_units(units, {k: load_benchmark(k, "data") for k in ("pairedmem", "transfer")},
+                         RubricJudge(HashingEncoder()))
+    p = units["inclusion_probability"].to_numpy(float)
+    ho = ~UV.split_halves(units, UV.SPLIT_SEED) & ~np.isnan(p)
+    r = e.set_index("dimension")
+    for d in DIMENSIONS:
+        y = raw[d].to_numpy()[ho] >= 2
+        g = UV.grade_with(judged[f"judge_{d}"], validity.cuts[d])[ho] >= 2
+        assert r.at[d, "kappa_drawn"] == pytest.approx(cohen_kappa_score(y, g), nan_ok=True)
+        assert r.at[d, "kappa_weighted"] == pytest.approx(cohen_kappa_score(y, g, sample_weight=1 / p[ho]),
+                                                          nan_ok=True)
+        assert r.at[d, "positive_rate_weighted"] == pytest.approx(np.sum(y / p[ho]) / np.sum(1 / p[ho]))
+
+
+def test_weighted_kappa_is_kappa_over_the_replicated_population():
+    rng = np.random.default_rng(3)
+    y, g = rng.integers(0, 5, 40).astype(float), rng.integers(0, 5, 40).astype(float)
+    w = rng.integers(1, 6, 40)
+    assert UV.kappas(y, g, w) == pytest.approx(UV.kappas(np.repeat(y, w), np.repeat(g, w)))
 
 
 def test_notebooks_get_the_validated_u_or_all_four_marked_not_validated(tmp_path, validity):

@@ -51,6 +51,23 @@ Quotas and strata as the SmolLM2 part of sample.jsonl (50 : 50 : 30), each unit 
 The committed part has 120 units: ``extra_units_needed`` put SmolLM2's actionability shortfall at 78.
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py --more-smollm2 120
+
+``--enriched-smollm2 HIGH LOW`` draws the enriched SmolLM2 part into ``sample_extra_smollm2_c.jsonl``
+(unit ids v0001...; seed 20264, deterministic given the store) with
+:mod:`dpmv_lib.evaluate.enriched_draw`: from every non-test PairedMem pair of the llm profile that
+no earlier sample file uses, the store's responses of the notebook 03 methods (B_a=2, K=3, T=16, EM
+seed 0) as distinct (query, response) units that no earlier file holds, HIGH of them uniformly from
+the units whose response echoes a released view and LOW uniformly from the others, each with one
+of its rubric items at random and with its stratum and inclusion probability.
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py --enriched-smollm2 300 100
+
+``--reliability-subset 60`` draws the units a second annotator labels again (seed 20265, in
+proportion to the strata) into ``subset_smollm2_c_b.txt``; ``--show START END --file
+sample_extra_smollm2_c.jsonl --subset subset_smollm2_c_b.txt`` is their blind view.
+
+``--stratum-check`` prints the stratum against the personalisation labels of the SmolLM2 store
+units labelled before the enriched part (the s and t parts).
 """
 from __future__ import annotations
 
@@ -70,7 +87,7 @@ sys.path.insert(0, str(ROOT))
 
 from dpmv_lib.bench.datasets import load_benchmark  # noqa: E402
 from dpmv_lib.evaluate.rubric import build_rubric  # noqa: E402
-from dpmv_lib.evaluate.u_validity import EXTRA_SAMPLE, SMOL_SAMPLE, SMOL_SAMPLE_B  # noqa: E402
+from dpmv_lib.evaluate.u_validity import EXTRA_SAMPLE, SMOL_SAMPLE, SMOL_SAMPLE_B, SMOL_SAMPLE_C  # noqa: E402
 from dpmv_lib.experiments.rq1 import PAPER_METHODS  # noqa: E402
 from dpmv_lib.generate.generation import InterfaceParams, generate_transcripts  # noqa: E402
 from dpmv_lib.generate.responders import make_responder  # noqa: E402
@@ -83,6 +100,9 @@ SEED_SMOL = 20262
 # pairs of the llm profile's notebook 03 that no earlier sample file uses)
 SMOL_PARTS = {"": (SEED_SMOL, SMOL_SAMPLE, "s", {"pairedmem": 6, "transfer": 3}),
               "b": (SEED_SMOL + 1, SMOL_SAMPLE_B, "t", {"pairedmem": 2, "transfer": 1})}
+# the enriched SmolLM2 part: seed, unit id prefix (every remaining non-test PairedMem pair of the llm profile)
+SEED_SMOL_C, PREFIX_C = SEED_SMOL + 2, "v"
+SMOL_SUBSET_C = "subset_smollm2_c_b.txt"
 ABLATIONS = ("CappedArgmax", "NoCap", "IncompleteCharge")
 SURROGATE_METHODS = tuple(PAPER_METHODS) + ABLATIONS
 PARAMS = InterfaceParams(B_a=2, K=3, plan_horizon=16)
@@ -196,10 +216,14 @@ def stratified(cand: pd.DataFrame, quota: int, rng: np.random.Generator, seen: s
     return out
 
 
-def show(start: int, end: int, file: str = "sample.jsonl") -> None:
-    """The blind labelling view: unit id, query, response and item description only."""
+def show(start: int, end: int, file: str = "sample.jsonl", subset: str | None = None) -> None:
+    """The blind labelling view: unit id, query, response and item description only (of the units
+    listed in ``subset``, in its order, where given)."""
     with (OUT / file).open(encoding="utf-8") as f:
         units = [json.loads(line) for line in f if line.strip()]
+    if subset:
+        by_id = {u["unit_id"]: u for u in units}
+        units = [by_id[i] for i in (OUT / subset).read_text().split()]
     for u in units[start:end]:
         print(f"### {u['unit_id']}\nQ: {u['query']}\nR: {u['response']}\nITEM: {u['item_description']}\n")
 
@@ -304,7 +328,7 @@ def smollm2_store_transcripts(benches, ids) -> pd.DataFrame:
                 recs.append({"track": t, "pair_id": r[ci["pair_id"]], "attribute": r[ci["attribute"]],
                              "response_model": "smollm2", "method": r[ci["method"]], "side": r[ci["side"]],
                              "seed": int(r[ci["seed"]]), "turn": int(r[ci["turn"]]), "query": r[ci["query"]],
-                             "response": text})
+                             "response": text, "conditioning": r[ci["conditioning"]]})
             print(f"[smollm2] {t}: {len(recs)} of {len(rows)} rows in the store", flush=True)
             frames.append(pd.DataFrame.from_records(recs))
     finally:
@@ -336,6 +360,88 @@ def extra_smollm2(n: int, data: str, part: str = "") -> None:
     write_extension(cand, "smollm2", n, rng, seen, prefix, file, ids)
 
 
+def enriched_smollm2(n_high: int, n_low: int, data: str) -> None:
+    """Draw the enriched SmolLM2 part (see the module docstring) into ``sample_extra_smollm2_c.jsonl``."""
+    from dpmv_lib.evaluate.enriched_draw import two_stratum_draw, view_echo
+    from dpmv_lib.experiments.profiles import get_profile
+    from dpmv_lib.experiments.rq1 import select_pairs
+
+    rng = np.random.default_rng(SEED_SMOL_C)
+    benches = {"pairedmem": load_benchmark("pairedmem", data)}
+    olds = [pd.read_json(OUT / f, lines=True)
+            for f in ("sample.jsonl", EXTRA_SAMPLE, *(f for _, f, _, _ in SMOL_PARTS.values()))]
+    used = set().union(*(set(o["pair_id"]) for o in olds))
+    chosen = select_pairs(benches["pairedmem"], get_profile("llm").pairs, 0)
+    ids = {"pairedmem": sorted(p.pair_id for p in chosen.pairs if p.split != "test" and p.pair_id not in used)}
+    rows = smollm2_store_transcripts(benches, ids)
+    rows["high"] = [view_echo(r.method, r.query, r.response, r.conditioning) for r in rows.itertuples(index=False)]
+    seen = set().union(*(set(zip(o["query"], o["response"])) for o in olds))
+    rows = rows[[k not in seen for k in zip(rows["query"], rows["response"])]]
+    # one unit per distinct (query, response), high where any of its rows is; its row: a seeded pick
+    # among its rows of that stratum
+    rows = rows.iloc[rng.permutation(len(rows))].copy()
+    rows["unit_high"] = rows.groupby(["query", "response"])["high"].transform("max")
+    units = rows[rows["high"] == rows["unit_high"]].drop_duplicates(["query", "response"]).reset_index(drop=True)
+    drawn = two_stratum_draw(units, units["unit_high"].to_numpy(), n_high, n_low, rng)
+    cand = candidates(drawn, benches, "smollm2")
+    picks = []
+    for _, g in cand.groupby(["query", "response"], sort=False):
+        picks.append(g.iloc[int(rng.integers(len(g)))])
+    items = pd.DataFrame(picks).set_index(["query", "response"])
+    cols = ["unit_id", "track", "response_model", "method", "side", "pair_id", "attribute", "seed", "turn",
+            "query", "response", "item_id", "item_description", "item_kind", "item_role", "stratum",
+            "stratum_size", "inclusion_probability"]
+    with (OUT / SMOL_SAMPLE_C).open("w", encoding="utf-8") as f:
+        for i, r in enumerate(drawn.itertuples(index=False)):
+            it = items.loc[(r.query, r.response)]
+            u = {**r._asdict(), **{c: it[c] for c in ("item_id", "item_description", "item_kind", "item_role")},
+                 "unit_id": f"{PREFIX_C}{i + 1:04d}"}
+            u["seed"], u["turn"], u["stratum_size"] = int(u["seed"]), int(u["turn"]), int(u["stratum_size"])
+            f.write(json.dumps({c: u[c] for c in cols}, ensure_ascii=False) + "\n")
+    print(f"{len(drawn)} units -> {OUT / SMOL_SAMPLE_C} from {len(ids['pairedmem'])} pairs; strata "
+          f"{drawn.groupby('stratum')['stratum_size'].first().to_dict()} distinct units, drawn "
+          f"{drawn['stratum'].value_counts().to_dict()}")
+    for c in ("side", "method"):
+        print(c, dict(Counter(drawn[c])))
+    print("item_kind", dict(Counter(items["item_kind"])))
+
+
+def reliability_subset(n: int) -> None:
+    """A seeded draw of ``n`` units of the enriched part for a second annotator, in proportion to
+    its strata, written to ``subset_smollm2_c_b.txt`` in a shuffled order."""
+    rng = np.random.default_rng(SEED_SMOL_C + 1)
+    e = pd.read_json(OUT / SMOL_SAMPLE_C, lines=True)
+    ids = []
+    for _, g in e.groupby("stratum", sort=True):
+        k = round(n * len(g) / len(e))
+        ids += rng.choice(sorted(g["unit_id"]), size=k, replace=False).tolist()
+    ids = [ids[i] for i in rng.permutation(len(ids))]
+    (OUT / SMOL_SUBSET_C).write_text("\n".join(ids) + "\n")
+    print(f"{len(ids)} units -> {OUT / SMOL_SUBSET_C}")
+
+
+def stratum_check(data: str) -> None:
+    """The enriched draw's stratum on the SmolLM2 store units labelled before it (the s and t
+    parts): per stratum, units and personalisation positives (grade >= 2)."""
+    from dpmv_lib.evaluate.enriched_draw import HIGH, LOW, view_echo
+    from dpmv_lib.evaluate.u_validity import label_pool
+    from dpmv_lib.experiments.rq1 import RQ1Config
+    from dpmv_lib.generate.generation import ROW_FIELDS, conditioning_table
+
+    units = label_pool(OUT)
+    units = units[units["pool"].isin(["extra_smollm2", "extra_smollm2_b"])]
+    bench = load_benchmark("pairedmem", data)
+    rows = conditioning_table(bench.subset(sorted(set(units["pair_id"]))), RQ1Config().methods, seeds=EM_SEEDS,
+                              turns=T, params=PARAMS, workers=1, progress=False)
+    ci = {f: i for i, f in enumerate(ROW_FIELDS)}
+    cond = {(r[ci["pair_id"]], r[ci["method"]], r[ci["side"]], int(r[ci["turn"]])): r[ci["conditioning"]]
+            for r in rows}
+    stratum = [HIGH if view_echo(u.method, u.query, u.response, cond[(u.pair_id, u.method, u.side, int(u.turn))])
+               else LOW for u in units.itertuples(index=False)]
+    t = units.assign(stratum=stratum, positive=units["personalisation"] >= 2).groupby("stratum")["positive"]
+    print(pd.DataFrame({"units": t.size(), "personalisation_positives": t.sum()}).to_markdown())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--show", nargs=2, type=int, metavar=("START", "END"),
@@ -350,9 +456,25 @@ def main() -> None:
                     help="draw N SmolLM2 units from the llm store into sample_extra_smollm2.jsonl")
     ap.add_argument("--more-smollm2", type=int, metavar="N",
                     help="draw N further SmolLM2 units from the llm store into sample_extra_smollm2_b.jsonl")
+    ap.add_argument("--enriched-smollm2", type=int, nargs=2, metavar=("HIGH", "LOW"),
+                    help="draw HIGH view-echo and LOW other SmolLM2 units into sample_extra_smollm2_c.jsonl")
+    ap.add_argument("--subset", help="with --show: the units listed in this file of data/judge_labels, in order")
+    ap.add_argument("--reliability-subset", type=int, metavar="N",
+                    help="draw N units of the enriched part for a second annotator into subset_smollm2_c_b.txt")
+    ap.add_argument("--stratum-check", action="store_true",
+                    help="the enriched draw's stratum on the SmolLM2 units labelled before it")
     args = ap.parse_args()
+    if args.reliability_subset:
+        reliability_subset(args.reliability_subset)
+        return
+    if args.stratum_check:
+        stratum_check(args.data)
+        return
+    if args.enriched_smollm2:
+        enriched_smollm2(*args.enriched_smollm2, args.data)
+        return
     if args.show:
-        show(*args.show, file=args.file)
+        show(*args.show, file=args.file, subset=args.subset)
         return
     if args.extra_smollm2:
         extra_smollm2(args.extra_smollm2, args.data)

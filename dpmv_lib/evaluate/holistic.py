@@ -200,7 +200,8 @@ def catalogue_anchors(benchmarks: Mapping[str, Any]) -> dict[str, tuple[str, ...
 
 def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any] | None = None, *,
         anchors: Mapping[str, Sequence[str]],
-        dimension_features: Mapping[str, Sequence[str]] | None = None) -> HolisticModel:
+        dimension_features: Mapping[str, Sequence[str]] | None = None,
+        sample_weight: Sequence[float] | None = None) -> HolisticModel:
     """Fit the cumulative logistic models on the rows given (the fitting half, one row per
     distinct query and response).
 
@@ -215,6 +216,9 @@ def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any
     dimension_features : mapping, optional
         The features each dimension reads (default :data:`DIMENSION_FEATURES`; another set is
         for comparing candidates, :mod:`dpmv_lib.experiments.judge_features`).
+    sample_weight : sequence of float, optional
+        Per row, its weight in the fit (the labels' design weights,
+        :func:`~.enriched_draw.design_weights`); default 1 each.
     """
     missing = [f for f in FEATURES if f not in features.columns]
     if missing:
@@ -228,19 +232,24 @@ def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any
     if unknown or set(reads) != set(DIMENSIONS):
         raise ParameterError(f"holistic fit: dimension features must name {DIMENSIONS} with columns of FEATURES; "
                              f"unknown or empty: {unknown}, dimensions given: {sorted(reads)}")
-    dims = {d: fit_boundaries(features[list(reads[d])].to_numpy(float), labels[d].to_numpy(float), reads[d])
+    w = None if sample_weight is None else np.asarray(sample_weight, float)
+    if w is not None and (len(w) != len(features) or not (np.isfinite(w).all() and (w > 0).all())):
+        raise ParameterError(f"holistic fit: need {len(features)} finite positive sample weights, got {len(w)}")
+    dims = {d: fit_boundaries(features[list(reads[d])].to_numpy(float), labels[d].to_numpy(float), reads[d], w)
             for d in DIMENSIONS}
     return HolisticModel(FEATURES, {k: tuple(v) for k, v in anchors.items()}, dims, dict(fit_info or {}))
 
 
-def fit_boundaries(X: np.ndarray, labels: np.ndarray, columns: Sequence[str]) -> tuple[Boundary, ...]:
+def fit_boundaries(X: np.ndarray, labels: np.ndarray, columns: Sequence[str],
+                   sample_weight: np.ndarray | None = None) -> tuple[Boundary, ...]:
     """The four boundaries P(label >= k), k = 1..4, of one dimension (:func:`fit`), on ``X`` whose
-    columns are ``columns``; the dimension's score is the sum of their probabilities."""
+    columns are ``columns`` (rows weighted by ``sample_weight`` where given); the dimension's score
+    is the sum of their probabilities."""
     from sklearn.linear_model import LogisticRegressionCV
     from sklearn.model_selection import StratifiedKFold
     from sklearn.preprocessing import StandardScaler
 
-    scaler = StandardScaler().fit(X)
+    scaler = StandardScaler().fit(X, sample_weight=sample_weight)
     scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
     Z = (X - scaler.mean_) / scale
     bs = []
@@ -248,12 +257,12 @@ def fit_boundaries(X: np.ndarray, labels: np.ndarray, columns: Sequence[str]) ->
         y = (labels >= k).astype(int)
         pos = int(y.sum())
         if min(pos, len(y) - pos) < MIN_CLASS:
-            bs.append(Boundary(k=k, constant=float(pos / len(y))))
+            bs.append(Boundary(k=k, constant=float(np.average(y, weights=sample_weight))))
             continue
         folds = min(CV_FOLDS, pos, len(y) - pos)
         lr = LogisticRegressionCV(Cs=list(C_GRID), cv=StratifiedKFold(folds, shuffle=True, random_state=0),
                                   scoring="neg_log_loss", max_iter=5000, l1_ratios=(0.0,),
-                                  use_legacy_attributes=False).fit(Z, y)
+                                  use_legacy_attributes=False).fit(Z, y, sample_weight=sample_weight)
         bs.append(Boundary(k=k, columns=tuple(columns), mean=tuple(map(float, scaler.mean_)),
                            scale=tuple(map(float, scale)),
                            coef=tuple(map(float, lr.coef_[0])), intercept=float(lr.intercept_[0]),

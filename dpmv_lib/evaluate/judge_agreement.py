@@ -38,6 +38,11 @@ def labels_dir(label_dir: str | Path | None = None) -> Path:
     return Path(label_dir) if label_dir is not None else project_root() / "data" / "judge_labels"
 
 
+def annotator_name(label_file: str) -> str:
+    """The annotator name :func:`load_units` takes for a label file ``labels_<name>.jsonl``."""
+    return label_file.removeprefix("labels_").removesuffix(".jsonl")
+
+
 def load_units(label_dir: str | Path | None = None, annotator: str = "a",
                sample: str = "sample.jsonl") -> pd.DataFrame:
     """``sample`` (default ``sample.jsonl``) joined with ``labels_<annotator>.jsonl`` (only the
@@ -144,13 +149,15 @@ def agreement(judged: pd.DataFrame, by_model: bool = True) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def inter_annotator(label_dir: str | Path | None = None) -> pd.DataFrame:
-    """Annotator A vs annotator B on the units both labelled (the labels' reliability)."""
-    a = load_units(label_dir, "a").set_index("unit_id")
-    b = load_units(label_dir, "b").set_index("unit_id")
+def inter_annotator(label_dir: str | Path | None = None, first: str = "a", second: str = "b",
+                    sample: str = "sample.jsonl") -> pd.DataFrame:
+    """Annotator ``first`` vs annotator ``second`` (label files ``labels_<name>.jsonl`` of units of
+    ``sample``) on the units both labelled (the labels' reliability)."""
+    a = load_units(label_dir, first, sample).set_index("unit_id")
+    b = load_units(label_dir, second, sample).set_index("unit_id")
     common = a.index.intersection(b.index)
     if len(common) == 0:
-        raise ParameterError("annotators A and B share no unit")
+        raise ParameterError(f"annotators {first} and {second} share no unit")
     ref = a.loc[common].reset_index()
     cmp = b.loc[common, list(LABEL_COLUMNS)].add_prefix("b_").reset_index(drop=True)
     return _table(ref, cmp, "b_", "units")

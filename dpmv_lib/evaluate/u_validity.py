@@ -3,8 +3,10 @@ of relevance, correctness, actionability and personalisation, over 4).
 
 The judge's four dimensions are checked against the independent labels of ``data/judge_labels``
 (annotator A on ``sample.jsonl``, plus each extension of :data:`EXTENSIONS` whose labels exist:
-surrogate units in ``sample_extra.jsonl``, SmolLM2 units in ``sample_extra_smollm2.jsonl`` and
-``sample_extra_smollm2_b.jsonl``), by
+surrogate units in ``sample_extra.jsonl``, SmolLM2 units in ``sample_extra_smollm2.jsonl``,
+``sample_extra_smollm2_b.jsonl`` and the two-stratum draw ``sample_extra_smollm2_c.jsonl`` of
+:mod:`.enriched_draw`, whose held-out units are also measured weighted to its population,
+:func:`enriched_table`), by
 fitting on one half of the labelled units and measuring on the other:
 
 * **split** (:func:`split_halves`): ``sklearn.model_selection.StratifiedGroupKFold`` with two
@@ -29,6 +31,11 @@ fitting on one half of the labelled units and measuring on the other:
   "positive" (grade >= 2, the positive class of :mod:`.judge_agreement`; unweighted, the table's
   ``kappa``) and quadratic-weighted kappa on the 0-4 grades (``weighted_kappa``), for the judge's
   grade read directly (``raw``) and for the fitted cuts (``fitted``); pooled and per response model.
+* **weights** (:func:`~.enriched_draw.design_weights`): every unit counts once, except the units
+  of the two-stratum draw, which count by inverse inclusion probability scaled to the draw's
+  effective sample size; the model fit, the cuts and the kappas all use these weights
+  (``sklearn``'s ``sample_weight``), so the draw's oversampled stratum adds positives without
+  standing for more of the responses than it does. ``kappa_fitted_unweighted`` counts every unit once.
 * **U** (:func:`u_dimensions`, :class:`UDefinition`): a dimension whose pooled held-out fitted
   kappa is below :data:`FLOOR` leaves U; U is the mean of the others over 4. The goal for a
   dimension is :data:`GOAL`.
@@ -56,9 +63,10 @@ import pandas as pd
 
 from ..common.io import write_atomic
 from ..core.errors import ParameterError
+from .enriched_draw import design_weights
 from .holistic import FEATURES, REFIT_TOLERANCE, HolisticModel, catalogue_anchors
 from .holistic import fit as fit_holistic
-from .judge_agreement import SHOWN, judge_units, labels_dir, load_units
+from .judge_agreement import SHOWN, annotator_name, judge_units, labels_dir, load_units
 from .rubric import DIMENSIONS, Judge
 
 FLOOR = 0.4         # a dimension below this held-out kappa leaves U
@@ -70,9 +78,13 @@ SMOL_SAMPLE = "sample_extra_smollm2.jsonl"
 SMOL_LABELS = "labels_extra_smollm2.jsonl"
 SMOL_SAMPLE_B = "sample_extra_smollm2_b.jsonl"
 SMOL_LABELS_B = "labels_extra_smollm2_b.jsonl"
+SMOL_SAMPLE_C = "sample_extra_smollm2_c.jsonl"
+SMOL_LABELS_C = "labels_extra_smollm2_c.jsonl"
+#: a second annotator's labels of a subset of the enriched draw (its reliability; not read into the pool)
+SMOL_LABELS_C_B = "labels_extra_smollm2_c_b.jsonl"
 #: the label extensions: pool -> (sample file, label file); read where the label file exists
 EXTENSIONS = {"extra": (EXTRA_SAMPLE, EXTRA_LABELS), "extra_smollm2": (SMOL_SAMPLE, SMOL_LABELS),
-              "extra_smollm2_b": (SMOL_SAMPLE_B, SMOL_LABELS_B)}
+              "extra_smollm2_b": (SMOL_SAMPLE_B, SMOL_LABELS_B), "extra_smollm2_c": (SMOL_SAMPLE_C, SMOL_LABELS_C)}
 MODELS = ("surrogate", "smollm2")
 #: the split behind U's definition: fixed, so that runs with other seeds share one U
 SPLIT_SEED = 0
@@ -84,17 +96,20 @@ NOT_VALIDATED = " (not validated)"
 # ---- the labelled units -----------------------------------------------------------------------------
 def label_pool(label_dir: str | Path | None = None) -> pd.DataFrame:
     """Annotator A's units of ``sample.jsonl`` and, for each extension of :data:`EXTENSIONS`
-    whose labels exist, its labelled units (column ``pool``: "sample" or the extension's key)."""
+    whose labels exist, its labelled units (column ``pool``: "sample" or the extension's key;
+    ``design_weight``: :func:`~.enriched_draw.design_weights`)."""
     d = labels_dir(label_dir)
     parts = [load_units(d, "a").assign(pool="sample")]
     for pool, (sample, labels) in EXTENSIONS.items():
         if (d / labels).exists():
-            parts.append(load_units(d, labels.removeprefix("labels_").removesuffix(".jsonl"), sample)
+            parts.append(load_units(d, annotator_name(labels), sample)
                          .assign(pool=pool))
     units = pd.concat(parts, ignore_index=True)
     if units["unit_id"].duplicated().any():
         raise ParameterError("judge labels: unit ids shared by two sample files: "
                              f"{units.loc[units['unit_id'].duplicated(), 'unit_id'].tolist()[:5]}")
+    units["design_weight"] = design_weights(units["inclusion_probability"] if "inclusion_probability" in units
+                                            else np.full(len(units), np.nan))
     return units
 
 
@@ -117,13 +132,14 @@ def split_halves(units: pd.DataFrame, seed: int = 0) -> np.ndarray:
 
 
 # ---- the fit ------------------------------------------------------------------------------------------
-def _kappa_per_cut(y: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every cut c of ``roc_curve`` (predict s >= c) with the binary Cohen's kappa of y it gives."""
+def _kappa_per_cut(y: np.ndarray, s: np.ndarray, w: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Every cut c of ``roc_curve`` (predict s >= c) with the binary Cohen's kappa of y it gives
+    (units weighted by ``w`` where given)."""
     from sklearn.metrics import roc_curve
 
-    fpr, tpr, cuts = roc_curve(y, s, drop_intermediate=False)
-    n, pos = len(y), int(y.sum())
-    neg = n - pos
+    fpr, tpr, cuts = roc_curve(y, s, drop_intermediate=False, sample_weight=w)
+    pos = float(np.sum(y if w is None else w * y))
+    neg = float(len(y) if w is None else np.sum(w)) - pos
     tp, fp = tpr * pos, fpr * neg
     fn, tn = pos - tp, neg - fp
     den = (tp + fp) * (fp + tn) + (tp + fn) * (fn + tn)
@@ -132,13 +148,15 @@ def _kappa_per_cut(y: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return np.asarray(cuts, float), kappa
 
 
-def fit_cuts(scores: Sequence[float], labels: Sequence[int]) -> tuple[float, float, float, float]:
+def fit_cuts(scores: Sequence[float], labels: Sequence[int],
+             sample_weight: Sequence[float] | None = None) -> tuple[float, float, float, float]:
     """The four cut points c_1 <= ... <= c_4 that read judge scores on the 0-4 label scale (see the
-    module docstring). A boundary k that no fitting label reaches gets c_k = inf; one that every
-    label reaches gets -inf."""
+    module docstring; kappa weighted by ``sample_weight`` where given). A boundary k that no fitting
+    label reaches gets c_k = inf; one that every label reaches gets -inf."""
     s, y = np.asarray(scores, float), np.asarray(labels, float)
     ok = ~(np.isnan(s) | np.isnan(y))
     s, y = s[ok], y[ok]
+    w = None if sample_weight is None else np.asarray(sample_weight, float)[ok]
     if len(s) == 0:
         raise ParameterError("no scored and labelled units to fit on")
     out = []
@@ -150,7 +168,7 @@ def fit_cuts(scores: Sequence[float], labels: Sequence[int]) -> tuple[float, flo
         if pos.all():
             out.append(-math.inf)
             continue
-        cuts, kappa = _kappa_per_cut(pos, s)
+        cuts, kappa = _kappa_per_cut(pos, s, w)
         best = np.flatnonzero(kappa >= kappa.max() - 1e-12)
         out.append(float(cuts[best[np.argmin(np.abs(cuts[best] - k))]]))
     c = np.maximum.accumulate(np.array(out))
@@ -165,18 +183,20 @@ def grade_with(scores: Sequence[float], cuts: Sequence[float]) -> np.ndarray:
     return g
 
 
-def kappas(labels: Sequence[float], grades: Sequence[float]) -> tuple[float, float]:
-    """(binary kappa of grade >= 2, quadratic-weighted kappa on 0-4), ``sklearn.metrics.cohen_kappa_score``;
-    NaN where a side has a single class."""
+def kappas(labels: Sequence[float], grades: Sequence[float],
+           sample_weight: Sequence[float] | None = None) -> tuple[float, float]:
+    """(binary kappa of grade >= 2, quadratic-weighted kappa on 0-4), ``sklearn.metrics.cohen_kappa_score``
+    (each unit weighted by ``sample_weight`` where given); NaN where a side has a single class."""
     from sklearn.metrics import cohen_kappa_score
 
     a, b = np.asarray(labels, float), np.asarray(grades, float)
     ok = ~(np.isnan(a) | np.isnan(b))
     a, b = a[ok], b[ok]
+    w = None if sample_weight is None else np.asarray(sample_weight, float)[ok]
     ya, yb = a >= SHOWN, b >= SHOWN
-    binary = float(cohen_kappa_score(ya, yb)) if len(set(ya) | set(yb)) > 1 else math.nan
+    binary = float(cohen_kappa_score(ya, yb, sample_weight=w)) if len(set(ya) | set(yb)) > 1 else math.nan
     ga, gb = np.rint(a).astype(int), np.rint(b).astype(int)
-    weighted = float(cohen_kappa_score(ga, gb, weights="quadratic", labels=list(range(5)))) \
+    weighted = float(cohen_kappa_score(ga, gb, weights="quadratic", labels=list(range(5)), sample_weight=w)) \
         if len(set(ga) | set(gb)) > 1 else math.nan
     return binary, weighted
 
@@ -196,12 +216,16 @@ def heldout_table(judged: pd.DataFrame, fit_mask: np.ndarray) -> tuple[pd.DataFr
     (table, cuts)
         One row per (dimension, response model): units and positives of each half, the fitted
         cut for "positive" (``cut_2``), ``kappa_raw`` / ``kappa_fitted`` (binary) and
-        ``weighted_kappa_raw`` / ``weighted_kappa_fitted`` on the held-out half; the cuts per dimension.
+        ``weighted_kappa_raw`` / ``weighted_kappa_fitted`` (quadratic) on the held-out half, each
+        unit counted with its ``design_weight`` where the column exists (``kappa_fitted_unweighted``:
+        every unit once); the cuts per dimension, fitted with the same weights.
     """
     fit_mask = np.asarray(fit_mask, bool)
     if len(fit_mask) != len(judged):
         raise ParameterError(f"fit mask has {len(fit_mask)} entries for {len(judged)} units")
-    cuts = {d: fit_cuts(judged.loc[fit_mask, f"judge_{d}"], judged.loc[fit_mask, d]) for d in DIMENSIONS}
+    w = judged["design_weight"].to_numpy(float) if "design_weight" in judged else np.ones(len(judged))
+    cuts = {d: fit_cuts(judged.loc[fit_mask, f"judge_{d}"], judged.loc[fit_mask, d], w[fit_mask])
+            for d in DIMENSIONS}
     recs = []
     models = ["all"] + [m for m in MODELS if m in set(judged["response_model"])] + \
         sorted(set(judged["response_model"]) - set(MODELS))
@@ -212,17 +236,44 @@ def heldout_table(judged: pd.DataFrame, fit_mask: np.ndarray) -> tuple[pd.DataFr
             ho = sel & ~fit_mask
             y = judged[d].to_numpy(float)
             raw = judged[f"judge_{d}"].to_numpy(float)
-            k_raw, w_raw = kappas(y[ho], raw[ho])
-            k_fit, w_fit = kappas(y[ho], fitted[ho])
+            k_raw, w_raw = kappas(y[ho], raw[ho], w[ho])
+            k_fit, w_fit = kappas(y[ho], fitted[ho], w[ho])
             recs.append({"dimension": d, "response_model": model,
                          "units_fit": int((sel & fit_mask).sum()), "units_held_out": int(ho.sum()),
                          "positives_fit": int((y[sel & fit_mask] >= SHOWN).sum()),
                          "positives_held_out": int((y[ho] >= SHOWN).sum()),
                          "cut_2": cuts[d][SHOWN - 1], "kappa_raw": k_raw, "kappa_fitted": k_fit,
-                         "weighted_kappa_raw": w_raw, "weighted_kappa_fitted": w_fit})
+                         "weighted_kappa_raw": w_raw, "weighted_kappa_fitted": w_fit,
+                         "kappa_fitted_unweighted": kappas(y[ho], fitted[ho])[0]})
     table = pd.DataFrame.from_records(recs)
     table["goal_met"] = table["kappa_fitted"] >= GOAL
     return table, cuts
+
+
+def enriched_table(judged: pd.DataFrame, fit_mask: np.ndarray, cuts: Mapping[str, tuple]) -> pd.DataFrame:
+    """The held-out units of the two-stratum draw (:mod:`.enriched_draw`; the units with an
+    ``inclusion_probability``), per dimension: the binary kappa of the fitted grades as drawn
+    (``kappa_drawn``) and weighted by 1 / inclusion probability (``kappa_weighted``: the draw's
+    population, the llm store's units of its pairs), with the positive rate both ways. Empty
+    where no labelled unit carries a probability."""
+    if "inclusion_probability" not in judged.columns:
+        return pd.DataFrame()
+    p = judged["inclusion_probability"].to_numpy(float)
+    ho = ~np.asarray(fit_mask, bool) & ~np.isnan(p)
+    if not ho.any():
+        return pd.DataFrame()
+    w = 1.0 / p[ho]
+    recs = []
+    for d in DIMENSIONS:
+        y = judged[d].to_numpy(float)[ho]
+        g = grade_with(judged[f"judge_{d}"], cuts[d])[ho]
+        pos = y >= SHOWN
+        recs.append({"dimension": d, "units_held_out": int(ho.sum()),
+                     "units_high": int((judged["stratum"].to_numpy()[ho] == "high").sum()),
+                     "positives_held_out": int(pos.sum()), "positive_rate_drawn": float(pos.mean()),
+                     "positive_rate_weighted": float(np.average(pos, weights=w)),
+                     "kappa_drawn": kappas(y, g)[0], "kappa_weighted": kappas(y, g, w)[0]})
+    return pd.DataFrame.from_records(recs)
 
 
 def split_spread(judged: pd.DataFrame, seeds: Sequence[int] = tuple(range(10)),
@@ -369,6 +420,7 @@ class UValidity:
     seed: int
     n_units: int
     n_extra: int
+    enriched: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def summary(self) -> str:
         """One paragraph from the numbers."""
@@ -389,7 +441,27 @@ class UValidity:
         return (f"{self.definition.sentence()}{self._mixed()} Judge {self.judge_id}, {self.n_units} labelled units "
                 f"({self.n_extra} from the extensions), split with seed {self.seed}. Held-out kappa per response "
                 f"model: {'; '.join(per)}.{spread} Positives (grade >= 2) below {MIN_POSITIVES}: {lack or 'none'} "
-                f"(sklearn.model_selection.StratifiedGroupKFold split, sklearn.metrics.cohen_kappa_score).")
+                f"(sklearn.model_selection.StratifiedGroupKFold split, sklearn.metrics.cohen_kappa_score)."
+                f"{self._enriched()}")
+
+    def _enriched(self) -> str:
+        e = self.enriched
+        if e.empty:
+            return ""
+        r = e.set_index("dimension")
+        a = self.table[self.table["response_model"] == "all"].set_index("dimension")
+        once = ""
+        if "kappa_fitted_unweighted" in a.columns:
+            once = (" Counting every unit once instead (the draw's oversampled stratum at full weight), the pooled "
+                    "held-out kappa reads " + ", ".join(f"{d} {a.at[d, 'kappa_fitted_unweighted']:.2f}"
+                                                        for d in DIMENSIONS) + ".")
+        return (f"{once} The enriched SmolLM2 draw ({r['units_held_out'].iloc[0]} held-out units, "
+                f"{r['units_high'].iloc[0]} of them echoing a released view) gives, as drawn and weighted to its "
+                "population by inverse inclusion probability: " + ", ".join(
+                    f"{d} {r.at[d, 'kappa_drawn']:.2f} / {r.at[d, 'kappa_weighted']:.2f}" for d in DIMENSIONS)
+                + " (positive rate of personalisation "
+                f"{r.at['personalisation', 'positive_rate_drawn']:.2f} as drawn, "
+                f"{r.at['personalisation', 'positive_rate_weighted']:.2f} weighted).")
 
     def mixed_dimensions(self) -> dict[str, dict[str, float]]:
         """Dimensions whose pooled held-out kappa exceeds every per-model kappa by more than
@@ -420,7 +492,9 @@ class UValidity:
         cols = [c for c in ("dimension", "response_model", "units_held_out", "positives_held_out", "kappa_raw",
                             "kappa_fitted", "kappa_fitted_min", "kappa_fitted_max", "weighted_kappa_raw",
                             "weighted_kappa_fitted", "cut_2", "goal_met") if c in self.table.columns]
-        return f"{self.table[cols].to_markdown(index=False, floatfmt='.3f')}\n\n{self.summary()}\n"
+        enriched = ("" if self.enriched.empty else "Enriched SmolLM2 draw, held-out half, as drawn and weighted to "
+                    f"its population:\n\n{self.enriched.to_markdown(index=False, floatfmt='.3f')}\n\n")
+        return f"{self.table[cols].to_markdown(index=False, floatfmt='.3f')}\n\n{enriched}{self.summary()}\n"
 
 
 def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str | Path = "data", *,
@@ -452,14 +526,15 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
             if gap > REFIT_TOLERANCE:
                 raise ParameterError(f"{stale} (scores differ by up to {gap:.3g}): refit it with "
                                      "`python -m dpmv_lib.evaluate.u_validity`")
-    table, cuts = heldout_table(judged, split_halves(judged, seed))
+    fit_mask = split_halves(judged, seed)
+    table, cuts = heldout_table(judged, fit_mask)
     if spread_seeds:
         table = table.merge(split_spread(judged, spread_seeds, rescore), on=["dimension", "response_model"],
                             how="left")
     pooled = table[table["response_model"] == "all"].set_index("dimension")["kappa_fitted"]
     return UValidity(table, cuts, UDefinition.from_kappas(pooled.to_dict()), positives(units),
                      str(getattr(judge, "id", type(judge).__name__)), seed, len(units),
-                     int((units["pool"] != "sample").sum()))
+                     int((units["pool"] != "sample").sum()), enriched_table(judged, fit_mask, cuts))
 
 
 def _distinct_rows(units: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
@@ -481,13 +556,16 @@ def _label_hash(label_dir: str | Path | None) -> str:
 
 def fit_on(units: pd.DataFrame, features: np.ndarray, mask: np.ndarray, anchors: Mapping[str, Sequence[str]],
            info: Mapping[str, object], dimension_features: Mapping[str, Sequence[str]] | None = None) -> HolisticModel:
-    """:func:`.holistic.fit` on the units of ``mask``, one row per distinct (query, response)
-    (``features``: :meth:`~.rubric_judge.RubricJudge.holistic_features` of every unit)."""
+    """:func:`.holistic.fit` on the units of ``mask``, one row per distinct (query, response), each
+    with its ``design_weight`` (``features``: :meth:`~.rubric_judge.RubricJudge.holistic_features`
+    of every unit)."""
     units = units.reset_index(drop=True)
     rows = _distinct_rows(units, mask)
     F = pd.DataFrame(features[rows], columns=list(FEATURES))
+    weight = units.loc[rows, "design_weight"].to_numpy(float) if "design_weight" in units else None
     return fit_holistic(F, units.loc[rows, list(DIMENSIONS)].reset_index(drop=True),
-                        {**info, "fitted_on": int(len(rows))}, anchors=anchors, dimension_features=dimension_features)
+                        {**info, "fitted_on": int(len(rows))}, anchors=anchors, dimension_features=dimension_features,
+                        sample_weight=weight)
 
 
 def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,

@@ -70,6 +70,7 @@ def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.n
     X = np.asarray(features, float)[idx]
     groups = pd.factorize(sub["query"].astype(str) + "\x00" + sub["response"].astype(str))[0]
     y = sub[dimension].to_numpy(float)
+    w = sub["design_weight"].to_numpy(float) if "design_weight" in sub else np.ones(len(sub))
     empty = sub["response"].map(lambda a: not str(a).strip()).to_numpy()
     unknown = sorted(set(columns) - set(FEATURES))
     if unknown or not columns:
@@ -81,13 +82,14 @@ def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.n
         grades = np.full(len(sub), np.nan)
         for tr, te in GroupKFold(folds, shuffle=True, random_state=seed).split(X, y, groups):
             rows = tr[first[tr]]
-            bounds = fit_boundaries(Xc[rows], y[rows], tuple(columns))
+            bounds = fit_boundaries(Xc[rows], y[rows], tuple(columns), w[rows])
             s = np.sum([b.prob(X) for b in bounds], axis=0)
             s[empty] = 0.0
-            grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr]))
+            grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
         for name, sel in [("all", np.ones(len(sub), bool))] + [
                 (m, (sub["response_model"] == m).to_numpy()) for m in sorted(set(sub["response_model"]))]:
-            out.setdefault(name, []).append(float(cohen_kappa_score(y[sel] >= SHOWN, grades[sel] >= SHOWN)))
+            out.setdefault(name, []).append(float(cohen_kappa_score(y[sel] >= SHOWN, grades[sel] >= SHOWN,
+                                                                    sample_weight=w[sel])))
     return {k: float(np.mean(v)) for k, v in out.items()}
 
 

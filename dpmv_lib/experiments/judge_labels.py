@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..evaluate.rubric import DIMENSIONS
+from ..evaluate.u_validity import SMOL_LABELS_C, SMOL_LABELS_C_B, SMOL_SAMPLE_C
 from .result import Result
 
 #: Cohen's kappa goal of "behaviour shown" on tRec and Unsup items
@@ -40,8 +42,14 @@ def agreement(session: Any) -> Result:
     if judge is None:
         return Result("The judge against independent labels", "This run's judge is not the rubric judge: the judge "
                                                                 "checks run for the rubric judge only.")
-    ia = judge_agreement.inter_annotator(session.data_dir / "judge_labels")
+    label_dir = session.data_dir / "judge_labels"
+    ia = judge_agreement.inter_annotator(label_dir)
     session.write_table(f"{session.notebook}_judge_inter_annotator", ia)
+    ia_c = None
+    if (label_dir / SMOL_LABELS_C_B).exists():
+        ia_c = judge_agreement.inter_annotator(label_dir, judge_agreement.annotator_name(SMOL_LABELS_C),
+                                               judge_agreement.annotator_name(SMOL_LABELS_C_B), SMOL_SAMPLE_C)
+        session.write_table(f"{session.notebook}_judge_inter_annotator_smollm2", ia_c)
     units, benches = _labels(session)
     agr = judge_agreement.agreement(judge_agreement.judge_units(units, benches, judge))
     session.write_table(f"{session.notebook}_judge_agreement", agr)
@@ -50,10 +58,15 @@ def agreement(session: Any) -> Result:
     met = all(k.get(w, float("nan")) >= KAPPA_GOAL for w in _KINDS)
     finding = (f"The annotators agree with kappa {_kappas(ia)}; the judge agrees with annotator A with kappa "
                f"{_kappas(pooled)} (goal >= {KAPPA_GOAL}: {'met' if met else 'not met'} on both kinds).")
-    return Result(f"The judge ({judge.id}) against independent labels", finding,
-                  tables={f"annotator A vs annotator B ({int(ia['units'].max())} units)": ia,
-                          "judge vs annotator A, pooled over response models (per model: "
-                          f"tables/{session.notebook}_judge_agreement.csv)": pooled},
+    tables = {f"annotator A vs annotator B ({int(ia['units'].max())} units)": ia}
+    if ia_c is not None:
+        u, n = ia_c.set_index("what")["kappa"], int(ia_c["units"].max())
+        finding += (" On the enriched SmolLM2 draw a second annotator agrees with the first with kappa "
+                    + ", ".join(f"{d} {u[f'U: {d}']:.2f}" for d in DIMENSIONS) + f" ({n} units).")
+        tables[f"enriched SmolLM2 draw: two annotators ({n} units)"] = ia_c
+    tables["judge vs annotator A, pooled over response models (per model: "
+           f"tables/{session.notebook}_judge_agreement.csv)"] = pooled
+    return Result(f"The judge ({judge.id}) against independent labels", finding, tables=tables,
                   data={"units": units})
 
 

@@ -343,6 +343,12 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
     if res.u_validity is not None:
         written["u_validity"] = TB.write_table(res.u_validity.table, tdir, "rq1_u_validity",
                                                res.u_validity.markdown())
+        if not res.u_validity.enriched.empty:
+            written["u_validity_enriched"] = TB.write_table(
+                res.u_validity.enriched, tdir, "rq1_u_validity_enriched",
+                "Enriched SmolLM2 label draw, held-out half: kappa as drawn and weighted by 1 / inclusion "
+                f"probability (dpmv_lib.evaluate.enriched_draw).\n\n"
+                f"{res.u_validity.enriched.to_markdown(index=False, floatfmt='.3f')}\n")
     for key, files in written.items():
         paths.update({f"{key}_{kind}": str(path) for kind, path in files._asdict().items()})
     res.audit.to_csv(tdir / "rq1_audit_by_horizon.csv", index=False)
@@ -478,9 +484,11 @@ def u_validity(rq1: Any) -> Any:
     cols = [c for c in ("dimension", "response_model", "units_held_out", "positives_held_out", "kappa_raw",
                         "kappa_fitted", "kappa_fitted_min", "kappa_fitted_max", "goal_met") if c in uv.table.columns]
     shown = uv.table[uv.table["response_model"] == "all"] if len(uv.table) > 12 else uv.table
-    return Result(f"U's validity: held-out kappa per judge dimension ({uv.judge_id})", uv.summary(),
-                  tables={"held-out agreement (pooled over response models; per model in the CSV)"
-                          if len(shown) < len(uv.table) else "held-out agreement": shown[cols]})
+    tables = {"held-out agreement (pooled over response models; per model in the CSV)"
+              if len(shown) < len(uv.table) else "held-out agreement": shown[cols]}
+    if not uv.enriched.empty:
+        tables["enriched SmolLM2 draw: kappa as drawn and weighted to its population"] = uv.enriched
+    return Result(f"U's validity: held-out kappa per judge dimension ({uv.judge_id})", uv.summary(), tables=tables)
 
 
 def comparison(rq1: Any) -> Any:

@@ -28,7 +28,7 @@ fitting on one half of the labelled units and measuring on the other:
   the cuts are then made non-decreasing. This monotone recalibration never changes which of two
   responses the judge scores higher, so a validated dimension enters U with the judge's own scores.
 * **agreement**: on the held-out half only, ``sklearn.metrics.cohen_kappa_score`` of the binary
-  "positive" (grade >= 2, the positive class of :mod:`.judge_agreement`; unweighted, the table's
+  "positive" (grade >= 2, the positive class of :mod:`.judge_agreement`; the table's
   ``kappa``) and quadratic-weighted kappa on the 0-4 grades (``weighted_kappa``), for the judge's
   grade read directly (``raw``) and for the fitted cuts (``fitted``); pooled and per response model.
 * **weights** (:func:`~.enriched_draw.design_weights`): every unit counts once, except the units

@@ -11,7 +11,8 @@ For each candidate set of a dimension (the others keep the committed sets):
   model (:func:`~dpmv_lib.evaluate.holistic.fit`) and the cuts
   (:func:`~dpmv_lib.evaluate.u_validity.fit_cuts`) are fitted as :func:`~dpmv_lib.evaluate.u_validity.validate_u`
   fits them on the whole fitting half; ``sklearn.metrics.cohen_kappa_score`` on the pooled
-  out-of-fold grades, pooled and per response model.
+  out-of-fold grades, pooled and per response model; every fit and kappa with the units' design
+  weights (:func:`~dpmv_lib.evaluate.enriched_draw.design_weights`).
 * **degradation**: with a model fitted on the whole fitting half, the share of items of the
   degradation set (:mod:`.judge_degradation`) whose variant scores strictly lower than its original,
   for the variants meant to lower this dimension.

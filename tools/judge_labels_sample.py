@@ -66,8 +66,9 @@ of its rubric items at random and with its stratum and inclusion probability.
 proportion to the strata) into ``subset_smollm2_c_b.txt``; ``--show START END --file
 sample_extra_smollm2_c.jsonl --subset subset_smollm2_c_b.txt`` is their blind view.
 
-``--stratum-check`` prints the stratum against the personalisation labels of the SmolLM2 store
-units labelled before the enriched part (the s and t parts).
+``--stratum-check`` prints the stratum against the labels: per stratum, units and positives of each
+dimension on the SmolLM2 store units labelled before the enriched part (the s and t parts) and on
+the enriched part.
 """
 from __future__ import annotations
 
@@ -421,25 +422,28 @@ def reliability_subset(n: int) -> None:
 
 
 def stratum_check(data: str) -> None:
-    """The enriched draw's stratum on the SmolLM2 store units labelled before it (the s and t
-    parts): per stratum, units and personalisation positives (grade >= 2)."""
+    """The enriched draw's stratum against the labels, per stratum: units and positives (grade >= 2)
+    of each dimension, on the SmolLM2 store units labelled before the draw (the s and t parts; their
+    stratum from the conditioning of their rows in the store) and on the enriched part itself."""
     from dpmv_lib.evaluate.enriched_draw import HIGH, LOW, view_echo
+    from dpmv_lib.evaluate.rubric import DIMENSIONS
     from dpmv_lib.evaluate.u_validity import label_pool
-    from dpmv_lib.experiments.rq1 import RQ1Config
-    from dpmv_lib.generate.generation import ROW_FIELDS, conditioning_table
 
     units = label_pool(OUT)
-    units = units[units["pool"].isin(["extra_smollm2", "extra_smollm2_b"])]
-    bench = load_benchmark("pairedmem", data)
-    rows = conditioning_table(bench.subset(sorted(set(units["pair_id"]))), RQ1Config().methods, seeds=EM_SEEDS,
-                              turns=T, params=PARAMS, workers=1, progress=False)
-    ci = {f: i for i, f in enumerate(ROW_FIELDS)}
-    cond = {(r[ci["pair_id"]], r[ci["method"]], r[ci["side"]], int(r[ci["turn"]])): r[ci["conditioning"]]
-            for r in rows}
-    stratum = [HIGH if view_echo(u.method, u.query, u.response, cond[(u.pair_id, u.method, u.side, int(u.turn))])
-               else LOW for u in units.itertuples(index=False)]
-    t = units.assign(stratum=stratum, positive=units["personalisation"] >= 2).groupby("stratum")["positive"]
-    print(pd.DataFrame({"units": t.size(), "personalisation_positives": t.sum()}).to_markdown())
+    before = units[units["pool"].isin(["extra_smollm2", "extra_smollm2_b"])]
+    tracks = sorted(set(before["track"]))
+    rows = smollm2_store_transcripts({t: load_benchmark(t, data) for t in tracks},
+                                     {t: sorted(set(before.loc[before["track"] == t, "pair_id"])) for t in tracks})
+    cond = rows.set_index(["pair_id", "method", "side", "turn"])["conditioning"]
+    before = before.assign(stratum=[
+        HIGH if view_echo(u.method, u.query, u.response, cond[(u.pair_id, u.method, u.side, int(u.turn))]) else LOW
+        for u in before.itertuples(index=False)])
+    enriched = units[units["pool"] == "extra_smollm2_c"]
+    for name, part in (("labelled before the draw", before), ("the enriched part", enriched)):
+        g = part.groupby("stratum")
+        table = pd.DataFrame({"units": g.size(),
+                              **{f"{d} positives": g[d].apply(lambda x: int((x >= 2).sum())) for d in DIMENSIONS}})
+        print(f"{name}:\n{table.to_markdown()}\n")
 
 
 def main() -> None:

@@ -253,16 +253,15 @@ def heldout_table(judged: pd.DataFrame, fit_mask: np.ndarray) -> tuple[pd.DataFr
 def enriched_table(judged: pd.DataFrame, fit_mask: np.ndarray, cuts: Mapping[str, tuple]) -> pd.DataFrame:
     """The held-out units of the two-stratum draw (:mod:`.enriched_draw`; the units with an
     ``inclusion_probability``), per dimension: the binary kappa of the fitted grades as drawn
-    (``kappa_drawn``) and weighted by 1 / inclusion probability (``kappa_weighted``: the draw's
-    population, the llm store's units of its pairs), with the positive rate both ways. Empty
-    where no labelled unit carries a probability."""
+    (``kappa_drawn``) and with the units' design weights, proportional to 1 / inclusion probability
+    (``kappa_weighted``: the draw's population, the llm store's units of its pairs), with the
+    positive rate both ways. Empty where no labelled unit carries a probability."""
     if "inclusion_probability" not in judged.columns:
         return pd.DataFrame()
-    p = judged["inclusion_probability"].to_numpy(float)
-    ho = ~np.asarray(fit_mask, bool) & ~np.isnan(p)
+    ho = ~np.asarray(fit_mask, bool) & judged["inclusion_probability"].notna().to_numpy()
     if not ho.any():
         return pd.DataFrame()
-    w = 1.0 / p[ho]
+    w = judged["design_weight"].to_numpy(float)[ho]
     recs = []
     for d in DIMENSIONS:
         y = judged[d].to_numpy(float)[ho]
@@ -492,9 +491,13 @@ class UValidity:
         cols = [c for c in ("dimension", "response_model", "units_held_out", "positives_held_out", "kappa_raw",
                             "kappa_fitted", "kappa_fitted_min", "kappa_fitted_max", "weighted_kappa_raw",
                             "weighted_kappa_fitted", "cut_2", "goal_met") if c in self.table.columns]
-        enriched = ("" if self.enriched.empty else "Enriched SmolLM2 draw, held-out half, as drawn and weighted to "
-                    f"its population:\n\n{self.enriched.to_markdown(index=False, floatfmt='.3f')}\n\n")
+        enriched = "" if self.enriched.empty else f"{self.enriched_markdown()}\n"
         return f"{self.table[cols].to_markdown(index=False, floatfmt='.3f')}\n\n{enriched}{self.summary()}\n"
+
+    def enriched_markdown(self) -> str:
+        """:attr:`enriched` (:func:`enriched_table`) with its caption, as Markdown."""
+        return ("Enriched SmolLM2 draw, held-out half: kappa as drawn and weighted to its population "
+                f"(dpmv_lib.evaluate.enriched_draw).\n\n{self.enriched.to_markdown(index=False, floatfmt='.3f')}\n")
 
 
 def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str | Path = "data", *,

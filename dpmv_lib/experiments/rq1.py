@@ -344,11 +344,8 @@ def write_outputs(res: RQ1Result, results: Path) -> dict[str, str]:
         written["u_validity"] = TB.write_table(res.u_validity.table, tdir, "rq1_u_validity",
                                                res.u_validity.markdown())
         if not res.u_validity.enriched.empty:
-            written["u_validity_enriched"] = TB.write_table(
-                res.u_validity.enriched, tdir, "rq1_u_validity_enriched",
-                "Enriched SmolLM2 label draw, held-out half: kappa as drawn and weighted by 1 / inclusion "
-                f"probability (dpmv_lib.evaluate.enriched_draw).\n\n"
-                f"{res.u_validity.enriched.to_markdown(index=False, floatfmt='.3f')}\n")
+            written["u_validity_enriched"] = TB.write_table(res.u_validity.enriched, tdir, "rq1_u_validity_enriched",
+                                                            res.u_validity.enriched_markdown())
     for key, files in written.items():
         paths.update({f"{key}_{kind}": str(path) for kind, path in files._asdict().items()})
     res.audit.to_csv(tdir / "rq1_audit_by_horizon.csv", index=False)

@@ -244,15 +244,14 @@ def test_int8_is_an_openvino_precision_only():
 def test_int8_calibration_texts_are_rebuilt_from_the_train_split():
     """The committed calibration file is what tools/encoder_calibration.py draws from the train
     split (300 texts), text for text."""
-    import importlib.util
     from pathlib import Path
+
+    from helpers.scripts import load_script
 
     from dpmv_lib.evaluate.encoders import int8_calibration_texts
 
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("_encoder_calibration", root / "tools" / "encoder_calibration.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_script(root / "tools" / "encoder_calibration.py", "encoder_calibration")
     assert tool.calibration_texts(str(root / "data")) == int8_calibration_texts()
     assert len(int8_calibration_texts()) == tool.RESPONSES + tool.QUERIES == 300
 

@@ -3,6 +3,7 @@ fitting half gives, its scores are sum_k P(label >= k) in [0, 4] and item-indepe
 model is refused by the validity check, and bad model files are named."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -187,3 +188,60 @@ def test_the_fit_follows_the_sample_weights():
     for bad in (np.ones(3), np.zeros(400), np.full(400, np.nan)):
         with pytest.raises(ParameterError, match="sample weights"):
             H.fit(F, labels, anchors=anchors, sample_weight=bad)
+
+
+def test_content_projection_is_scikit_learns_pca_of_query_and_response():
+    """The content features: PCA (scikit-learn) of [q * r, r], r the unit mean of the response's
+    sentence embeddings; projected one row at a time, for the encoder the model was fitted with."""
+    from sklearn.decomposition import PCA
+
+    from dpmv_lib.evaluate.rubric_judge import split_sentences
+
+    rng = np.random.default_rng(3)
+    V = rng.normal(size=(200, 16)) @ rng.normal(size=(16, 16))
+    X = np.hstack([V, V[:, :8] ** 2, rng.normal(size=(200, 56))])
+    P = H.ContentProjection.fit(X)
+    want = PCA(H.CONTENT_COMPONENTS, svd_solver="full").fit(X)
+    assert P.components.shape == (H.CONTENT_COMPONENTS, 80)
+    np.testing.assert_allclose(P.components, want.components_)
+    np.testing.assert_allclose(P.mean, want.mean_)
+    W = rng.normal(size=(5, 80))
+    np.testing.assert_allclose(np.stack([P.project(w) for w in W]), (W - P.mean) @ P.components.T, atol=1e-10)
+    assert P.max_difference(H.ContentProjection(**{k: np.asarray(v) for k, v in P.to_dict().items()})) == 0.0
+    with pytest.raises(ParameterError, match="vectors of length 80"):
+        P.project(np.zeros(24))
+    with pytest.raises(ParameterError, match="more than"):
+        H.ContentProjection.fit(V[:10])
+    # the judge's content vector of a turn
+    enc = HashingEncoder()
+    q, a = "what should I cook tonight", "Cook a big pot of lentils. Add rice on the side."
+    S, e = enc.encode(split_sentences(a)), enc.encode([q])[0]
+    r = S.mean(0) / np.linalg.norm(S.mean(0))
+    np.testing.assert_allclose(H.content_vector(e, S), np.concatenate([e * r, r]), atol=1e-7)
+    assert not H.content_vector(e, S[:0]).any()
+
+
+def test_the_judge_projects_the_content_features_of_its_model(hashing_model):
+    """A model reading the content features holds its projection; the judge's features are the
+    projection of each turn's content vector, scored alone or in a batch, and a model that reads them
+    without a projection is refused."""
+    from dpmv_lib.evaluate.rubric_judge import split_sentences
+
+    assert hashing_model.reads_content == any(set(c) & set(H.CONTENT) for c in H.DIMENSION_FEATURES.values())
+    assert (hashing_model.content is not None) == hashing_model.reads_content
+    units, F, V, anchors = UV.holistic_inputs(HashingEncoder(), LABELS, "data")
+    P = H.ContentProjection.fit(V[:300])
+    model = H.fit(pd.DataFrame(P.complete(F[:300], V[:300]), columns=H.FEATURES), units.loc[:299, list(DIMENSIONS)],
+                  anchors=anchors, dimension_features={"relevance": ("query_max", *H.CONTENT)}, content=P)
+    assert model.reads_content and H.HolisticModel.from_dict(json.loads(model.dumps())).dumps() == model.dumps()
+    judge = RubricJudge(HashingEncoder(), holistic=model)
+    pairs = list(zip(units["query"][:4], units["response"][:4]))
+    f = judge.holistic_features(pairs)
+    enc = HashingEncoder()
+    for i, (q, a) in enumerate(pairs):
+        v = H.content_vector(enc.encode([q])[0], enc.encode(split_sentences(a)))
+        np.testing.assert_allclose(f[i, [H.FEATURES.index(c) for c in H.CONTENT]], P.project(v), atol=1e-6)
+        assert judge.holistic_features([pairs[i]]).tobytes() == f[i:i + 1].tobytes()
+    assert np.isnan(RubricJudge(enc, holistic=None).holistic_features(pairs, anchors)[:, -1]).all()
+    with pytest.raises(ParameterError, match="no content projection"):
+        RubricJudge(enc, holistic=dataclasses.replace(model, content=None))

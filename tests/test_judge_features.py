@@ -78,3 +78,22 @@ def test_candidates_are_valid_sets_other_than_the_committed_ones():
         for cols in sets.values():
             assert set(cols) <= set(H.FEATURES) and set(H.FORM) <= set(cols)
             assert tuple(cols) != tuple(H.DIMENSION_FEATURES[d])
+
+
+def test_content_features_are_projected_inside_each_training_part(synthetic):
+    """A label carried by a direction of the content vectors is found through the content features,
+    whose projection each training part fits on its own vectors (the held-out half's are never read)."""
+    units, F, mask = synthetic
+    rng = np.random.default_rng(4)
+    V = rng.normal(size=(len(units), 80)) * np.r_[4.0, np.ones(79)]
+    V[200:] = V[:40]
+    y = units["relevance"].to_numpy(float)
+    V[:, 0] = 4.0 * (y - 2) + rng.normal(scale=0.5, size=len(units))
+    cols = ("echo", *H.CONTENT)
+    got = JF.fitting_half_kappa(units, F, mask, "relevance", cols, V, shuffles=(0,))
+    assert got["all"] > 0.6
+    V2 = V.copy()
+    V2[~mask] = rng.normal(size=V2[~mask].shape)
+    assert JF.fitting_half_kappa(units, F, mask, "relevance", cols, V2, shuffles=(0,)) == got
+    with pytest.raises(ParameterError, match="content vector per unit"):
+        JF.fitting_half_kappa(units, F, mask, "relevance", cols)

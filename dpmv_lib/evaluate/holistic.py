@@ -6,7 +6,8 @@ The rubric judge measures each turn with item-independent features of the query 
 :meth:`dpmv_lib.evaluate.rubric_judge.RubricJudge.holistic_features`:
 similarity to the query, to the behaviour catalogue's attribute-specific and generic descriptions,
 both at once per sentence (a sentence that answers the query with attribute-specific advice),
-advice, concrete detail, repetition, truncation, placeholders, personal-claim cues). A
+advice, concrete detail, repetition, truncation, placeholders, personal-claim cues, and principal
+components of the query's and response's embeddings, :class:`ContentProjection`). A
 :class:`HolisticModel` turns them into the four 0-4 scores: per dimension and grade boundary
 k = 1..4 one L2-regularised logistic regression of P(label >= k) (``sklearn.linear_model.
 LogisticRegressionCV`` on standardised features, C chosen by 5-fold cross-validated log loss
@@ -38,22 +39,27 @@ from .rubric import DIMENSIONS
 #: per sentence, its cosine to the query times its best cosine to a specific description (and times
 #: its margin over the best generic one); the largest over the response's sentences
 QUERY_SPECIFIC = ("query_specific", "query_specific_margin")
+#: the response's content seen from its query: the first principal components of [q * r, r]
+#: (:class:`ContentProjection`)
+CONTENT_COMPONENTS = 64
+CONTENT = tuple(f"content_{i:02d}" for i in range(1, CONTENT_COMPONENTS + 1))
 FEATURES = ("sentences", "log_words", "query_max", "query_mean", "query_soft", "specific_max",
             "generic_max", "specific_margin", "specific_mean", "echo", "repeated", "truncated",
             "advice", "concrete", "concrete_sentences", "placeholders", "claim", "care", "negations",
-            "first_person", "questions", "action_rule", *QUERY_SPECIFIC)
+            "first_person", "questions", "action_rule", *QUERY_SPECIFIC, *CONTENT)
 # What each dimension reads. Relevance ("does it address the query?", data/judge_labels/GUIDE.md)
 # reads no catalogue similarity, so advice about another topic cannot earn it: fixed from the guide
-# before the fit, and kept by dpmv_lib.experiments.judge_features (reading every feature raises its
-# kappa inside the fitting half but lets more off-topic answers tie or win on the degradation set).
+# before the fit, and kept by dpmv_lib.experiments.judge_features (reading every feature, or the
+# content components, raises its kappa inside the fitting half but lets more off-topic answers tie
+# or win on the degradation set). No committed dimension reads CONTENT: it is the study's candidate.
 # Actionability ("can the user act on it?") reads every feature but the per-sentence joins of
 # query and catalogue (QUERY_SPECIFIC, a relevance candidate the study did not adopt): in the same study the
 # catalogue-similarity features carry concreteness the labels reward (the study's table is in
 # data/judge_labels/README.md); its guide scale does not ask whether the steps fit the query.
 #: form features of the response (length, repetition, truncation, echo, placeholders, questions)
 FORM = ("sentences", "log_words", "echo", "repeated", "truncated", "placeholders", "first_person", "questions")
-#: every feature but the per-sentence joins of query and catalogue
-SEPARATE = tuple(f for f in FEATURES if f not in QUERY_SPECIFIC)
+#: every feature but the per-sentence joins of query and catalogue and the content components
+SEPARATE = tuple(f for f in FEATURES if f not in QUERY_SPECIFIC and f not in CONTENT)
 DIMENSION_FEATURES: Mapping[str, tuple[str, ...]] = {
     "relevance": ("query_max", "query_mean", "query_soft", "advice", *FORM),
     "correctness": SEPARATE,
@@ -94,18 +100,90 @@ class Boundary:
         return 1.0 / (1.0 + np.exp(-z))
 
 
+@dataclass(frozen=True, eq=False)
+class ContentProjection:
+    """The :data:`CONTENT` features: the first :data:`CONTENT_COMPONENTS` principal components of a
+    turn's content vector (:func:`content_vector`), ``sklearn.decomposition.PCA`` fitted on the
+    fitting half's distinct units (unsupervised: the labels are not read). ``mean`` and
+    ``components`` are PCA's ``mean_`` and ``components_``."""
+
+    mean: np.ndarray
+    components: np.ndarray
+
+    def __post_init__(self) -> None:
+        mean, comp = np.asarray(self.mean, float), np.asarray(self.components, float)
+        if mean.ndim != 1 or comp.shape != (CONTENT_COMPONENTS, len(mean)) or not (
+                np.isfinite(mean).all() and np.isfinite(comp).all()):
+            raise ParameterError(f"content projection: want a finite mean of length d and {CONTENT_COMPONENTS} x d "
+                                 f"components, got {mean.shape} and {comp.shape}")
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "components", comp)
+
+    @classmethod
+    def fit(cls, vectors: np.ndarray) -> "ContentProjection":
+        """PCA (full SVD, signs fixed by scikit-learn's ``svd_flip``) of the rows of ``vectors``."""
+        from sklearn.decomposition import PCA
+
+        V = np.asarray(vectors, float)
+        if V.ndim != 2 or len(V) <= CONTENT_COMPONENTS:
+            raise ParameterError(f"content projection: need more than {CONTENT_COMPONENTS} content vectors, "
+                                 f"got shape {V.shape}")
+        pca = PCA(CONTENT_COMPONENTS, svd_solver="full").fit(V)
+        return cls(pca.mean_, pca.components_)
+
+    def project(self, vector: np.ndarray) -> np.ndarray:
+        """The :data:`CONTENT` features of one content vector (one row at a time, so a turn gets
+        the same bytes in any batch)."""
+        v = np.asarray(vector, float)
+        if v.shape != self.mean.shape:
+            raise ParameterError(f"the content projection takes vectors of length {len(self.mean)} (embeddings of "
+                                 f"dimension {len(self.mean) // 2}), got {v.shape}: another encoder than the "
+                                 "holistic model was fitted with")
+        return self.components @ (v - self.mean)
+
+    def complete(self, features: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        """``features`` (rows of :data:`FEATURES`) with the :data:`CONTENT` columns projected from
+        ``vectors``."""
+        F = np.array(features, float)
+        cols = [FEATURES.index(c) for c in CONTENT]
+        for i, v in enumerate(np.asarray(vectors, float)):
+            F[i, cols] = self.project(v)
+        return F
+
+    def max_difference(self, other: "ContentProjection") -> float:
+        if self.components.shape != other.components.shape:
+            return math.inf
+        return float(max(np.max(np.abs(self.mean - other.mean)), np.max(np.abs(self.components - other.components))))
+
+    def to_dict(self) -> dict:
+        return {"mean": self.mean.tolist(), "components": self.components.tolist()}
+
+
+def content_vector(query: np.ndarray, sentences: np.ndarray) -> np.ndarray:
+    """[q * r, r]: ``query``'s embedding times r elementwise, and r, where r is the unit mean of the
+    response's ``sentences`` embeddings (zeros for a response without sentences)."""
+    q = np.asarray(query, float)
+    S = np.asarray(sentences, float).reshape(-1, len(q))
+    r = S.mean(0) if len(S) else np.zeros(len(q))
+    norm = float(np.linalg.norm(r))
+    r = r / norm if norm > 0 else r
+    return np.concatenate([q * r, r])
+
+
 @dataclass(frozen=True)
 class HolisticModel:
     """The four holistic dimensions as cumulative logistic models on :data:`FEATURES`.
 
     ``anchors`` holds the catalogue descriptions the features compare with ("specific": the
-    attribute-linked behaviours, "generic": the slots' generic ones); ``fit_info`` says what it was
+    attribute-linked behaviours, "generic": the slots' generic ones); ``content`` projects the
+    :data:`CONTENT` features (None where no dimension reads them); ``fit_info`` says what it was
     fitted on (labels' hash, split seed, units, encoder)."""
 
     features: tuple[str, ...]
     anchors: Mapping[str, tuple[str, ...]]
     dimensions: Mapping[str, tuple[Boundary, ...]]
     fit_info: Mapping[str, Any]
+    content: ContentProjection | None = None
 
     def __post_init__(self) -> None:
         if tuple(self.features) != FEATURES:
@@ -121,6 +199,16 @@ class HolisticModel:
                     raise ParameterError(f"holistic model {d}, boundary {b.k}: columns, coefficients, means "
                                          "and scales do not match")
 
+    @property
+    def reads_content(self) -> bool:
+        """Whether some boundary reads a :data:`CONTENT` feature."""
+        return any(set(b.columns) & set(CONTENT) for bs in self.dimensions.values() for b in bs)
+
+    def with_content(self, features: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        """``features`` with the :data:`CONTENT` columns projected from ``vectors`` by the model's
+        ``content`` (unchanged where it has none)."""
+        return self.content.complete(features, vectors) if self.content is not None else np.asarray(features, float)
+
     def score(self, X: np.ndarray) -> np.ndarray:
         """(n, 4) scores in :data:`~.rubric.DIMENSIONS` order, each sum_k P(label >= k) in [0, 4]."""
         X = np.atleast_2d(np.asarray(X, float))
@@ -132,9 +220,11 @@ class HolisticModel:
         """Largest absolute difference of any fitted number (coefficients, intercepts, means,
         scales, constant rates) between two models; inf where they differ in structure (columns,
         constant or fitted boundaries, the chosen C) or anchors."""
-        if self.anchors != other.anchors:
+        if self.anchors != other.anchors or (self.content is None) != (other.content is None):
             return math.inf
         gap = 0.0
+        if self.content is not None and other.content is not None:
+            gap = self.content.max_difference(other.content)
         for d in DIMENSIONS:
             for x, y in zip(self.dimensions[d], other.dimensions[d]):
                 if (x.constant is None) != (y.constant is None) or x.columns != y.columns:
@@ -152,7 +242,8 @@ class HolisticModel:
         return {"version": VERSION, "features": list(self.features),
                 "anchors": {k: list(v) for k, v in self.anchors.items()},
                 "dimensions": {d: [_boundary_dict(b) for b in self.dimensions[d]] for d in DIMENSIONS},
-                "fit_info": dict(self.fit_info)}
+                "fit_info": dict(self.fit_info),
+                **({"content": self.content.to_dict()} if self.content is not None else {})}
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> "HolisticModel":
@@ -164,8 +255,10 @@ class HolisticModel:
                                       coef=tuple(b.get("coef", ())), intercept=float(b.get("intercept", 0.0)),
                                       C=float(b.get("C", math.nan)), constant=b.get("constant"))
                              for b in bs) for d, bs in obj["dimensions"].items()}
+            content = obj.get("content")
             return cls(tuple(obj["features"]), {k: tuple(v) for k, v in obj["anchors"].items()}, dims,
-                       dict(obj.get("fit_info", {})))
+                       dict(obj.get("fit_info", {})),
+                       ContentProjection(content["mean"], content["components"]) if content is not None else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise ParameterError(f"holistic model: malformed entry ({exc})") from exc
 
@@ -201,14 +294,15 @@ def catalogue_anchors(benchmarks: Mapping[str, Any]) -> dict[str, tuple[str, ...
 def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any] | None = None, *,
         anchors: Mapping[str, Sequence[str]],
         dimension_features: Mapping[str, Sequence[str]] | None = None,
-        sample_weight: Sequence[float] | None = None) -> HolisticModel:
+        sample_weight: Sequence[float] | None = None, content: ContentProjection | None = None) -> HolisticModel:
     """Fit the cumulative logistic models on the rows given (the fitting half, one row per
     distinct query and response).
 
     Parameters
     ----------
     features : DataFrame
-        Columns :data:`FEATURES`.
+        Columns :data:`FEATURES` (the :data:`CONTENT` columns projected by ``content``; they may
+        hold NaN where no dimension reads them).
     labels : DataFrame
         The four label columns of :data:`~.rubric.DIMENSIONS` (0-4), aligned with ``features``.
     anchors : mapping
@@ -219,25 +313,28 @@ def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any
     sample_weight : sequence of float, optional
         Per row, its weight in the fit (the labels' design weights,
         :func:`~.enriched_draw.design_weights`); default 1 each.
+    content : ContentProjection, optional
+        The projection the :data:`CONTENT` columns came from, kept in the model for the judge.
     """
     missing = [f for f in FEATURES if f not in features.columns]
     if missing:
         raise ParameterError(f"holistic fit: feature columns missing: {missing}")
     if len(features) != len(labels):
         raise ParameterError(f"holistic fit: {len(features)} feature rows for {len(labels)} label rows")
-    if not np.isfinite(features[list(FEATURES)].to_numpy(float)).all():
-        raise ParameterError("holistic fit: features hold NaN or inf")
     reads = {**DIMENSION_FEATURES, **(dimension_features or {})}
     unknown = {d: sorted(set(c) - set(FEATURES)) for d, c in reads.items() if set(c) - set(FEATURES) or not c}
     if unknown or set(reads) != set(DIMENSIONS):
         raise ParameterError(f"holistic fit: dimension features must name {DIMENSIONS} with columns of FEATURES; "
                              f"unknown or empty: {unknown}, dimensions given: {sorted(reads)}")
+    read = sorted({c for cols in reads.values() for c in cols}, key=FEATURES.index)
+    if not np.isfinite(features[read].to_numpy(float)).all():
+        raise ParameterError("holistic fit: the features read hold NaN or inf")
     w = None if sample_weight is None else np.asarray(sample_weight, float)
     if w is not None and (len(w) != len(features) or not (np.isfinite(w).all() and (w > 0).all())):
         raise ParameterError(f"holistic fit: need {len(features)} finite positive sample weights, got {len(w)}")
     dims = {d: fit_boundaries(features[list(reads[d])].to_numpy(float), labels[d].to_numpy(float), reads[d], w)
             for d in DIMENSIONS}
-    return HolisticModel(FEATURES, {k: tuple(v) for k, v in anchors.items()}, dims, dict(fit_info or {}))
+    return HolisticModel(FEATURES, {k: tuple(v) for k, v in anchors.items()}, dims, dict(fit_info or {}), content)
 
 
 def fit_boundaries(X: np.ndarray, labels: np.ndarray, columns: Sequence[str],

@@ -252,6 +252,8 @@ class RubricJudge:
                 raise ParameterError(f"holistic must be a HolisticModel, None or 'auto', got {holistic!r}")
             # the committed model was fitted on sentence-transformer features: the rules elsewhere
             holistic = _committed_model() if fam == "st" else None
+        if holistic is not None and holistic.reads_content and holistic.content is None:
+            raise ParameterError("the holistic model reads content features but holds no content projection")
         self.holistic = holistic
         thr = f"{','.join(map(str, self.thresholds))};{','.join(map(str, self.margins))}"
         self.id = (f"rubric-v5[{encoder.id};{thr};holistic={holistic.sha}]" if holistic is not None
@@ -398,14 +400,30 @@ class RubricJudge:
         personalisation = float(np.mean(apply_scores)) if apply_scores else math.nan
         hol = (float(min(4, max(0, relevance))), float(min(4, max(0, correctness))),
                float(min(4, max(0, actionability))), personalisation)
-        f = self._features(a, sents, S, sim_q, actionability, anchors) if anchors is not None else None
+        f = None
+        if anchors is not None:
+            f, v = self._features(a, sents, S, sim_q, actionability, anchors, qv)
+            if self.holistic is not None and self.holistic.content is not None:
+                f[_CONTENT_COLS] = self.holistic.content.project(v)
         return hol, tuple((i, s) for i, s, _ in item_scores), f
 
     # -- holistic features ----------------------------------------------------------------------
     def holistic_features(self, pairs: Sequence[tuple[str, str]],
                           anchors: Mapping[str, Sequence[str]] | None = None) -> np.ndarray:
         """(n, len(FEATURES)) item-independent features of (query, response) pairs
-        (:data:`dpmv_lib.evaluate.holistic.FEATURES`), against ``anchors`` (default: the model's)."""
+        (:data:`dpmv_lib.evaluate.holistic.FEATURES`), against ``anchors`` (default: the model's),
+        the :data:`~dpmv_lib.evaluate.holistic.CONTENT` columns projected by the model's
+        ``content`` (NaN where it has none)."""
+        F, V = self.holistic_features_and_vectors(pairs, anchors)
+        content = self.holistic.content if self.holistic is not None else None
+        return content.complete(F, V) if content is not None else F
+
+    def holistic_features_and_vectors(self, pairs: Sequence[tuple[str, str]],
+                                      anchors: Mapping[str, Sequence[str]] | None = None
+                                      ) -> tuple[np.ndarray, np.ndarray]:
+        """(features, content vectors) of (query, response) pairs: :meth:`holistic_features` with
+        NaN in the :data:`~dpmv_lib.evaluate.holistic.CONTENT` columns, and each pair's
+        :func:`~dpmv_lib.evaluate.holistic.content_vector` (what a content projection is fitted on)."""
         anchors = anchors if anchors is not None else (self.holistic.anchors if self.holistic else None)
         if anchors is None:
             raise ParameterError("holistic features need anchors (catalogue descriptions) or a holistic model")
@@ -418,20 +436,26 @@ class RubricJudge:
                 texts.setdefault(s, len(texts))
         emb = self.encoder.encode(list(texts))
         mats = _anchor_rows(emb, texts, anchors)
-        rows = []
+        rows, vectors = [], []
         for q, a in pairs:
             sents = split_sentences(a)
             S = emb[[texts[s] for s in sents]]
-            rows.append(self._features(a, sents, S, S @ emb[texts[q]], action_rule(a, sents), mats))
-        return np.array(rows, float).reshape(len(rows), len(holistic.FEATURES))
+            qv = emb[texts[q]]
+            f, v = self._features(a, sents, S, S @ qv, action_rule(a, sents), mats, qv)
+            rows.append(f)
+            vectors.append(v)
+        return (np.array(rows, float).reshape(len(rows), len(holistic.FEATURES)),
+                np.array(vectors, float).reshape(len(rows), len(vectors[0]) if vectors else 2 * emb.shape[1]))
 
     def _features(self, a: str, sents: Sequence[str], S: np.ndarray, sq: np.ndarray, act: float,
-                  anchors: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        """:data:`dpmv_lib.evaluate.holistic.FEATURES` of one turn with response ``a`` split into
-        ``sents``, their embeddings ``S``, their cosines to the query ``sq`` and the rule
-        actionability ``act`` (``anchors``: the embeddings of the "specific" and "generic"
-        catalogue descriptions)."""
+                  anchors: tuple[np.ndarray, np.ndarray], qv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(:data:`dpmv_lib.evaluate.holistic.FEATURES`, content vector) of one turn with response
+        ``a`` split into ``sents``, their embeddings ``S``, their cosines to the query ``sq``, the
+        rule actionability ``act`` and the query's embedding ``qv`` (``anchors``: the embeddings of
+        the "specific" and "generic" catalogue descriptions); the
+        :data:`~dpmv_lib.evaluate.holistic.CONTENT` columns are NaN until projected."""
         f = dict.fromkeys(holistic.FEATURES, 0.0)
+        f.update(dict.fromkeys(holistic.CONTENT, math.nan))
         f["sentences"], f["log_words"] = float(len(sents)), math.log1p(len(a.split()))
         if sents:
             soft = np.interp(sq, (0.0,) + tuple(self.thresholds), (0.0, 1.0, 2.0, 3.0, 4.0))   # soft_grade
@@ -454,13 +478,16 @@ class RubricJudge:
                  care=float(bool(CARE.search(a))), negations=float(sum(leads_with_negation(x) for x in sents)),
                  first_person=float(sum(bool(FIRST_PERSON.match(x)) for x in sents)),
                  questions=float(sum(x.rstrip().endswith("?") for x in sents)), action_rule=float(act))
-        return np.array([f[k] for k in holistic.FEATURES], float)
+        return np.array([f[k] for k in holistic.FEATURES], float), holistic.content_vector(qv, S)
 
 
 def _anchor_rows(emb: np.ndarray, texts: Mapping[str, int],
                  anchors: Mapping[str, Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
     """The embeddings of the "specific" and the "generic" catalogue descriptions."""
     return emb[[texts[t] for t in anchors["specific"]]], emb[[texts[t] for t in anchors["generic"]]]
+
+
+_CONTENT_COLS = [holistic.FEATURES.index(c) for c in holistic.CONTENT]
 
 
 @functools.cache

@@ -64,7 +64,8 @@ import pandas as pd
 from ..common.io import write_atomic
 from ..core.errors import ParameterError
 from .enriched_draw import design_weights
-from .holistic import FEATURES, REFIT_TOLERANCE, HolisticModel, catalogue_anchors
+from .holistic import (CONTENT, DIMENSION_FEATURES, FEATURES, REFIT_TOLERANCE, ContentProjection, HolisticModel,
+                       catalogue_anchors)
 from .holistic import fit as fit_holistic
 from .judge_agreement import SHOWN, annotator_name, judge_units, labels_dir, load_units
 from .rubric import DIMENSIONS, Judge
@@ -557,25 +558,32 @@ def _label_hash(label_dir: str | Path | None) -> str:
     return h.hexdigest()[:16]
 
 
-def fit_on(units: pd.DataFrame, features: np.ndarray, mask: np.ndarray, anchors: Mapping[str, Sequence[str]],
-           info: Mapping[str, object], dimension_features: Mapping[str, Sequence[str]] | None = None) -> HolisticModel:
+def fit_on(units: pd.DataFrame, features: np.ndarray, vectors: np.ndarray, mask: np.ndarray,
+           anchors: Mapping[str, Sequence[str]], info: Mapping[str, object],
+           dimension_features: Mapping[str, Sequence[str]] | None = None) -> HolisticModel:
     """:func:`.holistic.fit` on the units of ``mask``, one row per distinct (query, response), each
-    with its ``design_weight`` (``features``: :meth:`~.rubric_judge.RubricJudge.holistic_features`
-    of every unit)."""
+    with its ``design_weight`` (``features`` and ``vectors``:
+    :meth:`~.rubric_judge.RubricJudge.holistic_features_and_vectors` of every unit). Where a
+    dimension reads the content features, their projection is fitted on the same rows first."""
     units = units.reset_index(drop=True)
     rows = _distinct_rows(units, mask)
-    F = pd.DataFrame(features[rows], columns=list(FEATURES))
+    reads = {**DIMENSION_FEATURES, **(dimension_features or {})}
+    content = (ContentProjection.fit(np.asarray(vectors)[rows])
+               if any(set(c) & set(CONTENT) for c in reads.values()) else None)
+    F = np.asarray(features, float)[rows]
+    F = pd.DataFrame(content.complete(F, np.asarray(vectors)[rows]) if content is not None else F,
+                     columns=list(FEATURES))
     weight = units.loc[rows, "design_weight"].to_numpy(float) if "design_weight" in units else None
     return fit_holistic(F, units.loc[rows, list(DIMENSIONS)].reset_index(drop=True),
                         {**info, "fitted_on": int(len(rows))}, anchors=anchors, dimension_features=dimension_features,
-                        sample_weight=weight)
+                        sample_weight=weight, content=content)
 
 
 def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
                        label_dir: str | Path | None) -> Callable[[np.ndarray], pd.DataFrame]:
     """``rescore(fit_mask)``: ``judged`` with its holistic columns from a model refitted on the
     units of ``fit_mask`` (features computed once)."""
-    F = judge.holistic_features(list(zip(units["query"], units["response"])), judge.holistic.anchors)
+    F, V = judge.holistic_features_and_vectors(list(zip(units["query"], units["response"])), judge.holistic.anchors)
     info = {"labels": _label_hash(label_dir), "encoder": str(getattr(judge.encoder, "id", ""))}
     empty = units["response"].map(lambda a: not str(a).strip()).to_numpy()
 
@@ -585,7 +593,8 @@ def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
         key = np.packbits(np.asarray(mask, bool)).tobytes()
         if key in done:
             return done[key]
-        scores = fit_on(units, F, mask, judge.holistic.anchors, info).score(F)
+        model = fit_on(units, F, V, mask, judge.holistic.anchors, info)
+        scores = model.score(model.with_content(F, V))
         scores[empty] = 0.0                       # an empty response scores 0 everywhere
         out = judged.copy()
         for j, d in enumerate(DIMENSIONS):
@@ -600,17 +609,18 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
     """The judge's holistic model (:mod:`.holistic`) fitted on the fitting half of the labels
     (:func:`split_halves` with ``seed``), one row per distinct query and response, against the
     behaviour catalogue of ``data_dir``."""
-    units, F, anchors = holistic_inputs(encoder, label_dir, data_dir)
+    units, F, V, anchors = holistic_inputs(encoder, label_dir, data_dir)
     info = {"labels": _label_hash(label_dir), "encoder": str(getattr(encoder, "id", "")), "split_seed": seed,
             "units": int(len(units)), **({"encoder_spec": encoder_spec} if encoder_spec else {})}
-    return fit_on(units, F, split_halves(units, seed), anchors, info)
+    return fit_on(units, F, V, split_halves(units, seed), anchors, info)
 
 
-def holistic_inputs(encoder: Any, label_dir: str | Path | None = None,
-                    data_dir: str | Path = "data") -> tuple[pd.DataFrame, np.ndarray, dict[str, tuple[str, ...]]]:
-    """(units, features, anchors): the labelled units (:func:`label_pool`, index 0..n-1), their
-    holistic features with ``encoder`` and the behaviour catalogue's descriptions they are
-    measured against."""
+def holistic_inputs(encoder: Any, label_dir: str | Path | None = None, data_dir: str | Path = "data"
+                    ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, dict[str, tuple[str, ...]]]:
+    """(units, features, content vectors, anchors): the labelled units (:func:`label_pool`, index
+    0..n-1), their holistic features with ``encoder`` (content columns NaN) and content vectors
+    (:meth:`~.rubric_judge.RubricJudge.holistic_features_and_vectors`), and the behaviour
+    catalogue's descriptions they are measured against."""
     from ..bench.datasets import load_benchmark
     from ..common.paths import resolve
     from .rubric_judge import RubricJudge
@@ -618,8 +628,9 @@ def holistic_inputs(encoder: Any, label_dir: str | Path | None = None,
     units = label_pool(label_dir).reset_index(drop=True)
     benches = {t: load_benchmark(t, str(resolve(data_dir))) for t in sorted(set(units["track"]))}
     anchors = catalogue_anchors(benches)
-    F = RubricJudge(encoder, holistic=None).holistic_features(list(zip(units["query"], units["response"])), anchors)
-    return units, F, anchors
+    F, V = RubricJudge(encoder, holistic=None).holistic_features_and_vectors(
+        list(zip(units["query"], units["response"])), anchors)
+    return units, F, V, anchors
 
 
 def cache_key(judge: Judge, data_dir: str | Path, seed: int = SPLIT_SEED) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from ..evaluate.holistic import DIMENSION_FEATURES, FEATURES, FORM, QUERY_SPECIFIC
+from ..evaluate.holistic import CONTENT, DIMENSION_FEATURES, FEATURES, FORM, QUERY_SPECIFIC, SEPARATE
 from ..evaluate.rubric import DIMENSIONS
 
 FOLDS = 5
@@ -43,20 +43,24 @@ RULE = (f"adopt a candidate only where the pooled kappa inside the fitting half 
 #: rule actionability, form)
 CANDIDATES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "relevance": {"every feature": FEATURES,
-                  "guide set + query-specific": (*DIMENSION_FEATURES["relevance"], *QUERY_SPECIFIC)},
-    "actionability": {"guide subset": ("advice", "concrete", "concrete_sentences", "action_rule", *FORM)},
+                  "guide set + query-specific": (*DIMENSION_FEATURES["relevance"], *QUERY_SPECIFIC),
+                  "guide set + content": (*DIMENSION_FEATURES["relevance"], *CONTENT)},
+    "actionability": {"guide subset": ("advice", "concrete", "concrete_sentences", "action_rule", *FORM),
+                      "separate + content": (*SEPARATE, *CONTENT)},
 }
 
 
 def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.ndarray, dimension: str,
-                       columns: Sequence[str], *, folds: int = FOLDS,
+                       columns: Sequence[str], vectors: np.ndarray | None = None, *, folds: int = FOLDS,
                        shuffles: Sequence[int] = SHUFFLES) -> dict[str, float]:
     """Binary kappa of ``dimension`` read from ``columns``, cross-validated inside the fitting half
-    (module docstring): {"all": pooled, <response model>: within it}, means over ``shuffles``."""
+    (module docstring): {"all": pooled, <response model>: within it}, means over ``shuffles``.
+    Where ``columns`` read the content features, their projection is fitted on each training part's
+    ``vectors`` (:meth:`~dpmv_lib.evaluate.rubric_judge.RubricJudge.holistic_features_and_vectors`)."""
     from sklearn.metrics import cohen_kappa_score
     from sklearn.model_selection import GroupKFold
 
-    from ..evaluate.holistic import fit_boundaries
+    from ..evaluate.holistic import ContentProjection, fit_boundaries
     from ..evaluate.judge_agreement import SHOWN
     from ..evaluate.u_validity import fit_cuts, grade_with
 
@@ -76,15 +80,20 @@ def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.n
     unknown = sorted(set(columns) - set(FEATURES))
     if unknown or not columns:
         raise ParameterError(f"feature set for {dimension}: unknown or no columns {unknown}")
-    Xc = X[:, [FEATURES.index(c) for c in columns]]
+    cols = [FEATURES.index(c) for c in columns]
+    content = bool(set(columns) & set(CONTENT))
+    if content and (vectors is None or len(vectors) != len(units)):
+        raise ParameterError(f"feature set for {dimension} reads content features: give one content vector per unit")
+    V = np.asarray(vectors, float)[idx] if content and vectors is not None else np.zeros((len(idx), 0))
     first = ~pd.Series(groups).duplicated().to_numpy()     # one row per distinct (query, response)
     out: dict[str, list[float]] = {}
     for seed in shuffles:
         grades = np.full(len(sub), np.nan)
         for tr, te in GroupKFold(folds, shuffle=True, random_state=seed).split(X, y, groups):
             rows = tr[first[tr]]
-            bounds = fit_boundaries(Xc[rows], y[rows], tuple(columns), w[rows])
-            s = np.sum([b.prob(X) for b in bounds], axis=0)
+            Xf = ContentProjection.fit(V[rows]).complete(X, V) if content else X
+            bounds = fit_boundaries(Xf[rows][:, cols], y[rows], tuple(columns), w[rows])
+            s = np.sum([b.prob(Xf) for b in bounds], axis=0)
             s[empty] = 0.0
             grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
         for name, sel in [("all", np.ones(len(sub), bool))] + [
@@ -121,16 +130,17 @@ def compare_feature_sets(encoder: Any, candidates: Mapping[str, Mapping[str, Seq
     from .judge_degradation import INTENDED, evaluate_judge
 
     candidates = CANDIDATES if candidates is None else candidates
-    units, F, anchors = holistic_inputs(encoder, label_dir, data_dir)
+    units, F, V, anchors = holistic_inputs(encoder, label_dir, data_dir)
     mask = split_halves(units, SPLIT_SEED)
     rows = []
     for d, sets in candidates.items():
         meant = [v for v, dims in INTENDED.items() if d in dims]
         base: dict[str, float] | None = None
         for name, cols in {"committed": DIMENSION_FEATURES[d], **sets}.items():
-            scores = {f"kappa {m}": v for m, v in fitting_half_kappa(units, F, mask, d, cols).items()}
+            scores = {f"kappa {m}": v for m, v in fitting_half_kappa(units, F, mask, d, cols, V).items()}
             if meant:
-                judge = RubricJudge(encoder, holistic=fit_on(units, F, mask, anchors, {}, dimension_features={d: cols}))
+                model = fit_on(units, F, V, mask, anchors, {}, dimension_features={d: cols})
+                judge = RubricJudge(encoder, holistic=model)
                 deg = evaluate_judge(judge).summary.set_index(["variant", "dimension"])
                 scores.update({f"degradation {v}": float(deg.loc[(v, d), "accuracy"]) for v in meant})
             if base is None:

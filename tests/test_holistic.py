@@ -230,9 +230,14 @@ def test_the_judge_projects_the_content_features_of_its_model(hashing_model):
     assert hashing_model.reads_content == any(set(c) & set(H.CONTENT) for c in H.DIMENSION_FEATURES.values())
     assert (hashing_model.content is not None) == hashing_model.reads_content
     units, F, V, anchors = UV.holistic_inputs(HashingEncoder(), LABELS, "data")
-    P = H.ContentProjection.fit(V[:300])
-    model = H.fit(pd.DataFrame(P.complete(F[:300], V[:300]), columns=H.FEATURES), units.loc[:299, list(DIMENSIONS)],
-                  anchors=anchors, dimension_features={"relevance": ("query_max", *H.CONTENT)}, content=P)
+    reads = {"relevance": ("query_max", *H.CONTENT)}
+    model = H.fit(pd.DataFrame(F[:300], columns=H.FEATURES), units.loc[:299, list(DIMENSIONS)],
+                  anchors=anchors, dimension_features=reads, vectors=V[:300])
+    P = model.content
+    assert P.max_difference(H.ContentProjection.fit(V[:300])) == 0.0
+    with pytest.raises(ParameterError, match="content vectors"):
+        H.fit(pd.DataFrame(F[:300], columns=H.FEATURES), units.loc[:299, list(DIMENSIONS)],
+              anchors=anchors, dimension_features=reads)
     assert model.reads_content and H.HolisticModel.from_dict(json.loads(model.dumps())).dumps() == model.dumps()
     judge = RubricJudge(HashingEncoder(), holistic=model)
     pairs = list(zip(units["query"][:4], units["response"][:4]))

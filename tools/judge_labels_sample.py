@@ -426,6 +426,7 @@ def stratum_check(data: str) -> None:
     of each dimension, on the SmolLM2 store units labelled before the draw (the s and t parts; their
     stratum from the conditioning of their rows in the store) and on the enriched part itself."""
     from dpmv_lib.evaluate.enriched_draw import HIGH, LOW, view_echo
+    from dpmv_lib.evaluate.judge_agreement import SHOWN
     from dpmv_lib.evaluate.rubric import DIMENSIONS
     from dpmv_lib.evaluate.u_validity import label_pool
 
@@ -442,7 +443,7 @@ def stratum_check(data: str) -> None:
     for name, part in (("labelled before the draw", before), ("the enriched part", enriched)):
         g = part.groupby("stratum")
         table = pd.DataFrame({"units": g.size(),
-                              **{f"{d} positives": g[d].apply(lambda x: int((x >= 2).sum())) for d in DIMENSIONS}})
+                              **{f"{d} positives": g[d].apply(lambda x: int((x >= SHOWN).sum())) for d in DIMENSIONS}})
         print(f"{name}:\n{table.to_markdown()}\n")
 
 

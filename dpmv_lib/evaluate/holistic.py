@@ -56,6 +56,14 @@ FEATURES = ("sentences", "log_words", "query_max", "query_mean", "query_soft", "
 # query and catalogue (QUERY_SPECIFIC, a relevance candidate the study did not adopt): in the same study the
 # catalogue-similarity features carry concreteness the labels reward (the study's table is in
 # data/judge_labels/README.md); its guide scale does not ask whether the steps fit the query.
+
+
+def uses_content(columns: Sequence[str]) -> bool:
+    """Whether ``columns`` include a :data:`CONTENT` feature (a model reading them needs a
+    :class:`ContentProjection`)."""
+    return not set(columns).isdisjoint(CONTENT)
+
+
 #: form features of the response (length, repetition, truncation, echo, placeholders, questions)
 FORM = ("sentences", "log_words", "echo", "repeated", "truncated", "placeholders", "first_person", "questions")
 #: every feature but the per-sentence joins of query and catalogue and the content components
@@ -202,7 +210,7 @@ class HolisticModel:
     @property
     def reads_content(self) -> bool:
         """Whether some boundary reads a :data:`CONTENT` feature."""
-        return any(set(b.columns) & set(CONTENT) for bs in self.dimensions.values() for b in bs)
+        return any(uses_content(b.columns) for bs in self.dimensions.values() for b in bs)
 
     def with_content(self, features: np.ndarray, vectors: np.ndarray) -> np.ndarray:
         """``features`` with the :data:`CONTENT` columns projected from ``vectors`` by the model's
@@ -294,15 +302,15 @@ def catalogue_anchors(benchmarks: Mapping[str, Any]) -> dict[str, tuple[str, ...
 def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any] | None = None, *,
         anchors: Mapping[str, Sequence[str]],
         dimension_features: Mapping[str, Sequence[str]] | None = None,
-        sample_weight: Sequence[float] | None = None, content: ContentProjection | None = None) -> HolisticModel:
+        sample_weight: Sequence[float] | None = None, vectors: np.ndarray | None = None) -> HolisticModel:
     """Fit the cumulative logistic models on the rows given (the fitting half, one row per
     distinct query and response).
 
     Parameters
     ----------
     features : DataFrame
-        Columns :data:`FEATURES` (the :data:`CONTENT` columns projected by ``content``; they may
-        hold NaN where no dimension reads them).
+        Columns :data:`FEATURES` (the :data:`CONTENT` columns are filled in here where a dimension
+        reads them, and may hold NaN).
     labels : DataFrame
         The four label columns of :data:`~.rubric.DIMENSIONS` (0-4), aligned with ``features``.
     anchors : mapping
@@ -313,8 +321,10 @@ def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any
     sample_weight : sequence of float, optional
         Per row, its weight in the fit (the labels' design weights,
         :func:`~.enriched_draw.design_weights`); default 1 each.
-    content : ContentProjection, optional
-        The projection the :data:`CONTENT` columns came from, kept in the model for the judge.
+    vectors : array, optional
+        Per row, its content vector (:func:`content_vector`): where a dimension reads the
+        :data:`CONTENT` features, their :class:`ContentProjection` is fitted on these rows, fills
+        the columns and is kept in the model for the judge.
     """
     missing = [f for f in FEATURES if f not in features.columns]
     if missing:
@@ -326,6 +336,14 @@ def fit(features: pd.DataFrame, labels: pd.DataFrame, fit_info: Mapping[str, Any
     if unknown or set(reads) != set(DIMENSIONS):
         raise ParameterError(f"holistic fit: dimension features must name {DIMENSIONS} with columns of FEATURES; "
                              f"unknown or empty: {unknown}, dimensions given: {sorted(reads)}")
+    content = None
+    if uses_content([c for cols in reads.values() for c in cols]):
+        if vectors is None or len(vectors) != len(features):
+            raise ParameterError(f"holistic fit: a dimension reads content features; need {len(features)} content "
+                                 "vectors")
+        content = ContentProjection.fit(vectors)
+        features = pd.DataFrame(content.complete(features[list(FEATURES)].to_numpy(float), vectors),
+                                columns=list(FEATURES))
     read = sorted({c for cols in reads.values() for c in cols}, key=FEATURES.index)
     if not np.isfinite(features[read].to_numpy(float)).all():
         raise ParameterError("holistic fit: the features read hold NaN or inf")

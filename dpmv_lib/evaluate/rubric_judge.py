@@ -402,9 +402,9 @@ class RubricJudge:
                float(min(4, max(0, actionability))), personalisation)
         f = None
         if anchors is not None:
-            f, v = self._features(a, sents, S, sim_q, actionability, anchors, qv)
+            f = self._features(a, sents, S, sim_q, actionability, anchors)
             if self.holistic is not None and self.holistic.content is not None:
-                f[_CONTENT_COLS] = self.holistic.content.project(v)
+                f = self.holistic.content.complete(f[None], holistic.content_vector(qv, S)[None])[0]
         return hol, tuple((i, s) for i, s, _ in item_scores), f
 
     # -- holistic features ----------------------------------------------------------------------
@@ -441,19 +441,18 @@ class RubricJudge:
             sents = split_sentences(a)
             S = emb[[texts[s] for s in sents]]
             qv = emb[texts[q]]
-            f, v = self._features(a, sents, S, S @ qv, action_rule(a, sents), mats, qv)
-            rows.append(f)
-            vectors.append(v)
+            rows.append(self._features(a, sents, S, S @ qv, action_rule(a, sents), mats))
+            vectors.append(holistic.content_vector(qv, S))
         return (np.array(rows, float).reshape(len(rows), len(holistic.FEATURES)),
-                np.array(vectors, float).reshape(len(rows), len(vectors[0]) if vectors else 2 * emb.shape[1]))
+                np.array(vectors, float).reshape(len(rows), 2 * emb.shape[1]))
 
     def _features(self, a: str, sents: Sequence[str], S: np.ndarray, sq: np.ndarray, act: float,
-                  anchors: tuple[np.ndarray, np.ndarray], qv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(:data:`dpmv_lib.evaluate.holistic.FEATURES`, content vector) of one turn with response
-        ``a`` split into ``sents``, their embeddings ``S``, their cosines to the query ``sq``, the
-        rule actionability ``act`` and the query's embedding ``qv`` (``anchors``: the embeddings of
-        the "specific" and "generic" catalogue descriptions); the
-        :data:`~dpmv_lib.evaluate.holistic.CONTENT` columns are NaN until projected."""
+                  anchors: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """:data:`dpmv_lib.evaluate.holistic.FEATURES` of one turn with response ``a`` split into
+        ``sents``, their embeddings ``S``, their cosines to the query ``sq`` and the rule
+        actionability ``act`` (``anchors``: the embeddings of the "specific" and "generic"
+        catalogue descriptions); the :data:`~dpmv_lib.evaluate.holistic.CONTENT` columns are NaN
+        until projected (:meth:`~dpmv_lib.evaluate.holistic.ContentProjection.complete`)."""
         f = dict.fromkeys(holistic.FEATURES, 0.0)
         f.update(dict.fromkeys(holistic.CONTENT, math.nan))
         f["sentences"], f["log_words"] = float(len(sents)), math.log1p(len(a.split()))
@@ -478,16 +477,13 @@ class RubricJudge:
                  care=float(bool(CARE.search(a))), negations=float(sum(leads_with_negation(x) for x in sents)),
                  first_person=float(sum(bool(FIRST_PERSON.match(x)) for x in sents)),
                  questions=float(sum(x.rstrip().endswith("?") for x in sents)), action_rule=float(act))
-        return np.array([f[k] for k in holistic.FEATURES], float), holistic.content_vector(qv, S)
+        return np.array([f[k] for k in holistic.FEATURES], float)
 
 
 def _anchor_rows(emb: np.ndarray, texts: Mapping[str, int],
                  anchors: Mapping[str, Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
     """The embeddings of the "specific" and the "generic" catalogue descriptions."""
     return emb[[texts[t] for t in anchors["specific"]]], emb[[texts[t] for t in anchors["generic"]]]
-
-
-_CONTENT_COLS = [holistic.FEATURES.index(c) for c in holistic.CONTENT]
 
 
 @functools.cache

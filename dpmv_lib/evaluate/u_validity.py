@@ -64,8 +64,7 @@ import pandas as pd
 from ..common.io import write_atomic
 from ..core.errors import ParameterError
 from .enriched_draw import design_weights
-from .holistic import (CONTENT, DIMENSION_FEATURES, FEATURES, REFIT_TOLERANCE, ContentProjection, HolisticModel,
-                       catalogue_anchors)
+from .holistic import FEATURES, REFIT_TOLERANCE, HolisticModel, catalogue_anchors
 from .holistic import fit as fit_holistic
 from .judge_agreement import SHOWN, annotator_name, judge_units, labels_dir, load_units
 from .rubric import DIMENSIONS, Judge
@@ -564,19 +563,14 @@ def fit_on(units: pd.DataFrame, features: np.ndarray, vectors: np.ndarray, mask:
     """:func:`.holistic.fit` on the units of ``mask``, one row per distinct (query, response), each
     with its ``design_weight`` (``features`` and ``vectors``:
     :meth:`~.rubric_judge.RubricJudge.holistic_features_and_vectors` of every unit). Where a
-    dimension reads the content features, their projection is fitted on the same rows first."""
+    dimension reads the content features, :func:`.holistic.fit` fits their projection on the same rows."""
     units = units.reset_index(drop=True)
     rows = _distinct_rows(units, mask)
-    reads = {**DIMENSION_FEATURES, **(dimension_features or {})}
-    content = (ContentProjection.fit(np.asarray(vectors)[rows])
-               if any(set(c) & set(CONTENT) for c in reads.values()) else None)
-    F = np.asarray(features, float)[rows]
-    F = pd.DataFrame(content.complete(F, np.asarray(vectors)[rows]) if content is not None else F,
-                     columns=list(FEATURES))
     weight = units.loc[rows, "design_weight"].to_numpy(float) if "design_weight" in units else None
-    return fit_holistic(F, units.loc[rows, list(DIMENSIONS)].reset_index(drop=True),
+    return fit_holistic(pd.DataFrame(np.asarray(features, float)[rows], columns=list(FEATURES)),
+                        units.loc[rows, list(DIMENSIONS)].reset_index(drop=True),
                         {**info, "fitted_on": int(len(rows))}, anchors=anchors, dimension_features=dimension_features,
-                        sample_weight=weight, content=content)
+                        sample_weight=weight, vectors=np.asarray(vectors, float)[rows])
 
 
 def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,

@@ -10,7 +10,8 @@ For each candidate set of a dimension (the others keep the committed sets):
   query and response, :data:`SHUFFLES` shuffles averaged). On each training part the holistic
   model (:func:`~dpmv_lib.evaluate.holistic.fit`) and the cuts
   (:func:`~dpmv_lib.evaluate.u_validity.fit_cuts`) are fitted as :func:`~dpmv_lib.evaluate.u_validity.validate_u`
-  fits them on the whole fitting half; ``sklearn.metrics.cohen_kappa_score`` on the pooled
+  fits them on the whole fitting half; ``sklearn.metrics.cohen_kappa_score``
+  (:func:`~dpmv_lib.evaluate.u_validity.kappas`) on the pooled
   out-of-fold grades, pooled and per response model; every fit and kappa with the units' design
   weights (:func:`~dpmv_lib.evaluate.enriched_draw.design_weights`).
 * **degradation**: with a model fitted on the whole fitting half, the share of items of the
@@ -29,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from ..evaluate.holistic import CONTENT, DIMENSION_FEATURES, FEATURES, FORM, QUERY_SPECIFIC, SEPARATE
+from ..evaluate.holistic import CONTENT, DIMENSION_FEATURES, FEATURES, FORM, QUERY_SPECIFIC, SEPARATE, uses_content
 from ..evaluate.rubric import DIMENSIONS
 
 FOLDS = 5
@@ -57,12 +58,10 @@ def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.n
     (module docstring): {"all": pooled, <response model>: within it}, means over ``shuffles``.
     Where ``columns`` read the content features, their projection is fitted on each training part's
     ``vectors`` (:meth:`~dpmv_lib.evaluate.rubric_judge.RubricJudge.holistic_features_and_vectors`)."""
-    from sklearn.metrics import cohen_kappa_score
     from sklearn.model_selection import GroupKFold
 
     from ..evaluate.holistic import ContentProjection, fit_boundaries
-    from ..evaluate.judge_agreement import SHOWN
-    from ..evaluate.u_validity import fit_cuts, grade_with
+    from ..evaluate.u_validity import fit_cuts, grade_with, kappas
 
     if dimension not in DIMENSIONS:
         raise ParameterError(f"unknown dimension {dimension!r}; one of {DIMENSIONS}")
@@ -81,7 +80,7 @@ def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.n
     if unknown or not columns:
         raise ParameterError(f"feature set for {dimension}: unknown or no columns {unknown}")
     cols = [FEATURES.index(c) for c in columns]
-    content = bool(set(columns) & set(CONTENT))
+    content = uses_content(columns)
     if content and (vectors is None or len(vectors) != len(units)):
         raise ParameterError(f"feature set for {dimension} reads content features: give one content vector per unit")
     V = np.asarray(vectors, float)[idx] if content and vectors is not None else np.zeros((len(idx), 0))
@@ -98,8 +97,7 @@ def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.n
             grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
         for name, sel in [("all", np.ones(len(sub), bool))] + [
                 (m, (sub["response_model"] == m).to_numpy()) for m in sorted(set(sub["response_model"]))]:
-            out.setdefault(name, []).append(float(cohen_kappa_score(y[sel] >= SHOWN, grades[sel] >= SHOWN,
-                                                                    sample_weight=w[sel])))
+            out.setdefault(name, []).append(kappas(y[sel], grades[sel], w[sel])[0])
     return {k: float(np.mean(v)) for k, v in out.items()}
 
 

@@ -69,6 +69,7 @@ def main() -> None:
                      "vs_bf16_speed": round(statistics.median(walls["bf16"]) / statistics.median(walls[name]), 2),
                      "one_minus_cos_mean": float(d.mean()), "one_minus_cos_p99": float(np.quantile(d, 0.99)),
                      "one_minus_cos_max": float(d.max())})
+    label_units = len(UV.label_pool(labels))
     kappas = {}
     for name in ("bf16", "int8"):
         model = UV.fit_holistic_model(enc[name], labels, ROOT / "data")
@@ -76,7 +77,7 @@ def main() -> None:
         pooled = v.table[v.table["response_model"] == "all"].set_index("dimension")["kappa_fitted"]
         kappas[name] = {d: round(float(pooled[d]), 4) for d in DIMENSIONS}
     res = {"machine": m, "n_texts": len(texts), "repeats": args.repeats, "loadavg_after": loadavg(),
-           "variants": rows, "u_heldout_kappa": kappas}
+           "variants": rows, "label_units": label_units, "u_heldout_kappa": kappas}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "int8.json").write_text(json.dumps(res, indent=1) + "\n")
     lines = ["# The int8 auditor encoder beside OpenVINO bf16", "",
@@ -89,7 +90,8 @@ def main() -> None:
     lines += [f"| {r['variant']} | `{r['encoder_id']}` | {r['responses_per_s']} | {r['vs_bf16_speed']}x | "
               f"{r['one_minus_cos_mean']:.2e} | {r['one_minus_cos_p99']:.2e} | {r['one_minus_cos_max']:.2e} |"
               for r in rows]
-    lines += ["", "U's held-out kappa (binary, U's split, pooled), each encoder with its own refitted holistic model:",
+    lines += ["", f"U's held-out kappa (binary, U's split, pooled, {label_units} labelled units), each encoder with "
+              "its own refitted holistic model:",
               "", "| encoder | " + " | ".join(DIMENSIONS) + " |", "| --- |" + " ---: |" * len(DIMENSIONS)]
     lines += [f"| {name} | " + " | ".join(f"{k[d]:.3f}" for d in DIMENSIONS) + " |" for name, k in kappas.items()]
     lines.append("| int8 - bf16 | " + " | ".join(f"{kappas['int8'][d] - kappas['bf16'][d]:+.3f}" for d in DIMENSIONS)

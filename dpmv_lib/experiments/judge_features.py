@@ -20,6 +20,12 @@ For each candidate set of a dimension (the others keep the committed sets):
 
 :data:`RULE`: a candidate replaces the committed set only where it raises the pooled kappa by at
 least :data:`MIN_GAIN` and lowers no degradation row of the dimension.
+
+:func:`compare_cross_encoder` (``--cross-encoder``) puts a judge that reads the query and the
+response together beside the committed sets, by the same kappa, degradation rows and rule: a
+:class:`~dpmv_lib.evaluate.cross_encoder.CrossEncoder` fine-tuned on each training part
+(:data:`CROSS_ENCODER_CANDIDATES`; for relevance also with other-query negatives), on the first
+shuffle only, the committed set beside it on the same folds.
 """
 from __future__ import annotations
 
@@ -61,20 +67,13 @@ def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.n
     from sklearn.model_selection import GroupKFold
 
     from ..evaluate.holistic import ContentProjection, fit_boundaries
-    from ..evaluate.u_validity import fit_cuts, grade_with, kappas
+    from ..evaluate.u_validity import fit_cuts, grade_with
 
-    if dimension not in DIMENSIONS:
-        raise ParameterError(f"unknown dimension {dimension!r}; one of {DIMENSIONS}")
-    units = units.reset_index(drop=True)
-    fit_mask = np.asarray(fit_mask, bool)
-    if len(fit_mask) != len(units) or len(features) != len(units):
-        raise ParameterError(f"{len(units)} units, {len(features)} feature rows and {len(fit_mask)} mask entries")
-    idx = np.flatnonzero(fit_mask)
-    sub = units.iloc[idx].reset_index(drop=True)
+    sub, groups, y, w = _fitting_half(units, fit_mask, dimension)
+    if len(features) != len(units):
+        raise ParameterError(f"{len(units)} units but {len(features)} feature rows")
+    idx = np.flatnonzero(np.asarray(fit_mask, bool))
     X = np.asarray(features, float)[idx]
-    groups = pd.factorize(sub["query"].astype(str) + "\x00" + sub["response"].astype(str))[0]
-    y = sub[dimension].to_numpy(float)
-    w = sub["design_weight"].to_numpy(float) if "design_weight" in sub else np.ones(len(sub))
     empty = sub["response"].map(lambda a: not str(a).strip()).to_numpy()
     unknown = sorted(set(columns) - set(FEATURES))
     if unknown or not columns:
@@ -95,10 +94,124 @@ def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.n
             s = np.sum([b.prob(Xf) for b in bounds], axis=0)
             s[empty] = 0.0
             grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
-        for name, sel in [("all", np.ones(len(sub), bool))] + [
-                (m, (sub["response_model"] == m).to_numpy()) for m in sorted(set(sub["response_model"]))]:
-            out.setdefault(name, []).append(kappas(y[sel], grades[sel], w[sel])[0])
+        for name, k in _pooled_kappas(sub, y, grades, w).items():
+            out.setdefault(name, []).append(k)
     return {k: float(np.mean(v)) for k, v in out.items()}
+
+
+def _fitting_half(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str
+                  ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+    """The fitting half's units, their (query, response) groups, ``dimension``'s labels and design
+    weights."""
+    if dimension not in DIMENSIONS:
+        raise ParameterError(f"unknown dimension {dimension!r}; one of {DIMENSIONS}")
+    units = units.reset_index(drop=True)
+    fit_mask = np.asarray(fit_mask, bool)
+    if len(fit_mask) != len(units):
+        raise ParameterError(f"{len(units)} units and {len(fit_mask)} mask entries")
+    sub = units.iloc[np.flatnonzero(fit_mask)].reset_index(drop=True)
+    groups = pd.factorize(sub["query"].astype(str) + "\x00" + sub["response"].astype(str))[0]
+    w = sub["design_weight"].to_numpy(float) if "design_weight" in sub else np.ones(len(sub))
+    return sub, groups, sub[dimension].to_numpy(float), w
+
+
+def _pooled_kappas(sub: pd.DataFrame, y: np.ndarray, grades: np.ndarray, w: np.ndarray) -> dict[str, float]:
+    from ..evaluate.u_validity import kappas
+
+    return {name: kappas(y[sel], grades[sel], w[sel])[0]
+            for name, sel in [("all", np.ones(len(sub), bool))] + [
+                (m, (sub["response_model"] == m).to_numpy()) for m in sorted(set(sub["response_model"]))]}
+
+
+def fit_cross_encoder(queries: Sequence[str], responses: Sequence[str], labels: np.ndarray, weights: np.ndarray,
+                      dimension: str, negatives: float = 0.0, config: Any = None, *, base: Any = None,
+                      log: Any = None) -> Any:
+    """A :class:`~dpmv_lib.evaluate.cross_encoder.CrossEncoder` fine-tuned on these units, with
+    ``negatives`` x n other-query negatives (:func:`~dpmv_lib.evaluate.cross_encoder.
+    other_query_negatives`, label 0, weight 1) for relevance."""
+    from ..evaluate.cross_encoder import CrossEncoder, other_query_negatives
+
+    q, r = list(queries), list(responses)
+    y, w = np.asarray(labels, float), np.asarray(weights, float)
+    if negatives:
+        if dimension != "relevance":
+            raise ParameterError(f"other-query negatives are relevance labels; {dimension} has none")
+        nq, nr = other_query_negatives(q, r, negatives)
+        q, r = q + nq, r + nr
+        y, w = np.r_[y, np.zeros(len(nq))], np.r_[w, np.ones(len(nq))]
+    return CrossEncoder.fit(q, r, y, w, config, base=base, log=log)
+
+
+def cross_encoder_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str,
+                        config: Any = None, *, negatives: float = 0.0, folds: int = FOLDS,
+                        shuffles: Sequence[int] = (0,), base: Any = None, log: Any = None) -> dict[str, float]:
+    """As :func:`fitting_half_kappa`, with the score of a cross-encoder (:func:`fit_cross_encoder`)
+    fine-tuned on each training part's distinct (query, response) units (design-weighted) instead of
+    the holistic model; the cuts are fitted on the training part's labelled units. One fine-tuning
+    per fold: ``shuffles`` defaults to the first only."""
+    from sklearn.model_selection import GroupKFold
+
+    from ..evaluate.u_validity import fit_cuts, grade_with
+
+    sub, groups, y, w = _fitting_half(units, fit_mask, dimension)
+    q, r = sub["query"].astype(str).tolist(), sub["response"].astype(str).tolist()
+    first = ~pd.Series(groups).duplicated().to_numpy()
+    out: dict[str, list[float]] = {}
+    for seed in shuffles:
+        grades = np.full(len(sub), np.nan)
+        for k, (tr, te) in enumerate(GroupKFold(folds, shuffle=True, random_state=seed).split(sub, y, groups)):
+            rows = tr[first[tr]]
+            ce = fit_cross_encoder([q[i] for i in rows], [r[i] for i in rows], y[rows], w[rows], dimension,
+                                   negatives, config, base=base, log=log)
+            s = ce.predict(q, r)
+            grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
+            if log is not None:
+                log(f"{dimension}: shuffle {seed}, fold {k + 1}/{folds} done")
+        for name, kappa in _pooled_kappas(sub, y, grades, w).items():
+            out.setdefault(name, []).append(kappa)
+    return {k: float(np.mean(v)) for k, v in out.items()}
+
+
+def cross_encoder_degradation(model: Any, dimension: str, records: Sequence[dict[str, Any]] | None = None
+                              ) -> dict[str, float]:
+    """{variant: share of the degradation set's items (:mod:`.judge_degradation`) whose variant
+    ``model`` scores strictly lower than the original}, for the variants meant to lower
+    ``dimension`` (as :func:`~.judge_degradation.evaluate_judge` counts them)."""
+    from ..common.io import read_jsonl
+    from .judge_degradation import DEFAULT_SET, INTENDED
+
+    records = read_jsonl(DEFAULT_SET) if records is None else list(records)
+    out = {}
+    for v in [v for v, dims in INTENDED.items() if dimension in dims]:
+        items = [rec for rec in records if v in rec["variants"]]
+        if items:
+            queries = [rec["query"] for rec in items]
+            orig = model.predict(queries, [rec["original"] for rec in items])
+            var = model.predict(queries, [rec["variants"][v] for rec in items])
+            out[v] = float(np.mean(var < orig))
+    return out
+
+
+def cross_encoder_heldout_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str, config: Any = None, *,
+                                negatives: float = 0.0, base: Any = None, log: Any = None) -> dict[str, float]:
+    """Binary kappa on the held-out half (``~fit_mask``) of a cross-encoder (:func:`fit_cross_encoder`)
+    fine-tuned on the fitting half's distinct units, with cuts fitted there, as
+    :func:`~dpmv_lib.evaluate.u_validity.validate_u` measures the judge: the figure of a candidate
+    that :data:`RULE` adopts, never one that chose it."""
+    from ..evaluate.u_validity import fit_cuts, grade_with
+
+    units = units.reset_index(drop=True)
+    mask = np.asarray(fit_mask, bool)
+    sub, _, y, w = _fitting_half(units, mask, dimension)
+    part = sub.drop_duplicates(["query", "response"])
+    model = fit_cross_encoder(part["query"].astype(str).tolist(), part["response"].astype(str).tolist(),
+                              part[dimension].to_numpy(float), part["design_weight"].to_numpy(float)
+                              if "design_weight" in part else np.ones(len(part)), dimension, negatives, config,
+                              base=base, log=log)
+    held, _, yh, wh = _fitting_half(units, ~mask, dimension)
+    cuts = fit_cuts(model.predict(sub["query"].astype(str).tolist(), sub["response"].astype(str).tolist()), y, w)
+    grades = grade_with(model.predict(held["query"].astype(str).tolist(), held["response"].astype(str).tolist()), cuts)
+    return _pooled_kappas(held, yh, grades, wh)
 
 
 @dataclass(frozen=True)
@@ -109,50 +222,130 @@ class FeatureStudy:
 
     table: pd.DataFrame
     encoder: str
+    shuffles: int = len(SHUFFLES)
 
     def markdown(self) -> str:
         shown = self.table.astype(object).where(self.table.notna(), None)
         return (shown.to_markdown(index=False, floatfmt=".3f", missingval="-") + "\n\n"
                 + f"Rule: {RULE}. Encoder {self.encoder}; {FOLDS}-fold GroupKFold inside the fitting half, "
-                f"mean of {len(SHUFFLES)} shuffles.\n")
+                + (f"mean of {self.shuffles} shuffles.\n" if self.shuffles > 1 else "first shuffle only.\n"))
 
     def _repr_markdown_(self) -> str:
         return self.markdown()
 
 
+def _adopt(base: Mapping[str, float] | None, scores: Mapping[str, float]) -> str:
+    """:data:`RULE` for a candidate's ``scores`` against the committed set's ``base``."""
+    if base is None:
+        return "-"
+    kept = all(scores[c] >= base[c] for c in scores if c.startswith("degradation"))
+    return "yes" if scores["kappa all"] - base["kappa all"] >= MIN_GAIN and kept else "no"
+
+
+def _feature_degradation(encoder: Any, inputs: tuple, mask: np.ndarray, dimension: str,
+                         columns: Sequence[str]) -> dict[str, float]:
+    """Degradation rows of ``dimension`` for a judge whose holistic model reads ``columns`` there,
+    fitted on the fitting half."""
+    from ..evaluate.rubric_judge import RubricJudge
+    from ..evaluate.u_validity import fit_on
+    from .judge_degradation import INTENDED, evaluate_judge
+
+    meant = [v for v, dims in INTENDED.items() if dimension in dims]
+    if not meant:
+        return {}
+    units, F, V, anchors = inputs
+    model = fit_on(units, F, V, mask, anchors, {}, dimension_features={dimension: columns})
+    deg = evaluate_judge(RubricJudge(encoder, holistic=model)).summary.set_index(["variant", "dimension"])
+    return {f"degradation {v}": float(deg.loc[(v, dimension), "accuracy"]) for v in meant}
+
+
 def compare_feature_sets(encoder: Any, candidates: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
                          label_dir: Any = None, data_dir: Any = "data") -> FeatureStudy:
     """Each dimension's committed feature set against ``candidates`` (default :data:`CANDIDATES`)."""
-    from ..evaluate.rubric_judge import RubricJudge
-    from ..evaluate.u_validity import SPLIT_SEED, fit_on, holistic_inputs, split_halves
-    from .judge_degradation import INTENDED, evaluate_judge
+    from ..evaluate.u_validity import SPLIT_SEED, holistic_inputs, split_halves
 
     candidates = CANDIDATES if candidates is None else candidates
-    units, F, V, anchors = holistic_inputs(encoder, label_dir, data_dir)
+    inputs = holistic_inputs(encoder, label_dir, data_dir)
+    units, F, V, _ = inputs
     mask = split_halves(units, SPLIT_SEED)
     rows = []
     for d, sets in candidates.items():
-        meant = [v for v, dims in INTENDED.items() if d in dims]
         base: dict[str, float] | None = None
         for name, cols in {"committed": DIMENSION_FEATURES[d], **sets}.items():
             scores = {f"kappa {m}": v for m, v in fitting_half_kappa(units, F, mask, d, cols, V).items()}
-            if meant:
-                model = fit_on(units, F, V, mask, anchors, {}, dimension_features={d: cols})
-                judge = RubricJudge(encoder, holistic=model)
-                deg = evaluate_judge(judge).summary.set_index(["variant", "dimension"])
-                scores.update({f"degradation {v}": float(deg.loc[(v, d), "accuracy"]) for v in meant})
-            if base is None:
-                base, adopt = scores, "-"
-            else:
-                kept = all(scores[c] >= base[c] for c in scores if c.startswith("degradation"))
-                adopt = "yes" if scores["kappa all"] - base["kappa all"] >= MIN_GAIN and kept else "no"
-            rows.append({"dimension": d, "feature set": name, "columns": len(cols), **scores, "adopt": adopt})
+            scores.update(_feature_degradation(encoder, inputs, mask, d, cols))
+            rows.append({"dimension": d, "feature set": name, "columns": len(cols), **scores,
+                         "adopt": _adopt(base, scores)})
+            base = base or scores
     return FeatureStudy(pd.DataFrame(rows), str(getattr(encoder, "id", type(encoder).__name__)))
 
 
+#: cross-encoder candidates per dimension: name -> share of other-query negatives added to the
+#: fine-tuning units (:func:`fit_cross_encoder`)
+CROSS_ENCODER_CANDIDATES: Mapping[str, Mapping[str, float]] = {
+    "relevance": {"cross-encoder": 0.0, "cross-encoder + other-query negatives": 0.5},
+    "actionability": {"cross-encoder": 0.0},
+}
+
+
+def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, float]] | None = None,
+                          config: Any = None, label_dir: Any = None, data_dir: Any = "data", *,
+                          base_model: Any = None, log: Any = None) -> FeatureStudy:
+    """Each dimension's committed feature set against cross-encoders fine-tuned on the labels
+    (default :data:`CROSS_ENCODER_CANDIDATES`; :func:`cross_encoder_kappa`, the degradation rows with
+    one fine-tuned on the whole fitting half), both on the first shuffle only: a fine-tuning takes
+    minutes where a logistic fit takes milliseconds."""
+    from ..evaluate.u_validity import SPLIT_SEED, holistic_inputs, split_halves
+
+    candidates = CROSS_ENCODER_CANDIDATES if candidates is None else candidates
+    inputs = holistic_inputs(encoder, label_dir, data_dir)
+    units, F, V, _ = inputs
+    mask = split_halves(units, SPLIT_SEED)
+    part = units[mask].drop_duplicates(["query", "response"])     # one row per distinct (query, response)
+    rows = []
+    for d, sets in candidates.items():
+        cols = DIMENSION_FEATURES[d]
+        base = {f"kappa {m}": v for m, v in fitting_half_kappa(units, F, mask, d, cols, V, shuffles=(0,)).items()}
+        base.update(_feature_degradation(encoder, inputs, mask, d, cols))
+        rows.append({"dimension": d, "feature set": "committed", "columns": len(cols), **base, "adopt": "-"})
+        for name, negatives in sets.items():
+            scores = {f"kappa {m}": v for m, v in cross_encoder_kappa(
+                units, mask, d, config, negatives=negatives, base=base_model, log=log).items()}
+            if any(c.startswith("degradation") for c in base):
+                model = fit_cross_encoder(part["query"].astype(str).tolist(), part["response"].astype(str).tolist(),
+                                          part[d].to_numpy(float), part["design_weight"].to_numpy(float), d,
+                                          negatives, config, base=base_model, log=log)
+                scores.update({f"degradation {v}": a for v, a in cross_encoder_degradation(model, d).items()})
+            rows.append({"dimension": d, "feature set": name, "columns": None, **scores,
+                         "adopt": _adopt(base, scores)})
+            if log is not None:
+                log(f"{d} / {name}: {scores}")
+    return FeatureStudy(pd.DataFrame(rows), str(getattr(encoder, "id", type(encoder).__name__)), shuffles=1)
+
+
+def adopted_cross_encoders_heldout(study: FeatureStudy, candidates: Mapping[str, Mapping[str, float]] | None = None,
+                                   config: Any = None, label_dir: Any = None, *, log: Any = None) -> pd.DataFrame:
+    """:func:`cross_encoder_heldout_kappa` of each cross-encoder row that :data:`RULE` adopts in
+    ``study`` (:func:`compare_cross_encoder`): one row per (dimension, candidate), empty where none is."""
+    from ..evaluate.u_validity import SPLIT_SEED, label_pool, split_halves
+
+    candidates = CROSS_ENCODER_CANDIDATES if candidates is None else candidates
+    adopted = study.table[study.table["adopt"] == "yes"]
+    rows = []
+    if len(adopted):
+        units = label_pool(label_dir).reset_index(drop=True)
+        mask = split_halves(units, SPLIT_SEED)
+        for d, name in zip(adopted["dimension"], adopted["feature set"]):
+            k = cross_encoder_heldout_kappa(units, mask, d, config, negatives=candidates[d][name], log=log)
+            rows.append({"dimension": d, "feature set": name, **{f"held-out kappa {m}": v for m, v in k.items()}})
+    return pd.DataFrame(rows)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print :func:`compare_feature_sets` for an encoder (default: the committed model's)."""
+    """Print :func:`compare_feature_sets` (``--cross-encoder``: :func:`compare_cross_encoder`) for an
+    encoder (default: the committed model's)."""
     import argparse
+    import sys
     from pathlib import Path
 
     from ..evaluate.encoders import get_encoder
@@ -161,12 +354,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dpmv_lib.experiments.judge_features", description=main.__doc__)
     ap.add_argument("--encoder", default=None)
     ap.add_argument("--data", default="data")
+    ap.add_argument("--cross-encoder", action="store_true",
+                    help="compare the committed sets with a cross-encoder fine-tuned on the labels instead "
+                         "(about 20 minutes per dimension on 2 cores)")
     args = ap.parse_args(argv)
     try:
         spec = args.encoder or committed_encoder_spec(Path(args.data) / "judge_labels")
     except ParameterError as exc:
         raise SystemExit(str(exc)) from None
-    print(compare_feature_sets(get_encoder(spec), data_dir=args.data).markdown())
+    if args.cross_encoder:
+        def log(msg: str) -> None:
+            print(msg, file=sys.stderr, flush=True)
+        study = compare_cross_encoder(get_encoder(spec), data_dir=args.data, log=log)
+        print(study.markdown())
+        held = adopted_cross_encoders_heldout(study, label_dir=Path(args.data) / "judge_labels", log=log)
+        print("Held-out half (split seed of U's validation), adopted candidates only:\n\n"
+              + (held.to_markdown(index=False, floatfmt=".3f") if len(held) else "none adopted") + "\n")
+    else:
+        print(compare_feature_sets(get_encoder(spec), data_dir=args.data).markdown())
     return 0
 
 

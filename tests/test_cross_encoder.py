@@ -1,0 +1,231 @@
+"""The query-response cross-encoder (dpmv_lib.evaluate.cross_encoder): it reads the query and the
+response together (a label carried by their match, which no response-only scorer can fit, is
+learned), training is seeded, bad input is refused; and the study's kappa with it
+(dpmv_lib.experiments.judge_features.cross_encoder_kappa) fine-tunes on training folds only."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpmv_lib.core.errors import ParameterError
+from dpmv_lib.evaluate.cross_encoder import CrossEncoder, CrossEncoderConfig
+from dpmv_lib.evaluate.rubric import DIMENSIONS
+from dpmv_lib.experiments import judge_features as JF
+
+pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+def _minilm():
+    from dpmv_lib.evaluate.encoders import minilm_path
+    try:
+        return minilm_path()
+    except ParameterError:
+        pytest.skip("the offline MiniLM package is not installed")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A small random BERT (2 layers, width 32) with MiniLM's tokenizer: a local stand-in model."""
+    base = _minilm()
+    out = tmp_path_factory.mktemp("tiny-bert")
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (base / name).exists():
+            shutil.copy(base / name, out / name)
+    cfg = transformers.BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=512)
+    import torch
+    torch.manual_seed(0)
+    transformers.BertModel(cfg).save_pretrained(out)
+    return out
+
+
+TOPICS = {
+    "sleep": ("How can I sleep better at night?",
+              ("Go to bed at the same time every night and keep the bedroom dark and cool.",
+               "Stop using screens an hour before bed and avoid coffee after noon.")),
+    "cooking": ("What should I cook for dinner this week?",
+                ("Roast a tray of vegetables with chicken thighs and make a big pot of lentil soup.",
+                 "Plan three simple pasta dishes and a stir-fry with rice.")),
+    "running": ("How do I start running?",
+                ("Begin with run-walk intervals three times a week and buy proper running shoes.",
+                 "Run slowly enough to talk and add five minutes each week.")),
+    "travel": ("Any tips for packing for a flight?",
+               ("Roll your clothes, keep liquids in a clear bag and put a charger in your carry-on.",
+                "Check the airline's baggage limits and weigh your suitcase before leaving.")),
+}
+
+
+def test_it_learns_a_label_carried_by_the_match_of_query_and_response():
+    """Every response appears with label 4 (its own topic's query) and label 0 (the others): a scorer
+    that reads the response alone gives both the same score; the cross-encoder ranks the right query
+    first for every response."""
+    q, r, y = [], [], []
+    for topic, (_, answers) in TOPICS.items():
+        for a in answers:
+            for other, (query, _) in TOPICS.items():
+                q.append(query), r.append(a), y.append(4.0 if other == topic else 0.0)
+    ce = CrossEncoder.fit(q, r, y, config=CrossEncoderConfig(epochs=8, batch_size=8, learning_rate=2e-4))
+    s = ce.predict(q, r).reshape(len(TOPICS) * 2, len(TOPICS))
+    right = np.repeat(np.arange(len(TOPICS)), 2)
+    assert (s.argmax(axis=1) == right).all(), s.round(2)
+    wrong = np.ones_like(s, bool)
+    wrong[np.arange(len(s)), right] = False
+    assert s[~wrong].min() > s[wrong].max() - 1.0 and s[~wrong].mean() - s[wrong].mean() > 2.0
+
+
+def test_training_is_seeded(tiny):
+    q = ["a question", "another question", "a third one"] * 4
+    r = [f"answer number {i}" for i in range(12)]
+    y = np.arange(12) % 5
+    cfg = CrossEncoderConfig(epochs=2, batch_size=4, learning_rate=1e-3)
+    a = CrossEncoder.fit(q, r, y, config=cfg, base=tiny).predict(q, r)
+    b = CrossEncoder.fit(q, r, y, config=cfg, base=tiny).predict(q, r)
+    c = CrossEncoder.fit(q, r, y, config=CrossEncoderConfig(epochs=2, batch_size=4, learning_rate=1e-3, seed=1),
+                         base=tiny).predict(q, r)
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - c).max() > 1e-6
+    # an empty response scores 0, as every holistic dimension of the judge does
+    assert CrossEncoder.fit(q, r, y, config=cfg, base=tiny).predict(["q"], ["  "])[0] == 0.0
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"epochs": 0}, "epochs"), ({"batch_size": True}, "batch_size"), ({"learning_rate": 0.0}, "learning_rate"),
+    ({"weight_decay": -1.0}, "weight_decay"), ({"max_length": 2.5}, "max_length")])
+def test_bad_settings_are_named(kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        CrossEncoderConfig(**kwargs)
+
+
+def test_bad_training_data_is_named(tiny, tmp_path):
+    with pytest.raises(ParameterError, match="2 queries but 1 responses"):
+        CrossEncoder.fit(["a", "b"], ["x"], [1, 2], base=tiny)
+    with pytest.raises(ParameterError, match="not one string"):
+        CrossEncoder.fit("a", ["x"], [1], base=tiny)
+    with pytest.raises(ParameterError, match=r"grades in \[0, 4\]"):
+        CrossEncoder.fit(["a"], ["x"], [5], base=tiny)
+    with pytest.raises(ParameterError, match="not all 0"):
+        CrossEncoder.fit(["a"], ["x"], [1], [0.0], base=tiny)
+    with pytest.raises(ParameterError, match="labels of shape"):
+        CrossEncoder.fit(["a", "b"], ["x", "y"], [1], base=tiny)
+    with pytest.raises(ParameterError, match="at least one"):
+        CrossEncoder.fit([], [], [], base=tiny)
+    with pytest.raises(ParameterError, match="no model at"):
+        CrossEncoder.fit(["a"], ["x"], [1], base=tmp_path)
+
+
+class _Memo:
+    """A stand-in cross-encoder that scores the pairs it was trained on by their label and every
+    other pair 0, and records what it was given."""
+
+    trained: list[set] = []
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    @classmethod
+    def fit(cls, queries, responses, labels, weights=None, config=None, *, base=None, log=None):
+        seen = dict(zip(zip(queries, responses), labels))
+        cls.trained.append(set(seen))
+        return cls(seen)
+
+    def predict(self, queries, responses):
+        return np.array([self.seen.get(k, 0.0) for k in zip(queries, responses)], float)
+
+
+def test_the_study_fine_tunes_on_training_folds_only(monkeypatch):
+    from dpmv_lib.evaluate import cross_encoder
+
+    rng = np.random.default_rng(0)
+    n = 150
+    units = pd.DataFrame({"query": [f"q{i % 30}" for i in range(n)], "response": [f"answer {i}" for i in range(n)],
+                          "response_model": np.where(np.arange(n) % 3 == 0, "smollm2", "surrogate"),
+                          **{d: rng.integers(0, 5, n) for d in DIMENSIONS}})
+    mask = np.arange(n) < 100
+    _Memo.trained = []
+    monkeypatch.setattr(cross_encoder, "CrossEncoder", _Memo)
+    out = JF.cross_encoder_kappa(units, mask, "relevance", folds=5)
+    assert len(_Memo.trained) == 5
+    fitting = set(zip(units["query"][mask], units["response"][mask]))
+    held_out = set(zip(units["query"][~mask], units["response"][~mask]))
+    assert all(t <= fitting and not t & held_out for t in _Memo.trained)
+    # each fitting unit is left out of exactly one training part, so a memorising scorer knows
+    # nothing of the units it grades: its kappa is that of a constant score
+    assert sum(len(fitting - t) for t in _Memo.trained) == len(fitting)
+    assert abs(out["all"]) < 1e-9 and set(out) == {"all", "smollm2", "surrogate"}
+
+
+def test_degradation_share_counts_strictly_lower_variants():
+    records = [{"query": "q", "original": "long original answer",
+                "variants": {"off_topic": "short", "other_query": "much longer answer than it"}},
+               {"query": "q", "original": "abc", "variants": {"off_topic": "abcd"}}]
+
+    class Length:
+        def predict(self, queries, responses):
+            return np.array([len(a) for a in responses], float)
+    out = JF.cross_encoder_degradation(Length(), "relevance", records)
+    assert out == {"off_topic": 0.5, "other_query": 0.0}
+    assert JF.cross_encoder_degradation(Length(), "actionability", records) == {}
+
+
+def test_other_query_negatives_pair_a_response_with_another_query():
+    from dpmv_lib.evaluate.cross_encoder import other_query_negatives
+
+    q = ["q1", "q1", "q2", "q3", "q3", "q4"]
+    r = [f"a{i}" for i in range(6)]
+    nq, nr = other_query_negatives(q, r, 0.5, seed=1)
+    assert len(nq) == 3 and len(set(nr)) == 3
+    assert all(a != q[r.index(b)] for a, b in zip(nq, nr))
+    assert other_query_negatives(q, r, 0.5, seed=1) == (nq, nr)
+    assert other_query_negatives(["q"] * 3, ["a", "b", "c"], 1.0) == ([], [])   # no other query: none
+    with pytest.raises(ParameterError, match="negative share"):
+        other_query_negatives(q, r, -0.1)
+
+
+def test_negatives_are_added_for_relevance_only(monkeypatch):
+    from dpmv_lib.evaluate import cross_encoder
+
+    _Memo.trained = []
+    monkeypatch.setattr(cross_encoder, "CrossEncoder", _Memo)
+    q = [f"q{i % 5}" for i in range(20)]
+    r = [f"a{i}" for i in range(20)]
+    model = JF.fit_cross_encoder(q, r, np.full(20, 3.0), np.ones(20), "relevance", 0.5)
+    assert len(_Memo.trained[-1]) == 30
+    assert sorted(set(model.seen.values())) == [0.0, 3.0]
+    JF.fit_cross_encoder(q, r, np.full(20, 3.0), np.ones(20), "relevance", 0.0)
+    assert len(_Memo.trained[-1]) == 20
+    with pytest.raises(ParameterError, match="relevance labels"):
+        JF.fit_cross_encoder(q, r, np.full(20, 3.0), np.ones(20), "actionability", 0.5)
+
+
+def test_the_held_out_figure_fine_tunes_on_the_fitting_half_only(monkeypatch):
+    from dpmv_lib.evaluate import cross_encoder
+
+    rng = np.random.default_rng(1)
+    n = 120
+    units = pd.DataFrame({"query": [f"q{i % 30}" for i in range(n)], "response": [f"answer {i}" for i in range(n)],
+                          "response_model": np.where(np.arange(n) % 3 == 0, "smollm2", "surrogate"),
+                          **{d: rng.integers(0, 5, n) for d in DIMENSIONS}})
+    mask = np.arange(n) % 2 == 0
+    _Memo.trained = []
+    monkeypatch.setattr(cross_encoder, "CrossEncoder", _Memo)
+    out = JF.cross_encoder_heldout_kappa(units, mask, "actionability")
+    assert _Memo.trained == [set(zip(units["query"][mask], units["response"][mask]))]
+    # the memorising scorer knows nothing of the held-out units: a constant score's kappa
+    assert abs(out["all"]) < 1e-9 and set(out) == {"all", "smollm2", "surrogate"}
+
+
+def test_held_out_figures_only_for_adopted_candidates(monkeypatch):
+    from dpmv_lib.evaluate import cross_encoder
+
+    _Memo.trained = []
+    monkeypatch.setattr(cross_encoder, "CrossEncoder", _Memo)
+    table = pd.DataFrame({"dimension": ["relevance", "relevance", "actionability"],
+                          "feature set": ["committed", "cross-encoder", "cross-encoder"], "adopt": ["-", "no", "yes"]})
+    held = JF.adopted_cross_encoders_heldout(JF.FeatureStudy(table, "enc", 1))
+    assert list(held["dimension"]) == ["actionability"] and len(_Memo.trained) == 1
+    none = JF.adopted_cross_encoders_heldout(JF.FeatureStudy(table.assign(adopt="no"), "enc", 1))
+    assert none.empty and len(_Memo.trained) == 1

@@ -109,8 +109,8 @@ class CrossEncoder:
         return PairScorer()
 
     @classmethod
-    def fit(cls, queries: Sequence[str], responses: Sequence[str], labels: Sequence[float],
-            weights: Sequence[float] | None = None, config: CrossEncoderConfig | None = None, *,
+    def fit(cls, queries: Sequence[str], responses: Sequence[str], labels: Sequence[float] | np.ndarray,
+            weights: Sequence[float] | np.ndarray | None = None, config: CrossEncoderConfig | None = None, *,
             base: str | Path | None = None, log: Callable[[str], None] | None = None) -> "CrossEncoder":
         """Fine-tune on one row per (query, response) with its 0-4 ``labels`` and design ``weights``
         (default 1). ``base``: a local BERT-family model directory (default the offline MiniLM)."""
@@ -157,7 +157,7 @@ class CrossEncoder:
                 loss.backward()
                 opt.step()
                 sched.step()
-                total += float(loss) * len(idx)
+                total += float(loss.detach()) * len(idx)
             if log is not None:
                 log(f"cross-encoder epoch {epoch + 1}/{config.epochs}: weighted squared error "
                     f"{total / len(q):.3f}, {time.monotonic() - t0:.0f} s")

@@ -209,7 +209,8 @@ def cross_encoder_heldout_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimen
                               if "design_weight" in part else np.ones(len(part)), dimension, negatives, config,
                               base=base, log=log)
     held, _, yh, wh = _fitting_half(units, ~mask, dimension)
-    cuts = fit_cuts(model.predict(sub["query"].astype(str).tolist(), sub["response"].astype(str).tolist()), y, w)
+    cuts = fit_cuts(model.predict(sub["query"].astype(str).tolist(), sub["response"].astype(str).tolist()),
+                    y.tolist(), w.tolist())
     grades = grade_with(model.predict(held["query"].astype(str).tolist(), held["response"].astype(str).tolist()), cuts)
     return _pooled_kappas(held, yh, grades, wh)
 

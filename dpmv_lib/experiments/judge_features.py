@@ -321,7 +321,8 @@ def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, fl
                          "adopt": _adopt(base, scores)})
             if log is not None:
                 log(f"{d} / {name}: {scores}")
-    return FeatureStudy(pd.DataFrame(rows), str(getattr(encoder, "id", type(encoder).__name__)), shuffles=1)
+    table = pd.DataFrame(rows).astype({"columns": "Int64"})     # a cross-encoder reads no feature column
+    return FeatureStudy(table, str(getattr(encoder, "id", type(encoder).__name__)), shuffles=1)
 
 
 def adopted_cross_encoders_heldout(study: FeatureStudy, candidates: Mapping[str, Mapping[str, float]] | None = None,

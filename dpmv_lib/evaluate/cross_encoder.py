@@ -71,10 +71,11 @@ def other_query_negatives(queries: Sequence[str], responses: Sequence[str], shar
     if not (np.isfinite(share) and share >= 0):
         raise ParameterError(f"negative share must be finite and >= 0, got {share!r}")
     rng = np.random.default_rng(seed)
+    qa = np.asarray(q, dtype=object)
     out_q, out_r = [], []
     for i in rng.permutation(len(q))[:round(share * len(q))]:
-        others = [j for j in range(len(q)) if q[j] != q[i]]
-        if others:
+        others = np.flatnonzero(qa != q[i])
+        if len(others):
             out_q.append(q[others[rng.integers(len(others))]])
             out_r.append(r[i])
     return out_q, out_r
@@ -83,11 +84,10 @@ def other_query_negatives(queries: Sequence[str], responses: Sequence[str], shar
 class CrossEncoder:
     """A fine-tuned query-response scorer (module docstring). Build it with :meth:`fit`."""
 
-    def __init__(self, model: Any, tokenizer: Any, config: CrossEncoderConfig, base: str) -> None:
+    def __init__(self, model: Any, tokenizer: Any, config: CrossEncoderConfig) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.config = config
-        self.base = base
 
     @staticmethod
     def _network(base: Path, seed: int) -> Any:
@@ -162,7 +162,7 @@ class CrossEncoder:
                 log(f"cross-encoder epoch {epoch + 1}/{config.epochs}: weighted squared error "
                     f"{total / len(q):.3f}, {time.monotonic() - t0:.0f} s")
         net.eval()
-        return cls(net, tok, config, str(base))
+        return cls(net, tok, config)
 
     def predict(self, queries: Sequence[str], responses: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """Scores on the 0-4 grade scale (unclipped), one per (query, response); an empty response

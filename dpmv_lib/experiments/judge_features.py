@@ -142,6 +142,16 @@ def fit_cross_encoder(queries: Sequence[str], responses: Sequence[str], labels: 
     return CrossEncoder.fit(q, r, y, w, config, base=base, log=log)
 
 
+def _fit_on_distinct(units: pd.DataFrame, dimension: str, negatives: float, config: Any, base: Any,
+                     log: Any) -> Any:
+    """:func:`fit_cross_encoder` on one row per distinct (query, response) of ``units``."""
+    part = units.drop_duplicates(["query", "response"])
+    weights = part["design_weight"].to_numpy(float) if "design_weight" in part else np.ones(len(part))
+    return fit_cross_encoder(part["query"].astype(str).tolist(), part["response"].astype(str).tolist(),
+                             part[dimension].to_numpy(float), weights, dimension, negatives, config,
+                             base=base, log=log)
+
+
 def cross_encoder_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str,
                         config: Any = None, *, negatives: float = 0.0, folds: int = FOLDS,
                         shuffles: Sequence[int] = (0,), base: Any = None, log: Any = None) -> dict[str, float]:
@@ -203,11 +213,7 @@ def cross_encoder_heldout_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimen
     units = units.reset_index(drop=True)
     mask = np.asarray(fit_mask, bool)
     sub, _, y, w = _fitting_half(units, mask, dimension)
-    part = sub.drop_duplicates(["query", "response"])
-    model = fit_cross_encoder(part["query"].astype(str).tolist(), part["response"].astype(str).tolist(),
-                              part[dimension].to_numpy(float), part["design_weight"].to_numpy(float)
-                              if "design_weight" in part else np.ones(len(part)), dimension, negatives, config,
-                              base=base, log=log)
+    model = _fit_on_distinct(sub, dimension, negatives, config, base, log)
     held, _, yh, wh = _fitting_half(units, ~mask, dimension)
     cuts = fit_cuts(model.predict(sub["query"].astype(str).tolist(), sub["response"].astype(str).tolist()),
                     y.tolist(), w.tolist())
@@ -302,7 +308,6 @@ def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, fl
     inputs = holistic_inputs(encoder, label_dir, data_dir)
     units, F, V, _ = inputs
     mask = split_halves(units, SPLIT_SEED)
-    part = units[mask].drop_duplicates(["query", "response"])     # one row per distinct (query, response)
     rows = []
     for d, sets in candidates.items():
         cols = DIMENSION_FEATURES[d]
@@ -313,9 +318,7 @@ def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, fl
             scores = {f"kappa {m}": v for m, v in cross_encoder_kappa(
                 units, mask, d, config, negatives=negatives, base=base_model, log=log).items()}
             if any(c.startswith("degradation") for c in base):
-                model = fit_cross_encoder(part["query"].astype(str).tolist(), part["response"].astype(str).tolist(),
-                                          part[d].to_numpy(float), part["design_weight"].to_numpy(float), d,
-                                          negatives, config, base=base_model, log=log)
+                model = _fit_on_distinct(units[mask], d, negatives, config, base_model, log)
                 scores.update({f"degradation {v}": a for v, a in cross_encoder_degradation(model, d).items()})
             rows.append({"dimension": d, "feature set": name, "columns": None, **scores,
                          "adopt": _adopt(base, scores)})

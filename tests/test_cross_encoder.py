@@ -4,6 +4,7 @@ learned), training is seeded, bad input is refused; and the study's kappa with i
 (dpmv_lib.experiments.judge_features.cross_encoder_kappa) fine-tunes on training folds only."""
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -229,3 +230,181 @@ def test_held_out_figures_only_for_adopted_candidates(monkeypatch):
     assert list(held["dimension"]) == ["actionability"] and len(_Memo.trained) == 1
     none = JF.adopted_cross_encoders_heldout(JF.FeatureStudy(table.assign(adopt="no"), "enc", 1))
     assert none.empty and len(_Memo.trained) == 1
+
+
+# ---- the judge's cross-encoded dimensions -----------------------------------------------------------
+QS = ["How can I sleep better?", "What should I cook tonight?", "How do I start running?"] * 3
+RS = ["Go to bed at ten and keep the room dark.", "Roast vegetables with rice.", "Run slowly three times a week.",
+      "Keep a notebook by the bed.", "Make a lentil soup with garlic and cumin, then freeze half of it.",
+      "Buy shoes.", "Try a warm shower an hour before bed and put the phone in another room.",
+      "Cook pasta.", "Walk first, then add one minute of running each day for two weeks."]
+
+
+@pytest.fixture(scope="module")
+def tiny_ce(tiny):
+    return CrossEncoder.fit(QS, RS, np.arange(len(QS)) % 5, config=CrossEncoderConfig(epochs=2, batch_size=4,
+                                                                                        learning_rate=1e-3), base=tiny)
+
+
+def test_a_pair_scores_the_same_bytes_alone_and_in_any_batch(tiny_ce):
+    s = tiny_ce.predict(QS, RS)
+    for size in (1, 2, 4):
+        part = np.concatenate([tiny_ce.predict(QS[i:i + size], RS[i:i + size]) for i in range(0, len(QS), size)])
+        np.testing.assert_array_equal(part, s)
+    np.testing.assert_array_equal(tiny_ce.predict(QS[::-1], RS[::-1]), s[::-1])
+
+
+def test_saved_weights_load_to_the_same_scores(tiny_ce, tmp_path):
+    import hashlib
+
+    sha = tiny_ce.save(tmp_path / "ce.safetensors")
+    assert sha == hashlib.sha256((tmp_path / "ce.safetensors").read_bytes()).hexdigest()
+    back = CrossEncoder.load(tmp_path / "ce.safetensors")       # architecture from the file, MiniLM's tokenizer
+    assert back.config == tiny_ce.config
+    a, b = tiny_ce.predict(QS, RS), back.predict(QS, RS)
+    assert np.abs(a - b).max() < 1e-2 and np.abs(a - b).max() > 0     # float16 storage rounds the weights
+    saved, loaded = tiny_ce.model.state_dict(), back.model.state_dict()
+    assert set(saved) == set(loaded) and all(                           # the float16 weights come back exactly
+        (saved[k].half() == loaded[k].half()).all() for k in saved)
+    bf = CrossEncoder.load(tmp_path / "ce.safetensors", precision="bf16").predict(QS, RS)
+    assert np.abs(bf - b).max() < 0.1
+
+
+def test_load_refuses_what_save_did_not_write(tiny_ce, tmp_path):
+    from safetensors.torch import save_file
+    import torch
+
+    with pytest.raises(ParameterError, match="no cross-encoder weights"):
+        CrossEncoder.load(tmp_path / "missing.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ParameterError, match="not a saved cross-encoder"):
+        CrossEncoder.load(tmp_path / "junk.safetensors")
+    save_file({"w": torch.zeros(2)}, str(tmp_path / "bare.safetensors"))
+    with pytest.raises(ParameterError, match="not a saved cross-encoder"):
+        CrossEncoder.load(tmp_path / "bare.safetensors")
+    tiny_ce.save(tmp_path / "ce.safetensors")
+    with pytest.raises(ParameterError, match="precision"):
+        CrossEncoder.load(tmp_path / "ce.safetensors", precision="int8")
+
+
+def test_pair_scores_are_kept_on_disk(tiny_ce, tmp_path):
+    from dpmv_lib.evaluate.cross_encoder import PairScores, pair_text
+    from dpmv_lib.evaluate.encoders import CachedEncoder
+
+    texts = [pair_text(q, r) for q, r in zip(QS, RS)]
+    first = CachedEncoder(PairScores(tiny_ce, "tiny", "fp32"), tmp_path)
+    s1 = first.encode(texts)
+    assert first.misses == len(set(texts)) and s1.shape == (len(QS), 1)
+    again = CachedEncoder(PairScores(tiny_ce, "tiny", "fp32"), tmp_path)
+    s2 = again.encode(texts[::-1])
+    assert again.misses == 0
+    np.testing.assert_array_equal(s2[::-1], s1)
+    np.testing.assert_array_equal(s1[:, 0], tiny_ce.predict(QS, RS).astype(np.float32))
+    # the pair text keeps query and response apart: no join of two strings collides with another
+    assert pair_text("a b", "c") != pair_text("a", "b c")
+
+
+@pytest.fixture(scope="module")
+def crossed(tiny_ce, tmp_path_factory):
+    """The hashing encoder's holistic model with actionability scored by the small cross-encoder."""
+    from dpmv_lib.evaluate import holistic as H
+    from dpmv_lib.evaluate import u_validity as UV
+    from dpmv_lib.evaluate.encoders import HashingEncoder
+
+    d = tmp_path_factory.mktemp("crossed")
+    sha = tiny_ce.save(d / "cross_encoder_actionability.safetensors")
+    model = UV.fit_holistic_model(HashingEncoder(), "data/judge_labels", "data")
+    info = {"labels": model.fit_info["labels"], "split_seed": UV.SPLIT_SEED}
+    return model, dataclasses.replace(model, cross_encoded={
+        "actionability": H.CrossEncoded("cross_encoder_actionability.safetensors", sha, info)}, directory=d)
+
+
+def test_the_judge_scores_a_cross_encoded_dimension_with_the_cross_encoder(crossed):
+    from dpmv_lib.evaluate import holistic as H
+    from dpmv_lib.evaluate.encoders import HashingEncoder
+    from dpmv_lib.evaluate.judge_agreement import judge_units
+    from dpmv_lib.evaluate.rubric_judge import RubricJudge
+    from dpmv_lib.evaluate.u_validity import label_pool
+    from dpmv_lib.bench.datasets import load_benchmark
+
+    plain, model = crossed
+    units = label_pool().head(60).reset_index(drop=True)
+    units.loc[0, "response"] = "   "                                   # an empty response scores 0
+    benches = {t: load_benchmark(t, "data") for t in sorted(set(units["track"]))}
+    with_ce = RubricJudge(HashingEncoder(), holistic=model, cross_precision="fp32")
+    without = RubricJudge(HashingEncoder(), holistic=plain, cross_precision="fp32")
+    a, b = judge_units(units, benches, with_ce), judge_units(units, benches, without)
+    loaded = model.cross_encoder("actionability", "fp32")              # the committed float16 weights
+    want = np.clip(loaded.predict(units["query"].astype(str).tolist(), units["response"].astype(str).tolist()), 0, 4)
+    np.testing.assert_allclose(a["judge_actionability"], want, atol=1e-6)
+    assert a.loc[0, "judge_actionability"] == 0.0
+    for d in ("relevance", "correctness", "personalisation"):
+        np.testing.assert_array_equal(a[f"judge_{d}"], b[f"judge_{d}"])
+    assert not np.allclose(a["judge_actionability"], b["judge_actionability"])
+    assert with_ce.id.endswith(f"holistic={model.sha};ce=fp32]") and model.sha != plain.sha
+    assert H.HolisticModel.from_dict(model.to_dict(), model.directory) == model
+    with pytest.raises(ParameterError, match="boundaries, not a cross-encoder"):
+        model.cross_encoder("relevance")
+
+
+def test_a_changed_weights_file_is_refused(crossed, tmp_path):
+    _, model = crossed
+    shutil.copytree(model.directory, tmp_path / "copy")
+    f = tmp_path / "copy" / "cross_encoder_actionability.safetensors"
+    raw = bytearray(f.read_bytes())
+    raw[-1] ^= 1
+    f.write_bytes(bytes(raw))
+    with pytest.raises(ParameterError, match="sha256"):
+        dataclasses.replace(model, directory=tmp_path / "copy").cross_encoder("actionability")
+    with pytest.raises(ParameterError, match="missing"):
+        dataclasses.replace(model, directory=tmp_path / "nowhere").cross_encoder("actionability")
+
+
+def test_u_validity_measures_a_cross_encoded_dimension_on_the_held_out_half_only(crossed):
+    """The held-out table reads the judge's cross-encoder scores; its spread over other splits is NaN
+    (the cross-encoder was fitted on the seed-0 split only), the others' spread is measured; a
+    cross-encoder fitted on other labels or another split is refused."""
+    from dpmv_lib.evaluate import holistic as H
+    from dpmv_lib.evaluate import u_validity as UV
+    from dpmv_lib.evaluate.encoders import HashingEncoder
+    from dpmv_lib.evaluate.rubric_judge import RubricJudge
+
+    _, model = crossed
+    res = UV.validate_u(RubricJudge(HashingEncoder(), holistic=model, cross_precision="fp32"),
+                        "data/judge_labels", "data", spread_seeds=(0, 1))
+    t = res.table.set_index(["dimension", "response_model"])
+    assert np.isnan(t.loc[("actionability", "all"), "kappa_fitted_min"])
+    assert not np.isnan(t.loc[("relevance", "all"), "kappa_fitted_min"])
+    assert not np.isnan(t.loc[("actionability", "all"), "kappa_fitted"])
+    assert res.cross_encoded == ("actionability",) and "Actionability is scored by a cross-encoder" in res.summary()
+    ref = model.cross_encoded["actionability"]
+    for bad in ({"labels": "0" * 16, "split_seed": 0}, {"labels": ref.fit_info["labels"], "split_seed": 1}):
+        stale = dataclasses.replace(model, cross_encoded={"actionability": H.CrossEncoded(ref.file, ref.sha256, bad)})
+        with pytest.raises(ParameterError, match="cross-encoder was fitted on labels"):
+            UV.validate_u(RubricJudge(HashingEncoder(), holistic=stale, cross_precision="fp32"),
+                          "data/judge_labels", "data", spread_seeds=())
+
+
+def test_split_spread_leaves_fixed_dimensions_out():
+    from dpmv_lib.evaluate import u_validity as UV
+
+    units = UV.label_pool().reset_index(drop=True)
+    judged = units.assign(**{f"judge_{d}": units[d].astype(float) for d in DIMENSIONS})
+    out = UV.split_spread(judged, (0, 1), fixed=("actionability",)).set_index("dimension")
+    assert out.loc["actionability", "kappa_fitted_min"].isna().all()
+    assert (out.loc["relevance", "kappa_fitted_min"] == 1.0).all()
+
+
+def test_the_committed_judge_cross_encodes_what_the_study_adopted():
+    """The committed model names a cross-encoder for each dimension of CROSS_ENCODED, fitted on
+    these label files and the split of SPLIT_SEED, whose committed weights match their sha256."""
+    from dpmv_lib.evaluate import holistic as H
+    from dpmv_lib.evaluate import u_validity as UV
+
+    model = H.load("data/judge_labels")
+    assert tuple(sorted(model.cross_encoded)) == tuple(sorted(UV.CROSS_ENCODED))
+    for d, ref in model.cross_encoded.items():
+        assert ref.fit_info["labels"] == model.fit_info["labels"]   # tests/test_holistic.py: the current labels
+        assert ref.fit_info["split_seed"] == UV.SPLIT_SEED
+        ce = model.cross_encoder(d)
+        assert ce.config == CrossEncoderConfig(**ref.fit_info["config"])

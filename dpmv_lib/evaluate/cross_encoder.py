@@ -27,6 +27,7 @@ import numpy as np
 from ..core.errors import ParameterError
 
 GRADE_MAX = 4
+SAVE_FORMAT = "dpmv-cross-encoder-1"   # the layout save() writes and load() reads
 
 
 @dataclass(frozen=True)
@@ -90,21 +91,27 @@ class CrossEncoder:
         self.config = config
 
     @staticmethod
-    def _network(base: Path, seed: int) -> Any:
+    def _network(base: Path | None, seed: int, encoder_config: Any = None) -> Any:
+        """The pair scorer: the encoder from ``base``'s weights (or, with ``encoder_config``, its
+        architecture alone, for weights loaded next) and an output layer initialised with ``seed``."""
         import torch
         from transformers import AutoModel
 
         class PairScorer(torch.nn.Module):
             def __init__(self) -> None:
                 super().__init__()
-                self.encoder = AutoModel.from_pretrained(str(base))
+                self.encoder = (AutoModel.from_config(encoder_config) if encoder_config is not None
+                                else AutoModel.from_pretrained(str(base)))
                 torch.manual_seed(seed)
                 self.head = torch.nn.Linear(self.encoder.config.hidden_size, 1)
 
             def forward(self, batch: Any) -> Any:
                 h = self.encoder(**batch).last_hidden_state
                 mask = batch["attention_mask"].unsqueeze(-1).to(h.dtype)
-                return self.head((h * mask).sum(1) / mask.sum(1)).squeeze(-1)
+                pooled = (h * mask).sum(1) / mask.sum(1)
+                # the output layer as an elementwise product and a sum over each row: a matrix
+                # product may change its summation order with the number of rows
+                return (pooled * self.head.weight[0]).sum(-1) + self.head.bias[0]
 
         return PairScorer()
 
@@ -166,15 +173,118 @@ class CrossEncoder:
 
     def predict(self, queries: Sequence[str], responses: Sequence[str], batch_size: int = 64) -> np.ndarray:
         """Scores on the 0-4 grade scale (unclipped), one per (query, response); an empty response
-        scores 0, as every holistic dimension of the judge does."""
+        scores 0, as every holistic dimension of the judge does. Each pair is padded to a width set
+        by its own token count (:func:`~.encoders.padded_batches`), so its score is the same bytes
+        alone and in any batch."""
         import torch
+
+        from .encoders import padded_batches
 
         q, r = _pairs(queries, responses)
         out = np.zeros(len(q))
-        with torch.no_grad():
-            for i in range(0, len(q), batch_size):
-                batch = self.tokenizer(q[i:i + batch_size], r[i:i + batch_size], truncation=True,
-                                       max_length=self.config.max_length, padding=True, return_tensors="pt")
-                out[i:i + batch_size] = self.model(batch).numpy()
+        with torch.inference_mode():
+            for idx, feats in padded_batches(self.tokenizer, q, self.config.max_length, batch_size, pairs=r):
+                batch = {k: torch.from_numpy(v) for k, v in feats.items()}
+                out[idx] = self.model(batch).to(torch.float32).numpy()
         out[[not a.strip() for a in r]] = 0.0
+        return out
+
+    def save(self, path: str | Path) -> str:
+        """Write the weights as float16 safetensors (the fine-tuned encoder and the output layer;
+        ``config`` in the header's metadata), atomically; returns the file's sha256."""
+        import hashlib
+        import json
+        from dataclasses import asdict
+
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        state = {k: v.detach().to("cpu").half().contiguous() for k, v in self.model.state_dict().items()}
+        save_file(state, str(tmp), metadata={"config": json.dumps(asdict(self.config), sort_keys=True),
+                                             "encoder_config": self.model.encoder.config.to_json_string(),
+                                             "format": SAVE_FORMAT})
+        tmp.replace(path)
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    @classmethod
+    def load(cls, path: str | Path, *, precision: str = "fp32", tokenizer: str | Path | None = None) -> "CrossEncoder":
+        """The cross-encoder :meth:`save` wrote (float16 weights and the encoder's architecture, run
+        in float32, or in bfloat16 with ``precision="bf16"``); ``tokenizer``: the directory of the
+        tokenizer it was fine-tuned with (default the offline MiniLM's)."""
+        import json
+
+        import torch
+        from safetensors import safe_open
+        from transformers import AutoConfig, AutoTokenizer
+
+        from .encoders import minilm_path
+
+        if precision not in ("fp32", "bf16"):
+            raise ParameterError(f"cross-encoder precision must be 'fp32' or 'bf16', got {precision!r}")
+        path = Path(path)
+        if not path.is_file():
+            raise ParameterError(f"no cross-encoder weights at {path}")
+        from safetensors import SafetensorError
+
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                meta = f.metadata() or {}
+                state = {k: f.get_tensor(k).to(torch.float32) for k in f.keys()}
+            if meta.get("format") != SAVE_FORMAT:
+                raise ValueError(f"format {meta.get('format')!r}, this code reads {SAVE_FORMAT!r}")
+            config = CrossEncoderConfig(**json.loads(meta["config"]))
+            arch = json.loads(meta["encoder_config"])
+            encoder_config = AutoConfig.for_model(arch.pop("model_type"), **arch)
+        except (OSError, KeyError, TypeError, ValueError, SafetensorError) as exc:
+            raise ParameterError(f"{path}: not a saved cross-encoder ({exc})") from exc
+        net = cls._network(None, config.seed, encoder_config)
+        try:
+            net.load_state_dict(state, strict=True)
+        except RuntimeError as exc:
+            raise ParameterError(f"{path}: weights do not fit the architecture it names ({exc})") from exc
+        net.eval()
+        if precision == "bf16":
+            net.to(torch.bfloat16)
+        tok = Path(tokenizer) if tokenizer is not None else minilm_path()
+        return cls(net, AutoTokenizer.from_pretrained(str(tok)), config)
+
+
+def pair_text(query: str, response: str) -> str:
+    """One string per (query, response) (a JSON list of the two): the key under which
+    :class:`PairScores` caches a pair's score."""
+    import json
+
+    return json.dumps([query, response], ensure_ascii=False)
+
+
+class PairScores:
+    """A cross-encoder as an encoder of :func:`pair_text` strings into one column, its score, so
+    :class:`~.encoders.CachedEncoder` keeps the scores on disk keyed by (``id``, pair). ``id`` names
+    the weights (``name``, e.g. their sha256 prefix), the precision and the padding rule."""
+
+    dim = 1
+
+    def __init__(self, model: CrossEncoder, name: str, precision: str, *, progress: bool = False,
+                 chunk: int = 2048) -> None:
+        from .encoders import PADDING_ID
+
+        self.model = model
+        self.id = f"ce-{name}-{precision}-{PADDING_ID}"
+        self.progress = progress
+        self.chunk = chunk
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        import json
+
+        from tqdm.auto import tqdm
+
+        pairs = [json.loads(t) for t in texts]
+        out = np.zeros((len(pairs), 1), dtype=np.float32)
+        starts = range(0, len(pairs), self.chunk)
+        for s in tqdm(starts, desc=f"cross-encode {len(pairs)} pairs", unit="chunk",
+                      disable=not self.progress or len(starts) < 2):
+            part = pairs[s:s + self.chunk]
+            out[s:s + len(part), 0] = self.model.predict([p[0] for p in part], [p[1] for p in part])
         return out

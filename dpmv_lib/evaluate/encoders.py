@@ -307,9 +307,10 @@ def padded_length(n_tokens: int) -> int:
     return PAD_MULTIPLE * (n_tokens // PAD_MULTIPLE + 1)
 
 
-def padded_batches(tokenizer, texts: Sequence[str], max_tokens: int, batch_size: int
-                   ) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
-    """Tokenise ``texts`` (truncated to ``max_tokens`` word pieces) and group them into batches
+def padded_batches(tokenizer, texts: Sequence[str], max_tokens: int, batch_size: int,
+                   pairs: Sequence[str] | None = None) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """Tokenise ``texts`` (truncated to ``max_tokens`` word pieces; with ``pairs``, each text with
+    its pair as the tokenizer's second segment, "text [SEP] pair") and group them into batches
     whose width is :func:`padded_length` of each member's own token count.
 
     A text's input tensors therefore depend on the text alone, never on its neighbours: with
@@ -320,7 +321,10 @@ def padded_batches(tokenizer, texts: Sequence[str], max_tokens: int, batch_size:
         raise ParameterError(f"batch_size must be >= 1, got {batch_size}")
     if not texts:
         return []
-    enc = tokenizer(list(texts), truncation=True, max_length=max_tokens, padding=False)
+    if pairs is not None and len(pairs) != len(texts):
+        raise ParameterError(f"{len(texts)} texts but {len(pairs)} pairs")
+    enc = tokenizer(list(texts), list(pairs) if pairs is not None else None, truncation=True,
+                    max_length=max_tokens, padding=False)
     ids = enc["input_ids"]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     by_width: dict[int, list[int]] = {}

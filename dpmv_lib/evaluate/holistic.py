@@ -16,7 +16,10 @@ cumulative model.
 
 It is fitted (:func:`fit`) on the fitting half of ``data/judge_labels``
 (:func:`dpmv_lib.evaluate.u_validity.split_halves`, seed :data:`~.u_validity.SPLIT_SEED`) and
-nothing else; :mod:`~.u_validity` measures it on the other half. The fitted model is committed
+nothing else; :mod:`~.u_validity` measures it on the other half. A dimension in
+:attr:`HolisticModel.cross_encoded` (actionability, adopted by the feature study's rule) is scored
+instead by a cross-encoder fine-tuned on the same rows (:mod:`.cross_encoder`, :class:`CrossEncoded`;
+its float16 weights are committed beside the model and checked by their sha256). The fitted model is committed
 (:data:`MODEL_FILE`, written by ``python -m dpmv_lib.evaluate.u_validity``) and a test refits it from
 the committed labels. Holistic labels depend only on the query and the response, so the model
 sees each distinct (query, response) once.
@@ -26,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -179,19 +182,41 @@ def content_vector(query: np.ndarray, sentences: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class CrossEncoded:
+    """A dimension the judge scores with a cross-encoder (:mod:`.cross_encoder`) fine-tuned on the
+    same fitting half instead of with its boundaries: the weights' file name (beside the model file),
+    their sha256 and what they were fitted on. The boundaries stay in the model: they are the
+    feature model the cross-encoder was compared with (:mod:`dpmv_lib.experiments.judge_features`)."""
+
+    file: str
+    sha256: str
+    fit_info: Mapping[str, Any]
+
+    def to_dict(self) -> dict:
+        return {"file": self.file, "sha256": self.sha256, "fit_info": dict(self.fit_info)}
+
+
+_CROSS_ENCODERS: dict[tuple[str, str, str], Any] = {}
+
+
+@dataclass(frozen=True)
 class HolisticModel:
     """The four holistic dimensions as cumulative logistic models on :data:`FEATURES`.
 
     ``anchors`` holds the catalogue descriptions the features compare with ("specific": the
     attribute-linked behaviours, "generic": the slots' generic ones); ``content`` projects the
     :data:`CONTENT` features (None where no dimension reads them); ``fit_info`` says what it was
-    fitted on (labels' hash, split seed, units, encoder)."""
+    fitted on (labels' hash, split seed, units, encoder); ``cross_encoded`` names the dimensions the
+    judge scores with a cross-encoder (:class:`CrossEncoded`), whose weights lie in ``directory``
+    (where the model was loaded from; not part of the model's content)."""
 
     features: tuple[str, ...]
     anchors: Mapping[str, tuple[str, ...]]
     dimensions: Mapping[str, tuple[Boundary, ...]]
     fit_info: Mapping[str, Any]
     content: ContentProjection | None = None
+    cross_encoded: Mapping[str, CrossEncoded] = field(default_factory=dict)
+    directory: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if tuple(self.features) != FEATURES:
@@ -206,6 +231,9 @@ class HolisticModel:
                                                and len(b.columns) == len(b.coef) == len(b.mean) == len(b.scale)):
                     raise ParameterError(f"holistic model {d}, boundary {b.k}: columns, coefficients, means "
                                          "and scales do not match")
+        if set(self.cross_encoded) - set(DIMENSIONS):
+            raise ParameterError(f"holistic model: cross-encoded dimensions {sorted(self.cross_encoded)} are not "
+                                 f"all of {DIMENSIONS}")
 
     @property
     def reads_content(self) -> bool:
@@ -217,6 +245,31 @@ class HolisticModel:
         ``content`` (unchanged where it has none)."""
         return self.content.complete(features, vectors) if self.content is not None else np.asarray(features, float)
 
+    def cross_encoder(self, dimension: str, precision: str = "fp32") -> Any:
+        """The :class:`~.cross_encoder.CrossEncoder` that scores ``dimension`` (run in ``precision``),
+        loaded once per process from ``directory`` after its sha256 is checked against the model's
+        record."""
+        import hashlib as _hashlib
+
+        from .cross_encoder import CrossEncoder
+
+        ref = self.cross_encoded.get(dimension)
+        if ref is None:
+            raise ParameterError(f"the holistic model scores {dimension} with its boundaries, not a cross-encoder")
+        if self.directory is None:
+            raise ParameterError(f"the holistic model was not loaded from a directory: cannot find {ref.file}")
+        path = Path(self.directory) / ref.file
+        key = (str(path), ref.sha256, precision)
+        if key not in _CROSS_ENCODERS:
+            if not path.is_file():
+                raise ParameterError(f"the holistic model's {dimension} cross-encoder {path} is missing")
+            sha = _hashlib.sha256(path.read_bytes()).hexdigest()
+            if sha != ref.sha256:
+                raise ParameterError(f"{path} has sha256 {sha[:12]}, the holistic model names {ref.sha256[:12]}: "
+                                     "refit both with `python -m dpmv_lib.evaluate.u_validity`")
+            _CROSS_ENCODERS[key] = CrossEncoder.load(path, precision=precision)
+        return _CROSS_ENCODERS[key]
+
     def score(self, X: np.ndarray) -> np.ndarray:
         """(n, 4) scores in :data:`~.rubric.DIMENSIONS` order, each sum_k P(label >= k) in [0, 4]."""
         X = np.atleast_2d(np.asarray(X, float))
@@ -227,7 +280,8 @@ class HolisticModel:
     def max_difference(self, other: "HolisticModel") -> float:
         """Largest absolute difference of any fitted number (coefficients, intercepts, means,
         scales, constant rates) between two models; inf where they differ in structure (columns,
-        constant or fitted boundaries, the chosen C) or anchors."""
+        constant or fitted boundaries, the chosen C) or anchors. The cross-encoders are not compared
+        here: by their scores, :func:`~.u_validity.cross_encoder_gap`."""
         if self.anchors != other.anchors or (self.content is None) != (other.content is None):
             return math.inf
         gap = 0.0
@@ -251,10 +305,12 @@ class HolisticModel:
                 "anchors": {k: list(v) for k, v in self.anchors.items()},
                 "dimensions": {d: [_boundary_dict(b) for b in self.dimensions[d]] for d in DIMENSIONS},
                 "fit_info": dict(self.fit_info),
-                **({"content": self.content.to_dict()} if self.content is not None else {})}
+                **({"content": self.content.to_dict()} if self.content is not None else {}),
+                **({"cross_encoded": {d: self.cross_encoded[d].to_dict() for d in sorted(self.cross_encoded)}}
+                   if self.cross_encoded else {})}
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any]) -> "HolisticModel":
+    def from_dict(cls, obj: Mapping[str, Any], directory: str | Path | None = None) -> "HolisticModel":
         if obj.get("version") != VERSION:
             raise ParameterError(f"holistic model version {obj.get('version')!r}, this code reads {VERSION}")
         try:
@@ -264,9 +320,12 @@ class HolisticModel:
                                       C=float(b.get("C", math.nan)), constant=b.get("constant"))
                              for b in bs) for d, bs in obj["dimensions"].items()}
             content = obj.get("content")
+            cross = {d: CrossEncoded(str(c["file"]), str(c["sha256"]), dict(c.get("fit_info", {})))
+                     for d, c in obj.get("cross_encoded", {}).items()}
             return cls(tuple(obj["features"]), {k: tuple(v) for k, v in obj["anchors"].items()}, dims,
                        dict(obj.get("fit_info", {})),
-                       ContentProjection(content["mean"], content["components"]) if content is not None else None)
+                       ContentProjection(content["mean"], content["components"]) if content is not None else None,
+                       cross, Path(directory) if directory is not None else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise ParameterError(f"holistic model: malformed entry ({exc})") from exc
 
@@ -415,4 +474,4 @@ def load(label_dir: str | Path | None = None) -> HolisticModel | None:
         obj = json.loads(p.read_text())
     except json.JSONDecodeError as exc:
         raise ParameterError(f"{p}: not JSON ({exc})") from exc
-    return HolisticModel.from_dict(obj)
+    return HolisticModel.from_dict(obj, p.parent)

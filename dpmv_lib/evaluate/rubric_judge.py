@@ -15,13 +15,14 @@ from __future__ import annotations
 import functools
 import math
 import re
-from typing import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..common.parallel import check_workers, parallel_map
 from ..core.errors import ParameterError
-from .encoders import Encoder
+from .encoders import Encoder, auto_precision
 from . import holistic
 from .rubric import DIMENSIONS, Judgement, Rubric
 
@@ -186,8 +187,11 @@ class RubricJudge:
     """Offline rubric judge (default). Item scores (tRec, Unsup) as below. The holistic scores
     come from ``holistic`` (default "auto": the committed :class:`~.holistic.HolisticModel` for a
     sentence-transformer encoder; id ``rubric-v5``): item-independent features of the turn
-    (:meth:`holistic_features`) through the fitted model. With ``holistic=None`` (and for the
-    hashing encoder) they come from the rules below (id ``rubric-v4``).
+    (:meth:`holistic_features`) through the fitted model, except the dimensions the model
+    cross-encodes (actionability), which a cross-encoder reading the query and the response
+    together scores (:meth:`cross_scores`; its precision, ``cross_precision``, is in the id).
+    With ``holistic=None`` (and for the hashing encoder) they come from the rules below (id
+    ``rubric-v4``).
 
     Per turn t with response sentences S_t, query q_t and
     the turn's rubric items, with cos = cosine similarity of frozen-encoder embeddings,
@@ -236,7 +240,8 @@ class RubricJudge:
 
     def __init__(self, encoder: Encoder, thresholds: Sequence[float] | None = None,
                  on_topic: float | None = None, margins: Sequence[float] | None = None, *,
-                 holistic: "holistic.HolisticModel | None | str" = "auto", workers: int | None = None) -> None:
+                 holistic: "holistic.HolisticModel | None | str" = "auto", workers: int | None = None,
+                 cross_precision: str = "fp32") -> None:
         # processes that score the distinct turns (the same scores for any count)
         self.workers = check_workers(workers)
         fam = _family(encoder)
@@ -255,10 +260,19 @@ class RubricJudge:
         if holistic is not None and holistic.reads_content and holistic.content is None:
             raise ParameterError("the holistic model reads content features but holds no content projection")
         self.holistic = holistic
+        if cross_precision not in ("auto", "fp32", "bf16"):
+            raise ParameterError(f"cross_precision must be 'auto', 'fp32' or 'bf16', got {cross_precision!r}")
+        # a cross-encoded dimension runs its cross-encoder on the CPU, by default in float32, as it was
+        # trained: bf16 ("auto" picks it where the CPU has native bf16 dot products) is faster but
+        # moved actionability's held-out kappa from 0.654 to 0.637 (data/judge_labels/README.md); the
+        # scores differ with it, so the id names it
+        self.cross_precision = auto_precision("cpu") if cross_precision == "auto" else cross_precision
         thr = f"{','.join(map(str, self.thresholds))};{','.join(map(str, self.margins))}"
-        self.id = (f"rubric-v5[{encoder.id};{thr};holistic={holistic.sha}]" if holistic is not None
+        cross = f";ce={self.cross_precision}" if holistic is not None and holistic.cross_encoded else ""
+        self.id = (f"rubric-v5[{encoder.id};{thr};holistic={holistic.sha}{cross}]" if holistic is not None
                    else f"rubric-v4[{encoder.id};{thr}]")
         self._turn_cache: dict[tuple, tuple] = {}
+        self._cross: dict[str, Any] = {}
 
     # -- API ------------------------------------------------------------------------------------
     def judge(self, rubric: Rubric, responses: Sequence[str]) -> Judgement:
@@ -305,10 +319,14 @@ class RubricJudge:
             starts = range(0, len(keys), TURN_CHUNK)
 
             anchors = _anchor_rows(emb, texts, self.holistic.anchors) if self.holistic is not None else None
+            # 3. the cross-encoded dimensions, once per distinct (query, response), here (torch uses
+            # every core) before the turns are scored in forked workers
+            cross = self.cross_scores(list(dict.fromkeys((k[0], k[1]) for k in keys)), progress=progress)
 
             def score(start: int) -> list[tuple]:
-                return self._holistic_scores([self._score_turn(k, emb, texts, anchors)
-                                              for k in keys[start:start + TURN_CHUNK]])
+                chunk = keys[start:start + TURN_CHUNK]
+                return self._holistic_scores([self._score_turn(k, emb, texts, anchors) for k in chunk],
+                                             [cross.get((k[0], k[1]), {}) for k in chunk])
             scored = parallel_map(score, starts, workers=self.workers, progress=progress,
                                   desc=f"judge {len(keys)} turns", unit="chunk")
             for start, chunk in zip(starts, scored):
@@ -330,16 +348,46 @@ class RubricJudge:
         return out
 
     # -- one turn -------------------------------------------------------------------------------
-    def _holistic_scores(self, turns: list[tuple]) -> list[tuple]:
+    def _holistic_scores(self, turns: list[tuple], cross: Sequence[Mapping[int, float]] = ()) -> list[tuple]:
         """(holistic, items) per turn of :meth:`_score_turn`'s (rules, items, features): the
         holistic scores from the model, scored for the whole chunk at once, where there is one and
-        the turn has features (an empty response keeps its zeros)."""
+        the turn has features (an empty response keeps its zeros); a cross-encoded dimension takes
+        the turn's score in ``cross`` (dimension index -> score, :meth:`cross_scores`)."""
         out = [(h, i) for h, i, _ in turns]
         rows = [j for j, t in enumerate(turns) if t[2] is not None]
         if self.holistic is not None and rows:
             scores = self.holistic.score(np.stack([turns[j][2] for j in rows]))
             for j, sc in zip(rows, scores):
-                out[j] = (tuple(float(x) for x in sc), turns[j][1])
+                vals = [float(x) for x in sc]
+                for d, v in (cross[j] if j < len(cross) else {}).items():
+                    vals[d] = v
+                out[j] = (tuple(vals), turns[j][1])
+        return out
+
+    def cross_scores(self, pairs: Sequence[tuple[str, str]], *, progress: bool = False
+                     ) -> dict[tuple[str, str], dict[int, float]]:
+        """Per (query, response), the scores of the holistic model's cross-encoded dimensions
+        (:meth:`~.holistic.HolisticModel.cross_encoder`; index in :data:`~.rubric.DIMENSIONS` ->
+        score clipped to 0-4, the holistic scale), kept on disk beside the judge's embeddings where
+        its encoder has a cache (:class:`~.encoders.CachedEncoder`). Empty without such dimensions."""
+        model = self.holistic
+        if model is None or not model.cross_encoded or not pairs:
+            return {}
+        from .cross_encoder import PairScores, pair_text
+        from .encoders import CachedEncoder
+
+        out: dict[tuple[str, str], dict[int, float]] = {p: {} for p in pairs}
+        texts = [pair_text(q, a) for q, a in pairs]
+        for d in sorted(model.cross_encoded, key=DIMENSIONS.index):
+            if d not in self._cross:
+                scorer = PairScores(model.cross_encoder(d, self.cross_precision), model.cross_encoded[d].sha256[:12],
+                                    self.cross_precision)
+                root = getattr(self.encoder, "dir", None)
+                self._cross[d] = CachedEncoder(scorer, Path(root).parent) if root is not None else scorer
+            base = getattr(self._cross[d], "base", self._cross[d])
+            base.progress = progress
+            for p, v in zip(pairs, self._cross[d].encode(texts)[:, 0]):
+                out[p][DIMENSIONS.index(d)] = float(min(4.0, max(0.0, float(v))))
         return out
 
     def _score_turn(self, k: tuple, emb: np.ndarray, texts: Mapping[str, int],

@@ -88,6 +88,13 @@ EXTENSIONS = {"extra": (EXTRA_SAMPLE, EXTRA_LABELS), "extra_smollm2": (SMOL_SAMP
 MODELS = ("surrogate", "smollm2")
 #: the split behind U's definition: fixed, so that runs with other seeds share one U
 SPLIT_SEED = 0
+#: dimensions the judge scores with a cross-encoder fine-tuned on the fitting half
+#: (:mod:`.cross_encoder`): those the feature study's rule adopted it for
+#: (``python -m dpmv_lib.experiments.judge_features --cross-encoder``; data/judge_labels/README.md)
+CROSS_ENCODED = ("actionability",)
+#: a refitted cross-encoder's scores on the labelled units may differ from the committed one's by this
+#: much on another CPU (float rounding in 3 epochs of training; the weights are stored in float16)
+CROSS_REFIT_TOLERANCE = 0.05
 #: a pooled kappa this far above every per-model kappa is flagged (:meth:`UValidity.mixed_dimensions`)
 MIXING_MARGIN = 0.1
 NOT_VALIDATED = " (not validated)"
@@ -276,19 +283,25 @@ def enriched_table(judged: pd.DataFrame, fit_mask: np.ndarray, cuts: Mapping[str
 
 
 def split_spread(judged: pd.DataFrame, seeds: Sequence[int] = tuple(range(10)),
-                 rescore: Callable[[np.ndarray], pd.DataFrame] | None = None) -> pd.DataFrame:
+                 rescore: Callable[[np.ndarray], pd.DataFrame] | None = None,
+                 fixed: Sequence[str] = ()) -> pd.DataFrame:
     """How much the held-out fitted kappa moves with the split: per dimension and response model,
     its min, median and max over the splits of ``seeds`` (each split fitted and measured afresh;
     ``rescore(fit_mask)`` gives the units judged by a holistic model refitted on that split's
-    fitting half, so no split is measured on units its model was fitted on)."""
+    fitting half, so no split is measured on units its model was fitted on). The dimensions of
+    ``fixed`` have a scorer that is not refitted per split (a cross-encoder: one fine-tuning each):
+    their spread is NaN, never measured on units their scorer was fitted on."""
     parts = []
     for s in seeds:
         mask = split_halves(judged, s)
         parts.append(heldout_table(rescore(mask) if rescore else judged, mask)[0].assign(split_seed=s))
     t = pd.concat(parts, ignore_index=True)
     g = t.groupby(["dimension", "response_model"], sort=False)["kappa_fitted"]
-    return pd.DataFrame({"kappa_fitted_min": g.min(), "kappa_fitted_median": g.median(),
-                         "kappa_fitted_max": g.max()}).reset_index()
+    out = pd.DataFrame({"kappa_fitted_min": g.min(), "kappa_fitted_median": g.median(),
+                        "kappa_fitted_max": g.max()}).reset_index()
+    spread = ["kappa_fitted_min", "kappa_fitted_median", "kappa_fitted_max"]
+    out.loc[out["dimension"].isin(list(fixed)), spread] = math.nan
+    return out
 
 
 # ---- the definition of U ----------------------------------------------------------------------------
@@ -420,6 +433,7 @@ class UValidity:
     n_units: int
     n_extra: int
     enriched: pd.DataFrame = field(default_factory=pd.DataFrame)
+    cross_encoded: tuple[str, ...] = ()
 
     def summary(self) -> str:
         """One paragraph from the numbers."""
@@ -435,10 +449,19 @@ class UValidity:
         if "kappa_fitted_min" in t.columns:
             a = t[t["response_model"] == "all"].set_index("dimension")
             spread = (" Over other splits the pooled held-out kappa ranges " + ", ".join(
-                f"{d} {a.at[d, 'kappa_fitted_min']:.2f}-{a.at[d, 'kappa_fitted_max']:.2f}" for d in DIMENSIONS)
+                f"{d} {a.at[d, 'kappa_fitted_min']:.2f}-{a.at[d, 'kappa_fitted_max']:.2f}" for d in DIMENSIONS
+                if not math.isnan(a.at[d, "kappa_fitted_min"]))
                 + f" (the floor is {self.definition.floor:g}).")
-        return (f"{self.definition.sentence()}{self._mixed()} Judge {self.judge_id}, {self.n_units} labelled units "
-                f"({self.n_extra} from the extensions), split with seed {self.seed}. Held-out kappa per response "
+        cross = ""
+        if self.cross_encoded:
+            names = " and ".join(self.cross_encoded)
+            cross = (f" {names.capitalize()} {'is' if len(self.cross_encoded) == 1 else 'are'} scored by a "
+                     "cross-encoder (all-MiniLM-L6-v2 reading the query and the response together, fine-tuned on the "
+                     "fitting half's labels; dpmv_lib.evaluate.cross_encoder), the other dimensions by the feature "
+                     "model; the spread over other splits is not computed for "
+                     f"{'it' if len(self.cross_encoded) == 1 else 'them'} (one fine-tuning per split).")
+        return (f"{self.definition.sentence()}{self._mixed()}{cross} Judge {self.judge_id}, {self.n_units} labelled "
+                f"units ({self.n_extra} from the extensions), split with seed {self.seed}. Held-out kappa per response "
                 f"model: {'; '.join(per)}.{spread} Positives (grade >= 2) below {MIN_POSITIVES}: {lack or 'none'} "
                 f"(sklearn.model_selection.StratifiedGroupKFold split, sklearn.metrics.cohen_kappa_score)."
                 f"{self._enriched()}")
@@ -513,6 +536,7 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
     judged = judge_units(units, benches, judge)
     rescore = None
     model = getattr(judge, "holistic", None)
+    cross = tuple(d for d in DIMENSIONS if model is not None and d in model.cross_encoded)
     if model is not None:
         info = model.fit_info
         stale = f"the judge's holistic model ({model.sha}) is not the one the labels' fitting half gives"
@@ -520,6 +544,11 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
             raise ParameterError(f"{stale}: it was fitted on labels {info.get('labels')} with split seed "
                                  f"{info.get('split_seed')}, these are {_label_hash(label_dir)} with seed {seed}; "
                                  "refit it with `python -m dpmv_lib.evaluate.u_validity`")
+        for d, ref in model.cross_encoded.items():
+            if ref.fit_info.get("labels") != _label_hash(label_dir) or ref.fit_info.get("split_seed") != seed:
+                raise ParameterError(f"{stale}: its {d} cross-encoder was fitted on labels "
+                                     f"{ref.fit_info.get('labels')} with split seed {ref.fit_info.get('split_seed')}; "
+                                     "refit it with `python -m dpmv_lib.evaluate.u_validity`")
         rescore = _holistic_rescorer(judge, units, judged, label_dir)
         if info.get("encoder") == str(getattr(getattr(judge, "encoder", None), "id", "")):
             # the same features: the committed model must be the refit itself
@@ -532,12 +561,12 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
     fit_mask = split_halves(judged, seed)
     table, cuts = heldout_table(judged, fit_mask)
     if spread_seeds:
-        table = table.merge(split_spread(judged, spread_seeds, rescore), on=["dimension", "response_model"],
+        table = table.merge(split_spread(judged, spread_seeds, rescore, cross), on=["dimension", "response_model"],
                             how="left")
     pooled = table[table["response_model"] == "all"].set_index("dimension")["kappa_fitted"]
     return UValidity(table, cuts, UDefinition.from_kappas(pooled.to_dict()), positives(units),
                      str(getattr(judge, "id", type(judge).__name__)), seed, len(units),
-                     int((units["pool"] != "sample").sum()), enriched_table(judged, fit_mask, cuts))
+                     int((units["pool"] != "sample").sum()), enriched_table(judged, fit_mask, cuts), cross)
 
 
 def _distinct_rows(units: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
@@ -573,10 +602,28 @@ def fit_on(units: pd.DataFrame, features: np.ndarray, vectors: np.ndarray, mask:
                         sample_weight=weight, vectors=np.asarray(vectors, float)[rows])
 
 
+def fit_cross_encoder_on(units: pd.DataFrame, mask: np.ndarray, dimension: str, config: Any = None, *,
+                         log: Callable[[str], None] | None = None) -> Any:
+    """A :class:`~.cross_encoder.CrossEncoder` fine-tuned to ``dimension``'s labels on the units of
+    ``mask``, one row per distinct (query, response), each with its ``design_weight`` (as
+    :func:`fit_on` fits the holistic model)."""
+    from .cross_encoder import CrossEncoder
+
+    if dimension not in DIMENSIONS:
+        raise ParameterError(f"unknown dimension {dimension!r}; U holds {DIMENSIONS}")
+    units = units.reset_index(drop=True)
+    rows = _distinct_rows(units, mask)
+    weight = units.loc[rows, "design_weight"].to_numpy(float) if "design_weight" in units else None
+    return CrossEncoder.fit(units.loc[rows, "query"].astype(str).tolist(),
+                            units.loc[rows, "response"].astype(str).tolist(),
+                            units.loc[rows, dimension].to_numpy(float), weight, config, log=log)
+
+
 def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
                        label_dir: str | Path | None) -> Callable[[np.ndarray], pd.DataFrame]:
     """``rescore(fit_mask)``: ``judged`` with its holistic columns from a model refitted on the
-    units of ``fit_mask`` (features computed once)."""
+    units of ``fit_mask`` (features computed once); the cross-encoded dimensions keep the judge's
+    own scores (a cross-encoder is not refitted per split: :func:`split_spread` leaves them out)."""
     F, V = judge.holistic_features_and_vectors(list(zip(units["query"], units["response"])), judge.holistic.anchors)
     info = {"labels": _label_hash(label_dir), "encoder": str(getattr(judge.encoder, "id", ""))}
     empty = units["response"].map(lambda a: not str(a).strip()).to_numpy()
@@ -592,21 +639,64 @@ def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
         scores[empty] = 0.0                       # an empty response scores 0 everywhere
         out = judged.copy()
         for j, d in enumerate(DIMENSIONS):
-            out[f"judge_{d}"] = scores[:, j]
+            if d not in judge.holistic.cross_encoded:
+                out[f"judge_{d}"] = scores[:, j]
         done[key] = out
         return out
     return rescore
 
 
 def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_dir: str | Path = "data", *,
-                       seed: int = SPLIT_SEED, encoder_spec: str | None = None) -> HolisticModel:
+                       seed: int = SPLIT_SEED, encoder_spec: str | None = None, cross_encoded: Sequence[str] = (),
+                       cross_dir: str | Path | None = None, log: Callable[[str], None] | None = None) -> HolisticModel:
     """The judge's holistic model (:mod:`.holistic`) fitted on the fitting half of the labels
     (:func:`split_halves` with ``seed``), one row per distinct query and response, against the
-    behaviour catalogue of ``data_dir``."""
+    behaviour catalogue of ``data_dir``. Each dimension of ``cross_encoded`` also gets a
+    cross-encoder fine-tuned on the same rows (:func:`fit_cross_encoder_on`, about 4 minutes on 2
+    cores), written to ``cross_dir/cross_encoder_<dimension>.safetensors`` and named in the model."""
     units, F, V, anchors = holistic_inputs(encoder, label_dir, data_dir)
-    info = {"labels": _label_hash(label_dir), "encoder": str(getattr(encoder, "id", "")), "split_seed": seed,
+    labels = _label_hash(label_dir)
+    info = {"labels": labels, "encoder": str(getattr(encoder, "id", "")), "split_seed": seed,
             "units": int(len(units)), **({"encoder_spec": encoder_spec} if encoder_spec else {})}
-    return fit_on(units, F, V, split_halves(units, seed), anchors, info)
+    mask = split_halves(units, seed)
+    model = fit_on(units, F, V, mask, anchors, info)
+    if not cross_encoded:
+        return model
+    from dataclasses import asdict, replace
+
+    import torch
+
+    from ..common.machine import cpu_info
+    from .holistic import CrossEncoded
+
+    if cross_dir is None:
+        raise ParameterError("cross-encoded dimensions need a directory for their weights (cross_dir)")
+    cross = {}
+    for d in cross_encoded:
+        ce = fit_cross_encoder_on(units, mask, d, log=log)
+        name = f"cross_encoder_{d}.safetensors"
+        sha = ce.save(Path(cross_dir) / name)
+        cross[d] = CrossEncoded(name, sha, {"labels": labels, "split_seed": seed,
+                                            "fitted_on": int(len(_distinct_rows(units, mask))),
+                                            "config": asdict(ce.config), "torch": torch.__version__,
+                                            "cpu": str(cpu_info().get("model", ""))})
+    return replace(model, cross_encoded=cross, directory=Path(cross_dir))
+
+
+def cross_encoder_gap(committed: HolisticModel, refit: HolisticModel, label_dir: str | Path | None = None,
+                      precision: str = "fp32") -> float:
+    """Largest absolute difference between two models' cross-encoder scores on the labelled units
+    (inf where they cross-encode different dimensions; 0 where neither has one)."""
+    if set(committed.cross_encoded) != set(refit.cross_encoded):
+        return math.inf
+    units = label_pool(label_dir).drop_duplicates(["query", "response"])
+    q, r = units["query"].astype(str).tolist(), units["response"].astype(str).tolist()
+    gap = 0.0
+    for d in committed.cross_encoded:
+        a = committed.cross_encoder(d, precision).predict(q, r)
+        b = refit.cross_encoder(d, precision).predict(q, r)
+        gap = max(gap, float(np.max(np.abs(a - b))))
+    return gap
 
 
 def holistic_inputs(encoder: Any, label_dir: str | Path | None = None, data_dir: str | Path = "data"
@@ -690,6 +780,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     write it to ``data/judge_labels/holistic_model.json`` (``--check``: compare with the
     committed file, write nothing)."""
     import argparse
+    import shutil
+    import tempfile
+    from dataclasses import replace
 
     from .encoders import get_encoder
     from .holistic import committed_encoder_spec, load, model_path
@@ -699,20 +792,40 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="encoder spec (default: the committed model's, which a test keeps the default profile's)")
     ap.add_argument("--data", default="data")
     ap.add_argument("--check", action="store_true", help="refit and compare with the committed file; write nothing")
+    ap.add_argument("--no-cross-encoders", action="store_true",
+                    help=f"fit the feature model only (the cross-encoders of {', '.join(CROSS_ENCODED)} take about "
+                         "4 minutes each on 2 cores); with --check, compare the feature model only")
     args = ap.parse_args(argv)
     label_dir = Path(args.data) / "judge_labels"
     try:
         spec = args.encoder or committed_encoder_spec(label_dir)
     except ParameterError as exc:
         raise SystemExit(str(exc)) from None
-    model = fit_holistic_model(get_encoder(spec), label_dir, args.data, encoder_spec=spec)
+    cross = () if args.no_cross_encoders else CROSS_ENCODED
     path = model_path(label_dir)
-    if args.check:
-        committed = load(label_dir)
-        gap = committed.max_difference(model) if committed is not None else math.inf
-        print(f"{path}: largest difference from the refit {gap:.3g} (tolerance {REFIT_TOLERANCE:g})")
-        return 0 if gap <= REFIT_TOLERANCE else 1
-    write_atomic(path, model.dumps())
+    with tempfile.TemporaryDirectory() as tmp:
+        # the weights go to the label directory only once the model file is written beside them
+        model = fit_holistic_model(get_encoder(spec), label_dir, args.data, encoder_spec=spec, cross_encoded=cross,
+                                   cross_dir=tmp, log=print)
+        if args.check:
+            committed = load(label_dir)
+            gap = committed.max_difference(model) if committed is not None else math.inf
+            print(f"{path}: largest difference from the refit {gap:.3g} (tolerance {REFIT_TOLERANCE:g})")
+            ok = gap <= REFIT_TOLERANCE
+            if cross and committed is not None:
+                cgap = cross_encoder_gap(committed, model, label_dir)
+                print(f"cross-encoders ({', '.join(cross)}): largest score difference from the refit on the labelled "
+                      f"units {cgap:.3g} (tolerance {CROSS_REFIT_TOLERANCE:g})")
+                ok = ok and cgap <= CROSS_REFIT_TOLERANCE
+            return 0 if ok else 1
+        if not cross:
+            committed = load(label_dir)
+            model = replace(model, cross_encoded=dict(committed.cross_encoded) if committed is not None else {})
+        for ref in model.cross_encoded.values():
+            if (Path(tmp) / ref.file).exists():
+                shutil.copyfile(Path(tmp) / ref.file, label_dir / (ref.file + ".tmp"))
+                (label_dir / (ref.file + ".tmp")).replace(label_dir / ref.file)
+        write_atomic(path, model.dumps())
     print(f"wrote {path} (sha {model.sha})")
     return 0
 

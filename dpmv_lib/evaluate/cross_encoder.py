@@ -266,25 +266,14 @@ class PairScores:
 
     dim = 1
 
-    def __init__(self, model: CrossEncoder, name: str, precision: str, *, progress: bool = False,
-                 chunk: int = 2048) -> None:
+    def __init__(self, model: CrossEncoder, name: str, precision: str) -> None:
         from .encoders import PADDING_ID
 
         self.model = model
         self.id = f"ce-{name}-{precision}-{PADDING_ID}"
-        self.progress = progress
-        self.chunk = chunk
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         import json
 
-        from tqdm.auto import tqdm
-
         pairs = [json.loads(t) for t in texts]
-        out = np.zeros((len(pairs), 1), dtype=np.float32)
-        starts = range(0, len(pairs), self.chunk)
-        for s in tqdm(starts, desc=f"cross-encode {len(pairs)} pairs", unit="chunk",
-                      disable=not self.progress or len(starts) < 2):
-            part = pairs[s:s + self.chunk]
-            out[s:s + len(part), 0] = self.model.predict([p[0] for p in part], [p[1] for p in part])
-        return out
+        return self.model.predict([p[0] for p in pairs], [p[1] for p in pairs]).astype(np.float32)[:, None]

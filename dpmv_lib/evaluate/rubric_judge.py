@@ -39,6 +39,7 @@ THRESHOLDS: Mapping[str, tuple[float, float, float, float]] = {
 }
 ON_TOPIC = {"st": 0.30, "hashing": 0.08}  # a sentence "addresses" a query or behaviour at grade >= 1
 TURN_CHUNK = 2048   # distinct turns per parallel task of judge_many
+CROSS_BLOCK = 4096  # (query, response) pairs per cross-encoder call of judge_many (one cache shard each)
 # Specificity margin m = cos(s, description) - max cos(s, contrast): measured on CALIBRATION_CONTRAST
 # (restating / generic same-slot / unrelated): MiniLM 0.17-0.36 / -0.39--0.11 / -0.19--0.05;
 # hashing -0.02-0.18 / -0.21-0.00 / -0.07-0.00.
@@ -373,6 +374,8 @@ class RubricJudge:
         model = self.holistic
         if model is None or not model.cross_encoded or not pairs:
             return {}
+        from tqdm.auto import tqdm
+
         from .cross_encoder import PairScores, pair_text
         from .encoders import CachedEncoder
 
@@ -384,9 +387,12 @@ class RubricJudge:
                                     self.cross_precision)
                 root = getattr(self.encoder, "dir", None)
                 self._cross[d] = CachedEncoder(scorer, Path(root).parent) if root is not None else scorer
-            base = getattr(self._cross[d], "base", self._cross[d])
-            base.progress = progress
-            for p, v in zip(pairs, self._cross[d].encode(texts)[:, 0]):
+            # in blocks, each kept on disk as it is done (an interrupted run keeps what it scored)
+            blocks = range(0, len(texts), CROSS_BLOCK)
+            scores = np.concatenate([self._cross[d].encode(texts[s:s + CROSS_BLOCK])[:, 0] for s in tqdm(
+                blocks, desc=f"cross-encode {d}: {len(texts)} pairs", unit="block",
+                disable=not progress or len(blocks) < 2)])
+            for p, v in zip(pairs, scores):
                 out[p][DIMENSIONS.index(d)] = float(min(4.0, max(0.0, float(v))))
         return out
 

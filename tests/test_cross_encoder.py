@@ -408,3 +408,28 @@ def test_the_committed_judge_cross_encodes_what_the_study_adopted():
         assert ref.fit_info["split_seed"] == UV.SPLIT_SEED
         ce = model.cross_encoder(d)
         assert ce.config == CrossEncoderConfig(**ref.fit_info["config"])
+
+
+def test_other_domain_negatives_pair_a_response_with_a_query_of_another_domain(monkeypatch):
+    from dpmv_lib.evaluate import cross_encoder
+    from dpmv_lib.evaluate.cross_encoder import other_query_negatives
+
+    q = [f"q{i}" for i in range(12)]
+    r = [f"a{i}" for i in range(12)]
+    dom = ["finance", "health", "fitness"] * 4
+    nq, nr = other_query_negatives(q, r, 1.0, seed=3, groups=dom)
+    assert len(nq) == 12
+    for query, resp in zip(nq, nr):
+        assert dom[q.index(query)] != dom[r.index(resp)]
+    with pytest.raises(ParameterError, match="12 units but 2 groups"):
+        other_query_negatives(q, r, 1.0, groups=dom[:2])
+    assert JF.slot_domain("unsup:job_loss:finance.strict_budget") == "finance"
+    assert JF.slot_domain("generic:finance.budget") == "finance"
+    _Memo.trained = []
+    monkeypatch.setattr(cross_encoder, "CrossEncoder", _Memo)
+    JF.fit_cross_encoder(q, r, np.full(12, 3.0), np.ones(12), "relevance", JF.Negatives(0.5, other_domain=True),
+                         domains=dom)
+    pairs = _Memo.trained[-1] - set(zip(q, r))
+    assert len(pairs) == 6 and all(dom[q.index(a)] != dom[r.index(b)] for a, b in pairs)
+    with pytest.raises(ParameterError, match="each unit's domain"):
+        JF.fit_cross_encoder(q, r, np.full(12, 3.0), np.ones(12), "relevance", JF.Negatives(0.5, other_domain=True))

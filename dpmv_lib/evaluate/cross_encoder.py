@@ -63,19 +63,23 @@ def _pairs(queries: Sequence[str], responses: Sequence[str]) -> tuple[list[str],
     return q, r
 
 
-def other_query_negatives(queries: Sequence[str], responses: Sequence[str], share: float, seed: int = 0
-                          ) -> tuple[list[str], list[str]]:
+def other_query_negatives(queries: Sequence[str], responses: Sequence[str], share: float, seed: int = 0,
+                          groups: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
     """Relevance negatives built without labels: each of ``round(share * n)`` responses, drawn at
     random (``seed``), paired with the query of another unit whose query differs from its own (an
-    answer written for a different question, relevance 0 by the guide's scale)."""
+    answer written for a different question, relevance 0 by the guide's scale); with ``groups`` (one
+    per unit, e.g. the slot domain its query is routed to), of another unit of another group only."""
     q, r = _pairs(queries, responses)
     if not (np.isfinite(share) and share >= 0):
         raise ParameterError(f"negative share must be finite and >= 0, got {share!r}")
+    if groups is not None and len(groups) != len(q):
+        raise ParameterError(f"{len(q)} units but {len(groups)} groups")
     rng = np.random.default_rng(seed)
     qa = np.asarray(q, dtype=object)
+    ga = np.asarray(groups if groups is not None else [""] * len(q), dtype=object)
     out_q, out_r = [], []
     for i in rng.permutation(len(q))[:round(share * len(q))]:
-        others = np.flatnonzero(qa != q[i])
+        others = np.flatnonzero((qa != q[i]) & ((ga != ga[i]) if groups is not None else True))
         if len(others):
             out_q.append(q[others[rng.integers(len(others))]])
             out_r.append(r[i])

@@ -24,8 +24,11 @@ least :data:`MIN_GAIN` and lowers no degradation row of the dimension.
 :func:`compare_cross_encoder` (``--cross-encoder``) puts a judge that reads the query and the
 response together beside the committed sets, by the same kappa, degradation rows and rule: a
 :class:`~dpmv_lib.evaluate.cross_encoder.CrossEncoder` fine-tuned on each training part
-(:data:`CROSS_ENCODER_CANDIDATES`; for relevance also with other-query negatives), on the first
-shuffle only, the committed set beside it on the same folds.
+(:data:`CROSS_ENCODER_CANDIDATES`; for relevance also with label-free negatives, :class:`Negatives`:
+answers paired with another unit's query, from any slot domain or from another one only), on the
+first shuffle only, the committed set beside it on the same folds (``--only`` runs one candidate).
+The actionability cross-encoder the rule adopted is the judge's (:data:`~dpmv_lib.evaluate.
+u_validity.CROSS_ENCODED`); the "committed" rows here are the feature model.
 """
 from __future__ import annotations
 
@@ -123,37 +126,65 @@ def _pooled_kappas(sub: pd.DataFrame, y: np.ndarray, grades: np.ndarray, w: np.n
                 (m, (sub["response_model"] == m).to_numpy()) for m in sorted(set(sub["response_model"]))]}
 
 
+@dataclass(frozen=True)
+class Negatives:
+    """Label-free relevance negatives for a cross-encoder's fine-tuning (label 0, weight 1):
+    ``share`` x n responses each paired with another unit's query
+    (:func:`~dpmv_lib.evaluate.cross_encoder.other_query_negatives`); with ``other_domain``, only
+    with a query routed to another slot domain (:func:`slot_domain`), as the degradation set's
+    other_query answers are."""
+
+    share: float = 0.0
+    other_domain: bool = False
+
+
+def slot_domain(item_id: str) -> str:
+    """The slot domain of a rubric item ("finance" for ``unsup:job_loss:finance.strict_budget`` or
+    ``generic:finance.budget_app``): the domain of the slot the unit's query is routed to."""
+    return str(item_id).rsplit(":", 1)[-1].split(".", 1)[0]
+
+
 def fit_cross_encoder(queries: Sequence[str], responses: Sequence[str], labels: np.ndarray, weights: np.ndarray,
-                      dimension: str, negatives: float = 0.0, config: Any = None, *, base: Any = None,
-                      log: Any = None) -> Any:
+                      dimension: str, negatives: Negatives | float = 0.0, config: Any = None, *,
+                      domains: Sequence[str] | None = None, base: Any = None, log: Any = None) -> Any:
     """A :class:`~dpmv_lib.evaluate.cross_encoder.CrossEncoder` fine-tuned on these units, with
-    ``negatives`` x n other-query negatives (:func:`~dpmv_lib.evaluate.cross_encoder.
-    other_query_negatives`, label 0, weight 1) for relevance."""
+    relevance ``negatives`` (:class:`Negatives`; a number is its share); ``domains``: each unit's
+    slot domain, needed for negatives from other domains."""
     from ..evaluate.cross_encoder import CrossEncoder, other_query_negatives
 
     q, r = list(queries), list(responses)
     y, w = np.asarray(labels, float), np.asarray(weights, float)
-    if negatives:
+    neg = negatives if isinstance(negatives, Negatives) else Negatives(float(negatives))
+    if neg.share:
         if dimension != "relevance":
             raise ParameterError(f"other-query negatives are relevance labels; {dimension} has none")
-        nq, nr = other_query_negatives(q, r, negatives)
+        groups = None
+        if neg.other_domain:
+            if domains is None:
+                raise ParameterError("negatives from other slot domains need each unit's domain")
+            groups = list(domains)
+        nq, nr = other_query_negatives(q, r, neg.share, groups=groups)
         q, r = q + nq, r + nr
         y, w = np.r_[y, np.zeros(len(nq))], np.r_[w, np.ones(len(nq))]
     return CrossEncoder.fit(q, r, y, w, config, base=base, log=log)
 
 
-def _fit_on_distinct(units: pd.DataFrame, dimension: str, negatives: float, config: Any, base: Any,
+def _domains(units: pd.DataFrame) -> list[str] | None:
+    return [slot_domain(i) for i in units["item_id"]] if "item_id" in units else None
+
+
+def _fit_on_distinct(units: pd.DataFrame, dimension: str, negatives: Negatives | float, config: Any, base: Any,
                      log: Any) -> Any:
     """:func:`fit_cross_encoder` on one row per distinct (query, response) of ``units``."""
     part = units.drop_duplicates(["query", "response"])
     weights = part["design_weight"].to_numpy(float) if "design_weight" in part else np.ones(len(part))
     return fit_cross_encoder(part["query"].astype(str).tolist(), part["response"].astype(str).tolist(),
                              part[dimension].to_numpy(float), weights, dimension, negatives, config,
-                             base=base, log=log)
+                             domains=_domains(part), base=base, log=log)
 
 
 def cross_encoder_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str,
-                        config: Any = None, *, negatives: float = 0.0, folds: int = FOLDS,
+                        config: Any = None, *, negatives: Negatives | float = 0.0, folds: int = FOLDS,
                         shuffles: Sequence[int] = (0,), base: Any = None, log: Any = None) -> dict[str, float]:
     """As :func:`fitting_half_kappa`, with the score of a cross-encoder (:func:`fit_cross_encoder`)
     fine-tuned on each training part's distinct (query, response) units (design-weighted) instead of
@@ -165,6 +196,7 @@ def cross_encoder_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: st
 
     sub, groups, y, w = _fitting_half(units, fit_mask, dimension)
     q, r = sub["query"].astype(str).tolist(), sub["response"].astype(str).tolist()
+    dom = _domains(sub)
     first = ~pd.Series(groups).duplicated().to_numpy()
     out: dict[str, list[float]] = {}
     for seed in shuffles:
@@ -172,7 +204,8 @@ def cross_encoder_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: st
         for k, (tr, te) in enumerate(GroupKFold(folds, shuffle=True, random_state=seed).split(sub, y, groups)):
             rows = tr[first[tr]]
             ce = fit_cross_encoder([q[i] for i in rows], [r[i] for i in rows], y[rows], w[rows], dimension,
-                                   negatives, config, base=base, log=log)
+                                   negatives, config, domains=[dom[i] for i in rows] if dom else None,
+                                   base=base, log=log)
             s = ce.predict(q, r)
             grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
             if log is not None:
@@ -203,7 +236,8 @@ def cross_encoder_degradation(model: Any, dimension: str, records: Sequence[dict
 
 
 def cross_encoder_heldout_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str, config: Any = None, *,
-                                negatives: float = 0.0, base: Any = None, log: Any = None) -> dict[str, float]:
+                                negatives: Negatives | float = 0.0, base: Any = None, log: Any = None
+                                ) -> dict[str, float]:
     """Binary kappa on the held-out half (``~fit_mask``) of a cross-encoder (:func:`fit_cross_encoder`)
     fine-tuned on the fitting half's distinct units, with cuts fitted there, as
     :func:`~dpmv_lib.evaluate.u_validity.validate_u` measures the judge: the figure of a candidate
@@ -287,15 +321,17 @@ def compare_feature_sets(encoder: Any, candidates: Mapping[str, Mapping[str, Seq
     return FeatureStudy(pd.DataFrame(rows), str(getattr(encoder, "id", type(encoder).__name__)))
 
 
-#: cross-encoder candidates per dimension: name -> share of other-query negatives added to the
-#: fine-tuning units (:func:`fit_cross_encoder`)
-CROSS_ENCODER_CANDIDATES: Mapping[str, Mapping[str, float]] = {
-    "relevance": {"cross-encoder": 0.0, "cross-encoder + other-query negatives": 0.5},
-    "actionability": {"cross-encoder": 0.0},
+#: cross-encoder candidates per dimension: name -> the relevance negatives added to the fine-tuning
+#: units (:class:`Negatives`, :func:`fit_cross_encoder`)
+CROSS_ENCODER_CANDIDATES: Mapping[str, Mapping[str, Negatives]] = {
+    "relevance": {"cross-encoder": Negatives(),
+                  "cross-encoder + other-query negatives": Negatives(0.5),
+                  "cross-encoder + other-domain negatives": Negatives(0.5, other_domain=True)},
+    "actionability": {"cross-encoder": Negatives()},
 }
 
 
-def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, float]] | None = None,
+def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, Negatives]] | None = None,
                           config: Any = None, label_dir: Any = None, data_dir: Any = "data", *,
                           base_model: Any = None, log: Any = None) -> FeatureStudy:
     """Each dimension's committed feature set against cross-encoders fine-tuned on the labels
@@ -328,7 +364,8 @@ def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, fl
     return FeatureStudy(table, str(getattr(encoder, "id", type(encoder).__name__)), shuffles=1)
 
 
-def adopted_cross_encoders_heldout(study: FeatureStudy, candidates: Mapping[str, Mapping[str, float]] | None = None,
+def adopted_cross_encoders_heldout(study: FeatureStudy,
+                                   candidates: Mapping[str, Mapping[str, Negatives]] | None = None,
                                    config: Any = None, label_dir: Any = None, *, log: Any = None) -> pd.DataFrame:
     """:func:`cross_encoder_heldout_kappa` of each cross-encoder row that :data:`RULE` adopts in
     ``study`` (:func:`compare_cross_encoder`): one row per (dimension, candidate), empty where none is."""
@@ -362,7 +399,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cross-encoder", action="store_true",
                     help="compare the committed sets with a cross-encoder fine-tuned on the labels instead "
                          "(about 20 minutes per dimension on 2 cores)")
+    ap.add_argument("--only", default=None, metavar="CANDIDATE",
+                    help="with --cross-encoder: this candidate of CROSS_ENCODER_CANDIDATES alone, beside the "
+                         "committed set of its dimension")
     args = ap.parse_args(argv)
+    candidates = None
+    if args.only is not None:
+        candidates = {d: {n: v for n, v in c.items() if n == args.only} for d, c in CROSS_ENCODER_CANDIDATES.items()}
+        candidates = {d: c for d, c in candidates.items() if c}
+        if not candidates:
+            raise SystemExit(f"no cross-encoder candidate {args.only!r}; one of "
+                             f"{sorted({n for c in CROSS_ENCODER_CANDIDATES.values() for n in c})}")
     try:
         spec = args.encoder or committed_encoder_spec(Path(args.data) / "judge_labels")
     except ParameterError as exc:
@@ -370,9 +417,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cross_encoder:
         def log(msg: str) -> None:
             print(msg, file=sys.stderr, flush=True)
-        study = compare_cross_encoder(get_encoder(spec), data_dir=args.data, log=log)
+        study = compare_cross_encoder(get_encoder(spec), candidates, data_dir=args.data, log=log)
         print(study.markdown())
-        held = adopted_cross_encoders_heldout(study, label_dir=Path(args.data) / "judge_labels", log=log)
+        held = adopted_cross_encoders_heldout(study, candidates, label_dir=Path(args.data) / "judge_labels", log=log)
         print("Held-out half (split seed of U's validation), adopted candidates only:\n\n"
               + (held.to_markdown(index=False, floatfmt=".3f") if len(held) else "none adopted") + "\n")
     else:

@@ -433,3 +433,19 @@ def test_other_domain_negatives_pair_a_response_with_a_query_of_another_domain(m
     assert len(pairs) == 6 and all(dom[q.index(a)] != dom[r.index(b)] for a, b in pairs)
     with pytest.raises(ParameterError, match="each unit's domain"):
         JF.fit_cross_encoder(q, r, np.full(12, 3.0), np.ones(12), "relevance", JF.Negatives(0.5, other_domain=True))
+
+
+def test_cross_encoder_gap_compares_the_scores_of_two_models(crossed, tiny, tmp_path):
+    from dpmv_lib.evaluate import holistic as H
+    from dpmv_lib.evaluate import u_validity as UV
+
+    plain, model = crossed
+    assert UV.cross_encoder_gap(model, model) == 0.0
+    assert UV.cross_encoder_gap(model, plain) == float("inf")
+    other = CrossEncoder.fit(QS, RS, np.arange(len(QS)) % 3, config=CrossEncoderConfig(epochs=1, batch_size=4,
+                                                                                        learning_rate=1e-3), base=tiny)
+    sha = other.save(tmp_path / "cross_encoder_actionability.safetensors")
+    ref = model.cross_encoded["actionability"]
+    moved = dataclasses.replace(model, cross_encoded={"actionability": H.CrossEncoded(ref.file, sha, ref.fit_info)},
+                                directory=tmp_path)
+    assert UV.cross_encoder_gap(model, moved) > UV.CROSS_REFIT_TOLERANCE

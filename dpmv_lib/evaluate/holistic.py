@@ -249,8 +249,6 @@ class HolisticModel:
         """The :class:`~.cross_encoder.CrossEncoder` that scores ``dimension`` (run in ``precision``),
         loaded once per process from ``directory`` after its sha256 is checked against the model's
         record."""
-        import hashlib as _hashlib
-
         from .cross_encoder import CrossEncoder
 
         ref = self.cross_encoded.get(dimension)
@@ -263,7 +261,7 @@ class HolisticModel:
         if key not in _CROSS_ENCODERS:
             if not path.is_file():
                 raise ParameterError(f"the holistic model's {dimension} cross-encoder {path} is missing")
-            sha = _hashlib.sha256(path.read_bytes()).hexdigest()
+            sha = hashlib.sha256(path.read_bytes()).hexdigest()
             if sha != ref.sha256:
                 raise ParameterError(f"{path} has sha256 {sha[:12]}, the holistic model names {ref.sha256[:12]}: "
                                      "refit both with `python -m dpmv_lib.evaluate.u_validity`")

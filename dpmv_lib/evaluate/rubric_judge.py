@@ -320,8 +320,8 @@ class RubricJudge:
             starts = range(0, len(keys), TURN_CHUNK)
 
             anchors = _anchor_rows(emb, texts, self.holistic.anchors) if self.holistic is not None else None
-            # 3. the cross-encoded dimensions, once per distinct (query, response), here (torch uses
-            # every core) before the turns are scored in forked workers
+            # the cross-encoded dimensions first, once per distinct (query, response), in this process
+            # (torch uses every core), then the turns in forked workers
             cross = self.cross_scores(list(dict.fromkeys((k[0], k[1]) for k in keys)), progress=progress)
 
             def score(start: int) -> list[tuple]:

@@ -181,19 +181,40 @@ def content_vector(query: np.ndarray, sentences: np.ndarray) -> np.ndarray:
     return np.concatenate([q * r, r])
 
 
+def blend_scores(cross: Any, features: Any, feature_weight: float) -> np.ndarray:
+    """(1 - w) x ``cross`` clipped to 0-4 + w x ``features`` (``cross`` clipped alone where w = 0):
+    a cross-encoded dimension's score (:class:`CrossEncoded`)."""
+    clipped = np.clip(np.asarray(cross, float), 0.0, 4.0)
+    w = float(feature_weight)
+    return (1.0 - w) * clipped + w * np.asarray(features, float) if w else clipped
+
+
 @dataclass(frozen=True)
 class CrossEncoded:
     """A dimension the judge scores with a cross-encoder (:mod:`.cross_encoder`) fine-tuned on the
     same fitting half instead of with its boundaries: the weights' file name (beside the model file),
     their sha256 and what they were fitted on. The boundaries stay in the model: they are the
-    feature model the cross-encoder was compared with (:mod:`dpmv_lib.experiments.judge_features`)."""
+    feature model the cross-encoder was compared with (:mod:`dpmv_lib.experiments.judge_features`).
+    ``feature_weight``: the boundaries' weight in the dimension's score, (1 - w) x the cross-encoder's
+    score clipped to 0-4 + w x the boundaries' (0: the cross-encoder alone; 0.5: the mean of the two)."""
 
     file: str
     sha256: str
     fit_info: Mapping[str, Any]
+    feature_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.feature_weight < 1.0:
+            raise ParameterError(f"cross-encoded {self.file}: feature_weight must lie in [0, 1), "
+                                 f"got {self.feature_weight!r}")
+
+    def blend(self, cross: Any, features: Any) -> np.ndarray:
+        """The dimension's scores from the cross-encoder's (clipped to 0-4) and the boundaries'."""
+        return blend_scores(cross, features, self.feature_weight)
 
     def to_dict(self) -> dict:
-        return {"file": self.file, "sha256": self.sha256, "fit_info": dict(self.fit_info)}
+        return {"file": self.file, "sha256": self.sha256, "fit_info": dict(self.fit_info),
+                **({"feature_weight": self.feature_weight} if self.feature_weight else {})}
 
 
 _CROSS_ENCODERS: dict[tuple[str, str, str], Any] = {}
@@ -318,7 +339,8 @@ class HolisticModel:
                                       C=float(b.get("C", math.nan)), constant=b.get("constant"))
                              for b in bs) for d, bs in obj["dimensions"].items()}
             content = obj.get("content")
-            cross = {d: CrossEncoded(str(c["file"]), str(c["sha256"]), dict(c.get("fit_info", {})))
+            cross = {d: CrossEncoded(str(c["file"]), str(c["sha256"]), dict(c.get("fit_info", {})),
+                                     float(c.get("feature_weight", 0.0)))
                      for d, c in obj.get("cross_encoded", {}).items()}
             return cls(tuple(obj["features"]), {k: tuple(v) for k, v in obj["anchors"].items()}, dims,
                        dict(obj.get("fit_info", {})),

@@ -353,7 +353,8 @@ class RubricJudge:
         """(holistic, items) per turn of :meth:`_score_turn`'s (rules, items, features): the
         holistic scores from the model, scored for the whole chunk at once, where there is one and
         the turn has features (an empty response keeps its zeros); a cross-encoded dimension takes
-        the turn's score in ``cross`` (dimension index -> score, :meth:`cross_scores`)."""
+        the turn's score in ``cross`` (dimension index -> score, :meth:`cross_scores`), blended with
+        the boundaries' by its :meth:`~.holistic.CrossEncoded.blend`."""
         out = [(h, i) for h, i, _ in turns]
         rows = [j for j, t in enumerate(turns) if t[2] is not None]
         if self.holistic is not None and rows:
@@ -361,7 +362,7 @@ class RubricJudge:
             for j, sc in zip(rows, scores):
                 vals = [float(x) for x in sc]
                 for d, v in (cross[j] if j < len(cross) else {}).items():
-                    vals[d] = v
+                    vals[d] = float(self.holistic.cross_encoded[DIMENSIONS[d]].blend(v, vals[d]))
                 out[j] = (tuple(vals), turns[j][1])
         return out
 
@@ -369,7 +370,7 @@ class RubricJudge:
                      ) -> dict[tuple[str, str], dict[int, float]]:
         """Per (query, response), the scores of the holistic model's cross-encoded dimensions
         (:meth:`~.holistic.HolisticModel.cross_encoder`; index in :data:`~.rubric.DIMENSIONS` ->
-        score clipped to 0-4, the holistic scale), kept on disk beside the judge's embeddings where
+        score), kept on disk beside the judge's embeddings where
         its encoder has a cache (:class:`~.encoders.CachedEncoder`). Empty without such dimensions."""
         model = self.holistic
         if model is None or not model.cross_encoded or not pairs:
@@ -393,7 +394,7 @@ class RubricJudge:
                 blocks, desc=f"cross-encode {d}: {len(texts)} pairs", unit="block",
                 disable=not progress or len(blocks) < 2)])
             for p, v in zip(pairs, scores):
-                out[p][DIMENSIONS.index(d)] = float(min(4.0, max(0.0, float(v))))
+                out[p][DIMENSIONS.index(d)] = float(v)
         return out
 
     def _score_turn(self, k: tuple, emb: np.ndarray, texts: Mapping[str, int],

@@ -69,37 +69,52 @@ def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.n
     ``vectors`` (:meth:`~dpmv_lib.evaluate.rubric_judge.RubricJudge.holistic_features_and_vectors`)."""
     from sklearn.model_selection import GroupKFold
 
-    from ..evaluate.holistic import ContentProjection, fit_boundaries
     from ..evaluate.u_validity import fit_cuts, grade_with
 
     sub, groups, y, w = _fitting_half(units, fit_mask, dimension)
-    if len(features) != len(units):
-        raise ParameterError(f"{len(units)} units but {len(features)} feature rows")
-    idx = np.flatnonzero(np.asarray(fit_mask, bool))
-    X = np.asarray(features, float)[idx]
-    empty = sub["response"].map(lambda a: not str(a).strip()).to_numpy()
-    unknown = sorted(set(columns) - set(FEATURES))
-    if unknown or not columns:
-        raise ParameterError(f"feature set for {dimension}: unknown or no columns {unknown}")
-    cols = [FEATURES.index(c) for c in columns]
-    content = uses_content(columns)
-    if content and (vectors is None or len(vectors) != len(units)):
-        raise ParameterError(f"feature set for {dimension} reads content features: give one content vector per unit")
-    V = np.asarray(vectors, float)[idx] if content and vectors is not None else np.zeros((len(idx), 0))
+    X, V, empty = _feature_inputs(units, features, vectors, fit_mask, dimension, columns)
     first = ~pd.Series(groups).duplicated().to_numpy()     # one row per distinct (query, response)
     out: dict[str, list[float]] = {}
     for seed in shuffles:
         grades = np.full(len(sub), np.nan)
         for tr, te in GroupKFold(folds, shuffle=True, random_state=seed).split(X, y, groups):
-            rows = tr[first[tr]]
-            Xf = ContentProjection.fit(V[rows]).complete(X, V) if content else X
-            bounds = fit_boundaries(Xf[rows][:, cols], y[rows], tuple(columns), w[rows])
-            s = np.sum([b.prob(Xf) for b in bounds], axis=0)
+            s = _feature_score(X, V, y, w, tr[first[tr]], columns)
             s[empty] = 0.0
             grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
         for name, k in _pooled_kappas(sub, y, grades, w).items():
             out.setdefault(name, []).append(k)
     return {k: float(np.mean(v)) for k, v in out.items()}
+
+
+def _feature_inputs(units: pd.DataFrame, features: np.ndarray, vectors: np.ndarray | None, mask: np.ndarray,
+                    dimension: str, columns: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The feature rows and content vectors of the units of ``mask`` (an empty (n, 0) array where
+    ``columns`` read no content feature) and which of them have an empty response."""
+    units = units.reset_index(drop=True)
+    if len(features) != len(units):
+        raise ParameterError(f"{len(units)} units but {len(features)} feature rows")
+    unknown = sorted(set(columns) - set(FEATURES))
+    if unknown or not columns:
+        raise ParameterError(f"feature set for {dimension}: unknown or no columns {unknown}")
+    idx = np.flatnonzero(np.asarray(mask, bool))
+    content = uses_content(columns)
+    if content and (vectors is None or len(vectors) != len(units)):
+        raise ParameterError(f"feature set for {dimension} reads content features: give one content vector per unit")
+    V = np.asarray(vectors, float)[idx] if content and vectors is not None else np.zeros((len(idx), 0))
+    empty = units["response"].iloc[idx].map(lambda a: not str(a).strip()).to_numpy()
+    return np.asarray(features, float)[idx], V, empty
+
+
+def _feature_score(X: np.ndarray, V: np.ndarray, y: np.ndarray, w: np.ndarray, rows: np.ndarray,
+                   columns: Sequence[str]) -> np.ndarray:
+    """The feature model's score (sum of the four boundaries' probabilities) of every row of ``X``,
+    its boundaries (and the content projection, where ``columns`` read it) fitted on ``rows``."""
+    from ..evaluate.holistic import ContentProjection, fit_boundaries
+
+    Xf = ContentProjection.fit(V[rows]).complete(X, V) if uses_content(columns) else X
+    cols = [FEATURES.index(c) for c in columns]
+    bounds = fit_boundaries(Xf[rows][:, cols], y[rows], tuple(columns), w[rows])
+    return np.sum([b.prob(Xf) for b in bounds], axis=0)
 
 
 def _fitting_half(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str
@@ -185,18 +200,28 @@ def _fit_on_distinct(units: pd.DataFrame, dimension: str, negatives: Negatives |
 
 def cross_encoder_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str,
                         config: Any = None, *, negatives: Negatives | float = 0.0, folds: int = FOLDS,
-                        shuffles: Sequence[int] = (0,), base: Any = None, log: Any = None) -> dict[str, float]:
+                        shuffles: Sequence[int] = (0,), base: Any = None, log: Any = None,
+                        feature_weight: float = 0.0, features: np.ndarray | None = None,
+                        vectors: np.ndarray | None = None) -> dict[str, float]:
     """As :func:`fitting_half_kappa`, with the score of a cross-encoder (:func:`fit_cross_encoder`)
     fine-tuned on each training part's distinct (query, response) units (design-weighted) instead of
-    the holistic model; the cuts are fitted on the training part's labelled units. One fine-tuning
-    per fold: ``shuffles`` defaults to the first only."""
+    the holistic model; the cuts are fitted on the training part's labelled units. With
+    ``feature_weight`` the score blends it with the committed feature model's fitted on the same
+    training part (:func:`~dpmv_lib.evaluate.holistic.blend_scores`, as the judge does; ``features``
+    and ``vectors`` of every unit). One fine-tuning per fold: ``shuffles`` defaults to the first only."""
     from sklearn.model_selection import GroupKFold
 
+    from ..evaluate.holistic import blend_scores
     from ..evaluate.u_validity import fit_cuts, grade_with
 
     sub, groups, y, w = _fitting_half(units, fit_mask, dimension)
     q, r = sub["query"].astype(str).tolist(), sub["response"].astype(str).tolist()
     dom = _domains(sub)
+    columns = DIMENSION_FEATURES[dimension]
+    if feature_weight:
+        if features is None:
+            raise ParameterError("a score blended with the feature model needs each unit's features")
+        X, V, empty = _feature_inputs(units, features, vectors, fit_mask, dimension, columns)
     first = ~pd.Series(groups).duplicated().to_numpy()
     out: dict[str, list[float]] = {}
     for seed in shuffles:
@@ -207,6 +232,9 @@ def cross_encoder_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: st
                                    negatives, config, domains=[dom[i] for i in rows] if dom else None,
                                    base=base, log=log)
             s = ce.predict(q, r)
+            if feature_weight:
+                s = blend_scores(s, _feature_score(X, V, y, w, rows, columns), feature_weight)
+                s[empty] = 0.0
             grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
             if log is not None:
                 log(f"{dimension}: shuffle {seed}, fold {k + 1}/{folds} done")
@@ -236,12 +264,15 @@ def cross_encoder_degradation(model: Any, dimension: str, records: Sequence[dict
 
 
 def cross_encoder_heldout_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str, config: Any = None, *,
-                                negatives: Negatives | float = 0.0, base: Any = None, log: Any = None
-                                ) -> dict[str, float]:
+                                negatives: Negatives | float = 0.0, base: Any = None, log: Any = None,
+                                feature_weight: float = 0.0, features: np.ndarray | None = None,
+                                vectors: np.ndarray | None = None) -> dict[str, float]:
     """Binary kappa on the held-out half (``~fit_mask``) of a cross-encoder (:func:`fit_cross_encoder`)
-    fine-tuned on the fitting half's distinct units, with cuts fitted there, as
+    fine-tuned on the fitting half's distinct units, with cuts fitted there (with ``feature_weight``
+    blended with the feature model fitted there, as :func:`cross_encoder_kappa`), as
     :func:`~dpmv_lib.evaluate.u_validity.validate_u` measures the judge: the figure of a candidate
     that :data:`RULE` adopts, never one that chose it."""
+    from ..evaluate.holistic import blend_scores
     from ..evaluate.u_validity import fit_cuts, grade_with
 
     units = units.reset_index(drop=True)
@@ -249,9 +280,20 @@ def cross_encoder_heldout_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimen
     sub, _, y, w = _fitting_half(units, mask, dimension)
     model = _fit_on_distinct(sub, dimension, negatives, config, base, log)
     held, _, yh, wh = _fitting_half(units, ~mask, dimension)
-    cuts = fit_cuts(model.predict(sub["query"].astype(str).tolist(), sub["response"].astype(str).tolist()),
-                    y.tolist(), w.tolist())
-    grades = grade_with(model.predict(held["query"].astype(str).tolist(), held["response"].astype(str).tolist()), cuts)
+    s_fit = model.predict(sub["query"].astype(str).tolist(), sub["response"].astype(str).tolist())
+    s_held = model.predict(held["query"].astype(str).tolist(), held["response"].astype(str).tolist())
+    if feature_weight:
+        if features is None:
+            raise ParameterError("a score blended with the feature model needs each unit's features")
+        everyone = np.ones(len(units), bool)
+        X, V, empty = _feature_inputs(units, features, vectors, everyone, dimension, DIMENSION_FEATURES[dimension])
+        design = units["design_weight"].to_numpy(float) if "design_weight" in units else np.ones(len(units))
+        rows = np.flatnonzero(mask & ~units.duplicated(["query", "response"]).to_numpy())
+        f = _feature_score(X, V, units[dimension].to_numpy(float), design, rows, DIMENSION_FEATURES[dimension])
+        f[empty] = 0.0
+        s_fit, s_held = blend_scores(s_fit, f[mask], feature_weight), blend_scores(s_held, f[~mask], feature_weight)
+        s_fit[empty[mask]], s_held[empty[~mask]] = 0.0, 0.0
+    grades = grade_with(s_held, fit_cuts(s_fit, y.tolist(), w.tolist()))
     return _pooled_kappas(held, yh, grades, wh)
 
 
@@ -284,9 +326,15 @@ def _adopt(base: Mapping[str, float] | None, scores: Mapping[str, float]) -> str
 
 
 def _feature_degradation(encoder: Any, inputs: tuple, mask: np.ndarray, dimension: str,
-                         columns: Sequence[str]) -> dict[str, float]:
+                         columns: Sequence[str], cross: tuple[Any, float] | None = None) -> dict[str, float]:
     """Degradation rows of ``dimension`` for a judge whose holistic model reads ``columns`` there,
-    fitted on the fitting half."""
+    fitted on the fitting half; with ``cross`` = (cross-encoder, feature weight), the judge blends
+    that cross-encoder's score with the model's there (:class:`~dpmv_lib.evaluate.holistic.CrossEncoded`)."""
+    import tempfile
+    from dataclasses import replace
+    from pathlib import Path
+
+    from ..evaluate.holistic import CrossEncoded
     from ..evaluate.rubric_judge import RubricJudge
     from ..evaluate.u_validity import fit_on
     from .judge_degradation import INTENDED, evaluate_judge
@@ -296,7 +344,13 @@ def _feature_degradation(encoder: Any, inputs: tuple, mask: np.ndarray, dimensio
         return {}
     units, F, V, anchors = inputs
     model = fit_on(units, F, V, mask, anchors, {}, dimension_features={dimension: columns})
-    deg = evaluate_judge(RubricJudge(encoder, holistic=model)).summary.set_index(["variant", "dimension"])
+    with tempfile.TemporaryDirectory() as tmp:
+        if cross is not None:
+            name = f"cross_encoder_{dimension}.safetensors"
+            sha = cross[0].save(Path(tmp) / name)
+            model = replace(model, cross_encoded={dimension: CrossEncoded(name, sha, {}, cross[1])}, directory=Path(tmp))
+        deg = evaluate_judge(RubricJudge(encoder, holistic=model, cross_precision="fp32")
+                             ).summary.set_index(["variant", "dimension"])
     return {f"degradation {v}": float(deg.loc[(v, dimension), "accuracy"]) for v in meant}
 
 
@@ -321,17 +375,28 @@ def compare_feature_sets(encoder: Any, candidates: Mapping[str, Mapping[str, Seq
     return FeatureStudy(pd.DataFrame(rows), str(getattr(encoder, "id", type(encoder).__name__)))
 
 
-#: cross-encoder candidates per dimension: name -> the relevance negatives added to the fine-tuning
-#: units (:class:`Negatives`, :func:`fit_cross_encoder`)
-CROSS_ENCODER_CANDIDATES: Mapping[str, Mapping[str, Negatives]] = {
-    "relevance": {"cross-encoder": Negatives(),
-                  "cross-encoder + other-query negatives": Negatives(0.5),
-                  "cross-encoder + other-domain negatives": Negatives(0.5, other_domain=True)},
-    "actionability": {"cross-encoder": Negatives()},
+@dataclass(frozen=True)
+class CrossCandidate:
+    """A cross-encoder candidate of :func:`compare_cross_encoder`: the relevance ``negatives`` added
+    to its fine-tuning units (:func:`fit_cross_encoder`) and the committed feature model's weight in
+    the dimension's score (``feature_weight``: 0, the cross-encoder alone; 0.5, the mean of the two;
+    :func:`~dpmv_lib.evaluate.holistic.blend_scores`)."""
+
+    negatives: Negatives = Negatives()
+    feature_weight: float = 0.0
+
+
+#: cross-encoder candidates per dimension
+CROSS_ENCODER_CANDIDATES: Mapping[str, Mapping[str, CrossCandidate]] = {
+    "relevance": {"cross-encoder": CrossCandidate(),
+                  "cross-encoder + other-query negatives": CrossCandidate(Negatives(0.5)),
+                  "cross-encoder + other-domain negatives": CrossCandidate(Negatives(0.5, other_domain=True)),
+                  "mean of cross-encoder and feature model": CrossCandidate(feature_weight=0.5)},
+    "actionability": {"cross-encoder": CrossCandidate()},
 }
 
 
-def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, Negatives]] | None = None,
+def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, CrossCandidate]] | None = None,
                           config: Any = None, label_dir: Any = None, data_dir: Any = "data", *,
                           base_model: Any = None, log: Any = None) -> FeatureStudy:
     """Each dimension's committed feature set against cross-encoders fine-tuned on the labels
@@ -350,35 +415,49 @@ def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, Ne
         base = {f"kappa {m}": v for m, v in fitting_half_kappa(units, F, mask, d, cols, V, shuffles=(0,)).items()}
         base.update(_feature_degradation(encoder, inputs, mask, d, cols))
         rows.append({"dimension": d, "feature set": "committed", "columns": len(cols), **base, "adopt": "-"})
-        for name, negatives in sets.items():
+        for name, cand in sets.items():
             scores = {f"kappa {m}": v for m, v in cross_encoder_kappa(
-                units, mask, d, config, negatives=negatives, base=base_model, log=log).items()}
+                units, mask, d, config, negatives=cand.negatives, base=base_model, log=log,
+                feature_weight=cand.feature_weight, features=F, vectors=V).items()}
             if any(c.startswith("degradation") for c in base):
-                model = _fit_on_distinct(units[mask], d, negatives, config, base_model, log)
-                scores.update({f"degradation {v}": a for v, a in cross_encoder_degradation(model, d).items()})
-            rows.append({"dimension": d, "feature set": name, "columns": None, **scores,
-                         "adopt": _adopt(base, scores)})
+                model = _fit_on_distinct(units[mask], d, cand.negatives, config, base_model, log)
+                scores.update(_feature_degradation(encoder, inputs, mask, d, cols, (model, cand.feature_weight))
+                              if cand.feature_weight else
+                              {f"degradation {v}": a for v, a in cross_encoder_degradation(model, d).items()})
+            rows.append({"dimension": d, "feature set": name, "columns": len(cols) if cand.feature_weight else None,
+                         **scores, "adopt": _adopt(base, scores)})
             if log is not None:
                 log(f"{d} / {name}: {scores}")
-    table = pd.DataFrame(rows).astype({"columns": "Int64"})     # a cross-encoder reads no feature column
+    table = pd.DataFrame(rows).astype({"columns": "Int64"})     # a cross-encoder alone reads no feature column
     return FeatureStudy(table, str(getattr(encoder, "id", type(encoder).__name__)), shuffles=1)
 
 
 def adopted_cross_encoders_heldout(study: FeatureStudy,
-                                   candidates: Mapping[str, Mapping[str, Negatives]] | None = None,
-                                   config: Any = None, label_dir: Any = None, *, log: Any = None) -> pd.DataFrame:
+                                   candidates: Mapping[str, Mapping[str, CrossCandidate]] | None = None,
+                                   config: Any = None, label_dir: Any = None, *, encoder: Any = None,
+                                   data_dir: Any = "data", log: Any = None) -> pd.DataFrame:
     """:func:`cross_encoder_heldout_kappa` of each cross-encoder row that :data:`RULE` adopts in
-    ``study`` (:func:`compare_cross_encoder`): one row per (dimension, candidate), empty where none is."""
-    from ..evaluate.u_validity import SPLIT_SEED, label_pool, split_halves
+    ``study`` (:func:`compare_cross_encoder`): one row per (dimension, candidate), empty where none is.
+    A candidate blended with the feature model needs the ``encoder`` of its features."""
+    from ..evaluate.u_validity import SPLIT_SEED, holistic_inputs, label_pool, split_halves
 
     candidates = CROSS_ENCODER_CANDIDATES if candidates is None else candidates
     adopted = study.table[study.table["adopt"] == "yes"]
     rows = []
     if len(adopted):
-        units = label_pool(label_dir).reset_index(drop=True)
+        picked = [(d, name, candidates[d][name]) for d, name in zip(adopted["dimension"], adopted["feature set"])]
+        F = V = None
+        if any(c.feature_weight for _, _, c in picked):
+            if encoder is None:
+                raise ParameterError("a candidate blended with the feature model needs the encoder of its features")
+            units, F, V, _ = holistic_inputs(encoder, label_dir, data_dir)
+        else:
+            units = label_pool(label_dir)
+        units = units.reset_index(drop=True)
         mask = split_halves(units, SPLIT_SEED)
-        for d, name in zip(adopted["dimension"], adopted["feature set"]):
-            k = cross_encoder_heldout_kappa(units, mask, d, config, negatives=candidates[d][name], log=log)
+        for d, name, cand in picked:
+            k = cross_encoder_heldout_kappa(units, mask, d, config, negatives=cand.negatives, log=log,
+                                            feature_weight=cand.feature_weight, features=F, vectors=V)
             rows.append({"dimension": d, "feature set": name, **{f"held-out kappa {m}": v for m, v in k.items()}})
     return pd.DataFrame(rows)
 
@@ -419,7 +498,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(msg, file=sys.stderr, flush=True)
         study = compare_cross_encoder(get_encoder(spec), candidates, data_dir=args.data, log=log)
         print(study.markdown())
-        held = adopted_cross_encoders_heldout(study, candidates, label_dir=Path(args.data) / "judge_labels", log=log)
+        held = adopted_cross_encoders_heldout(study, candidates, label_dir=Path(args.data) / "judge_labels",
+                                              encoder=get_encoder(spec), data_dir=args.data, log=log)
         print("Held-out half (split seed of U's validation), adopted candidates only:\n\n"
               + (held.to_markdown(index=False, floatfmt=".3f") if len(held) else "none adopted") + "\n")
     else:

@@ -376,7 +376,10 @@ def test_u_validity_measures_a_cross_encoded_dimension_on_the_held_out_half_only
     assert np.isnan(t.loc[("actionability", "all"), "kappa_fitted_min"])
     assert not np.isnan(t.loc[("relevance", "all"), "kappa_fitted_min"])
     assert not np.isnan(t.loc[("actionability", "all"), "kappa_fitted"])
-    assert res.cross_encoded == ("actionability",) and "Actionability is scored by a cross-encoder" in res.summary()
+    assert res.cross_encoded == {"actionability": 0.0} and "Actionability is scored by a cross-encoder" in res.summary()
+    both = dataclasses.replace(res, cross_encoded={"relevance": 0.5, "actionability": 0.0}).summary()
+    assert ("Relevance is scored by a cross-encoder" in both and "weighted 0.5 beside the feature model's 0.5" in both
+            and "Actionability is scored by its own such cross-encoder;" in both and "for them" in both)
     ref = model.cross_encoded["actionability"]
     for bad in ({"labels": "0" * 16, "split_seed": 0}, {"labels": ref.fit_info["labels"], "split_seed": 1}):
         stale = dataclasses.replace(model, cross_encoded={"actionability": H.CrossEncoded(ref.file, ref.sha256, bad)})
@@ -406,6 +409,7 @@ def test_the_committed_judge_cross_encodes_what_the_study_adopted():
     for d, ref in model.cross_encoded.items():
         assert ref.fit_info["labels"] == model.fit_info["labels"]   # tests/test_holistic.py: the current labels
         assert ref.fit_info["split_seed"] == UV.SPLIT_SEED
+        assert ref.feature_weight == UV.CROSS_ENCODED[d]
         ce = model.cross_encoder(d)
         assert ce.config == CrossEncoderConfig(**ref.fit_info["config"])
 
@@ -449,3 +453,84 @@ def test_cross_encoder_gap_compares_the_scores_of_two_models(crossed, tiny, tmp_
     moved = dataclasses.replace(model, cross_encoded={"actionability": H.CrossEncoded(ref.file, sha, ref.fit_info)},
                                 directory=tmp_path)
     assert UV.cross_encoder_gap(model, moved) > UV.CROSS_REFIT_TOLERANCE
+
+
+# ---- a score blended from the cross-encoder and the feature model ---------------------------------------
+def test_blend_scores_and_the_feature_weight():
+    from dpmv_lib.evaluate import holistic as H
+
+    cross, feat = np.array([-1.0, 2.0, 5.0]), np.array([1.0, 3.0, 0.0])
+    np.testing.assert_array_equal(H.blend_scores(cross, feat, 0.0), [0.0, 2.0, 4.0])
+    np.testing.assert_allclose(H.blend_scores(cross, feat, 0.5), [0.5, 2.5, 2.0])
+    np.testing.assert_allclose(H.blend_scores(cross, feat, 0.25), [0.25, 2.25, 3.0])
+    for bad in (1.0, -0.1, float("nan")):
+        with pytest.raises(ParameterError, match="feature_weight"):
+            H.CrossEncoded("f", "0" * 64, {}, bad)
+    half = H.CrossEncoded("f", "0" * 64, {"labels": "x"}, 0.5)
+    assert H.CrossEncoded("f", "0" * 64, {}).to_dict() == {"file": "f", "sha256": "0" * 64, "fit_info": {}}
+    assert half.to_dict()["feature_weight"] == 0.5
+
+
+def test_the_judge_blends_a_cross_encoded_dimension_with_its_boundaries(crossed):
+    from dpmv_lib.evaluate import holistic as H
+    from dpmv_lib.evaluate.encoders import HashingEncoder
+    from dpmv_lib.evaluate.judge_agreement import judge_units
+    from dpmv_lib.evaluate.rubric_judge import RubricJudge
+    from dpmv_lib.evaluate.u_validity import label_pool
+    from dpmv_lib.bench.datasets import load_benchmark
+
+    plain, model = crossed
+    ref = model.cross_encoded["actionability"]
+    half = dataclasses.replace(model, cross_encoded={"actionability": dataclasses.replace(ref, feature_weight=0.5)})
+    assert H.HolisticModel.from_dict(half.to_dict(), half.directory) == half and half.sha != model.sha
+    units = label_pool().head(40).reset_index(drop=True)
+    units.loc[0, "response"] = ""
+    benches = {t: load_benchmark(t, "data") for t in sorted(set(units["track"]))}
+    a, b, c = (judge_units(units, benches, RubricJudge(HashingEncoder(), holistic=m, cross_precision="fp32"))
+               for m in (half, model, plain))
+    want = 0.5 * b["judge_actionability"] + 0.5 * c["judge_actionability"]
+    np.testing.assert_allclose(a["judge_actionability"], want, atol=1e-9)
+    assert a.loc[0, "judge_actionability"] == 0.0
+    np.testing.assert_array_equal(a["judge_relevance"], c["judge_relevance"])
+
+
+def _predictive_units(n=150, seed=0):
+    """Units whose relevance label is carried by one relevance feature, with features for every unit."""
+    from dpmv_lib.evaluate.holistic import DIMENSION_FEATURES, FEATURES
+
+    rng = np.random.default_rng(seed)
+    units = pd.DataFrame({"query": [f"q{i % 30}" for i in range(n)], "response": [f"answer {i}" for i in range(n)],
+                          "response_model": np.where(np.arange(n) % 3 == 0, "smollm2", "surrogate"),
+                          **{d: rng.integers(0, 5, n) for d in DIMENSIONS}})
+    F = rng.normal(size=(n, len(FEATURES)))
+    F[:, FEATURES.index(DIMENSION_FEATURES["relevance"][0])] = units["relevance"] + rng.normal(0, 0.2, n)
+    return units, F
+
+
+class _Blank(_Memo):
+    """A stand-in cross-encoder that scores every pair 0."""
+
+    def predict(self, queries, responses):
+        return np.zeros(len(queries))
+
+
+def test_the_study_blends_the_feature_model_fitted_on_each_training_part(monkeypatch):
+    """A cross-encoder that scores every pair alike grades every unit alike (kappa 0); blended with
+    a feature model fitted on each training part, the feature that carries the label shows."""
+    from dpmv_lib.evaluate import cross_encoder
+
+    units, F = _predictive_units()
+    mask = np.arange(len(units)) < 100
+    _Memo.trained = []
+    monkeypatch.setattr(cross_encoder, "CrossEncoder", _Blank)
+    alone = JF.cross_encoder_kappa(units, mask, "relevance", features=F)
+    blended = JF.cross_encoder_kappa(units, mask, "relevance", feature_weight=0.5, features=F)
+    assert abs(alone["all"]) < 1e-9 and blended["all"] > 0.5 and len(_Memo.trained) == 10
+    assert all(t <= set(zip(units["query"][mask], units["response"][mask])) for t in _Memo.trained)
+    held = JF.cross_encoder_heldout_kappa(units, mask, "relevance", feature_weight=0.5, features=F)
+    assert held["all"] > 0.5
+    assert abs(JF.cross_encoder_heldout_kappa(units, mask, "relevance")["all"]) < 1e-9
+    with pytest.raises(ParameterError, match="needs each unit's features"):
+        JF.cross_encoder_kappa(units, mask, "relevance", feature_weight=0.5)
+    with pytest.raises(ParameterError, match="needs each unit's features"):
+        JF.cross_encoder_heldout_kappa(units, mask, "relevance", feature_weight=0.5)

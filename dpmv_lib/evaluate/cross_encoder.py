@@ -17,8 +17,10 @@ the same inputs, seed and machine give the same weights.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -196,10 +198,6 @@ class CrossEncoder:
     def save(self, path: str | Path) -> str:
         """Write the weights as float16 safetensors (the fine-tuned encoder and the output layer;
         ``config`` in the header's metadata), atomically; returns the file's sha256."""
-        import hashlib
-        import json
-        from dataclasses import asdict
-
         from safetensors.torch import save_file
 
         path = Path(path)
@@ -217,10 +215,8 @@ class CrossEncoder:
         """The cross-encoder :meth:`save` wrote (float16 weights and the encoder's architecture, run
         in float32, or in bfloat16 with ``precision="bf16"``); ``tokenizer``: the directory of the
         tokenizer it was fine-tuned with (default the offline MiniLM's)."""
-        import json
-
         import torch
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
         from transformers import AutoConfig, AutoTokenizer
 
         from .encoders import minilm_path
@@ -230,8 +226,6 @@ class CrossEncoder:
         path = Path(path)
         if not path.is_file():
             raise ParameterError(f"no cross-encoder weights at {path}")
-        from safetensors import SafetensorError
-
         try:
             with safe_open(str(path), framework="pt") as f:
                 meta = f.metadata() or {}
@@ -258,8 +252,6 @@ class CrossEncoder:
 def pair_text(query: str, response: str) -> str:
     """One string per (query, response) (a JSON list of the two): the key under which
     :class:`PairScores` caches a pair's score."""
-    import json
-
     return json.dumps([query, response], ensure_ascii=False)
 
 
@@ -277,7 +269,5 @@ class PairScores:
         self.id = f"ce-{name}-{precision}-{PADDING_ID}"
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        import json
-
         pairs = [json.loads(t) for t in texts]
         return self.model.predict([p[0] for p in pairs], [p[1] for p in pairs]).astype(np.float32)[:, None]

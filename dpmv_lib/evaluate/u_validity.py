@@ -89,9 +89,10 @@ MODELS = ("surrogate", "smollm2")
 #: the split behind U's definition: fixed, so that runs with other seeds share one U
 SPLIT_SEED = 0
 #: dimensions the judge scores with a cross-encoder fine-tuned on the fitting half
-#: (:mod:`.cross_encoder`): those the feature study's rule adopted it for
-#: (``python -m dpmv_lib.experiments.judge_features --cross-encoder``; data/judge_labels/README.md)
-CROSS_ENCODED = ("actionability",)
+#: (:mod:`.cross_encoder`), each with the feature model's weight in its score
+#: (:class:`~.holistic.CrossEncoded`; 0: the cross-encoder alone): those the feature study's rule
+#: adopted (``python -m dpmv_lib.experiments.judge_features --cross-encoder``; data/judge_labels/README.md)
+CROSS_ENCODED: Mapping[str, float] = {"actionability": 0.0}
 #: a refitted cross-encoder's scores on the labelled units may differ from the committed one's by this
 #: much on another CPU (float rounding in 3 epochs of training; the weights are stored in float16)
 CROSS_REFIT_TOLERANCE = 0.05
@@ -433,7 +434,7 @@ class UValidity:
     n_units: int
     n_extra: int
     enriched: pd.DataFrame = field(default_factory=pd.DataFrame)
-    cross_encoded: tuple[str, ...] = ()
+    cross_encoded: Mapping[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One paragraph from the numbers."""
@@ -454,12 +455,14 @@ class UValidity:
                 + f" (the floor is {self.definition.floor:g}).")
         cross = ""
         if self.cross_encoded:
-            names = " and ".join(self.cross_encoded)
-            cross = (f" {names.capitalize()} {'is' if len(self.cross_encoded) == 1 else 'are'} scored by a "
-                     "cross-encoder (all-MiniLM-L6-v2 reading the query and the response together, fine-tuned on the "
-                     "fitting half's labels; dpmv_lib.evaluate.cross_encoder), the other dimensions by the feature "
-                     "model; the spread over other splits is not computed for "
-                     f"{'it' if len(self.cross_encoded) == 1 else 'them'} (one fine-tuning per split).")
+            ce = ("a cross-encoder (all-MiniLM-L6-v2 reading the query and the response together, fine-tuned on the "
+                  "fitting half's labels; dpmv_lib.evaluate.cross_encoder)")
+            parts = [f"{d.capitalize()} is scored by {ce if i == 0 else 'its own such cross-encoder'}"
+                     + (f", its score weighted {1 - w:g} beside the feature model's {w:g}" if w else "")
+                     for i, (d, w) in enumerate(self.cross_encoded.items())]
+            n = len(self.cross_encoded)
+            cross = (" " + "; ".join(parts) + "; the other dimensions by the feature model. The spread over other "
+                     f"splits is not computed for {'it' if n == 1 else 'them'} (one fine-tuning per split).")
         return (f"{self.definition.sentence()}{self._mixed()}{cross} Judge {self.judge_id}, {self.n_units} labelled "
                 f"units ({self.n_extra} from the extensions), split with seed {self.seed}. Held-out kappa per response "
                 f"model: {'; '.join(per)}.{spread} Positives (grade >= 2) below {MIN_POSITIVES}: {lack or 'none'} "
@@ -536,7 +539,8 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
     judged = judge_units(units, benches, judge)
     rescore = None
     model = getattr(judge, "holistic", None)
-    cross = tuple(d for d in DIMENSIONS if model is not None and d in model.cross_encoded)
+    cross = {d: model.cross_encoded[d].feature_weight for d in DIMENSIONS
+             if model is not None and d in model.cross_encoded}
     if model is not None:
         info = model.fit_info
         stale = f"the judge's holistic model ({model.sha}) is not the one the labels' fitting half gives"
@@ -647,13 +651,15 @@ def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
 
 
 def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_dir: str | Path = "data", *,
-                       seed: int = SPLIT_SEED, encoder_spec: str | None = None, cross_encoded: Sequence[str] = (),
+                       seed: int = SPLIT_SEED, encoder_spec: str | None = None,
+                       cross_encoded: Mapping[str, float] | Sequence[str] = (),
                        cross_dir: str | Path | None = None, log: Callable[[str], None] | None = None) -> HolisticModel:
     """The judge's holistic model (:mod:`.holistic`) fitted on the fitting half of the labels
     (:func:`split_halves` with ``seed``), one row per distinct query and response, against the
-    behaviour catalogue of ``data_dir``. Each dimension of ``cross_encoded`` also gets a
-    cross-encoder fine-tuned on the same rows (:func:`fit_cross_encoder_on`, about 4 minutes on 2
-    cores), written to ``cross_dir/cross_encoder_<dimension>.safetensors`` and named in the model."""
+    behaviour catalogue of ``data_dir``. Each dimension of ``cross_encoded`` (a mapping to the
+    feature model's weight in its score, :data:`CROSS_ENCODED`; a plain sequence weighs it 0) also
+    gets a cross-encoder fine-tuned on the same rows (:func:`fit_cross_encoder_on`, about 4 minutes on
+    2 cores), written to ``cross_dir/cross_encoder_<dimension>.safetensors`` and named in the model."""
     units, F, V, anchors = holistic_inputs(encoder, label_dir, data_dir)
     labels = _label_hash(label_dir)
     info = {"labels": labels, "encoder": str(getattr(encoder, "id", "")), "split_seed": seed,
@@ -671,15 +677,16 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
 
     if cross_dir is None:
         raise ParameterError("cross-encoded dimensions need a directory for their weights (cross_dir)")
+    weights = dict(cross_encoded) if isinstance(cross_encoded, Mapping) else dict.fromkeys(cross_encoded, 0.0)
     cross = {}
-    for d in cross_encoded:
+    for d, weight in weights.items():
         ce = fit_cross_encoder_on(units, mask, d, log=log)
         name = f"cross_encoder_{d}.safetensors"
         sha = ce.save(Path(cross_dir) / name)
         cross[d] = CrossEncoded(name, sha, {"labels": labels, "split_seed": seed,
                                             "fitted_on": int(len(_distinct_rows(units, mask))),
                                             "config": asdict(ce.config), "torch": torch.__version__,
-                                            "cpu": str(cpu_info().get("model", ""))})
+                                            "cpu": str(cpu_info().get("model", ""))}, weight)
     return replace(model, cross_encoded=cross, directory=Path(cross_dir))
 
 

@@ -46,7 +46,7 @@ FOLDS = 5
 SHUFFLES = (0, 1, 2)
 MIN_GAIN = 0.05
 RULE = (f"adopt a candidate only where the pooled kappa inside the fitting half rises by at least {MIN_GAIN} "
-        "and no degradation row of the dimension falls")
+        "and no degradation row of the dimension falls; of several, the highest kappa")
 #: candidates compared with the committed sets: for relevance every feature, and the guide's set
 #: with the per-sentence joins of query and catalogue (a sentence both on the query and specific);
 #: for actionability the subset fixed from the guide before any fit (advice, concrete detail, the
@@ -209,14 +209,45 @@ def cross_encoder_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: st
     ``feature_weight`` the score blends it with the committed feature model's fitted on the same
     training part (:func:`~dpmv_lib.evaluate.holistic.blend_scores`, as the judge does; ``features``
     and ``vectors`` of every unit). One fine-tuning per fold: ``shuffles`` defaults to the first only."""
-    from sklearn.model_selection import GroupKFold
+    tuned = _fold_fine_tunings(units, fit_mask, dimension, config, negatives=negatives, folds=folds,
+                               shuffles=shuffles, base=base, log=log)
+    return _fold_kappas(units, fit_mask, dimension, tuned, feature_weight, features, vectors)
 
-    from ..evaluate.holistic import blend_scores
-    from ..evaluate.u_validity import fit_cuts, grade_with
+
+def _fold_fine_tunings(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str, config: Any = None, *,
+                       negatives: Negatives | float = 0.0, folds: int = FOLDS, shuffles: Sequence[int] = (0,),
+                       base: Any = None, log: Any = None) -> dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Per shuffle, per fold of the fitting half: (training part, test part, the scores of every
+    fitting-half unit by a cross-encoder fine-tuned on the training part's distinct units), shared by
+    the candidates that differ only in their blend (:func:`_fold_kappas`)."""
+    from sklearn.model_selection import GroupKFold
 
     sub, groups, y, w = _fitting_half(units, fit_mask, dimension)
     q, r = sub["query"].astype(str).tolist(), sub["response"].astype(str).tolist()
     dom = _domains(sub)
+    first = ~pd.Series(groups).duplicated().to_numpy()
+    out: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    for seed in shuffles:
+        out[seed] = []
+        for k, (tr, te) in enumerate(GroupKFold(folds, shuffle=True, random_state=seed).split(sub, y, groups)):
+            rows = tr[first[tr]]
+            ce = fit_cross_encoder([q[i] for i in rows], [r[i] for i in rows], y[rows], w[rows], dimension,
+                                   negatives, config, domains=[dom[i] for i in rows] if dom else None,
+                                   base=base, log=log)
+            out[seed].append((tr, te, ce.predict(q, r)))
+            if log is not None:
+                log(f"{dimension}: shuffle {seed}, fold {k + 1}/{folds} done")
+    return out
+
+
+def _fold_kappas(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str,
+                 tuned: Mapping[int, Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]], feature_weight: float,
+                 features: np.ndarray | None, vectors: np.ndarray | None) -> dict[str, float]:
+    """:func:`cross_encoder_kappa` from the fine-tunings of :func:`_fold_fine_tunings`."""
+    from ..evaluate.holistic import blend_scores
+    from ..evaluate.u_validity import fit_cuts, grade_with
+
+    sub, groups, y, w = _fitting_half(units, fit_mask, dimension)
     columns = DIMENSION_FEATURES[dimension]
     if feature_weight:
         if features is None:
@@ -224,20 +255,13 @@ def cross_encoder_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: st
         X, V, empty = _feature_inputs(units, features, vectors, fit_mask, dimension, columns)
     first = ~pd.Series(groups).duplicated().to_numpy()
     out: dict[str, list[float]] = {}
-    for seed in shuffles:
+    for parts in tuned.values():
         grades = np.full(len(sub), np.nan)
-        for k, (tr, te) in enumerate(GroupKFold(folds, shuffle=True, random_state=seed).split(sub, y, groups)):
-            rows = tr[first[tr]]
-            ce = fit_cross_encoder([q[i] for i in rows], [r[i] for i in rows], y[rows], w[rows], dimension,
-                                   negatives, config, domains=[dom[i] for i in rows] if dom else None,
-                                   base=base, log=log)
-            s = ce.predict(q, r)
+        for tr, te, s in parts:
             if feature_weight:
-                s = blend_scores(s, _feature_score(X, V, y, w, rows, columns), feature_weight)
+                s = blend_scores(s, _feature_score(X, V, y, w, tr[first[tr]], columns), feature_weight)
                 s[empty] = 0.0
             grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
-            if log is not None:
-                log(f"{dimension}: shuffle {seed}, fold {k + 1}/{folds} done")
         for name, kappa in _pooled_kappas(sub, y, grades, w).items():
             out.setdefault(name, []).append(kappa)
     return {k: float(np.mean(v)) for k, v in out.items()}
@@ -325,6 +349,15 @@ def _adopt(base: Mapping[str, float] | None, scores: Mapping[str, float]) -> str
     return "yes" if scores["kappa all"] - base["kappa all"] >= MIN_GAIN and kept else "no"
 
 
+def _best_adopted(table: pd.DataFrame) -> pd.DataFrame:
+    """Where :data:`RULE` adopts several candidates of one dimension, the one with the highest pooled
+    kappa keeps "yes"; the others read "no (lower kappa)"."""
+    table = table.copy()
+    for _, g in table[table["adopt"] == "yes"].groupby("dimension"):
+        table.loc[g.index.difference([g["kappa all"].idxmax()]), "adopt"] = "no (lower kappa)"
+    return table
+
+
 def _feature_degradation(encoder: Any, inputs: tuple, mask: np.ndarray, dimension: str,
                          columns: Sequence[str], cross: tuple[Any, float] | None = None) -> dict[str, float]:
     """Degradation rows of ``dimension`` for a judge whose holistic model reads ``columns`` there,
@@ -348,7 +381,8 @@ def _feature_degradation(encoder: Any, inputs: tuple, mask: np.ndarray, dimensio
         if cross is not None:
             name = f"cross_encoder_{dimension}.safetensors"
             sha = cross[0].save(Path(tmp) / name)
-            model = replace(model, cross_encoded={dimension: CrossEncoded(name, sha, {}, cross[1])}, directory=Path(tmp))
+            model = replace(model, cross_encoded={dimension: CrossEncoded(name, sha, {}, cross[1])},
+                            directory=Path(tmp))
         deg = evaluate_judge(RubricJudge(encoder, holistic=model, cross_precision="fp32")
                              ).summary.set_index(["variant", "dimension"])
     return {f"degradation {v}": float(deg.loc[(v, dimension), "accuracy"]) for v in meant}
@@ -386,12 +420,15 @@ class CrossCandidate:
     feature_weight: float = 0.0
 
 
+#: the feature model's weights in the blended relevance candidates (:class:`CrossCandidate`)
+BLEND_WEIGHTS = (0.25, 0.5, 0.75)
 #: cross-encoder candidates per dimension
 CROSS_ENCODER_CANDIDATES: Mapping[str, Mapping[str, CrossCandidate]] = {
     "relevance": {"cross-encoder": CrossCandidate(),
                   "cross-encoder + other-query negatives": CrossCandidate(Negatives(0.5)),
                   "cross-encoder + other-domain negatives": CrossCandidate(Negatives(0.5, other_domain=True)),
-                  "mean of cross-encoder and feature model": CrossCandidate(feature_weight=0.5)},
+                  **{f"cross-encoder blended with feature model ({w:g})": CrossCandidate(feature_weight=w)
+                     for w in BLEND_WEIGHTS}},
     "actionability": {"cross-encoder": CrossCandidate()},
 }
 
@@ -415,12 +452,18 @@ def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, Cr
         base = {f"kappa {m}": v for m, v in fitting_half_kappa(units, F, mask, d, cols, V, shuffles=(0,)).items()}
         base.update(_feature_degradation(encoder, inputs, mask, d, cols))
         rows.append({"dimension": d, "feature set": "committed", "columns": len(cols), **base, "adopt": "-"})
+        tuned: dict[Negatives, Any] = {}       # fine-tunings shared by candidates with the same negatives
+        whole: dict[Negatives, Any] = {}
         for name, cand in sets.items():
-            scores = {f"kappa {m}": v for m, v in cross_encoder_kappa(
-                units, mask, d, config, negatives=cand.negatives, base=base_model, log=log,
-                feature_weight=cand.feature_weight, features=F, vectors=V).items()}
+            if cand.negatives not in tuned:
+                tuned[cand.negatives] = _fold_fine_tunings(units, mask, d, config, negatives=cand.negatives,
+                                                           base=base_model, log=log)
+            scores = {f"kappa {m}": v for m, v in _fold_kappas(units, mask, d, tuned[cand.negatives],
+                                                                 cand.feature_weight, F, V).items()}
             if any(c.startswith("degradation") for c in base):
-                model = _fit_on_distinct(units[mask], d, cand.negatives, config, base_model, log)
+                if cand.negatives not in whole:
+                    whole[cand.negatives] = _fit_on_distinct(units[mask], d, cand.negatives, config, base_model, log)
+                model = whole[cand.negatives]
                 scores.update(_feature_degradation(encoder, inputs, mask, d, cols, (model, cand.feature_weight))
                               if cand.feature_weight else
                               {f"degradation {v}": a for v, a in cross_encoder_degradation(model, d).items()})
@@ -428,7 +471,7 @@ def compare_cross_encoder(encoder: Any, candidates: Mapping[str, Mapping[str, Cr
                          **scores, "adopt": _adopt(base, scores)})
             if log is not None:
                 log(f"{d} / {name}: {scores}")
-    table = pd.DataFrame(rows).astype({"columns": "Int64"})     # a cross-encoder alone reads no feature column
+    table = _best_adopted(pd.DataFrame(rows).astype({"columns": "Int64"}))   # a cross-encoder alone reads no column
     return FeatureStudy(table, str(getattr(encoder, "id", type(encoder).__name__)), shuffles=1)
 
 
@@ -478,17 +521,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cross-encoder", action="store_true",
                     help="compare the committed sets with a cross-encoder fine-tuned on the labels instead "
                          "(about 20 minutes per dimension on 2 cores)")
-    ap.add_argument("--only", default=None, metavar="CANDIDATE",
-                    help="with --cross-encoder: this candidate of CROSS_ENCODER_CANDIDATES alone, beside the "
-                         "committed set of its dimension")
+    ap.add_argument("--only", default=None, nargs="+", metavar="CANDIDATE",
+                    help="with --cross-encoder: these candidates of CROSS_ENCODER_CANDIDATES alone, beside the "
+                         "committed set of their dimension")
     args = ap.parse_args(argv)
     candidates = None
     if args.only is not None:
-        candidates = {d: {n: v for n, v in c.items() if n == args.only} for d, c in CROSS_ENCODER_CANDIDATES.items()}
+        known = {n for c in CROSS_ENCODER_CANDIDATES.values() for n in c}
+        unknown = [n for n in args.only if n not in known]
+        if unknown:
+            raise SystemExit(f"no cross-encoder candidate {unknown[0]!r}; one of {sorted(known)}")
+        candidates = {d: {n: v for n, v in c.items() if n in args.only} for d, c in CROSS_ENCODER_CANDIDATES.items()}
         candidates = {d: c for d, c in candidates.items() if c}
-        if not candidates:
-            raise SystemExit(f"no cross-encoder candidate {args.only!r}; one of "
-                             f"{sorted({n for c in CROSS_ENCODER_CANDIDATES.values() for n in c})}")
     try:
         spec = args.encoder or committed_encoder_spec(Path(args.data) / "judge_labels")
     except ParameterError as exc:

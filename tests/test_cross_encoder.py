@@ -379,7 +379,7 @@ def test_u_validity_measures_a_cross_encoded_dimension_on_the_held_out_half_only
     assert res.cross_encoded == {"actionability": 0.0} and "Actionability is scored by a cross-encoder" in res.summary()
     both = dataclasses.replace(res, cross_encoded={"relevance": 0.5, "actionability": 0.0}).summary()
     assert ("Relevance is scored by a cross-encoder" in both and "weighted 0.5 beside the feature model's 0.5" in both
-            and "Actionability is scored by its own such cross-encoder;" in both and "for them" in both)
+            and "; actionability is scored by its own such cross-encoder;" in both and "for them" in both)
     ref = model.cross_encoded["actionability"]
     for bad in ({"labels": "0" * 16, "split_seed": 0}, {"labels": ref.fit_info["labels"], "split_seed": 1}):
         stale = dataclasses.replace(model, cross_encoded={"actionability": H.CrossEncoded(ref.file, ref.sha256, bad)})
@@ -534,3 +534,12 @@ def test_the_study_blends_the_feature_model_fitted_on_each_training_part(monkeyp
         JF.cross_encoder_kappa(units, mask, "relevance", feature_weight=0.5)
     with pytest.raises(ParameterError, match="needs each unit's features"):
         JF.cross_encoder_heldout_kappa(units, mask, "relevance", feature_weight=0.5)
+
+
+def test_of_several_adopted_candidates_the_highest_kappa_is_kept():
+    table = pd.DataFrame({"dimension": ["relevance"] * 4 + ["actionability"] * 2,
+                          "feature set": ["committed", "a", "b", "c", "committed", "d"],
+                          "kappa all": [0.5, 0.58, 0.62, 0.7, 0.6, 0.66], "adopt": ["-", "yes", "yes", "no", "-", "yes"]})
+    out = JF._best_adopted(table)
+    assert list(out["adopt"]) == ["-", "no (lower kappa)", "yes", "no", "-", "yes"]
+    assert list(table["adopt"]) == ["-", "yes", "yes", "no", "-", "yes"]      # the input is left as it was

@@ -17,9 +17,10 @@ cumulative model.
 It is fitted (:func:`fit`) on the fitting half of ``data/judge_labels``
 (:func:`dpmv_lib.evaluate.u_validity.split_halves`, seed :data:`~.u_validity.SPLIT_SEED`) and
 nothing else; :mod:`~.u_validity` measures it on the other half. A dimension in
-:attr:`HolisticModel.cross_encoded` (actionability, adopted by the feature study's rule) is scored
-instead by a cross-encoder fine-tuned on the same rows (:mod:`.cross_encoder`, :class:`CrossEncoded`;
-its float16 weights are committed beside the model and checked by their sha256). The fitted model is committed
+:attr:`HolisticModel.cross_encoded` (those the feature study's rule adopted) is scored by a
+cross-encoder fine-tuned on the same rows (:mod:`.cross_encoder`, :class:`CrossEncoded`; its float16
+weights are committed beside the model and checked by their sha256), alone (actionability) or blended
+with the boundaries' score (relevance: 0.25 x the cross-encoder's + 0.75 x the boundaries'). The fitted model is committed
 (:data:`MODEL_FILE`, written by ``python -m dpmv_lib.evaluate.u_validity``) and a test refits it from
 the committed labels. Holistic labels depend only on the query and the response, so the model
 sees each distinct (query, response) once.

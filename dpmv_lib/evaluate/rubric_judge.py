@@ -189,8 +189,9 @@ class RubricJudge:
     come from ``holistic`` (default "auto": the committed :class:`~.holistic.HolisticModel` for a
     sentence-transformer encoder; id ``rubric-v5``): item-independent features of the turn
     (:meth:`holistic_features`) through the fitted model, except the dimensions the model
-    cross-encodes (actionability), which a cross-encoder reading the query and the response
-    together scores (:meth:`cross_scores`; its precision, ``cross_precision``, is in the id).
+    cross-encodes, which a cross-encoder reading the query and the response together scores alone
+    (actionability) or blended with the fitted model's score (relevance; :meth:`cross_scores`,
+    :class:`~.holistic.CrossEncoded`; its precision, ``cross_precision``, is in the id).
     With ``holistic=None`` (and for the hashing encoder) they come from the rules below (id
     ``rubric-v4``).
 

@@ -92,7 +92,7 @@ SPLIT_SEED = 0
 #: (:mod:`.cross_encoder`), each with the feature model's weight in its score
 #: (:class:`~.holistic.CrossEncoded`; 0: the cross-encoder alone): those the feature study's rule
 #: adopted (``python -m dpmv_lib.experiments.judge_features --cross-encoder``; data/judge_labels/README.md)
-CROSS_ENCODED: Mapping[str, float] = {"actionability": 0.0}
+CROSS_ENCODED: Mapping[str, float] = {"relevance": 0.75, "actionability": 0.0}
 #: a refitted cross-encoder's scores on the labelled units may differ from the committed one's by this
 #: much on another CPU (float rounding in 3 epochs of training; the weights are stored in float16)
 CROSS_REFIT_TOLERANCE = 0.05
@@ -457,12 +457,13 @@ class UValidity:
         if self.cross_encoded:
             ce = ("a cross-encoder (all-MiniLM-L6-v2 reading the query and the response together, fine-tuned on the "
                   "fitting half's labels; dpmv_lib.evaluate.cross_encoder)")
-            parts = [f"{d.capitalize()} is scored by {ce if i == 0 else 'its own such cross-encoder'}"
+            parts = [f"{d} is scored by {ce if i == 0 else 'its own such cross-encoder'}"
                      + (f", its score weighted {1 - w:g} beside the feature model's {w:g}" if w else "")
                      for i, (d, w) in enumerate(self.cross_encoded.items())]
             n = len(self.cross_encoded)
-            cross = (" " + "; ".join(parts) + "; the other dimensions by the feature model. The spread over other "
-                     f"splits is not computed for {'it' if n == 1 else 'them'} (one fine-tuning per split).")
+            text = "; ".join(parts)
+            cross = (f" {text[0].upper()}{text[1:]}; the other dimensions by the feature model. The spread over "
+                     f"other splits is not computed for {'it' if n == 1 else 'them'} (one fine-tuning per split).")
         return (f"{self.definition.sentence()}{self._mixed()}{cross} Judge {self.judge_id}, {self.n_units} labelled "
                 f"units ({self.n_extra} from the extensions), split with seed {self.seed}. Held-out kappa per response "
                 f"model: {'; '.join(per)}.{spread} Positives (grade >= 2) below {MIN_POSITIVES}: {lack or 'none'} "

@@ -25,10 +25,13 @@ least :data:`MIN_GAIN` and lowers no degradation row of the dimension.
 response together beside the committed sets, by the same kappa, degradation rows and rule: a
 :class:`~dpmv_lib.evaluate.cross_encoder.CrossEncoder` fine-tuned on each training part
 (:data:`CROSS_ENCODER_CANDIDATES`; for relevance also with label-free negatives, :class:`Negatives`:
-answers paired with another unit's query, from any slot domain or from another one only), on the
-first shuffle only, the committed set beside it on the same folds (``--only`` runs one candidate).
-The actionability cross-encoder the rule adopted is the judge's (:data:`~dpmv_lib.evaluate.
-u_validity.CROSS_ENCODED`); the "committed" rows here are the feature model.
+answers paired with another unit's query, from any slot domain or from another one only; and blended
+with the committed feature model's score fitted on the same training part, :class:`CrossCandidate`,
+the candidates with the same negatives sharing their fine-tunings), on the first shuffle only, the
+committed set beside it on the same folds (``--only`` runs some candidates). The cross-encoders the
+rule adopted are the judge's (:data:`~dpmv_lib.evaluate.u_validity.CROSS_ENCODED`: actionability
+alone, relevance blended 0.25 / 0.75 with the feature model); the "committed" rows here are the
+feature model.
 """
 from __future__ import annotations
 

@@ -270,6 +270,23 @@ def test_saved_weights_load_to_the_same_scores(tiny_ce, tmp_path):
     assert np.abs(bf - b).max() < 0.1
 
 
+def test_the_same_weights_save_to_the_same_bytes_in_any_process(tiny_ce, tmp_path):
+    """safetensors writes its header's keys in an order that changes between processes; the saved
+    file sorts them, so a refit with the same weights keeps its sha256."""
+    import subprocess
+    import sys
+
+    first = tiny_ce.save(tmp_path / "a.safetensors")
+    assert tiny_ce.save(tmp_path / "b.safetensors") == first
+    code = ("import sys; from dpmv_lib.evaluate.cross_encoder import CrossEncoder; "
+            "print(CrossEncoder.load(sys.argv[1], tokenizer=sys.argv[2]).save(sys.argv[3]))")
+    tok = tiny_ce.tokenizer.name_or_path
+    shas = {subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.safetensors"), tok,
+                            str(tmp_path / f"c{i}.safetensors")], capture_output=True, text=True,
+                           check=True).stdout.split()[-1] for i in range(3)}
+    assert shas == {first}
+
+
 def test_load_refuses_what_save_did_not_write(tiny_ce, tmp_path):
     from safetensors.torch import save_file
     import torch
@@ -539,7 +556,8 @@ def test_the_study_blends_the_feature_model_fitted_on_each_training_part(monkeyp
 def test_of_several_adopted_candidates_the_highest_kappa_is_kept():
     table = pd.DataFrame({"dimension": ["relevance"] * 4 + ["actionability"] * 2,
                           "feature set": ["committed", "a", "b", "c", "committed", "d"],
-                          "kappa all": [0.5, 0.58, 0.62, 0.7, 0.6, 0.66], "adopt": ["-", "yes", "yes", "no", "-", "yes"]})
+                          "kappa all": [0.5, 0.58, 0.62, 0.7, 0.6, 0.66],
+                          "adopt": ["-", "yes", "yes", "no", "-", "yes"]})
     out = JF._best_adopted(table)
     assert list(out["adopt"]) == ["-", "no (lower kappa)", "yes", "no", "-", "yes"]
     assert list(table["adopt"]) == ["-", "yes", "yes", "no", "-", "yes"]      # the input is left as it was

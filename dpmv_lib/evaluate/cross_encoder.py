@@ -207,6 +207,7 @@ class CrossEncoder:
         save_file(state, str(tmp), metadata={"config": json.dumps(asdict(self.config), sort_keys=True),
                                              "encoder_config": self.model.encoder.config.to_json_string(),
                                              "format": SAVE_FORMAT})
+        _sort_header(tmp)
         tmp.replace(path)
         return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -247,6 +248,17 @@ class CrossEncoder:
             net.to(torch.bfloat16)
         tok = Path(tokenizer) if tokenizer is not None else minilm_path()
         return cls(net, AutoTokenizer.from_pretrained(str(tok)), config)
+
+
+def _sort_header(path: Path) -> None:
+    """Rewrite a safetensors file's JSON header with sorted keys (padded with spaces to 8 bytes, as
+    the format writes it), so the same weights give the same bytes and sha256: ``save_file`` writes
+    the header's keys in an order that changes from process to process."""
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    text = json.dumps(json.loads(raw[8:8 + n]), sort_keys=True, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + n:])
 
 
 def pair_text(query: str, response: str) -> str:

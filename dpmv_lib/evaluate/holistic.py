@@ -20,9 +20,9 @@ nothing else; :mod:`~.u_validity` measures it on the other half. A dimension in
 :attr:`HolisticModel.cross_encoded` (those the feature study's rule adopted) is scored by a
 cross-encoder fine-tuned on the same rows (:mod:`.cross_encoder`, :class:`CrossEncoded`; its float16
 weights are committed beside the model and checked by their sha256), alone (actionability) or blended
-with the boundaries' score (relevance: 0.25 x the cross-encoder's + 0.75 x the boundaries'). The fitted model is committed
-(:data:`MODEL_FILE`, written by ``python -m dpmv_lib.evaluate.u_validity``) and a test refits it from
-the committed labels. Holistic labels depend only on the query and the response, so the model
+with the boundaries' score (relevance: 0.25 x the cross-encoder's + 0.75 x the boundaries'). The
+fitted model is committed (:data:`MODEL_FILE`, written by ``python -m dpmv_lib.evaluate.u_validity``)
+and a test refits it from the committed labels. Holistic labels depend only on the query and the response, so the model
 sees each distinct (query, response) once.
 """
 from __future__ import annotations

@@ -566,8 +566,8 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
     fit_mask = split_halves(judged, seed)
     table, cuts = heldout_table(judged, fit_mask)
     if spread_seeds:
-        table = table.merge(split_spread(judged, spread_seeds, rescore, cross), on=["dimension", "response_model"],
-                            how="left")
+        table = table.merge(split_spread(judged, spread_seeds, rescore, tuple(cross)),
+                            on=["dimension", "response_model"], how="left")
     pooled = table[table["response_model"] == "all"].set_index("dimension")["kappa_fitted"]
     return UValidity(table, cuts, UDefinition.from_kappas(pooled.to_dict()), positives(units),
                      str(getattr(judge, "id", type(judge).__name__)), seed, len(units),

@@ -300,7 +300,7 @@ def cross_encoder_heldout_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimen
     :func:`~dpmv_lib.evaluate.u_validity.validate_u` measures the judge: the figure of a candidate
     that :data:`RULE` adopts, never one that chose it."""
     from ..evaluate.holistic import blend_scores
-    from ..evaluate.u_validity import _distinct_rows, fit_cuts, grade_with
+    from ..evaluate.u_validity import fit_cuts, grade_with
 
     units = units.reset_index(drop=True)
     mask = np.asarray(fit_mask, bool)
@@ -315,7 +315,7 @@ def cross_encoder_heldout_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimen
         everyone = np.ones(len(units), bool)
         X, V, empty = _feature_inputs(units, features, vectors, everyone, dimension, DIMENSION_FEATURES[dimension])
         design = units["design_weight"].to_numpy(float) if "design_weight" in units else np.ones(len(units))
-        rows = _distinct_rows(units, mask)
+        rows = np.flatnonzero(mask & ~units.duplicated(["query", "response"]).to_numpy())
         f = _feature_score(X, V, units[dimension].to_numpy(float), design, rows, DIMENSION_FEATURES[dimension])
         f[empty] = 0.0
         s_fit, s_held = blend_scores(s_fit, f[mask], feature_weight), blend_scores(s_held, f[~mask], feature_weight)

@@ -209,10 +209,6 @@ class CrossEncoded:
             raise ParameterError(f"cross-encoded {self.file}: feature_weight must lie in [0, 1), "
                                  f"got {self.feature_weight!r}")
 
-    def blend(self, cross: Any, features: Any) -> np.ndarray:
-        """The dimension's scores from the cross-encoder's (clipped to 0-4) and the boundaries'."""
-        return blend_scores(cross, features, self.feature_weight)
-
     def to_dict(self) -> dict:
         return {"file": self.file, "sha256": self.sha256, "fit_info": dict(self.fit_info),
                 **({"feature_weight": self.feature_weight} if self.feature_weight else {})}

@@ -355,7 +355,7 @@ class RubricJudge:
         holistic scores from the model, scored for the whole chunk at once, where there is one and
         the turn has features (an empty response keeps its zeros); a cross-encoded dimension takes
         the turn's score in ``cross`` (dimension index -> score, :meth:`cross_scores`), blended with
-        the boundaries' by its :meth:`~.holistic.CrossEncoded.blend`."""
+        the boundaries' with its ``feature_weight`` (:func:`~.holistic.blend_scores`)."""
         out = [(h, i) for h, i, _ in turns]
         rows = [j for j, t in enumerate(turns) if t[2] is not None]
         if self.holistic is not None and rows:
@@ -363,7 +363,8 @@ class RubricJudge:
             for j, sc in zip(rows, scores):
                 vals = [float(x) for x in sc]
                 for d, v in (cross[j] if j < len(cross) else {}).items():
-                    vals[d] = float(self.holistic.cross_encoded[DIMENSIONS[d]].blend(v, vals[d]))
+                    weight = self.holistic.cross_encoded[DIMENSIONS[d]].feature_weight
+                    vals[d] = float(holistic.blend_scores(v, vals[d], weight))
                 out[j] = (tuple(vals), turns[j][1])
         return out
 

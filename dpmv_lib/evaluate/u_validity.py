@@ -574,8 +574,8 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
                      int((units["pool"] != "sample").sum()), enriched_table(judged, fit_mask, cuts), cross)
 
 
-def _distinct_rows(units: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
-    """Indices of the first unit of each distinct (query, response) among the masked units."""
+def distinct_rows(units: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """Index labels of the first unit of each distinct (query, response) among the masked units."""
     sub = units[np.asarray(mask, bool)]
     return sub.index[~sub.duplicated(["query", "response"])].to_numpy()
 
@@ -599,7 +599,7 @@ def fit_on(units: pd.DataFrame, features: np.ndarray, vectors: np.ndarray, mask:
     :meth:`~.rubric_judge.RubricJudge.holistic_features_and_vectors` of every unit). Where a
     dimension reads the content features, :func:`.holistic.fit` fits their projection on the same rows."""
     units = units.reset_index(drop=True)
-    rows = _distinct_rows(units, mask)
+    rows = distinct_rows(units, mask)
     weight = units.loc[rows, "design_weight"].to_numpy(float) if "design_weight" in units else None
     return fit_holistic(pd.DataFrame(np.asarray(features, float)[rows], columns=list(FEATURES)),
                         units.loc[rows, list(DIMENSIONS)].reset_index(drop=True),
@@ -607,21 +607,30 @@ def fit_on(units: pd.DataFrame, features: np.ndarray, vectors: np.ndarray, mask:
                         sample_weight=weight, vectors=np.asarray(vectors, float)[rows])
 
 
-def fit_cross_encoder_on(units: pd.DataFrame, mask: np.ndarray, dimension: str, config: Any = None, *,
-                         log: Callable[[str], None] | None = None) -> Any:
-    """A :class:`~.cross_encoder.CrossEncoder` fine-tuned to ``dimension``'s labels on the units of
-    ``mask``, one row per distinct (query, response), each with its ``design_weight`` (as
-    :func:`fit_on` fits the holistic model)."""
-    from .cross_encoder import CrossEncoder
-
+def training_rows(units: pd.DataFrame, mask: np.ndarray, dimension: str
+                  ) -> tuple[list[str], list[str], np.ndarray, np.ndarray | None]:
+    """(queries, responses, labels, weights) of one row per distinct (query, response) among the
+    units of ``mask``: ``dimension``'s labels and each row's ``design_weight`` (None where the units
+    carry none), the rows a cross-encoder is fine-tuned on (:func:`fit_cross_encoder_on`)."""
     if dimension not in DIMENSIONS:
         raise ParameterError(f"unknown dimension {dimension!r}; U holds {DIMENSIONS}")
     units = units.reset_index(drop=True)
-    rows = _distinct_rows(units, mask)
+    rows = distinct_rows(units, mask)
     weight = units.loc[rows, "design_weight"].to_numpy(float) if "design_weight" in units else None
-    return CrossEncoder.fit(units.loc[rows, "query"].astype(str).tolist(),
-                            units.loc[rows, "response"].astype(str).tolist(),
-                            units.loc[rows, dimension].to_numpy(float), weight, config, log=log)
+    return (units.loc[rows, "query"].astype(str).tolist(), units.loc[rows, "response"].astype(str).tolist(),
+            units.loc[rows, dimension].to_numpy(float), weight)
+
+
+def fit_cross_encoder_on(units: pd.DataFrame, mask: np.ndarray, dimension: str, config: Any = None, *,
+                         base: Any = None, log: Callable[[str], None] | None = None) -> Any:
+    """A :class:`~.cross_encoder.CrossEncoder` fine-tuned to ``dimension``'s labels on the units of
+    ``mask``, one row per distinct (query, response), each with its ``design_weight`` (as
+    :func:`fit_on` fits the holistic model; :func:`training_rows`). ``base``: a local model
+    directory to fine-tune (default the offline MiniLM)."""
+    from .cross_encoder import CrossEncoder
+
+    q, r, y, w = training_rows(units, mask, dimension)
+    return CrossEncoder.fit(q, r, y, w, config, base=base, log=log)
 
 
 def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
@@ -685,7 +694,7 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
         name = f"cross_encoder_{d}.safetensors"
         sha = ce.save(Path(cross_dir) / name)
         cross[d] = CrossEncoded(name, sha, {"labels": labels, "split_seed": seed,
-                                            "fitted_on": int(len(_distinct_rows(units, mask))),
+                                            "fitted_on": int(len(distinct_rows(units, mask))),
                                             "config": asdict(ce.config), "torch": torch.__version__,
                                             "cpu": str(cpu_info().get("model", ""))}, weight)
     return replace(model, cross_encoded=cross, directory=Path(cross_dir))

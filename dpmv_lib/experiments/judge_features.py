@@ -193,12 +193,15 @@ def _domains(units: pd.DataFrame) -> list[str] | None:
 
 def _fit_on_distinct(units: pd.DataFrame, dimension: str, negatives: Negatives | float, config: Any, base: Any,
                      log: Any) -> Any:
-    """:func:`fit_cross_encoder` on one row per distinct (query, response) of ``units``."""
-    part = units.drop_duplicates(["query", "response"])
-    weights = part["design_weight"].to_numpy(float) if "design_weight" in part else np.ones(len(part))
-    return fit_cross_encoder(part["query"].astype(str).tolist(), part["response"].astype(str).tolist(),
-                             part[dimension].to_numpy(float), weights, dimension, negatives, config,
-                             domains=_domains(part), base=base, log=log)
+    """:func:`fit_cross_encoder` on one row per distinct (query, response) of ``units``
+    (:func:`~dpmv_lib.evaluate.u_validity.training_rows`, as the judge's cross-encoders are fitted)."""
+    from ..evaluate.u_validity import distinct_rows, training_rows
+
+    units = units.reset_index(drop=True)
+    everyone = np.ones(len(units), bool)
+    q, r, y, w = training_rows(units, everyone, dimension)
+    return fit_cross_encoder(q, r, y, np.ones(len(q)) if w is None else w, dimension, negatives, config,
+                             domains=_domains(units.loc[distinct_rows(units, everyone)]), base=base, log=log)
 
 
 def cross_encoder_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str,
@@ -300,7 +303,7 @@ def cross_encoder_heldout_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimen
     :func:`~dpmv_lib.evaluate.u_validity.validate_u` measures the judge: the figure of a candidate
     that :data:`RULE` adopts, never one that chose it."""
     from ..evaluate.holistic import blend_scores
-    from ..evaluate.u_validity import fit_cuts, grade_with
+    from ..evaluate.u_validity import distinct_rows, fit_cuts, grade_with
 
     units = units.reset_index(drop=True)
     mask = np.asarray(fit_mask, bool)
@@ -315,7 +318,7 @@ def cross_encoder_heldout_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimen
         everyone = np.ones(len(units), bool)
         X, V, empty = _feature_inputs(units, features, vectors, everyone, dimension, DIMENSION_FEATURES[dimension])
         design = units["design_weight"].to_numpy(float) if "design_weight" in units else np.ones(len(units))
-        rows = np.flatnonzero(mask & ~units.duplicated(["query", "response"]).to_numpy())
+        rows = distinct_rows(units, mask)
         f = _feature_score(X, V, units[dimension].to_numpy(float), design, rows, DIMENSION_FEATURES[dimension])
         f[empty] = 0.0
         s_fit, s_held = blend_scores(s_fit, f[mask], feature_weight), blend_scores(s_held, f[~mask], feature_weight)

@@ -396,7 +396,9 @@ def test_u_validity_measures_a_cross_encoded_dimension_on_the_held_out_half_only
     assert res.cross_encoded == {"actionability": 0.0} and "Actionability is scored by a cross-encoder" in res.summary()
     both = dataclasses.replace(res, cross_encoded={"relevance": 0.5, "actionability": 0.0}).summary()
     assert ("Relevance is scored by a cross-encoder" in both and "weighted 0.5 beside the feature model's 0.5" in both
-            and "; actionability is scored by its own such cross-encoder;" in both and "for them" in both)
+            and "; actionability is scored by its own such cross-encoder;" in both
+            and "not computed for relevance, actionability" in both)
+    assert res.cross_spread == {"actionability": 0}       # no shard: no range
     ref = model.cross_encoded["actionability"]
     for bad in ({"labels": "0" * 16, "split_seed": 0}, {"labels": ref.fit_info["labels"], "split_seed": 1}):
         stale = dataclasses.replace(model, cross_encoded={"actionability": H.CrossEncoded(ref.file, ref.sha256, bad)})

@@ -4,6 +4,7 @@ disjoint, the cuts never see the held-out half, a dimension below the floor leav
 definition reaches the claims' metrics."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -134,6 +135,17 @@ def test_heldout_kappa_is_recomputed_from_the_committed_labels(validity):
     assert set(validity.definition.dimensions) == {
         d for d in DIMENSIONS if t.at[(d, "all"), "kappa_fitted"] >= UV.FLOOR}
     assert "U = " in validity.summary() and "|" in validity.markdown()
+
+
+def test_the_summary_says_how_far_the_cross_encoded_spread_has_got(validity):
+    part = dataclasses.replace(validity, cross_encoded={"relevance": 0.75, "actionability": 0.0},
+                               cross_spread={"relevance": 4, "actionability": 0}, spread_splits=10)
+    s = part.summary()
+    assert "relevance 4 of 10 splits (a range is shown only where every split is done)." in s
+    assert "The spread over other splits is not computed for actionability" in s
+    s = dataclasses.replace(part, cross_spread={"relevance": 10, "actionability": 10}).summary()
+    assert "relevance 10 of 10 splits, actionability 10 of 10 splits." in s and "not computed" not in s
+    assert "data/judge_labels/cross_encoder_spread" in s
 
 
 # ---- the definition of U -----------------------------------------------------------------------------------

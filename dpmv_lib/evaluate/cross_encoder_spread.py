@@ -27,39 +27,27 @@ Command line::
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ..common.io import write_atomic
 from ..core.errors import ParameterError
-from .holistic import HolisticModel, blend_scores
+from .holistic import blend_scores
 from .rubric import DIMENSIONS
-from .u_validity import MODELS, distinct_rows, fit_cross_encoder_on, fit_on, heldout_table, split_halves
+from .u_validity import (CROSS_SPREAD_FORMAT, SPREAD_DIR, cross_spread_current, cross_spread_scorer,
+                         cross_spread_table, distinct_rows, fit_cross_encoder_on, fit_on, heldout_table,
+                         read_cross_spread, split_halves)
 
-SPREAD_DIR = "cross_encoder_spread"
 SEEDS = tuple(range(10))
-SHARD_FORMAT = "dpmv-cross-encoder-spread-1"
 
 
 def shard_path(spread_dir: str | Path, dimension: str, seed: int) -> Path:
     """``{spread_dir}/{dimension}-split{seed}.json``."""
     return Path(spread_dir) / f"{dimension}-split{int(seed)}.json"
-
-
-def expected(model: HolisticModel, dimension: str) -> dict[str, Any]:
-    """What a current shard of ``dimension`` records about its scorer: the committed model's labels,
-    encoder, feature weight and fine-tuning config."""
-    ref = model.cross_encoded.get(dimension)
-    if ref is None:
-        raise ParameterError(f"the committed holistic model does not cross-encode {dimension!r} "
-                             f"(it cross-encodes {sorted(model.cross_encoded) or 'nothing'})")
-    return {"labels": model.fit_info.get("labels"), "encoder": model.fit_info.get("encoder"),
-            "feature_weight": float(ref.feature_weight), "config": dict(ref.fit_info.get("config", {}))}
 
 
 def split_kappas(inputs: tuple, mask: np.ndarray, dimension: str, feature_weight: float, config: Any = None, *,
@@ -95,51 +83,6 @@ def split_kappas(inputs: tuple, mask: np.ndarray, dimension: str, feature_weight
             "cut_2": float(t.loc["all", "cut_2"])}
 
 
-def read_shards(spread_dir: str | Path) -> list[dict[str, Any]]:
-    """Every shard under ``spread_dir`` (an unreadable or foreign file is refused by name)."""
-    out = []
-    for p in sorted(Path(spread_dir).glob("*-split*.json")):
-        try:
-            obj = json.loads(p.read_text())
-        except json.JSONDecodeError as exc:
-            raise ParameterError(f"{p}: not a JSON shard ({exc})") from None
-        if not isinstance(obj, dict) or obj.get("format") != SHARD_FORMAT:
-            raise ParameterError(f"{p}: not a {SHARD_FORMAT} shard")
-        out.append(obj)
-    return out
-
-
-def shard_current(shard: Mapping[str, Any], model: HolisticModel) -> bool:
-    """True where ``shard`` was computed for the committed scorer of its dimension (:func:`expected`)."""
-    d = shard.get("dimension")
-    if d not in model.cross_encoded:
-        return False
-    want = expected(model, str(d))
-    return all(shard.get(k) == v for k, v in want.items())
-
-
-def spread_table(shards: Sequence[Mapping[str, Any]], model: HolisticModel,
-                 seeds: Sequence[int] = SEEDS) -> pd.DataFrame:
-    """Per cross-encoded dimension and response model: the current shards' number of splits among
-    ``seeds`` and their held-out kappa's min, median and max (NaN where none is current), beside
-    the split behind U (:data:`~.u_validity.SPLIT_SEED`) where its shard exists."""
-    from .u_validity import SPLIT_SEED
-
-    recs = []
-    for d in (x for x in DIMENSIONS if x in model.cross_encoded):
-        got = {int(s["split_seed"]): s for s in shards
-               if s.get("dimension") == d and int(s.get("split_seed", -1)) in set(seeds) and shard_current(s, model)}
-        for m in ("all", *MODELS):
-            k = np.array([got[s]["kappa_fitted"].get(m, math.nan) for s in sorted(got)], float)
-            recs.append({"dimension": d, "response_model": m, "splits": len(got), "of": len(seeds),
-                         "kappa_split_seed": (got[SPLIT_SEED]["kappa_fitted"].get(m, math.nan)
-                                              if SPLIT_SEED in got else math.nan),
-                         "kappa_min": float(np.nanmin(k)) if np.isfinite(k).any() else math.nan,
-                         "kappa_median": float(np.nanmedian(k)) if np.isfinite(k).any() else math.nan,
-                         "kappa_max": float(np.nanmax(k)) if np.isfinite(k).any() else math.nan})
-    return pd.DataFrame.from_records(recs)
-
-
 def compute(label_dir: str | Path, data_dir: str | Path = "data", seeds: Sequence[int] = SEEDS,
             dimensions: Sequence[str] | None = None, spread_dir: str | Path | None = None, *,
             encoder: Any = None, base: Any = None, log: Callable[[str], None] | None = None) -> pd.DataFrame:
@@ -159,12 +102,11 @@ def compute(label_dir: str | Path, data_dir: str | Path = "data", seeds: Sequenc
     if model is None or not model.cross_encoded:
         raise ParameterError(f"no committed holistic model with cross-encoded dimensions in {label_dir}")
     dims = list(model.cross_encoded) if dimensions is None else list(dimensions)
-    want = {d: expected(model, d) for d in dims}
+    want = {d: cross_spread_scorer(model, d) for d in dims}
     out = Path(spread_dir) if spread_dir is not None else Path(label_dir) / SPREAD_DIR
-    current = {(s["dimension"], int(s["split_seed"])) for s in (read_shards(out) if out.is_dir() else [])
-               if shard_current(s, model)}
+    current = {(s["dimension"], int(s["split_seed"])) for s in (read_cross_spread(out) if out.is_dir() else [])
+               if cross_spread_current(s, model)}
     todo = [(s, d) for s in seeds for d in dims if (d, int(s)) not in current]
-    inputs = None
     if todo:
         if encoder is None:
             from .encoders import get_encoder
@@ -174,22 +116,19 @@ def compute(label_dir: str | Path, data_dir: str | Path = "data", seeds: Sequenc
                                  f"fitted with ({want[dims[0]]['encoder']!r})")
         inputs = holistic_inputs(encoder, label_dir, data_dir)
     for i, (seed, d) in enumerate(todo):
-        assert inputs is not None
         t0 = time.monotonic()
         if log is not None:
             log(f"[{i + 1}/{len(todo)}] {d}, split seed {seed}")
-        mask = split_halves(inputs[0], int(seed))
-        config = CrossEncoderConfig(**want[d]["config"])
-        res = split_kappas(inputs, mask, d, want[d]["feature_weight"], config, base=base, log=log)
-
-        shard = {"format": SHARD_FORMAT, "dimension": d, "split_seed": int(seed), **want[d], **res,
+        res = split_kappas(inputs, split_halves(inputs[0], int(seed)), d, want[d]["feature_weight"],
+                           CrossEncoderConfig(**want[d]["config"]), base=base, log=log)
+        shard = {"format": CROSS_SPREAD_FORMAT, "dimension": d, "split_seed": int(seed), **want[d], **res,
                  "seconds": round(time.monotonic() - t0, 1), "torch": torch.__version__,
                  "cpu": str(cpu_info().get("model", ""))}
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(shard_path(out, d, seed), json.dumps(shard, indent=1, sort_keys=True) + "\n")
         if log is not None:
             log(f"    kappa {res['kappa_fitted']} ({shard['seconds']:.0f} s)")
-    return spread_table(read_shards(out), model, seeds)
+    return cross_spread_table(read_cross_spread(out), model, seeds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

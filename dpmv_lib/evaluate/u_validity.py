@@ -20,7 +20,9 @@ fitting on one half of the labelled units and measuring on the other:
   for a judge with the encoder the model was fitted with, one that differs from the refit. A judge
   with another encoder (e.g. an OpenVINO runtime of the same MiniLM) applies the committed model to
   its own features. For the spread over other splits the model is refitted on each split's
-  fitting half. A judge without a model (the hashing encoder) keeps the rules of rubric-v4.
+  fitting half; a cross-encoded dimension's spread needs a fine-tuning per split, done once and
+  committed as shards (:mod:`.cross_encoder_spread`), read where every split has a current one.
+  A judge without a model (the hashing encoder) keeps the rules of rubric-v4.
 * **fit** (:func:`fit_cuts`): per dimension, the judge's 0-4 score s is read on the labels'
   scale by four cut points: grade = number of cuts c_k with s >= c_k. Each c_k maximises Cohen's
   kappa of (label >= k) against (s >= c_k) on the fitting half (candidates: every score value,
@@ -53,6 +55,7 @@ rubric-v5's holistic scores do not depend on the items.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +91,8 @@ EXTENSIONS = {"extra": (EXTRA_SAMPLE, EXTRA_LABELS), "extra_smollm2": (SMOL_SAMP
 MODELS = ("surrogate", "smollm2")
 #: the split behind U's definition: fixed, so that runs with other seeds share one U
 SPLIT_SEED = 0
+SPREAD_DIR = "cross_encoder_spread"   # the cross-encoded dimensions' per-split shards, under the label directory
+CROSS_SPREAD_FORMAT = "dpmv-cross-encoder-spread-1"
 #: dimensions the judge scores with a cross-encoder fine-tuned on the fitting half
 #: (:mod:`.cross_encoder`), each with the feature model's weight in its score
 #: (:class:`~.holistic.CrossEncoded`; 0: the cross-encoder alone): those the feature study's rule
@@ -435,6 +440,8 @@ class UValidity:
     n_extra: int
     enriched: pd.DataFrame = field(default_factory=pd.DataFrame)
     cross_encoded: Mapping[str, float] = field(default_factory=dict)
+    cross_spread: Mapping[str, int] = field(default_factory=dict)
+    spread_splits: int = 0
 
     def summary(self) -> str:
         """One paragraph from the numbers."""
@@ -460,15 +467,28 @@ class UValidity:
             parts = [f"{d} is scored by {ce if i == 0 else 'its own such cross-encoder'}"
                      + (f", its score weighted {1 - w:g} beside the feature model's {w:g}" if w else "")
                      for i, (d, w) in enumerate(self.cross_encoded.items())]
-            n = len(self.cross_encoded)
             text = "; ".join(parts)
-            cross = (f" {text[0].upper()}{text[1:]}; the other dimensions by the feature model. The spread over "
-                     f"other splits is not computed for {'it' if n == 1 else 'them'} (one fine-tuning per split).")
+            cross = f" {text[0].upper()}{text[1:]}; the other dimensions by the feature model.{self._cross_spread()}"
         return (f"{self.definition.sentence()}{self._mixed()}{cross} Judge {self.judge_id}, {self.n_units} labelled "
                 f"units ({self.n_extra} from the extensions), split with seed {self.seed}. Held-out kappa per response "
                 f"model: {'; '.join(per)}.{spread} Positives (grade >= 2) below {MIN_POSITIVES}: {lack or 'none'} "
                 f"(sklearn.model_selection.StratifiedGroupKFold split, sklearn.metrics.cohen_kappa_score)."
                 f"{self._enriched()}")
+
+    def _cross_spread(self) -> str:
+        done = {d: n for d, n in self.cross_spread.items() if n}
+        missing = [d for d in self.cross_encoded if d not in done]
+        out = ""
+        if done:
+            out = (" Their spread over other splits comes from one fine-tuning per split and dimension, committed "
+                   f"under data/judge_labels/{SPREAD_DIR} (dpmv_lib.evaluate.cross_encoder_spread): "
+                   + ", ".join(f"{d} {n} of {self.spread_splits} splits" for d, n in done.items())
+                   + (" (a range is shown only where every split is done)"
+                      if any(n < self.spread_splits for n in done.values()) else "") + ".")
+        if missing:
+            out += (f" The spread over other splits is not computed for {', '.join(missing)} "
+                    f"(`python -m dpmv_lib.evaluate.cross_encoder_spread` fine-tunes one per split).")
+        return out
 
     def _enriched(self) -> str:
         e = self.enriched
@@ -565,13 +585,87 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
                                      "`python -m dpmv_lib.evaluate.u_validity`")
     fit_mask = split_halves(judged, seed)
     table, cuts = heldout_table(judged, fit_mask)
+    cross_spread: dict[str, int] = {}
     if spread_seeds:
         table = table.merge(split_spread(judged, spread_seeds, rescore, tuple(cross)),
                             on=["dimension", "response_model"], how="left")
+        if cross and model is not None:
+            table, cross_spread = _with_cross_spread(table, model, labels_dir(label_dir) / SPREAD_DIR, spread_seeds)
     pooled = table[table["response_model"] == "all"].set_index("dimension")["kappa_fitted"]
     return UValidity(table, cuts, UDefinition.from_kappas(pooled.to_dict()), positives(units),
                      str(getattr(judge, "id", type(judge).__name__)), seed, len(units),
-                     int((units["pool"] != "sample").sum()), enriched_table(judged, fit_mask, cuts), cross)
+                     int((units["pool"] != "sample").sum()), enriched_table(judged, fit_mask, cuts), cross,
+                     cross_spread, len(spread_seeds))
+
+
+# ---- the cross-encoded dimensions' spread (shards written by :mod:`.cross_encoder_spread`) ----------------
+def cross_spread_scorer(model: HolisticModel, dimension: str) -> dict[str, Any]:
+    """What a current shard of ``dimension`` records about its scorer: the committed model's labels,
+    encoder, feature weight and fine-tuning config."""
+    ref = model.cross_encoded.get(dimension)
+    if ref is None:
+        raise ParameterError(f"the committed holistic model does not cross-encode {dimension!r} "
+                             f"(it cross-encodes {sorted(model.cross_encoded) or 'nothing'})")
+    return {"labels": model.fit_info.get("labels"), "encoder": model.fit_info.get("encoder"),
+            "feature_weight": float(ref.feature_weight), "config": dict(ref.fit_info.get("config", {}))}
+
+
+def read_cross_spread(spread_dir: str | Path) -> list[dict[str, Any]]:
+    """Every shard under ``spread_dir`` (an unreadable or foreign file is refused by name)."""
+    out = []
+    for p in sorted(Path(spread_dir).glob("*-split*.json")):
+        try:
+            obj = json.loads(p.read_text())
+        except json.JSONDecodeError as exc:
+            raise ParameterError(f"{p}: not a JSON shard ({exc})") from None
+        if not isinstance(obj, dict) or obj.get("format") != CROSS_SPREAD_FORMAT:
+            raise ParameterError(f"{p}: not a {CROSS_SPREAD_FORMAT} shard")
+        out.append(obj)
+    return out
+
+
+def cross_spread_current(shard: Mapping[str, Any], model: HolisticModel) -> bool:
+    """True where ``shard`` was computed for the committed scorer of its dimension (:func:`expected`)."""
+    d = shard.get("dimension")
+    if d not in model.cross_encoded:
+        return False
+    want = cross_spread_scorer(model, str(d))
+    return all(shard.get(k) == v for k, v in want.items())
+
+
+def cross_spread_table(shards: Sequence[Mapping[str, Any]], model: HolisticModel,
+                       seeds: Sequence[int] = tuple(range(10))) -> pd.DataFrame:
+    """Per cross-encoded dimension and response model: the current shards' number of splits among
+    ``seeds`` and their held-out kappa's min, median and max (NaN where none is current), beside
+    the split behind U (:data:`SPLIT_SEED`) where its shard exists."""
+    recs = []
+    for d in (x for x in DIMENSIONS if x in model.cross_encoded):
+        got = {int(s["split_seed"]): s for s in shards if s.get("dimension") == d
+               and int(s.get("split_seed", -1)) in set(seeds) and cross_spread_current(s, model)}
+        for m in ("all", *MODELS):
+            k = np.array([got[s]["kappa_fitted"].get(m, math.nan) for s in sorted(got)], float)
+            recs.append({"dimension": d, "response_model": m, "splits": len(got), "of": len(seeds),
+                         "kappa_split_seed": (got[SPLIT_SEED]["kappa_fitted"].get(m, math.nan)
+                                              if SPLIT_SEED in got else math.nan),
+                         "kappa_min": float(np.nanmin(k)) if np.isfinite(k).any() else math.nan,
+                         "kappa_median": float(np.nanmedian(k)) if np.isfinite(k).any() else math.nan,
+                         "kappa_max": float(np.nanmax(k)) if np.isfinite(k).any() else math.nan})
+    return pd.DataFrame.from_records(recs)
+
+
+def _with_cross_spread(table: pd.DataFrame, model: HolisticModel, spread_dir: Path, seeds: Sequence[int]
+                       ) -> tuple[pd.DataFrame, dict[str, int]]:
+    """``table`` with the cross-encoded dimensions' spread from their committed per-split shards
+    (:mod:`.cross_encoder_spread`) where every split of ``seeds`` has a current one, and the number
+    of current shards per dimension."""
+    shards = read_cross_spread(spread_dir) if spread_dir.is_dir() else []
+    spread = cross_spread_table(shards, model, seeds)
+    table = table.copy()
+    for r in spread[spread["splits"] == len(seeds)].itertuples():
+        sel = (table["dimension"] == r.dimension) & (table["response_model"] == r.response_model)
+        table.loc[sel, ["kappa_fitted_min", "kappa_fitted_median", "kappa_fitted_max"]] = \
+            [r.kappa_min, r.kappa_median, r.kappa_max]
+    return table, {str(d): int(n) for d, n in spread.groupby("dimension", sort=False)["splits"].first().items()}
 
 
 def distinct_rows(units: pd.DataFrame, mask: np.ndarray) -> np.ndarray:

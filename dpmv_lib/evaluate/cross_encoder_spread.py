@@ -5,7 +5,7 @@
 :data:`~.u_validity.SPLIT_SEED` and, for the feature-model dimensions, over the splits of seeds
 0-9 as well, each with the model refitted on that split's fitting half
 (:func:`~.u_validity.split_spread`). A cross-encoded dimension (:class:`~.holistic.CrossEncoded`)
-needs a fine-tuning per split (about 4 minutes on 2 cores), so its spread is computed here, once
+needs a fine-tuning per split (about 4.5 minutes on 2 cores), so its spread is computed here, once
 per (dimension, split), and committed as one small JSON shard each under
 ``data/judge_labels/cross_encoder_spread/`` (:data:`SPREAD_DIR`): a rerun skips every shard that is
 current, so the work resumes from the committed state on any machine.
@@ -17,7 +17,7 @@ model fitted on the same half (:func:`~.u_validity.fit_on`, :func:`~.holistic.bl
 committed feature weight), cuts fitted on that half and the binary kappa measured on the other
 (:func:`~.u_validity.heldout_table`, ``sklearn.metrics.cohen_kappa_score``). A shard is current
 while the labels, the encoder, the feature weight and the fine-tuning config it names are the
-committed model's (:func:`shard_current`).
+committed model's (:func:`~.u_validity.cross_spread_current`).
 
 Command line::
 
@@ -38,11 +38,9 @@ from ..common.io import write_atomic
 from ..core.errors import ParameterError
 from .holistic import blend_scores
 from .rubric import DIMENSIONS
-from .u_validity import (CROSS_SPREAD_FORMAT, SPREAD_DIR, cross_spread_current, cross_spread_scorer,
+from .u_validity import (CROSS_SPREAD_FORMAT, SPREAD_DIR, SPREAD_SEEDS, cross_spread_current, cross_spread_scorer,
                          cross_spread_table, distinct_rows, fit_cross_encoder_on, fit_on, heldout_table,
                          read_cross_spread, split_halves)
-
-SEEDS = tuple(range(10))
 
 
 def shard_path(spread_dir: str | Path, dimension: str, seed: int) -> Path:
@@ -83,12 +81,12 @@ def split_kappas(inputs: tuple, mask: np.ndarray, dimension: str, feature_weight
             "cut_2": float(t.loc["all", "cut_2"])}
 
 
-def compute(label_dir: str | Path, data_dir: str | Path = "data", seeds: Sequence[int] = SEEDS,
+def compute(label_dir: str | Path, data_dir: str | Path = "data", seeds: Sequence[int] = SPREAD_SEEDS,
             dimensions: Sequence[str] | None = None, spread_dir: str | Path | None = None, *,
             encoder: Any = None, base: Any = None, log: Callable[[str], None] | None = None) -> pd.DataFrame:
     """Write every missing or stale shard of ``dimensions`` (default: every cross-encoded one) and
     ``seeds`` under ``spread_dir`` (default ``{label_dir}/cross_encoder_spread``), each as soon as it
-    is done; return :func:`spread_table` of all current shards. ``encoder``: the feature model's
+    is done; return :func:`~.u_validity.cross_spread_table` of all current shards. ``encoder``: the feature model's
     (default the committed model's); ``base``: the cross-encoder's base model (default the offline
     MiniLM, as the committed one)."""
     import torch
@@ -137,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m dpmv_lib.evaluate.cross_encoder_spread", description=main.__doc__)
     ap.add_argument("--data", default="data")
-    ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(SPREAD_SEEDS))
     ap.add_argument("--dimensions", nargs="+", default=None, help="default: every cross-encoded dimension")
     args = ap.parse_args(argv)
 

@@ -91,6 +91,8 @@ EXTENSIONS = {"extra": (EXTRA_SAMPLE, EXTRA_LABELS), "extra_smollm2": (SMOL_SAMP
 MODELS = ("surrogate", "smollm2")
 #: the split behind U's definition: fixed, so that runs with other seeds share one U
 SPLIT_SEED = 0
+#: the splits over which the held-out kappa's spread is shown (:func:`split_spread`)
+SPREAD_SEEDS = tuple(range(10))
 SPREAD_DIR = "cross_encoder_spread"   # the cross-encoded dimensions' per-split shards, under the label directory
 CROSS_SPREAD_FORMAT = "dpmv-cross-encoder-spread-1"
 #: dimensions the judge scores with a cross-encoder fine-tuned on the fitting half
@@ -288,7 +290,7 @@ def enriched_table(judged: pd.DataFrame, fit_mask: np.ndarray, cuts: Mapping[str
     return pd.DataFrame.from_records(recs)
 
 
-def split_spread(judged: pd.DataFrame, seeds: Sequence[int] = tuple(range(10)),
+def split_spread(judged: pd.DataFrame, seeds: Sequence[int] = SPREAD_SEEDS,
                  rescore: Callable[[np.ndarray], pd.DataFrame] | None = None,
                  fixed: Sequence[str] = ()) -> pd.DataFrame:
     """How much the held-out fitted kappa moves with the split: per dimension and response model,
@@ -548,7 +550,7 @@ class UValidity:
 
 
 def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str | Path = "data", *,
-               seed: int = SPLIT_SEED, spread_seeds: Sequence[int] = tuple(range(10))) -> UValidity:
+               seed: int = SPLIT_SEED, spread_seeds: Sequence[int] = SPREAD_SEEDS) -> UValidity:
     """Judge every labelled unit (:func:`~.judge_agreement.judge_units`), split with ``seed``, fit
     the cuts on one half, measure kappa on the other, and define U from the pooled held-out kappas
     of that split; the kappa's range over the splits of ``spread_seeds`` is reported beside it."""
@@ -625,7 +627,8 @@ def read_cross_spread(spread_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def cross_spread_current(shard: Mapping[str, Any], model: HolisticModel) -> bool:
-    """True where ``shard`` was computed for the committed scorer of its dimension (:func:`expected`)."""
+    """True where ``shard`` was computed for the committed scorer of its dimension
+    (:func:`cross_spread_scorer`)."""
     d = shard.get("dimension")
     if d not in model.cross_encoded:
         return False
@@ -634,7 +637,7 @@ def cross_spread_current(shard: Mapping[str, Any], model: HolisticModel) -> bool
 
 
 def cross_spread_table(shards: Sequence[Mapping[str, Any]], model: HolisticModel,
-                       seeds: Sequence[int] = tuple(range(10))) -> pd.DataFrame:
+                       seeds: Sequence[int] = SPREAD_SEEDS) -> pd.DataFrame:
     """Per cross-encoded dimension and response model: the current shards' number of splits among
     ``seeds`` and their held-out kappa's min, median and max (NaN where none is current), beside
     the split behind U (:data:`SPLIT_SEED`) where its shard exists."""
@@ -845,7 +848,7 @@ def cache_key(judge: Judge, data_dir: str | Path, seed: int = SPLIT_SEED) -> str
 
 
 def try_validate_u(judge: Judge, data_dir: str | Path = "data", notes: list[str] | None = None, *,
-                   spread_seeds: Sequence[int] = tuple(range(10)),
+                   spread_seeds: Sequence[int] = SPREAD_SEEDS,
                    cache_dir: str | Path | None = None) -> UValidity | None:
     """:func:`validate_u` on ``{data_dir}/judge_labels``, or None (with a note) where the labels or
     the benchmark are missing. With ``cache_dir`` the result is kept there under :func:`cache_key`

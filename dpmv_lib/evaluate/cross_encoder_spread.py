@@ -55,8 +55,6 @@ def split_kappas(inputs: tuple, mask: np.ndarray, dimension: str, feature_weight
     x the feature model fitted there (``inputs``: :func:`~.u_validity.holistic_inputs`). Returns
     ``kappa_fitted`` and ``positives_held_out`` per response model ("all" pooled) and ``cut_2``."""
     units, F, V, anchors = inputs
-    if dimension not in DIMENSIONS:
-        raise ParameterError(f"unknown dimension {dimension!r}; U holds {DIMENSIONS}")
     units = units.reset_index(drop=True)
     mask = np.asarray(mask, bool)
     ce = fit_cross_encoder_on(units, mask, dimension, config, base=base, log=log)

@@ -195,13 +195,13 @@ def _fit_on_distinct(units: pd.DataFrame, dimension: str, negatives: Negatives |
                      log: Any) -> Any:
     """:func:`fit_cross_encoder` on one row per distinct (query, response) of ``units``
     (:func:`~dpmv_lib.evaluate.u_validity.training_rows`, as the judge's cross-encoders are fitted)."""
-    from ..evaluate.u_validity import distinct_rows, training_rows
+    from ..evaluate.u_validity import training_rows
 
     units = units.reset_index(drop=True)
-    everyone = np.ones(len(units), bool)
-    q, r, y, w = training_rows(units, everyone, dimension)
+    q, r, y, w = training_rows(units, np.ones(len(units), bool), dimension)
+    domains = _domains(units.drop_duplicates(["query", "response"]))    # the same rows, in the same order
     return fit_cross_encoder(q, r, y, np.ones(len(q)) if w is None else w, dimension, negatives, config,
-                             domains=_domains(units.loc[distinct_rows(units, everyone)]), base=base, log=log)
+                             domains=domains, base=base, log=log)
 
 
 def cross_encoder_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimension: str,

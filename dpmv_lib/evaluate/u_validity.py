@@ -106,6 +106,9 @@ CROSS_REFIT_TOLERANCE = 0.05
 #: a pooled kappa this far above every per-model kappa is flagged (:meth:`UValidity.mixed_dimensions`)
 MIXING_MARGIN = 0.1
 NOT_VALIDATED = " (not validated)"
+#: what :attr:`UValidity.held_out` keeps of each held-out unit
+HELD_OUT_COLUMNS = ("unit_id", "track", "response_model", "method", "side", "query", "response", "design_weight",
+                    *DIMENSIONS, *(f"judge_{d}" for d in DIMENSIONS))
 
 
 # ---- the labelled units -----------------------------------------------------------------------------
@@ -444,6 +447,8 @@ class UValidity:
     cross_encoded: Mapping[str, float] = field(default_factory=dict)
     cross_spread: Mapping[str, int] = field(default_factory=dict)
     spread_splits: int = 0
+    #: the held-out half's units: labels and the judge's scores of every dimension (:data:`HELD_OUT_COLUMNS`)
+    held_out: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def summary(self) -> str:
         """One paragraph from the numbers."""
@@ -594,10 +599,11 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
         if cross and model is not None:
             table, cross_spread = _with_cross_spread(table, model, labels_dir(label_dir) / SPREAD_DIR, spread_seeds)
     pooled = table[table["response_model"] == "all"].set_index("dimension")["kappa_fitted"]
+    held_out = judged.loc[~fit_mask, [c for c in HELD_OUT_COLUMNS if c in judged.columns]].reset_index(drop=True)
     return UValidity(table, cuts, UDefinition.from_kappas(pooled.to_dict()), positives(units),
                      str(getattr(judge, "id", type(judge).__name__)), seed, len(units),
                      int((units["pool"] != "sample").sum()), enriched_table(judged, fit_mask, cuts), cross,
-                     cross_spread, len(spread_seeds))
+                     cross_spread, len(spread_seeds), held_out)
 
 
 # ---- the cross-encoded dimensions' spread (shards written by :mod:`.cross_encoder_spread`) ----------------

@@ -27,12 +27,12 @@ import pandas as pd
 from scipy import stats
 
 from ..core.errors import ParameterError
+from .rq1_claims import DP_MODES
 from .styled import styled
 from .verdicts import Metrics
 
 BASELINE = "GenericOnly"
 RAW = "RawReadSet"
-DP_MODES = ("DP-MemView (on)", "DP-MemView (pre)")
 LIFT_METRICS = {"tRec": "trec", "Unsup": "unsup"}
 
 

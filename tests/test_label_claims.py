@@ -107,7 +107,7 @@ def test_a_judge_that_over_credits_a_memory_text_method_turns_c7_around():
     assert (c7["verdict_labels"], c7["verdict_judge"]) == ("HOLDS", "DOES NOT HOLD")
     assert not c7["agree"]
     text = lc.summary()
-    assert "C7 is HOLDS on the labels" in text and "DOES NOT HOLD on the judge" in text
+    assert "C7 HOLDS on the labels" in text and "DOES NOT HOLD on the judge" in text
     assert "TaskMin (surrogate)" in text          # the largest error, named
     assert lc.agreement()[0] < lc.agreement()[1]
 

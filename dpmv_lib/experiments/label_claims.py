@@ -173,17 +173,16 @@ class LabelClaims:
             return "No held-out labelled unit has U from both the labels and the judge."
         out = (f"On the {int(g['units'].sum())} held-out labelled units (U = mean({', '.join(self.dimensions)}) / 4, "
                f"design-weighted; {self.n_boot} bootstrap replicates over distinct responses, seed {self.seed}), "
-               f"the judge's U minus the labels' ranges from {g['gap'].min():+.3f} ({_cell(g, 'gap', min)}) to "
-               f"{g['gap'].max():+.3f} ({_cell(g, 'gap', max)}) across methods")
+               f"the judge's U minus the labels' ranges from {g['gap'].min():+.3f} ({_cell(g, g['gap'].idxmin())}) to "
+               f"{g['gap'].max():+.3f} ({_cell(g, g['gap'].idxmax())}) across methods")
         sig = g[(g["gap_lo"] > 0) | (g["gap_hi"] < 0)]
-        out += (f"; its 95% interval excludes 0 for {len(sig)} of {len(g)} (response model, method) cells. "
-                if len(g) else ". ")
+        out += f"; its 95% interval excludes 0 for {len(sig)} of {len(g)} (response model, method) cells. "
         diff = self.claims[self.claims["verdict_labels"] != self.claims["verdict_judge"]]
         out += f"{same} of {n} claims on U get the same verdict from the labels' U as from the judge's"
         if len(diff):
             out += ": " + "; ".join(
-                f"{r.id} is {r.verdict_labels} on the labels ({_f(r.estimate_labels)} "
-                f"[{_f(r.ci_lo_labels)}, {_f(r.ci_hi_labels)}]) and {r.verdict_judge} on the judge "
+                f"{r.id} {r.verdict_labels} on the labels ({_f(r.estimate_labels)} "
+                f"[{_f(r.ci_lo_labels)}, {_f(r.ci_hi_labels)}]), {r.verdict_judge} on the judge "
                 f"({_f(r.estimate_judge)} [{_f(r.ci_lo_judge)}, {_f(r.ci_hi_judge)}])" for r in diff.itertuples())
         else:
             out += " (" + "; ".join(f"{r.id} {r.verdict_labels}" for r in self.claims.itertuples()) + ")"
@@ -209,9 +208,8 @@ def _f(x: float) -> str:
     return "nan" if x is None or math.isnan(x) else f"{x:+.3f}"
 
 
-def _cell(g: pd.DataFrame, col: str, pick) -> str:
-    r = g.loc[g[col].idxmax() if pick is max else g[col].idxmin()]
-    return f"{r['method']}, {r['response_model']}"
+def _cell(g: pd.DataFrame, row: Any) -> str:
+    return f"{g.at[row, 'method']}, {g.at[row, 'response_model']}"
 
 
 def decide_on_labels(held_out: pd.DataFrame, dimensions: Sequence[str], u_label: str = "", *,

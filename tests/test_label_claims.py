@@ -97,7 +97,8 @@ def test_the_cases_are_the_claims_own_statistics():
     spread = max(u[x] for x in PAPER_METHODS) - min(u[x] for x in PAPER_METHODS)
     assert c.at["C11", "value_labels"] == pytest.approx(
         abs(u["DP-MemView (on)"] - u["DP-MemView (pre)"]) - min(0.02, 0.25 * spread))
-    assert "R5" not in set(lc.claims["id"])      # no ablation labelled: no R5
+    assert "R5" not in set(lc.claims["id"])      # no ablation labelled: no R5, and the summary says so
+    assert "R5 not decided here" in lc.summary()
 
 
 def test_a_judge_that_over_credits_a_memory_text_method_turns_c7_around():

@@ -186,6 +186,10 @@ class LabelClaims:
                 f"({_f(r.estimate_judge)} [{_f(r.ci_lo_judge)}, {_f(r.ci_hi_judge)}])" for r in diff.itertuples())
         else:
             out += " (" + "; ".join(f"{r.id} {r.verdict_labels}" for r in self.claims.itertuples()) + ")"
+        absent = [c for c in U_CLAIMS if c not in set(self.claims["id"])]
+        if absent:
+            whose = "its" if len(absent) == 1 else "their"
+            out += f"; {', '.join(absent)} not decided here (no labelled unit of {whose} methods)"
         if not self.cases.empty:
             c = self.cases.loc[(self.cases["value_judge"] - self.cases["value_labels"]).abs().idxmax()]
             out += (f". The sources differ most in {c['id']}'s case {c['case']}: labels {_f(c['value_labels'])} "
@@ -232,8 +236,9 @@ def decide_on_labels(held_out: pd.DataFrame, dimensions: Sequence[str], u_label:
 
 
 def rq1_label_claims(rq1: Any, *, name: str = "03_u_label_claims") -> Any:
-    """Notebook step: :func:`decide_on_labels` on the held-out units of the RQ1 run's U validation,
-    with U's dimensions; with ``config.write`` the tables go to ``{results_dir}/tables/<name>.csv|md``."""
+    """Notebook step: :func:`decide_on_labels` on the held-out units of the RQ1 run's U validation
+    whose response model the run used (its claims are about those), with U's dimensions; with
+    ``config.write`` the tables go to ``{results_dir}/tables/<name>.csv|md``."""
     from ..common.paths import resolve
     from .result import Result
     from .rq1 import result_of
@@ -246,14 +251,21 @@ def rq1_label_claims(rq1: Any, *, name: str = "03_u_label_claims") -> Any:
     if not uv.definition.dimensions:
         return Result("The claims on U, decided on the labels",
                       f"{uv.definition.label}: no claim on U has a U to compare, on the labels or on the judge.")
-    lc = decide_on_labels(uv.held_out, uv.definition.dimensions, uv.definition.label, seed=res.config.seed)
+    models = sorted(set(res.table2["response_model"].astype(str)))
+    held = uv.held_out[uv.held_out["response_model"].isin(models)]
+    if held.empty:
+        return Result("The claims on U, decided on the labels",
+                      f"No held-out labelled unit comes from this run's response model(s) ({', '.join(models)}).")
+    lc = decide_on_labels(held, uv.definition.dimensions, uv.definition.label, seed=res.config.seed)
     if res.config.write:
         tdir = resolve(res.config.results_dir) / "tables"
-        write_table(lc.claims, tdir, name, lc.markdown())
-        write_table(lc.cases, tdir, f"{name}_cases", lc.markdown())
-        write_table(lc.gaps, tdir, f"{name}_by_method", lc.markdown())
+        text = f"Response model(s): {', '.join(models)}. {lc.markdown()}"
+        write_table(lc.claims, tdir, name, text)
+        write_table(lc.cases, tdir, f"{name}_cases", text)
+        write_table(lc.gaps, tdir, f"{name}_by_method", text)
     return Result(f"The claims on U decided with the labels' U and with the judge's, on the held-out units "
-                  f"(tables/{name}.csv, {name}_cases.csv, {name}_by_method.csv)", lc.summary(),
+                  f"(tables/{name}.csv, {name}_cases.csv, {name}_by_method.csv)",
+                  f"Held-out units of this run's response model(s), {', '.join(models)}. {lc.summary()}",
                   tables={"claims": lc.claims.drop(columns=[f"{c}_{s}" for c in ("statistic", "evidence")
                                                             for s in SOURCES]),
                           "every case": lc.cases,

@@ -42,4 +42,19 @@ def test_readme_claims_block_is_generated_from_the_committed_tables(tmp_path):
     # the utility finding that notebook 03 writes above its lift table is shown beneath
     (tmp_path / "results" / "tables" / "03_utility_lift.md").write_text("Lift is small here.\n\n| a |\n|---|\n| 1 |\n")
     block = CS.summary_markdown(tmp_path, runs=(("x", "results"),))
-    assert "(`03_utility_lift.md`): Lift is small here." in block and "| 1 |" not in block
+    assert "(`results/tables/03_utility_lift.md`): Lift is small here." in block and "| 1 |" not in block
+
+
+def test_the_findings_are_the_head_paragraph_of_each_run_s_table(tmp_path):
+    """Each finding is the paragraph that heads its table's Markdown, from the run directory it names."""
+    from dpmv_lib.experiments import claims_summary as CS
+
+    (tmp_path / "results" / "llm" / "tables").mkdir(parents=True)
+    (tmp_path / "results" / "llm" / "tables" / "03_u_label_claims.md").write_text(
+        "SmolLM2 finding.\n\n| a |\n| - |\n", encoding="utf-8")
+    (tmp_path / "results" / "tables").mkdir(parents=True)
+    (tmp_path / "results" / "tables" / "03_u_label_claims.md").write_text("| a |\n| - |\n", encoding="utf-8")
+    text = CS.findings_markdown(tmp_path)
+    assert "(`results/llm/tables/03_u_label_claims.md`): SmolLM2 finding." in text
+    assert "results/tables/03_u_label_claims.md" not in text      # a table without a paragraph: no finding
+    assert "utility_lift" not in text                             # a missing table: left out

@@ -54,7 +54,7 @@ def test_the_findings_are_the_head_paragraph_of_each_run_s_table(tmp_path):
         "SmolLM2 finding.\n\n| a |\n| - |\n", encoding="utf-8")
     (tmp_path / "results" / "tables").mkdir(parents=True)
     (tmp_path / "results" / "tables" / "03_u_label_claims.md").write_text("| a |\n| - |\n", encoding="utf-8")
-    text = CS.findings_markdown(tmp_path)
-    assert "(`results/llm/tables/03_u_label_claims.md`): SmolLM2 finding." in text
+    text = CS.findings_markdown(tmp_path, runs=(("default", "results"), ("SmolLM2 (llm)", "results/llm")))
+    assert "SmolLM2 (llm)** (`results/llm/tables/03_u_label_claims.md`): SmolLM2 finding." in text
     assert "results/tables/03_u_label_claims.md" not in text      # a table without a paragraph: no finding
     assert "utility_lift" not in text                             # a missing table: left out

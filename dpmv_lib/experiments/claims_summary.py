@@ -52,12 +52,11 @@ def _provenance(rd: Path) -> str:
 
 
 #: the utility findings that notebooks 03 and 05 generate from their numbers (the paragraph that
-#: heads each table's Markdown), shown under the verdicts: (title, results directory, table name)
-FINDINGS: tuple[tuple[str, str, str], ...] = (
-    ("Where personalisation goes (notebook 03)", "results", "03_utility_lift"),
-    ("tRec against the budget (notebook 05)", "results", "05_budget_slope"),
-    ("Does the judge's error in U move a claim? (notebook 03, surrogate)", "results", "03_u_label_claims"),
-    ("Does the judge's error in U move a claim? (notebook 03, SmolLM2)", "results/llm", "03_u_label_claims"))
+#: heads each table's Markdown), shown under the verdicts: (title, table name, every run or the first only)
+FINDINGS: tuple[tuple[str, str, bool], ...] = (
+    ("Where personalisation goes (notebook 03)", "03_utility_lift", False),
+    ("tRec against the budget (notebook 05)", "05_budget_slope", False),
+    ("Does the judge's error in U move a claim? (notebook 03)", "03_u_label_claims", True))
 
 
 def _finding(path: Path) -> str | None:
@@ -68,14 +67,18 @@ def _finding(path: Path) -> str | None:
     return None if not head or head.startswith("|") else head
 
 
-def findings_markdown(root: Path | None = None, findings: Sequence[tuple[str, str, str]] = FINDINGS) -> str:
-    """The utility findings, as notebooks 03 and 05 wrote them (a finding whose table is missing is left out)."""
+def findings_markdown(root: Path | None = None, runs: Sequence[tuple[str, str]] = RUNS,
+                      findings: Sequence[tuple[str, str, bool]] = FINDINGS) -> str:
+    """The utility findings, as notebooks 03 and 05 wrote them: of the first of ``runs``, or of each
+    run where the finding says so (its label then follows the title); a missing table is left out."""
     root = Path(root or project_root())
     lines = []
-    for title, results, name in findings:
-        text = _finding(root / results / "tables" / f"{name}.md")
-        if text:
-            lines += [f"**{title}** (`{results}/tables/{name}.md`): {text}", ""]
+    for title, name, every in findings:
+        for label, results in (runs if every else runs[:1]):
+            text = _finding(root / results / "tables" / f"{name}.md")
+            if text:
+                head = f"{title}, {label}" if every else title
+                lines += [f"**{head}** (`{results}/tables/{name}.md`): {text}", ""]
     return "\n".join(lines)
 
 
@@ -108,7 +111,7 @@ def summary_markdown(root: Path | None = None, runs: Sequence[tuple[str, str]] =
             body.append(f"| {i} | {text} | " + " | ".join(str(verdict[lab].get(i, "-")) for lab in got) + " |")
         body.append("")
     lines += [STARRED, "", *body] if starred else ["", *body]
-    found = findings_markdown(root)
+    found = findings_markdown(root, runs)
     return ("\n".join(lines).rstrip() + "\n" + ("\n" + found if found else "")).rstrip() + "\n"
 
 

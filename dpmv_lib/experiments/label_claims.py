@@ -12,7 +12,7 @@ UDefinition.apply` forms it for a transcript.
 * **per method** (:func:`method_metrics`): per response model and method, U is the mean over the
   units weighted by ``design_weight``; its bootstrap replicates resample the cell's distinct
   (query, response) pairs with replacement (numpy, seeded per cell), the same resamples for the
-  labels' U and the judge's, so their difference (:func:`method_gaps`, the judge's error) is paired.
+  labels' U and the judge's, so their difference (the judge's error) is paired.
 * **claims** (:func:`decide_on_labels`): the claims' own case functions on these metrics, decided
   by :func:`.verdicts.decide` (one Holm family of the four claims) once with the labels' U and once
   with the judge's. The tracks are pooled (:data:`TRACK`): the labelled units are too few per track.
@@ -61,55 +61,68 @@ def unit_u(held_out: pd.DataFrame, dimensions: Sequence[str]) -> tuple[np.ndarra
     return label, judge
 
 
+def _scored_units(held_out: pd.DataFrame, dimensions: Sequence[str]) -> pd.DataFrame:
+    """The held-out units with a label and a judge score in every dimension: their cell, response,
+    weight ``w`` (``design_weight``, else 1), U from each source (``U_labels``, ``U_judge``) and each
+    dimension's error over 4 x len(dimensions) (``err_<dimension>``; they sum to U_judge - U_labels)."""
+    label, judge = unit_u(held_out, dimensions)
+    w = held_out["design_weight"].to_numpy(float) if "design_weight" in held_out else np.ones(len(held_out))
+    ok = np.isfinite(label) & np.isfinite(judge) & np.isfinite(w)
+    units = held_out.loc[ok, ["response_model", "method", "query", "response"]].assign(
+        w=w[ok], U_labels=label[ok], U_judge=judge[ok])
+    for d in dimensions:
+        units[f"err_{d}"] = (held_out.loc[ok, f"judge_{d}"].to_numpy(float)
+                             - held_out.loc[ok, d].to_numpy(float)) / (4.0 * len(dimensions))
+    return units
+
+
 def method_metrics(held_out: pd.DataFrame, dimensions: Sequence[str], *, n_boot: int = N_BOOT,
                    seed: int = 0) -> dict[str, Metrics]:
     """Per source (:data:`SOURCES`), the U of every (response model, method) of the held-out units
     as :class:`~.verdicts.Metrics` keyed ``(TRACK, model, method, "U")``, with ``n_boot`` replicates
     that resample the cell's distinct (query, response) pairs; both sources share the resamples.
     Units without a label or a judge score in a dimension are left out."""
+    return _metrics(_scored_units(held_out, dimensions), n_boot, seed)
+
+
+def _metrics(units: pd.DataFrame, n_boot: int, seed: int) -> dict[str, Metrics]:
     if n_boot < 1:
         raise ParameterError(f"n_boot must be at least 1, got {n_boot}")
-    label, judge = unit_u(held_out, dimensions)
-    w = held_out["design_weight"].to_numpy(float) if "design_weight" in held_out else np.ones(len(held_out))
-    ok = np.isfinite(label) & np.isfinite(judge) & np.isfinite(w)
-    units = held_out.loc[ok, ["response_model", "method", "query", "response"]].assign(
-        w=w[ok], wl=w[ok] * label[ok], wj=w[ok] * judge[ok])
+    weighted = units.assign(**{f"wU_{s}": units["w"] * units[f"U_{s}"] for s in SOURCES})
     point: dict[str, dict[tuple, float]] = {s: {} for s in SOURCES}
     boot: dict[str, dict[tuple, np.ndarray]] = {s: {} for s in SOURCES}
-    for (model, method), cell in units.groupby(["response_model", "method"], sort=True):
-        pairs = cell.groupby(["query", "response"], sort=True)[["w", "wl", "wj"]].sum()
-        W, S = pairs["w"].to_numpy(), {"labels": pairs["wl"].to_numpy(), "judge": pairs["wj"].to_numpy()}
+    for (model, method), cell in weighted.groupby(["response_model", "method"], sort=True):
+        pairs = cell.groupby(["query", "response"], sort=True)[["w", *(f"wU_{s}" for s in SOURCES)]].sum()
+        W = pairs["w"].to_numpy()
         if W.sum() <= 0:
             continue
         rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(f"{model}|{method}".encode())])
         idx = rng.integers(0, len(W), size=(n_boot, len(W)))
         key = (TRACK, str(model), str(method), "U")
         for s in SOURCES:
-            point[s][key] = float(S[s].sum() / W.sum())
-            boot[s][key] = S[s][idx].sum(axis=1) / W[idx].sum(axis=1)
+            S = pairs[f"wU_{s}"].to_numpy()
+            point[s][key] = float(S.sum() / W.sum())
+            boot[s][key] = S[idx].sum(axis=1) / W[idx].sum(axis=1)
     return {s: Metrics(point[s], boot[s], n_boot) for s in SOURCES}
 
 
-def method_gaps(held_out: pd.DataFrame, metrics: Mapping[str, Metrics], dimensions: Sequence[str]) -> pd.DataFrame:
+def _gaps(units: pd.DataFrame, metrics: Mapping[str, Metrics], dimensions: Sequence[str]) -> pd.DataFrame:
     """One row per (response model, method): held-out units, distinct responses, the labels' U, the
     judge's U and the judge's error ``gap`` = judge - labels with its 95% percentile interval over
     the paired replicates (``gap_lo``, ``gap_hi``), and each dimension's share of the gap
-    (``gap_<dimension>``: its weighted mean of judge - label over 4 x len(dimensions); they sum to ``gap``)."""
+    (``gap_<dimension>``, the weighted mean of ``err_<dimension>``; they sum to ``gap``)."""
     lab, jud = metrics["labels"], metrics["judge"]
+    cells = units.groupby(["response_model", "method"], sort=True)
     recs = []
     for key in lab.point:
         _, model, method, _ = key
-        cell = held_out[(held_out["response_model"] == model) & (held_out["method"] == method)]
-        cell = cell[np.isfinite(np.stack(unit_u(cell, dimensions))).all(axis=0)]
-        w = cell["design_weight"].to_numpy(float) if "design_weight" in cell else np.ones(len(cell))
+        cell = cells.get_group((model, method))
         d = jud.boot[key] - lab.boot[key]
         rec = {"response_model": model, "method": method, "units": len(cell),
                "responses": int(cell[["query", "response"]].drop_duplicates().shape[0]),
                "label_U": lab.point[key], "judge_U": jud.point[key], "gap": jud.point[key] - lab.point[key],
                "gap_lo": float(np.quantile(d, ALPHA / 2)), "gap_hi": float(np.quantile(d, 1 - ALPHA / 2))}
-        for dim in dimensions:
-            err = (cell[f"judge_{dim}"].to_numpy(float) - cell[dim].to_numpy(float)) / (4.0 * len(dimensions))
-            rec[f"gap_{dim}"] = float(np.average(err, weights=w))
+        rec.update({f"gap_{dim}": float(np.average(cell[f"err_{dim}"], weights=cell["w"])) for dim in dimensions})
         recs.append(rec)
     return pd.DataFrame.from_records(recs, columns=["response_model", "method", "units", "responses", "label_U",
                                                     "judge_U", "gap", "gap_lo", "gap_hi",
@@ -133,20 +146,20 @@ def u_claims(metrics: Metrics, u_label: str = "") -> list:
     return claims
 
 
-def case_table(metrics: Mapping[str, Metrics], u_label: str = "") -> pd.DataFrame:
-    """Every case of the claims on U (:func:`u_claims`) with its statistic per source: ``value_<source>``
+def case_table(claims: Sequence[Any], metrics: Mapping[str, Metrics]) -> pd.DataFrame:
+    """Every case of ``claims`` (:func:`u_claims`) with its statistic per source: ``value_<source>``
     and its 95% percentile interval (``lo_<source>``, ``hi_<source>``), beside the case's margin and side."""
-    recs: dict[tuple[str, str], dict] = {}
-    for s in SOURCES:
-        pt, bt = metrics[s].getter(False), metrics[s].getter(True)
-        for claim in u_claims(metrics[s], u_label):
-            for case in claim.cases:
-                rec = recs.setdefault((claim.id, case.label), {"id": claim.id, "case": case.label,
-                                                               "direction": case.direction, "margin": case.margin})
-                reps = np.asarray(case.value(bt), float)
-                rec.update({f"value_{s}": float(case.value(pt)), f"lo_{s}": float(np.quantile(reps, ALPHA / 2)),
+    recs = []
+    for claim in claims:
+        for case in claim.cases:
+            rec = {"id": claim.id, "case": case.label, "direction": case.direction, "margin": case.margin}
+            for s in SOURCES:
+                reps = np.asarray(case.value(metrics[s].getter(True)), float)
+                rec.update({f"value_{s}": float(case.value(metrics[s].getter(False))),
+                            f"lo_{s}": float(np.quantile(reps, ALPHA / 2)),
                             f"hi_{s}": float(np.quantile(reps, 1 - ALPHA / 2))})
-    return pd.DataFrame.from_records(list(recs.values()))
+            recs.append(rec)
+    return pd.DataFrame.from_records(recs)
 
 
 @dataclass(frozen=True)
@@ -201,13 +214,6 @@ class LabelClaims:
                 f"[{r['gap_lo']:+.3f}, {r['gap_hi']:+.3f}], of which " + ", ".join(f"{d} {v:+.3f}" for v, d in shares))
         return out + " (intervals: numpy percentile bootstrap; verdicts: dpmv_lib.experiments.verdicts.decide)."
 
-    def markdown(self) -> str:
-        from .common import markdown_table
-
-        return (f"{self.summary()}\n\n{markdown_table(self.claims)}\n\n{markdown_table(self.cases)}\n\n"
-                f"{markdown_table(self.gaps)}\n")
-
-
 def _f(x: float) -> str:
     return "nan" if x is None or math.isnan(x) else f"{x:+.3f}"
 
@@ -218,11 +224,13 @@ def _cell(g: pd.DataFrame, row: Any) -> str:
 
 def decide_on_labels(held_out: pd.DataFrame, dimensions: Sequence[str], u_label: str = "", *,
                      n_boot: int = N_BOOT, seed: int = 0) -> LabelClaims:
-    """:func:`method_gaps` and the claims on U (:func:`u_claims`) decided per source: one row per
+    """The judge's error per method and the claims on U (:func:`u_claims`) decided per source: one row per
     claim with ``estimate``, ``ci_lo``, ``ci_hi`` and ``verdict`` of the labels and of the judge
     and the binding case of each."""
-    metrics = method_metrics(held_out, dimensions, n_boot=n_boot, seed=seed)
-    tables = {s: decide(u_claims(metrics[s], u_label), metrics[s]) for s in SOURCES}
+    units = _scored_units(held_out, dimensions)
+    metrics = _metrics(units, n_boot, seed)
+    claims_on_u = u_claims(metrics["labels"], u_label)     # both sources hold the same cells
+    tables = {s: decide(claims_on_u, metrics[s]) for s in SOURCES}
     keep = ["id", "estimate", "ci_lo", "ci_hi", "verdict", "statistic", "evidence"]
     merged = None
     for s in SOURCES:
@@ -231,7 +239,7 @@ def decide_on_labels(held_out: pd.DataFrame, dimensions: Sequence[str], u_label:
     claims = merged if merged is not None else pd.DataFrame(columns=["id"])
     claims = claims.set_index("id").reindex([c for c in U_CLAIMS if c in set(claims["id"])]).reset_index()
     claims["agree"] = claims["verdict_labels"] == claims["verdict_judge"]
-    return LabelClaims(method_gaps(held_out, metrics, dimensions), claims, case_table(metrics, u_label),
+    return LabelClaims(_gaps(units, metrics, dimensions), claims, case_table(claims_on_u, metrics),
                        tuple(dimensions), n_boot, seed)
 
 
@@ -240,6 +248,7 @@ def rq1_label_claims(rq1: Any, *, name: str = "03_u_label_claims") -> Any:
     whose response model the run used (its claims are about those), with U's dimensions; with
     ``config.write`` the tables go to ``{results_dir}/tables/<name>.csv|md``."""
     from ..common.paths import resolve
+    from .common import markdown_table
     from .result import Result
     from .rq1 import result_of
     from .tables import write_table
@@ -257,15 +266,15 @@ def rq1_label_claims(rq1: Any, *, name: str = "03_u_label_claims") -> Any:
         return Result("The claims on U, decided on the labels",
                       f"No held-out labelled unit comes from this run's response model(s) ({', '.join(models)}).")
     lc = decide_on_labels(held, uv.definition.dimensions, uv.definition.label, seed=res.config.seed)
+    finding = f"Held-out units of this run's response model(s), {', '.join(models)}. {lc.summary()}"
     if res.config.write:
         tdir = resolve(res.config.results_dir) / "tables"
-        text = f"Response model(s): {', '.join(models)}. {lc.markdown()}"
-        write_table(lc.claims, tdir, name, text)
-        write_table(lc.cases, tdir, f"{name}_cases", text)
-        write_table(lc.gaps, tdir, f"{name}_by_method", text)
+        write_table(lc.claims, tdir, name, f"{finding}\n\n{markdown_table(lc.claims)}")
+        write_table(lc.cases, tdir, f"{name}_cases")
+        write_table(lc.gaps, tdir, f"{name}_by_method")
     return Result(f"The claims on U decided with the labels' U and with the judge's, on the held-out units "
                   f"(tables/{name}.csv, {name}_cases.csv, {name}_by_method.csv)",
-                  f"Held-out units of this run's response model(s), {', '.join(models)}. {lc.summary()}",
+                  finding,
                   tables={"claims": lc.claims.drop(columns=[f"{c}_{s}" for c in ("statistic", "evidence")
                                                             for s in SOURCES]),
                           "every case": lc.cases,

@@ -511,9 +511,172 @@ def adopted_cross_encoders_heldout(study: FeatureStudy,
     return pd.DataFrame(rows)
 
 
+#: the blends of the sentence-bag study: (cross-encoder, feature model, sentence bag) weights in steps
+#: of 0.25, every one with the bag (:func:`compare_sentence_bag`)
+BAG_BLENDS: tuple[tuple[float, float, float], ...] = tuple(
+    (a / 4, b / 4, (4 - a - b) / 4) for a in range(4) for b in range(4 - a))
+#: the judge's relevance scorer when the study ran: 0.25 x the cross-encoder + 0.75 x the feature model
+JUDGE_BLEND = (0.25, 0.75, 0.0)
+
+
+def mix_scores(parts: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
+    """sum_i w_i x part_i over (cross-encoder clipped to 0-4, feature model, sentence bag): a score
+    of :func:`compare_sentence_bag` (:func:`~dpmv_lib.evaluate.holistic.blend_scores` where the
+    bag's weight is 0)."""
+    if len(parts) != len(weights) or not np.isclose(sum(weights), 1.0) or min(weights) < 0:
+        raise ParameterError(f"blend weights {tuple(weights)} must be {len(parts)} non-negative numbers summing to 1")
+    cross, *rest = parts
+    out = float(weights[0]) * np.clip(np.asarray(cross, float), 0.0, 4.0)
+    for w, p in zip(weights[1:], rest):
+        out = out + float(w) * np.asarray(p, float)
+    return out
+
+
+def _blend_name(weights: Sequence[float]) -> str:
+    names = ("cross-encoder", "feature model", "sentence bag")
+    return " + ".join(n if w == 1 else f"{w:g} x {n}" for w, n in zip(weights, names) if w)
+
+
+def compare_sentence_bag(encoder: Any, blends: Sequence[tuple[float, float, float]] = BAG_BLENDS,
+                         config: Any = None, bag_config: Any = None, label_dir: Any = None,
+                         data_dir: Any = "data", *, base_model: Any = None,
+                         log: Any = None) -> tuple[FeatureStudy, pd.DataFrame]:
+    """Relevance scored with a sentence bag (:mod:`dpmv_lib.evaluate.sentence_bag`), alone or blended
+    with the cross-encoder and the feature model (``blends``: (cross-encoder, feature model, bag)
+    weights, :func:`mix_scores`), against the feature model by :data:`RULE`, on the same folds as
+    :func:`compare_cross_encoder` (first shuffle; one cross-encoder fine-tuning per fold, shared by
+    every blend; the feature model and the bag refitted on each training part's distinct units). The
+    judge's blend (:data:`JUDGE_BLEND`) is a row too. The degradation rows use each part fitted on the
+    whole fitting half. Returns the study and the held-out kappa of the candidate the rule adopts
+    (cuts fitted on the fitting half; empty where none is)."""
+    from ..evaluate import sentence_bag as SB
+    from ..evaluate.u_validity import SPLIT_SEED, distinct_rows, fit_cuts, grade_with, holistic_inputs, split_halves
+
+    d = "relevance"
+    inputs = holistic_inputs(encoder, label_dir, data_dir)
+    units, F, V, _ = inputs
+    units = units.reset_index(drop=True)
+    mask = split_halves(units, SPLIT_SEED)
+    pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
+    bags = SB.encode_bags(encoder, pairs)
+    tuned = _fold_fine_tunings(units, mask, d, config, base=base_model, log=log)[0]
+    weights = [(0.0, 1.0, 0.0), JUDGE_BLEND, *blends]
+    kappas = bag_blend_kappas(units, mask, bags, F, V, tuned, weights, bag_config, log=log)
+    whole = _fit_on_distinct(units[mask], d, Negatives(), config, base_model, log)
+    parts = _blend_parts(units, distinct_rows(units, mask), bags, F, V,
+                         whole.predict([q for q, _ in pairs], [a for _, a in pairs]), bag_config)
+    deg = _part_degradation(encoder, inputs, mask, whole, bag_config)
+    rows, base = [], None
+    for b in weights:
+        scores = {f"kappa {m}": v for m, v in kappas[b].items()}
+        scores.update({f"degradation {v}": float(np.mean(mix_scores(var, b) < mix_scores(orig, b)))
+                       for v, (orig, var) in deg.items()})
+        rows.append({"dimension": d, "feature set": _blend_name(b),
+                     "columns": len(DIMENSION_FEATURES[d]) if b[1] else None, **scores, "adopt": _adopt(base, scores)})
+        base = base or scores
+    table = _best_adopted(pd.DataFrame(rows).astype({"columns": "Int64"}))
+    y, w = units[d].to_numpy(float), units["design_weight"].to_numpy(float)
+    empty = units["response"].map(lambda a: not str(a).strip()).to_numpy()
+    held = []
+    for b, (_, row) in zip(weights, table.iterrows()):
+        if row["adopt"] == "yes":
+            s = mix_scores(parts, b)
+            s[empty] = 0.0
+            k = _pooled_kappas(units[~mask].reset_index(drop=True), y[~mask],
+                               grade_with(s[~mask], fit_cuts(s[mask], y[mask], w[mask])), w[~mask])
+            held.append({"dimension": d, "feature set": row["feature set"],
+                         **{f"held-out kappa {m}": v for m, v in k.items()}})
+    return FeatureStudy(table, str(getattr(encoder, "id", type(encoder).__name__)), shuffles=1), pd.DataFrame(held)
+
+
+def _blend_parts(units: pd.DataFrame, rows: np.ndarray, bags: Sequence[np.ndarray], features: np.ndarray,
+                 vectors: np.ndarray | None, cross: np.ndarray, bag_config: Any = None) -> list[np.ndarray]:
+    """(cross-encoder, feature model, sentence bag) relevance scores of every unit of ``units``: the
+    given ``cross`` scores, and the feature model and the bag fitted on ``rows`` (positions, one per
+    distinct unit) with their design weights."""
+    from ..evaluate import sentence_bag as SB
+
+    cols = DIMENSION_FEATURES["relevance"]
+    X, V, _ = _feature_inputs(units, features, vectors, np.ones(len(units), bool), "relevance", cols)
+    y = units["relevance"].to_numpy(float)
+    w = units["design_weight"].to_numpy(float) if "design_weight" in units else np.ones(len(units))
+    bag = SB.fit([bags[i] for i in rows], y[rows], w[rows], bag_config)
+    return [np.asarray(cross, float), _feature_score(X, V, y, w, rows, cols), bag.score_bags(bags)]
+
+
+def bag_blend_kappas(units: pd.DataFrame, fit_mask: np.ndarray, bags: Sequence[np.ndarray], features: np.ndarray,
+                     vectors: np.ndarray | None, tuned: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                     blends: Sequence[tuple[float, float, float]], bag_config: Any = None, *,
+                     log: Any = None) -> dict[tuple[float, float, float], dict[str, float]]:
+    """Relevance's binary kappa inside the fitting half, pooled and per response model, of each blend
+    of (cross-encoder, feature model, sentence bag) (:func:`mix_scores`): per fold of ``tuned``
+    (:func:`_fold_fine_tunings`, one shuffle: training part, test part, the fold's cross-encoder
+    scores of the fitting half's units), the feature model and the bag (``bags``: every unit's
+    :func:`~dpmv_lib.evaluate.sentence_bag.bag_rows`) fitted on the training part's distinct units and
+    the cuts on its units; an empty response scores 0."""
+    from ..evaluate.u_validity import fit_cuts, grade_with
+
+    units = units.reset_index(drop=True)
+    fit_idx = np.flatnonzero(np.asarray(fit_mask, bool))
+    sub, groups, y, w = _fitting_half(units, fit_mask, "relevance")
+    first = ~pd.Series(groups).duplicated().to_numpy()
+    empty = sub["response"].map(lambda a: not str(a).strip()).to_numpy()
+    grades = {b: np.full(len(sub), np.nan) for b in blends}
+    for k, (tr, te, cross_fit) in enumerate(tuned):
+        cross = np.zeros(len(units))
+        cross[fit_idx] = cross_fit
+        parts = [p[fit_idx] for p in _blend_parts(units, fit_idx[tr[first[tr]]], bags, features, vectors, cross,
+                                                  bag_config)]
+        for b in grades:
+            s = mix_scores(parts, b)
+            s[empty] = 0.0
+            grades[b][te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
+        if log is not None:
+            log(f"sentence-bag blends: fold {k + 1}/{len(tuned)} scored")
+    return {b: _pooled_kappas(sub, y, g, w) for b, g in grades.items()}
+
+
+def _part_degradation(encoder: Any, inputs: tuple, mask: np.ndarray, cross: Any, bag_config: Any = None
+                      ) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
+    """Per relevance variant of the degradation set (:mod:`.judge_degradation`): the (cross-encoder,
+    feature model, sentence bag) scores of its items' originals and variants, each part fitted on
+    the fitting half ``mask`` (``cross``: the fitted cross-encoder)."""
+    from ..common.io import read_jsonl
+    from ..evaluate import sentence_bag as SB
+    from ..evaluate.rubric import DIMENSIONS
+    from ..evaluate.rubric_judge import RubricJudge
+    from ..evaluate.u_validity import distinct_rows, fit_on
+    from .judge_degradation import DEFAULT_SET, INTENDED
+
+    units, F, V, anchors = inputs
+    units = units.reset_index(drop=True)
+    model = fit_on(units, F, V, mask, anchors, {})
+    rows = distinct_rows(units, mask)
+    pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
+    weight = units["design_weight"].to_numpy(float) if "design_weight" in units else np.ones(len(units))
+    bags = SB.encode_bags(encoder, [pairs[i] for i in rows])
+    bag = SB.fit(bags, units.loc[rows, "relevance"].to_numpy(float), weight[rows], bag_config)
+    judge = RubricJudge(encoder, holistic=model)
+    j = DIMENSIONS.index("relevance")
+
+    def parts(items: list[tuple[str, str]]) -> list[np.ndarray]:
+        Fx, Vx = judge.holistic_features_and_vectors(items, anchors)
+        return [cross.predict([q for q, _ in items], [a for _, a in items]),
+                model.score(model.with_content(Fx, Vx))[:, j], bag.score(encoder, items)]
+
+    records = read_jsonl(DEFAULT_SET)
+    out = {}
+    for v in [v for v, dims in INTENDED.items() if "relevance" in dims]:
+        items = [rec for rec in records if v in rec["variants"]]
+        if items:
+            out[v] = (parts([(rec["query"], rec["original"]) for rec in items]),
+                      parts([(rec["query"], rec["variants"][v]) for rec in items]))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print :func:`compare_feature_sets` (``--cross-encoder``: :func:`compare_cross_encoder`) for an
-    encoder (default: the committed model's)."""
+    """Print :func:`compare_feature_sets` (``--cross-encoder``: :func:`compare_cross_encoder`;
+    ``--sentence-bag``: :func:`compare_sentence_bag`) for an encoder (default: the committed model's)."""
     import argparse
     import sys
     from pathlib import Path
@@ -527,6 +690,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cross-encoder", action="store_true",
                     help="compare the committed sets with a cross-encoder fine-tuned on the labels instead "
                          "(about 20 minutes per dimension on 2 cores)")
+    ap.add_argument("--sentence-bag", action="store_true",
+                    help="compare relevance scored with a sentence bag, alone and blended with the cross-encoder "
+                         "and the feature model (about 25 minutes on 2 cores)")
     ap.add_argument("--only", default=None, nargs="+", metavar="CANDIDATE",
                     help="with --cross-encoder: these candidates of CROSS_ENCODER_CANDIDATES alone, beside the "
                          "committed set of their dimension")
@@ -543,9 +709,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = args.encoder or committed_encoder_spec(Path(args.data) / "judge_labels")
     except ParameterError as exc:
         raise SystemExit(str(exc)) from None
-    if args.cross_encoder:
-        def log(msg: str) -> None:
-            print(msg, file=sys.stderr, flush=True)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+    if args.sentence_bag:
+        study, held = compare_sentence_bag(get_encoder(spec), data_dir=args.data, log=log)
+        print(study.markdown())
+        print("Held-out half (split seed of U's validation), adopted candidate only:\n\n"
+              + (held.to_markdown(index=False, floatfmt=".3f") if len(held) else "none adopted") + "\n")
+    elif args.cross_encoder:
         study = compare_cross_encoder(get_encoder(spec), candidates, data_dir=args.data, log=log)
         print(study.markdown())
         held = adopted_cross_encoders_heldout(study, candidates, label_dir=Path(args.data) / "judge_labels",

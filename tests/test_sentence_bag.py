@@ -5,6 +5,8 @@ and names bad input; and the study's blends (dpmv_lib.experiments.judge_features
 training folds only."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -161,3 +163,91 @@ def test_the_study_fits_the_bag_on_training_folds_only(monkeypatch):
     out = JF.bag_blend_kappas(units, mask, bags, F, None, folds, [(0.0, 0.0, 1.0), (1.0, 0.0, 0.0)])
     assert seen == [120] * 5
     assert out[(0.0, 0.0, 1.0)]["all"] > 0.6 and abs(out[(1.0, 0.0, 0.0)]["all"]) < 1e-9
+
+
+# ---- the judge's sentence-bagged relevance ---------------------------------------------------------------
+LABELS = "data/judge_labels"
+
+
+@pytest.fixture(scope="module")
+def bagged():
+    """The hashing encoder's holistic model: without a sentence bag, and with relevance blended 0.5 /
+    0.5 with one (the committed blend)."""
+    from dpmv_lib.evaluate import u_validity as UV
+    from dpmv_lib.evaluate.encoders import HashingEncoder
+
+    plain = UV.fit_holistic_model(HashingEncoder(), LABELS, "data", sentence_bagged={})
+    return plain, UV.fit_holistic_model(HashingEncoder(), LABELS, "data", sentence_bagged={"relevance": 0.5})
+
+
+def test_a_sentence_bagged_model_saves_loads_and_refuses_what_it_cannot_be(bagged):
+    from dpmv_lib.evaluate import holistic as H
+
+    plain, model = bagged
+    assert not plain.sentence_bagged and plain.dimensions == model.dimensions
+    assert H.HolisticModel.from_dict(model.to_dict()) == model and model.sha != plain.sha
+    assert model.max_difference(plain) == float("inf") and model.max_difference(model) == 0.0
+    ref = model.sentence_bagged["relevance"]
+    assert ref.feature_weight == 0.5 and ref.bag.fit_info["split_seed"] == 0
+    with pytest.raises(ParameterError, match="feature_weight"):
+        H.SentenceBagged(ref.bag, 1.0)
+    with pytest.raises(ParameterError, match="not both"):
+        dataclasses.replace(model, cross_encoded={"relevance": H.CrossEncoded("x", "0", {})})
+    with pytest.raises(ParameterError, match="not all of"):
+        dataclasses.replace(model, sentence_bagged={"tone": ref})
+
+
+def test_the_judge_blends_the_bag_with_the_boundaries_and_splits_refit_both(bagged):
+    from dpmv_lib.bench.datasets import load_benchmark
+    from dpmv_lib.evaluate import u_validity as UV
+    from dpmv_lib.evaluate.encoders import HashingEncoder
+    from dpmv_lib.evaluate.judge_agreement import judge_units
+    from dpmv_lib.evaluate.rubric_judge import RubricJudge
+
+    plain, model = bagged
+    units = UV.label_pool().head(60).reset_index(drop=True)
+    units.loc[0, "response"] = ""
+    benches = {t: load_benchmark(t, "data") for t in sorted(set(units["track"]))}
+    a, b = (judge_units(units, benches, RubricJudge(HashingEncoder(), holistic=m)) for m in (model, plain))
+    pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
+    bag = model.sentence_bagged["relevance"].bag.score(HashingEncoder(), pairs)
+    want = 0.5 * bag + 0.5 * b["judge_relevance"].to_numpy()
+    np.testing.assert_allclose(a.loc[1:, "judge_relevance"], want[1:], atol=1e-9)
+    assert a.loc[0, "judge_relevance"] == 0.0
+    for d in ("correctness", "actionability", "personalisation"):
+        np.testing.assert_array_equal(a[f"judge_{d}"], b[f"judge_{d}"])
+    # a split's rescoring refits the bag on that split's fitting half
+    judge = RubricJudge(HashingEncoder(), holistic=model)
+    pool = UV.label_pool()
+    judged = judge_units(pool, {t: load_benchmark(t, "data") for t in sorted(set(pool["track"]))}, judge)
+    rescore = UV._holistic_rescorer(judge, pool, judged, LABELS)
+    same = rescore(UV.split_halves(pool, UV.SPLIT_SEED))
+    np.testing.assert_allclose(same["judge_relevance"], judged["judge_relevance"], atol=1e-6)
+    other = rescore(UV.split_halves(pool, 1))
+    assert np.max(np.abs(other["judge_relevance"] - judged["judge_relevance"])) > 0.01
+
+
+def test_validity_refuses_a_bag_fitted_on_other_labels(bagged):
+    from dpmv_lib.evaluate import u_validity as UV
+    from dpmv_lib.evaluate.encoders import HashingEncoder
+    from dpmv_lib.evaluate.rubric_judge import RubricJudge
+
+    _, model = bagged
+    ref = model.sentence_bagged["relevance"]
+    relabelled = dataclasses.replace(ref.bag, fit_info={**ref.bag.fit_info, "labels": "0" * 16})
+    stale = dataclasses.replace(ref, bag=relabelled)
+    with pytest.raises(ParameterError, match="relevance sentence bag was fitted on labels 0000"):
+        UV.validate_u(RubricJudge(HashingEncoder(), holistic=dataclasses.replace(model, sentence_bagged={
+            "relevance": stale})), LABELS, "data", spread_seeds=(0,))
+
+
+def test_the_committed_judge_bags_what_the_study_adopted():
+    from dpmv_lib.evaluate import holistic as H
+    from dpmv_lib.evaluate import u_validity as UV
+
+    model = H.load(LABELS)
+    assert {d: r.feature_weight for d, r in model.sentence_bagged.items()} == dict(UV.SENTENCE_BAGGED)
+    for ref in model.sentence_bagged.values():
+        assert ref.bag.fit_info["labels"] == model.fit_info["labels"]
+        assert ref.bag.fit_info["split_seed"] == UV.SPLIT_SEED
+        assert ref.bag.fit_info["config"] == dataclasses.asdict(SB.SentenceBagConfig())

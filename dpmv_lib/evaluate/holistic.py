@@ -19,9 +19,11 @@ It is fitted (:func:`fit`) on the fitting half of ``data/judge_labels``
 nothing else; :mod:`~.u_validity` measures it on the other half. A dimension in
 :attr:`HolisticModel.cross_encoded` (those the feature study's rule adopted) is scored by a
 cross-encoder fine-tuned on the same rows (:mod:`.cross_encoder`, :class:`CrossEncoded`; its float16
-weights are committed beside the model and checked by their sha256), alone (actionability) or blended
-with the boundaries' score (relevance: 0.25 x the cross-encoder's + 0.75 x the boundaries'). The
-fitted model is committed (:data:`MODEL_FILE`, written by ``python -m dpmv_lib.evaluate.u_validity``)
+weights are committed beside the model and checked by their sha256), alone or blended with the
+boundaries' score (actionability: alone); a dimension in :attr:`HolisticModel.sentence_bagged` (those
+the sentence-bag study's rule adopted) by a sentence bag fitted on the same rows (:mod:`.sentence_bag`,
+:class:`SentenceBagged`; its weights are part of the model), blended with the boundaries' score
+(relevance: 0.5 x the bag's + 0.5 x the boundaries'). The fitted model is committed (:data:`MODEL_FILE`, written by ``python -m dpmv_lib.evaluate.u_validity``)
 and a test refits it from the committed labels. Holistic labels depend only on the query and the response, so the model
 sees each distinct (query, response) once.
 """
@@ -214,6 +216,30 @@ class CrossEncoded:
                 **({"feature_weight": self.feature_weight} if self.feature_weight else {})}
 
 
+@dataclass(frozen=True)
+class SentenceBagged:
+    """A dimension the judge scores with a sentence bag (:mod:`.sentence_bag`) fitted on the same
+    fitting half, blended with the boundaries' score: (1 - w) x the bag's + w x the boundaries'
+    (``feature_weight`` w; :func:`blend_scores`). The bag's weights are part of the model."""
+
+    bag: Any
+    feature_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.feature_weight < 1.0:
+            raise ParameterError(f"sentence-bagged dimension: feature_weight must lie in [0, 1), "
+                                 f"got {self.feature_weight!r}")
+
+    def to_dict(self) -> dict:
+        return {"bag": self.bag.to_dict(), **({"feature_weight": self.feature_weight} if self.feature_weight else {})}
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> "SentenceBagged":
+        from .sentence_bag import SentenceBag
+
+        return cls(SentenceBag.from_dict(obj["bag"]), float(obj.get("feature_weight", 0.0)))
+
+
 _CROSS_ENCODERS: dict[tuple[str, str, str], Any] = {}
 
 
@@ -234,6 +260,7 @@ class HolisticModel:
     fit_info: Mapping[str, Any]
     content: ContentProjection | None = None
     cross_encoded: Mapping[str, CrossEncoded] = field(default_factory=dict)
+    sentence_bagged: Mapping[str, SentenceBagged] = field(default_factory=dict)
     directory: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -252,6 +279,12 @@ class HolisticModel:
         if set(self.cross_encoded) - set(DIMENSIONS):
             raise ParameterError(f"holistic model: cross-encoded dimensions {sorted(self.cross_encoded)} are not "
                                  f"all of {DIMENSIONS}")
+        if set(self.sentence_bagged) - set(DIMENSIONS):
+            raise ParameterError(f"holistic model: sentence-bagged dimensions {sorted(self.sentence_bagged)} are "
+                                 f"not all of {DIMENSIONS}")
+        if set(self.sentence_bagged) & set(self.cross_encoded):
+            raise ParameterError("holistic model: a dimension is scored by a cross-encoder or by a sentence bag, "
+                                 f"not both ({sorted(set(self.sentence_bagged) & set(self.cross_encoded))})")
 
     @property
     def reads_content(self) -> bool:
@@ -286,6 +319,16 @@ class HolisticModel:
             _CROSS_ENCODERS[key] = CrossEncoder.load(path, precision=precision)
         return _CROSS_ENCODERS[key]
 
+    def bag_scores(self, query: np.ndarray, sentences: np.ndarray) -> dict[int, float]:
+        """Index in :data:`~.rubric.DIMENSIONS` -> the sentence bag's score of each sentence-bagged
+        dimension for one turn: its query's embedding and its response's sentence embeddings."""
+        from .sentence_bag import bag_rows
+
+        if not self.sentence_bagged:
+            return {}
+        rows = bag_rows(query, sentences)
+        return {DIMENSIONS.index(d): float(ref.bag.score_bags([rows])[0]) for d, ref in self.sentence_bagged.items()}
+
     def score(self, X: np.ndarray) -> np.ndarray:
         """(n, 4) scores in :data:`~.rubric.DIMENSIONS` order, each sum_k P(label >= k) in [0, 4]."""
         X = np.atleast_2d(np.asarray(X, float))
@@ -295,12 +338,20 @@ class HolisticModel:
 
     def max_difference(self, other: "HolisticModel") -> float:
         """Largest absolute difference of any fitted number (coefficients, intercepts, means,
-        scales, constant rates) between two models; inf where they differ in structure (columns,
-        constant or fitted boundaries, the chosen C) or anchors. The cross-encoders are not compared
+        scales, constant rates, sentence-bag weights) between two models; inf where they differ in
+        structure (columns, constant or fitted boundaries, the chosen C, sentence-bagged dimensions) or
+        anchors. The cross-encoders are not compared
         here: by their scores, :func:`~.u_validity.cross_encoder_gap`."""
-        if self.anchors != other.anchors or (self.content is None) != (other.content is None):
+        if (self.anchors != other.anchors or (self.content is None) != (other.content is None)
+                or set(self.sentence_bagged) != set(other.sentence_bagged)):
             return math.inf
         gap = 0.0
+        for d, ref in self.sentence_bagged.items():
+            o = other.sentence_bagged[d]
+            if ref.feature_weight != o.feature_weight or len(ref.bag.weights) != len(o.bag.weights):
+                return math.inf
+            gap = max(gap, float(np.max(np.abs(np.subtract(ref.bag.weights + ref.bag.thresholds,
+                                                          o.bag.weights + o.bag.thresholds)))))
         if self.content is not None and other.content is not None:
             gap = self.content.max_difference(other.content)
         for d in DIMENSIONS:
@@ -323,7 +374,9 @@ class HolisticModel:
                 "fit_info": dict(self.fit_info),
                 **({"content": self.content.to_dict()} if self.content is not None else {}),
                 **({"cross_encoded": {d: self.cross_encoded[d].to_dict() for d in sorted(self.cross_encoded)}}
-                   if self.cross_encoded else {})}
+                   if self.cross_encoded else {}),
+                **({"sentence_bagged": {d: self.sentence_bagged[d].to_dict() for d in sorted(self.sentence_bagged)}}
+                   if self.sentence_bagged else {})}
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], directory: str | Path | None = None) -> "HolisticModel":
@@ -339,10 +392,11 @@ class HolisticModel:
             cross = {d: CrossEncoded(str(c["file"]), str(c["sha256"]), dict(c.get("fit_info", {})),
                                      float(c.get("feature_weight", 0.0)))
                      for d, c in obj.get("cross_encoded", {}).items()}
+            bagged = {d: SentenceBagged.from_dict(b) for d, b in obj.get("sentence_bagged", {}).items()}
             return cls(tuple(obj["features"]), {k: tuple(v) for k, v in obj["anchors"].items()}, dims,
                        dict(obj.get("fit_info", {})),
                        ContentProjection(content["mean"], content["components"]) if content is not None else None,
-                       cross, Path(directory) if directory is not None else None)
+                       cross, bagged, Path(directory) if directory is not None else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise ParameterError(f"holistic model: malformed entry ({exc})") from exc
 

@@ -351,12 +351,13 @@ class RubricJudge:
 
     # -- one turn -------------------------------------------------------------------------------
     def _holistic_scores(self, turns: list[tuple], cross: Sequence[Mapping[int, float]] = ()) -> list[tuple]:
-        """(holistic, items) per turn of :meth:`_score_turn`'s (rules, items, features): the
-        holistic scores from the model, scored for the whole chunk at once, where there is one and
+        """(holistic, items) per turn of :meth:`_score_turn`'s (rules, items, features, bag scores):
+        the holistic scores from the model, scored for the whole chunk at once, where there is one and
         the turn has features (an empty response keeps its zeros); a cross-encoded dimension takes
-        the turn's score in ``cross`` (dimension index -> score, :meth:`cross_scores`), blended with
-        the boundaries' with its ``feature_weight`` (:func:`~.holistic.blend_scores`)."""
-        out = [(h, i) for h, i, _ in turns]
+        the turn's score in ``cross`` (dimension index -> score, :meth:`cross_scores`) and a
+        sentence-bagged one its bag score, each blended with the boundaries' with its
+        ``feature_weight`` (:func:`~.holistic.blend_scores`)."""
+        out = [(h, i) for h, i, *_ in turns]
         rows = [j for j, t in enumerate(turns) if t[2] is not None]
         if self.holistic is not None and rows:
             scores = self.holistic.score(np.stack([turns[j][2] for j in rows]))
@@ -364,6 +365,9 @@ class RubricJudge:
                 vals = [float(x) for x in sc]
                 for d, v in (cross[j] if j < len(cross) else {}).items():
                     weight = self.holistic.cross_encoded[DIMENSIONS[d]].feature_weight
+                    vals[d] = float(holistic.blend_scores(v, vals[d], weight))
+                for d, v in turns[j][3].items():
+                    weight = self.holistic.sentence_bagged[DIMENSIONS[d]].feature_weight
                     vals[d] = float(holistic.blend_scores(v, vals[d], weight))
                 out[j] = (tuple(vals), turns[j][1])
         return out
@@ -401,13 +405,15 @@ class RubricJudge:
 
     def _score_turn(self, k: tuple, emb: np.ndarray, texts: Mapping[str, int],
                     anchors: tuple[np.ndarray, np.ndarray] | None = None) -> tuple:
-        """(rule holistic scores, item scores, holistic features or None) of one turn; the features
-        (against the model's ``anchors`` embeddings) only where the judge has a model."""
+        """(rule holistic scores, item scores, holistic features or None, sentence-bag scores) of one
+        turn; the features (against the model's ``anchors`` embeddings) and the scores of the model's
+        sentence-bagged dimensions (:meth:`~.holistic.HolisticModel.bag_scores`; empty otherwise)
+        only where the judge has a model."""
         q, a, items = k
         sents = split_sentences(a)
         if not sents:
             return ((0.0, 0.0, 0.0, 0.0 if any(it[2] == "apply" for it in items) else math.nan),
-                    tuple((it[0], 0) for it in items), None)
+                    tuple((it[0], 0) for it in items), None, {})
         S = emb[[texts[s] for s in sents]]
         units = [(i, u) for i, s in enumerate(sents) for u in advice_units(s)]
         owner = np.array([i for i, _ in units])
@@ -457,12 +463,14 @@ class RubricJudge:
         personalisation = float(np.mean(apply_scores)) if apply_scores else math.nan
         hol = (float(min(4, max(0, relevance))), float(min(4, max(0, correctness))),
                float(min(4, max(0, actionability))), personalisation)
-        f = None
+        f, bagged = None, {}
         if anchors is not None:
             f = self._features(a, sents, S, sim_q, actionability, anchors)
-            if self.holistic is not None and self.holistic.content is not None:
-                f = self.holistic.content.complete(f[None], holistic.content_vector(qv, S)[None])[0]
-        return hol, tuple((i, s) for i, s, _ in item_scores), f
+            if self.holistic is not None:
+                if self.holistic.content is not None:
+                    f = self.holistic.content.complete(f[None], holistic.content_vector(qv, S)[None])[0]
+                bagged = self.holistic.bag_scores(qv, S)
+        return hol, tuple((i, s) for i, s, _ in item_scores), f, bagged
 
     # -- holistic features ----------------------------------------------------------------------
     def holistic_features(self, pairs: Sequence[tuple[str, str]],

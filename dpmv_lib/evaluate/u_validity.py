@@ -99,7 +99,11 @@ CROSS_SPREAD_FORMAT = "dpmv-cross-encoder-spread-1"
 #: (:mod:`.cross_encoder`), each with the feature model's weight in its score
 #: (:class:`~.holistic.CrossEncoded`; 0: the cross-encoder alone): those the feature study's rule
 #: adopted (``python -m dpmv_lib.experiments.judge_features --cross-encoder``; data/judge_labels/README.md)
-CROSS_ENCODED: Mapping[str, float] = {"relevance": 0.75, "actionability": 0.0}
+CROSS_ENCODED: Mapping[str, float] = {"actionability": 0.0}
+#: dimensions the judge scores with a sentence bag fitted on the fitting half (:mod:`.sentence_bag`),
+#: each with the feature model's weight in its score (:class:`~.holistic.SentenceBagged`): those the
+#: sentence-bag study's rule adopted (``python -m dpmv_lib.experiments.judge_features --sentence-bag``)
+SENTENCE_BAGGED: Mapping[str, float] = {"relevance": 0.5}
 #: a refitted cross-encoder's scores on the labelled units may differ from the committed one's by this
 #: much on another CPU (float rounding in 3 epochs of training; the weights are stored in float16)
 CROSS_REFIT_TOLERANCE = 0.05
@@ -449,6 +453,8 @@ class UValidity:
     spread_splits: int = 0
     #: the held-out half's units: labels and the judge's scores of every dimension (:data:`HELD_OUT_COLUMNS`)
     held_out: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: sentence-bagged dimension -> the feature model's weight in its score
+    sentence_bagged: Mapping[str, float] = field(default_factory=dict)
 
     def summary(self) -> str:
         """One paragraph from the numbers."""
@@ -468,12 +474,17 @@ class UValidity:
                 if not math.isnan(a.at[d, "kappa_fitted_min"]))
                 + f" (the floor is {self.definition.floor:g}).")
         cross = ""
-        if self.cross_encoded:
+        if self.cross_encoded or self.sentence_bagged:
             ce = ("a cross-encoder (all-MiniLM-L6-v2 reading the query and the response together, fine-tuned on the "
                   "fitting half's labels; dpmv_lib.evaluate.cross_encoder)")
             parts = [f"{d} is scored by {ce if i == 0 else 'its own such cross-encoder'}"
                      + (f", its score weighted {1 - w:g} beside the feature model's {w:g}" if w else "")
                      for i, (d, w) in enumerate(self.cross_encoded.items())]
+            parts += [f"{d} is scored by a sentence bag (each response sentence's embedding read against the "
+                      "query's, a linear score per sentence pooled by a soft maximum, fitted on the fitting half's "
+                      "labels; dpmv_lib.evaluate.sentence_bag, torch)"
+                      + (f", its score weighted {1 - w:g} beside the feature model's {w:g}" if w else "")
+                      + " and refitted on every split" for d, w in self.sentence_bagged.items()]
             text = "; ".join(parts)
             cross = f" {text[0].upper()}{text[1:]}; the other dimensions by the feature model.{self._cross_spread()}"
         return (f"{self.definition.sentence()}{self._mixed()}{cross} Judge {self.judge_id}, {self.n_units} labelled "
@@ -576,10 +587,12 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
             raise ParameterError(f"{stale}: it was fitted on labels {info.get('labels')} with split seed "
                                  f"{info.get('split_seed')}, these are {_label_hash(label_dir)} with seed {seed}; "
                                  "refit it with `python -m dpmv_lib.evaluate.u_validity`")
-        for d, ref in model.cross_encoded.items():
-            if ref.fit_info.get("labels") != _label_hash(label_dir) or ref.fit_info.get("split_seed") != seed:
-                raise ParameterError(f"{stale}: its {d} cross-encoder was fitted on labels "
-                                     f"{ref.fit_info.get('labels')} with split seed {ref.fit_info.get('split_seed')}; "
+        for d, ref in [*model.cross_encoded.items(), *model.sentence_bagged.items()]:
+            fitted = getattr(ref, "bag", ref).fit_info
+            if fitted.get("labels") != _label_hash(label_dir) or fitted.get("split_seed") != seed:
+                kind = "sentence bag" if d in model.sentence_bagged else "cross-encoder"
+                raise ParameterError(f"{stale}: its {d} {kind} was fitted on labels "
+                                     f"{fitted.get('labels')} with split seed {fitted.get('split_seed')}; "
                                      "refit it with `python -m dpmv_lib.evaluate.u_validity`")
         rescore = _holistic_rescorer(judge, units, judged, label_dir)
         if info.get("encoder") == str(getattr(getattr(judge, "encoder", None), "id", "")):
@@ -603,7 +616,8 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
     return UValidity(table, cuts, UDefinition.from_kappas(pooled.to_dict()), positives(units),
                      str(getattr(judge, "id", type(judge).__name__)), seed, len(units),
                      int((units["pool"] != "sample").sum()), enriched_table(judged, fit_mask, cuts), cross,
-                     cross_spread, len(spread_seeds), held_out)
+                     cross_spread, len(spread_seeds), held_out,
+                     {d: ref.feature_weight for d, ref in model.sentence_bagged.items()} if model is not None else {})
 
 
 # ---- the cross-encoded dimensions' spread (shards written by :mod:`.cross_encoder_spread`) ----------------
@@ -739,9 +753,17 @@ def fit_cross_encoder_on(units: pd.DataFrame, mask: np.ndarray, dimension: str, 
 def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
                        label_dir: str | Path | None) -> Callable[[np.ndarray], pd.DataFrame]:
     """``rescore(fit_mask)``: ``judged`` with its holistic columns from a model refitted on the
-    units of ``fit_mask`` (features computed once); the cross-encoded dimensions keep the judge's
-    own scores (a cross-encoder is not refitted per split: :func:`split_spread` leaves them out)."""
-    F, V = judge.holistic_features_and_vectors(list(zip(units["query"], units["response"])), judge.holistic.anchors)
+    units of ``fit_mask`` (features computed once), a sentence-bagged dimension with its bag refitted
+    there too (the committed bag's settings and feature weight); the cross-encoded dimensions keep
+    the judge's own scores (a cross-encoder is not refitted per split: :func:`split_spread` leaves
+    them out)."""
+    from .holistic import blend_scores
+    from .sentence_bag import SentenceBagConfig, encode_bags
+
+    pairs = list(zip(units["query"], units["response"]))
+    F, V = judge.holistic_features_and_vectors(pairs, judge.holistic.anchors)
+    bagged = judge.holistic.sentence_bagged
+    bags = encode_bags(judge.encoder, pairs) if bagged else []
     info = {"labels": _label_hash(label_dir), "encoder": str(getattr(judge.encoder, "id", ""))}
     empty = units["response"].map(lambda a: not str(a).strip()).to_numpy()
 
@@ -753,6 +775,10 @@ def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
             return done[key]
         model = fit_on(units, F, V, mask, judge.holistic.anchors, info)
         scores = model.score(model.with_content(F, V))
+        for d, ref in bagged.items():
+            bag = fit_sentence_bag_on(units, bags, mask, d, SentenceBagConfig(**ref.bag.fit_info.get("config", {})))
+            j = DIMENSIONS.index(d)
+            scores[:, j] = blend_scores(bag.score_bags(bags), scores[:, j], ref.feature_weight)
         scores[empty] = 0.0                       # an empty response scores 0 everywhere
         out = judged.copy()
         for j, d in enumerate(DIMENSIONS):
@@ -763,25 +789,62 @@ def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
     return rescore
 
 
+def fit_sentence_bag_on(units: pd.DataFrame, bags: Sequence[np.ndarray], mask: np.ndarray, dimension: str,
+                        config: Any = None, fit_info: Mapping[str, Any] | None = None) -> Any:
+    """A :class:`~.sentence_bag.SentenceBag` fitted to ``dimension``'s labels on the units of
+    ``mask``, one row per distinct (query, response), each with its ``design_weight`` (as
+    :func:`fit_on` fits the holistic model); ``bags``: every unit's
+    :func:`~.sentence_bag.bag_rows`, in the order of ``units``."""
+    import torch
+
+    from ..common.machine import cpu_info
+    from .sentence_bag import fit
+
+    if dimension not in DIMENSIONS:
+        raise ParameterError(f"unknown dimension {dimension!r}; U holds {DIMENSIONS}")
+    units = units.reset_index(drop=True)
+    if len(bags) != len(units):
+        raise ParameterError(f"{len(units)} units but {len(bags)} sentence bags")
+    rows = distinct_rows(units, mask)
+    weight = units.loc[rows, "design_weight"].to_numpy(float) if "design_weight" in units else None
+    return fit([bags[i] for i in rows], units.loc[rows, dimension].to_numpy(float), weight, config,
+               {**dict(fit_info or {}), "fitted_on": int(len(rows)), "torch": torch.__version__,
+                "cpu": str(cpu_info().get("model", ""))})
+
+
 def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_dir: str | Path = "data", *,
                        seed: int = SPLIT_SEED, encoder_spec: str | None = None,
                        cross_encoded: Mapping[str, float] | Sequence[str] = (),
+                       sentence_bagged: Mapping[str, float] | None = None,
                        cross_dir: str | Path | None = None, log: Callable[[str], None] | None = None) -> HolisticModel:
     """The judge's holistic model (:mod:`.holistic`) fitted on the fitting half of the labels
     (:func:`split_halves` with ``seed``), one row per distinct query and response, against the
     behaviour catalogue of ``data_dir``. Each dimension of ``cross_encoded`` (a mapping to the
     feature model's weight in its score, :data:`CROSS_ENCODED`; a plain sequence weighs it 0) also
     gets a cross-encoder fine-tuned on the same rows (:func:`fit_cross_encoder_on`, about 4 minutes on
-    2 cores), written to ``cross_dir/cross_encoder_<dimension>.safetensors`` and named in the model."""
+    2 cores), written to ``cross_dir/cross_encoder_<dimension>.safetensors`` and named in the model.
+    Each dimension of ``sentence_bagged`` (default :data:`SENTENCE_BAGGED`: a mapping to the feature
+    model's weight in its score) gets a sentence bag fitted on the same rows (:func:`fit_sentence_bag_on`)."""
+    from dataclasses import replace
+
     units, F, V, anchors = holistic_inputs(encoder, label_dir, data_dir)
     labels = _label_hash(label_dir)
     info = {"labels": labels, "encoder": str(getattr(encoder, "id", "")), "split_seed": seed,
             "units": int(len(units)), **({"encoder_spec": encoder_spec} if encoder_spec else {})}
     mask = split_halves(units, seed)
     model = fit_on(units, F, V, mask, anchors, info)
+    bagged = dict(SENTENCE_BAGGED if sentence_bagged is None else sentence_bagged)
+    if bagged:
+        from .holistic import SentenceBagged
+        from .sentence_bag import encode_bags
+
+        bags = encode_bags(encoder, list(zip(units["query"].astype(str), units["response"].astype(str))))
+        stamp = {"labels": labels, "split_seed": seed}
+        model = replace(model, sentence_bagged={
+            d: SentenceBagged(fit_sentence_bag_on(units, bags, mask, d, fit_info=stamp), w) for d, w in bagged.items()})
     if not cross_encoded:
         return model
-    from dataclasses import asdict, replace
+    from dataclasses import asdict
 
     import torch
 
@@ -940,7 +1003,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0 if ok else 1
         if not cross:
             committed = load(label_dir)
-            model = replace(model, cross_encoded=dict(committed.cross_encoded) if committed is not None else {})
+            kept = {d: ref for d, ref in committed.cross_encoded.items() if d in CROSS_ENCODED} if committed else {}
+            model = replace(model, cross_encoded=kept)
         for ref in model.cross_encoded.values():
             if (Path(tmp) / ref.file).exists():
                 shutil.copyfile(Path(tmp) / ref.file, label_dir / (ref.file + ".tmp"))

@@ -30,8 +30,14 @@ with the committed feature model's score fitted on the same training part, :clas
 the candidates with the same negatives sharing their fine-tunings), on the first shuffle only, the
 committed set beside it on the same folds (``--only`` runs some candidates). The cross-encoders the
 rule adopted are the judge's (:data:`~dpmv_lib.evaluate.u_validity.CROSS_ENCODED`: actionability
-alone, relevance blended 0.25 / 0.75 with the feature model); the "committed" rows here are the
-feature model.
+alone); the "committed" rows here are the feature model.
+
+:func:`compare_sentence_bag` (``--sentence-bag``) puts relevance scored by a sentence bag
+(:mod:`dpmv_lib.evaluate.sentence_bag`: each response sentence read against the query) beside the
+feature model by the same kappa, degradation rows and rule, alone and in every blend with the
+cross-encoder and the feature model in steps of 0.25 (:data:`BAG_BLENDS`), with the judge's blend
+before it (:data:`JUDGE_BLEND`). The rule adopted 0.5 x the feature model + 0.5 x the bag
+(:data:`~dpmv_lib.evaluate.u_validity.SENTENCE_BAGGED`), which replaced that blend.
 """
 from __future__ import annotations
 

@@ -116,9 +116,10 @@ def test_an_oracle_cross_encoder_alone_agrees_perfectly(monkeypatch):
     assert not res["kappa_fitted"]["all"] > 0.5
 
 
-def _model(weight: float = 0.75, labels: str = "L1", encoder: str = "enc") -> SimpleNamespace:
+def _model(weight: float = 0.75, labels: str = "L1", encoder: str = "enc", features: str = "F1") -> SimpleNamespace:
     ref = SimpleNamespace(feature_weight=weight, fit_info={"config": asdict(CrossEncoderConfig())})
-    return SimpleNamespace(cross_encoded={"relevance": ref}, fit_info={"labels": labels, "encoder": encoder})
+    return SimpleNamespace(cross_encoded={"relevance": ref}, fit_info={"labels": labels, "encoder": encoder},
+                           boundaries_sha=lambda dimension: f"{features}:{dimension}")
 
 
 def _fake_compute(monkeypatch, model):
@@ -154,13 +155,18 @@ def test_shards_resume_and_a_stale_one_is_redone(tmp_path, monkeypatch):
     assert len(calls) == 3
     t = CS.compute(tmp_path, seeds=(0, 1, 2, 3), encoder=enc).set_index("response_model")
     assert len(calls) == 4 and t.at["all", "splits"] == 4
-    # another feature weight or other labels make every shard stale
-    for changed in (_model(weight=0.5), _model(labels="L2")):
+    # another feature weight, other labels or another feature model in the blend make every shard stale
+    for changed in (_model(weight=0.5), _model(labels="L2"), _model(labels="L2", features="F2")):
         calls = _fake_compute(monkeypatch, changed)
         before = UV.cross_spread_table(UV.read_cross_spread(tmp_path / UV.SPREAD_DIR), changed, (0, 1))
         assert (before["splits"] == 0).all() and before["kappa_min"].isna().all()
         CS.compute(tmp_path, seeds=(0, 1), encoder=enc)
         assert len(calls) == 2
+    # a cross-encoder alone reads no feature model: its shard stays current when the features change
+    _fake_compute(monkeypatch, _model(weight=0.0))
+    CS.compute(tmp_path, seeds=(0,), encoder=enc)
+    assert UV.cross_spread_current(UV.read_cross_spread(tmp_path / UV.SPREAD_DIR)[0],
+                                   _model(weight=0.0, features="F3"))
     with pytest.raises(ParameterError, match="not the one the committed model"):
         CS.compute(tmp_path, seeds=(7,), encoder=SimpleNamespace(id="other"))
     with pytest.raises(ParameterError, match="does not cross-encode 'actionability'"):

@@ -16,8 +16,9 @@ A shard is the judge's own scorer refitted on one split's fitting half: a
 model fitted on the same half (:func:`~.u_validity.fit_on`, :func:`~.holistic.blend_scores` with the
 committed feature weight), cuts fitted on that half and the binary kappa measured on the other
 (:func:`~.u_validity.heldout_table`, ``sklearn.metrics.cohen_kappa_score``). A shard is current
-while the labels, the encoder, the feature weight and the fine-tuning config it names are the
-committed model's (:func:`~.u_validity.cross_spread_current`).
+while the labels, the encoder, the feature weight, the fine-tuning config and, for a blend, the
+digest of the feature model's boundaries it names are the committed model's
+(:func:`~.u_validity.cross_spread_current`).
 
 Command line::
 

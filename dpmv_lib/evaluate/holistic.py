@@ -329,6 +329,14 @@ class HolisticModel:
         rows = bag_rows(query, sentences)
         return {DIMENSIONS.index(d): float(ref.bag.score_bags([rows])[0]) for d, ref in self.sentence_bagged.items()}
 
+    def boundaries_sha(self, dimension: str) -> str:
+        """First 16 hex digits of the sha256 of ``dimension``'s fitted boundaries (columns,
+        coefficients, intercepts, scalings): what changes when its features or their fit change."""
+        if dimension not in self.dimensions:
+            raise ParameterError(f"unknown dimension {dimension!r}; the model holds {DIMENSIONS}")
+        text = json.dumps([_boundary_dict(b) for b in self.dimensions[dimension]], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def score(self, X: np.ndarray) -> np.ndarray:
         """(n, 4) scores in :data:`~.rubric.DIMENSIONS` order, each sum_k P(label >= k) in [0, 4]."""
         X = np.atleast_2d(np.asarray(X, float))

@@ -623,13 +623,18 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
 # ---- the cross-encoded dimensions' spread (shards written by :mod:`.cross_encoder_spread`) ----------------
 def cross_spread_scorer(model: HolisticModel, dimension: str) -> dict[str, Any]:
     """What a current shard of ``dimension`` records about its scorer: the committed model's labels,
-    encoder, feature weight and fine-tuning config."""
+    encoder, feature weight and fine-tuning config; where the score blends in the feature model, also
+    the sha256 of the committed boundaries of ``dimension`` (``feature_model``: a change of the
+    features or of their fit changes them, so the shard goes stale)."""
     ref = model.cross_encoded.get(dimension)
     if ref is None:
         raise ParameterError(f"the committed holistic model does not cross-encode {dimension!r} "
                              f"(it cross-encodes {sorted(model.cross_encoded) or 'nothing'})")
-    return {"labels": model.fit_info.get("labels"), "encoder": model.fit_info.get("encoder"),
-            "feature_weight": float(ref.feature_weight), "config": dict(ref.fit_info.get("config", {}))}
+    out = {"labels": model.fit_info.get("labels"), "encoder": model.fit_info.get("encoder"),
+           "feature_weight": float(ref.feature_weight), "config": dict(ref.fit_info.get("config", {}))}
+    if ref.feature_weight:
+        out["feature_model"] = model.boundaries_sha(dimension)
+    return out
 
 
 def read_cross_spread(spread_dir: str | Path) -> list[dict[str, Any]]:

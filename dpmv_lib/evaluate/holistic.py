@@ -23,9 +23,10 @@ weights are committed beside the model and checked by their sha256), alone or bl
 boundaries' score (actionability: alone); a dimension in :attr:`HolisticModel.sentence_bagged` (those
 the sentence-bag study's rule adopted) by a sentence bag fitted on the same rows (:mod:`.sentence_bag`,
 :class:`SentenceBagged`; its weights are part of the model), blended with the boundaries' score
-(relevance: 0.5 x the bag's + 0.5 x the boundaries'). The fitted model is committed (:data:`MODEL_FILE`, written by ``python -m dpmv_lib.evaluate.u_validity``)
-and a test refits it from the committed labels. Holistic labels depend only on the query and the response, so the model
-sees each distinct (query, response) once.
+(relevance: 0.5 x the bag's + 0.5 x the boundaries'). The fitted model is committed
+(:data:`MODEL_FILE`, written by ``python -m dpmv_lib.evaluate.u_validity``) and a test refits it from
+the committed labels. Holistic labels depend only on the query and the response, so the model sees
+each distinct (query, response) once.
 """
 from __future__ import annotations
 

@@ -600,13 +600,15 @@ def _blend_parts(units: pd.DataFrame, rows: np.ndarray, bags: Sequence[np.ndarra
     """(cross-encoder, feature model, sentence bag) relevance scores of every unit of ``units``: the
     given ``cross`` scores, and the feature model and the bag fitted on ``rows`` (positions, one per
     distinct unit) with their design weights."""
-    from ..evaluate import sentence_bag as SB
+    from ..evaluate.u_validity import fit_sentence_bag_on
 
     cols = DIMENSION_FEATURES["relevance"]
     X, V, _ = _feature_inputs(units, features, vectors, np.ones(len(units), bool), "relevance", cols)
     y = units["relevance"].to_numpy(float)
     w = units["design_weight"].to_numpy(float) if "design_weight" in units else np.ones(len(units))
-    bag = SB.fit([bags[i] for i in rows], y[rows], w[rows], bag_config)
+    mask = np.zeros(len(units), bool)
+    mask[rows] = True
+    bag = fit_sentence_bag_on(units, bags, mask, "relevance", bag_config)
     return [np.asarray(cross, float), _feature_score(X, V, y, w, rows, cols), bag.score_bags(bags)]
 
 
@@ -651,17 +653,14 @@ def _part_degradation(encoder: Any, inputs: tuple, mask: np.ndarray, cross: Any,
     from ..evaluate import sentence_bag as SB
     from ..evaluate.rubric import DIMENSIONS
     from ..evaluate.rubric_judge import RubricJudge
-    from ..evaluate.u_validity import distinct_rows, fit_on
+    from ..evaluate.u_validity import fit_on, fit_sentence_bag_on
     from .judge_degradation import DEFAULT_SET, INTENDED
 
     units, F, V, anchors = inputs
     units = units.reset_index(drop=True)
     model = fit_on(units, F, V, mask, anchors, {})
-    rows = distinct_rows(units, mask)
-    pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
-    weight = units["design_weight"].to_numpy(float) if "design_weight" in units else np.ones(len(units))
-    bags = SB.encode_bags(encoder, [pairs[i] for i in rows])
-    bag = SB.fit(bags, units.loc[rows, "relevance"].to_numpy(float), weight[rows], bag_config)
+    bags = SB.encode_bags(encoder, list(zip(units["query"].astype(str), units["response"].astype(str))))
+    bag = fit_sentence_bag_on(units, bags, mask, "relevance", bag_config)
     judge = RubricJudge(encoder, holistic=model)
     j = DIMENSIONS.index("relevance")
 

@@ -111,19 +111,14 @@ def test_bad_training_data_and_files_are_named():
         SB.SentenceBag.from_dict({**model.to_dict(), "thresholds": [0.0]})
 
 
-class _Encoder:
-    """Unit vectors from a hash of the text: a stand-in for the judge's encoder."""
+def test_the_judge_splits_pairs_into_sentences_and_embeds_each_text_once():
+    from dpmv_lib.evaluate.encoders import HashingEncoder
+    from dpmv_lib.evaluate.rubric_judge import RubricJudge
 
-    id = "hash"
-
-    def encode(self, texts):
-        return np.stack([_unit(np.random.default_rng(abs(hash(t)) % 2**32).normal(size=DIM)) for t in texts])
-
-
-def test_pairs_are_split_into_sentences_and_embedded_once():
-    enc = _Encoder()
-    bags = SB.encode_bags(enc, [("How?", "Do this. Then that."), ("Why?", "")])
-    assert [b.shape for b in bags] == [(2, 2 * DIM + 1), (1, 2 * DIM + 1)]
+    enc = HashingEncoder()
+    bags = RubricJudge(enc).sentence_bags([("How?", "Do this. Then that."), ("Why?", "")])
+    width = 2 * enc.encode(["x"]).shape[1] + 1
+    assert [b.shape for b in bags] == [(2, width), (1, width)]
     q, s = enc.encode(["How?", "Then that."])
     assert np.allclose(bags[0][1], SB.bag_rows(q, s[None])[0]) and not bags[1].any()
 
@@ -210,7 +205,7 @@ def test_the_judge_blends_the_bag_with_the_boundaries_and_splits_refit_both(bagg
     benches = {t: load_benchmark(t, "data") for t in sorted(set(units["track"]))}
     a, b = (judge_units(units, benches, RubricJudge(HashingEncoder(), holistic=m)) for m in (model, plain))
     pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
-    bag = model.sentence_bagged["relevance"].bag.score(HashingEncoder(), pairs)
+    bag = model.sentence_bagged["relevance"].bag.score_bags(RubricJudge(HashingEncoder()).sentence_bags(pairs))
     want = 0.5 * bag + 0.5 * b["judge_relevance"].to_numpy()
     np.testing.assert_allclose(a.loc[1:, "judge_relevance"], want[1:], atol=1e-9)
     assert a.loc[0, "judge_relevance"] == 0.0

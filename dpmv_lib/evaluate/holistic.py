@@ -193,6 +193,11 @@ def blend_scores(cross: Any, features: Any, feature_weight: float) -> np.ndarray
     return (1.0 - w) * clipped + w * np.asarray(features, float) if w else clipped
 
 
+def _check_feature_weight(what: str, weight: float) -> None:
+    if not 0.0 <= weight < 1.0:
+        raise ParameterError(f"{what}: feature_weight must lie in [0, 1), got {weight!r}")
+
+
 @dataclass(frozen=True)
 class CrossEncoded:
     """A dimension the judge scores with a cross-encoder (:mod:`.cross_encoder`) fine-tuned on the
@@ -208,9 +213,7 @@ class CrossEncoded:
     feature_weight: float = 0.0
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.feature_weight < 1.0:
-            raise ParameterError(f"cross-encoded {self.file}: feature_weight must lie in [0, 1), "
-                                 f"got {self.feature_weight!r}")
+        _check_feature_weight(f"cross-encoded {self.file}", self.feature_weight)
 
     def to_dict(self) -> dict:
         return {"file": self.file, "sha256": self.sha256, "fit_info": dict(self.fit_info),
@@ -227,9 +230,7 @@ class SentenceBagged:
     feature_weight: float = 0.0
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.feature_weight < 1.0:
-            raise ParameterError(f"sentence-bagged dimension: feature_weight must lie in [0, 1), "
-                                 f"got {self.feature_weight!r}")
+        _check_feature_weight("sentence-bagged dimension", self.feature_weight)
 
     def to_dict(self) -> dict:
         return {"bag": self.bag.to_dict(), **({"feature_weight": self.feature_weight} if self.feature_weight else {})}

@@ -483,6 +483,21 @@ class RubricJudge:
         content = self.holistic.content if self.holistic is not None else None
         return content.complete(F, V) if content is not None else F
 
+    def sentence_bags(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+        """Each (query, response)'s sentence bag (:func:`~.sentence_bag.bag_rows` of its query's and
+        its sentences' embeddings, the sentences as the judge splits them), every distinct text
+        embedded once: what a sentence-bagged dimension reads (:class:`~.holistic.SentenceBagged`)."""
+        from .sentence_bag import bag_rows
+
+        sentences = [split_sentences(str(a)) for _, a in pairs]
+        texts = list(dict.fromkeys([str(q) for q, _ in pairs] + [s for ss in sentences for s in ss]))
+        if not texts:
+            return []
+        emb = np.asarray(self.encoder.encode(texts), float)
+        at = {t: i for i, t in enumerate(texts)}
+        return [bag_rows(emb[at[str(q)]], emb[[at[s] for s in ss]] if ss else np.zeros((0, emb.shape[1])))
+                for (q, _), ss in zip(pairs, sentences)]
+
     def holistic_features_and_vectors(self, pairs: Sequence[tuple[str, str]],
                                       anchors: Mapping[str, Sequence[str]] | None = None
                                       ) -> tuple[np.ndarray, np.ndarray]:

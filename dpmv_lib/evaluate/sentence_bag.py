@@ -1,12 +1,15 @@
 """A relevance scorer that reads the response sentence by sentence against its query (paper C.5
-"Utility judging"): a candidate of :mod:`dpmv_lib.experiments.judge_features`.
+"Utility judging"): the judge's relevance beside the feature model
+(:data:`~.u_validity.SENTENCE_BAGGED`, :class:`~.holistic.SentenceBagged`), as the rule of
+:mod:`dpmv_lib.experiments.judge_features` adopted it.
 
 Relevance ("does it address the query?", ``data/judge_labels/GUIDE.md``) is often decided by one
 sentence: the one that answers. The feature model (:mod:`.holistic`) sees a response through
 summaries of its sentences' similarities; a :class:`SentenceBag` learns which direction of a
 sentence's embedding, seen from the query, answers it. Each sentence s of the response
 (:func:`~.rubric_judge.split_sentences`) with the query q, both unit embeddings of the judge's
-encoder, gives one row [q * s, s, q . s] (:func:`bag_rows`); a linear score per row, pooled over
+encoder, gives one row [q * s, s, q . s] (:func:`bag_rows`; a judge's bags of (query, response)
+pairs: :meth:`~.rubric_judge.RubricJudge.sentence_bags`); a linear score per row, pooled over
 the sentences by a soft maximum at ``temperature`` (T log sum exp(z / T)), is the latent of a
 cumulative logistic model of the 0-4 grade with four thresholds. The score is
 sum_k sigmoid(pooled - theta_k), in [0, 4], the expected grade as the feature model's is.
@@ -60,21 +63,6 @@ def bag_rows(query: np.ndarray, sentences: np.ndarray) -> np.ndarray:
     return np.hstack([S * q, S, (S @ q)[:, None]])
 
 
-def encode_bags(encoder: Any, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-    """:func:`bag_rows` of each (query, response), every distinct text embedded once by
-    ``encoder`` (its ``encode``: unit vectors, as the judge's)."""
-    from .rubric_judge import split_sentences
-
-    sentences = [split_sentences(str(a)) for _, a in pairs]
-    texts = list(dict.fromkeys([str(q) for q, _ in pairs] + [s for ss in sentences for s in ss]))
-    if not texts:
-        return []
-    emb = np.asarray(encoder.encode(texts), float)
-    at = {t: i for i, t in enumerate(texts)}
-    return [bag_rows(emb[at[str(q)]], emb[[at[s] for s in ss]] if ss else np.zeros((0, emb.shape[1])))
-            for (q, _), ss in zip(pairs, sentences)]
-
-
 def _pooled(rows: np.ndarray, weights: np.ndarray, temperature: float) -> float:
     z = rows @ weights / temperature
     top = float(np.max(z))
@@ -109,10 +97,6 @@ class SentenceBag:
                 raise ParameterError(f"sentence bag rows have {rows.shape[1]} columns, the model takes {len(w)}")
             out[i] = float(np.sum(1.0 / (1.0 + np.exp(th - _pooled(rows, w, self.temperature)))))
         return out
-
-    def score(self, encoder: Any, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """The score of each (query, response), embedded by ``encoder`` (:func:`encode_bags`)."""
-        return self.score_bags(encode_bags(encoder, pairs))
 
     def to_dict(self) -> dict:
         return {"format": SAVE_FORMAT, "weights": [float(x) for x in self.weights],

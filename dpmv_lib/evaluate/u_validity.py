@@ -763,12 +763,12 @@ def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
     the judge's own scores (a cross-encoder is not refitted per split: :func:`split_spread` leaves
     them out)."""
     from .holistic import blend_scores
-    from .sentence_bag import SentenceBagConfig, encode_bags
+    from .sentence_bag import SentenceBagConfig
 
     pairs = list(zip(units["query"], units["response"]))
     F, V = judge.holistic_features_and_vectors(pairs, judge.holistic.anchors)
     bagged = judge.holistic.sentence_bagged
-    bags = encode_bags(judge.encoder, pairs) if bagged else []
+    bags = judge.sentence_bags(pairs) if bagged else []
     info = {"labels": _label_hash(label_dir), "encoder": str(getattr(judge.encoder, "id", ""))}
     empty = units["response"].map(lambda a: not str(a).strip()).to_numpy()
 
@@ -841,9 +841,9 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
     bagged = dict(SENTENCE_BAGGED if sentence_bagged is None else sentence_bagged)
     if bagged:
         from .holistic import SentenceBagged
-        from .sentence_bag import encode_bags
+        from .rubric_judge import RubricJudge
 
-        bags = encode_bags(encoder, list(zip(units["query"].astype(str), units["response"].astype(str))))
+        bags = RubricJudge(encoder).sentence_bags(list(zip(units["query"].astype(str), units["response"].astype(str))))
         stamp = {"labels": labels, "split_seed": seed}
         model = replace(model, sentence_bagged={
             d: SentenceBagged(fit_sentence_bag_on(units, bags, mask, d, fit_info=stamp), w) for d, w in bagged.items()})

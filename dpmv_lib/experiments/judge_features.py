@@ -555,7 +555,7 @@ def compare_sentence_bag(encoder: Any, blends: Sequence[tuple[float, float, floa
     judge's blend (:data:`JUDGE_BLEND`) is a row too. The degradation rows use each part fitted on the
     whole fitting half. Returns the study and the held-out kappa of the candidate the rule adopts
     (cuts fitted on the fitting half; empty where none is)."""
-    from ..evaluate import sentence_bag as SB
+    from ..evaluate.rubric_judge import RubricJudge
     from ..evaluate.u_validity import SPLIT_SEED, distinct_rows, fit_cuts, grade_with, holistic_inputs, split_halves
 
     d = "relevance"
@@ -564,7 +564,7 @@ def compare_sentence_bag(encoder: Any, blends: Sequence[tuple[float, float, floa
     units = units.reset_index(drop=True)
     mask = split_halves(units, SPLIT_SEED)
     pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
-    bags = SB.encode_bags(encoder, pairs)
+    bags = RubricJudge(encoder).sentence_bags(pairs)
     tuned = _fold_fine_tunings(units, mask, d, config, base=base_model, log=log)[0]
     weights = [(0.0, 1.0, 0.0), JUDGE_BLEND, *blends]
     kappas = bag_blend_kappas(units, mask, bags, F, V, tuned, weights, bag_config, log=log)
@@ -650,7 +650,6 @@ def _part_degradation(encoder: Any, inputs: tuple, mask: np.ndarray, cross: Any,
     feature model, sentence bag) scores of its items' originals and variants, each part fitted on
     the fitting half ``mask`` (``cross``: the fitted cross-encoder)."""
     from ..common.io import read_jsonl
-    from ..evaluate import sentence_bag as SB
     from ..evaluate.rubric import DIMENSIONS
     from ..evaluate.rubric_judge import RubricJudge
     from ..evaluate.u_validity import fit_on, fit_sentence_bag_on
@@ -659,15 +658,15 @@ def _part_degradation(encoder: Any, inputs: tuple, mask: np.ndarray, cross: Any,
     units, F, V, anchors = inputs
     units = units.reset_index(drop=True)
     model = fit_on(units, F, V, mask, anchors, {})
-    bags = SB.encode_bags(encoder, list(zip(units["query"].astype(str), units["response"].astype(str))))
-    bag = fit_sentence_bag_on(units, bags, mask, "relevance", bag_config)
     judge = RubricJudge(encoder, holistic=model)
+    bags = judge.sentence_bags(list(zip(units["query"].astype(str), units["response"].astype(str))))
+    bag = fit_sentence_bag_on(units, bags, mask, "relevance", bag_config)
     j = DIMENSIONS.index("relevance")
 
     def parts(items: list[tuple[str, str]]) -> list[np.ndarray]:
         Fx, Vx = judge.holistic_features_and_vectors(items, anchors)
         return [cross.predict([q for q, _ in items], [a for _, a in items]),
-                model.score(model.with_content(Fx, Vx))[:, j], bag.score(encoder, items)]
+                model.score(model.with_content(Fx, Vx))[:, j], bag.score_bags(judge.sentence_bags(items))]
 
     records = read_jsonl(DEFAULT_SET)
     out = {}

@@ -489,14 +489,23 @@ class RubricJudge:
         embedded once: what a sentence-bagged dimension reads (:class:`~.holistic.SentenceBagged`)."""
         from .sentence_bag import bag_rows
 
-        sentences = [split_sentences(str(a)) for _, a in pairs]
-        texts = list(dict.fromkeys([str(q) for q, _ in pairs] + [s for ss in sentences for s in ss]))
-        if not texts:
+        if not pairs:
             return []
-        emb = np.asarray(self.encoder.encode(texts), float)
-        at = {t: i for i, t in enumerate(texts)}
-        return [bag_rows(emb[at[str(q)]], emb[[at[s] for s in ss]] if ss else np.zeros((0, emb.shape[1])))
-                for (q, _), ss in zip(pairs, sentences)]
+        emb, texts = self._pair_embeddings(pairs)
+        return [bag_rows(emb[texts[q]], emb[[texts[s] for s in split_sentences(a)]]) for q, a in pairs]
+
+    def _pair_embeddings(self, pairs: Sequence[tuple[str, str]], first: Sequence[str] = ()
+                         ) -> tuple[np.ndarray, dict[str, int]]:
+        """The encoder's embeddings of ``first``, then of each pair's query and response sentences,
+        every distinct text once, and each text's row."""
+        texts: dict[str, int] = {}
+        for t in first:
+            texts.setdefault(t, len(texts))
+        for q, a in pairs:
+            texts.setdefault(q, len(texts))
+            for s in split_sentences(a):
+                texts.setdefault(s, len(texts))
+        return np.asarray(self.encoder.encode(list(texts))), texts
 
     def holistic_features_and_vectors(self, pairs: Sequence[tuple[str, str]],
                                       anchors: Mapping[str, Sequence[str]] | None = None
@@ -507,14 +516,7 @@ class RubricJudge:
         anchors = anchors if anchors is not None else (self.holistic.anchors if self.holistic else None)
         if anchors is None:
             raise ParameterError("holistic features need anchors (catalogue descriptions) or a holistic model")
-        texts: dict[str, int] = {}
-        for t in (*anchors["specific"], *anchors["generic"]):
-            texts.setdefault(t, len(texts))
-        for q, a in pairs:
-            texts.setdefault(q, len(texts))
-            for s in split_sentences(a):
-                texts.setdefault(s, len(texts))
-        emb = self.encoder.encode(list(texts))
+        emb, texts = self._pair_embeddings(pairs, (*anchors["specific"], *anchors["generic"]))
         mats = _anchor_rows(emb, texts, anchors)
         rows, vectors = [], []
         for q, a in pairs:

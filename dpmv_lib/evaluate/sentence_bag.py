@@ -23,6 +23,7 @@ inside the fitting half of U's split.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -87,9 +88,14 @@ class SentenceBag:
         if not (np.isfinite(self.temperature) and self.temperature > 0):
             raise ParameterError(f"sentence bag temperature must be finite and > 0, got {self.temperature!r}")
 
+    @cached_property
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The weights and thresholds as arrays, converted once (the judge scores every turn)."""
+        return np.asarray(self.weights, float), np.asarray(self.thresholds, float)
+
     def score_bags(self, bags: Sequence[np.ndarray]) -> np.ndarray:
         """The score in [0, 4] of each bag of :func:`bag_rows`."""
-        w, th = np.asarray(self.weights, float), np.asarray(self.thresholds, float)
+        w, th = self._arrays
         out = np.empty(len(bags))
         for i, rows in enumerate(bags):
             rows = np.atleast_2d(np.asarray(rows, float))

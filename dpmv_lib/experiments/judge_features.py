@@ -555,12 +555,13 @@ def compare_sentence_bag(encoder: Any, blends: Sequence[tuple[float, float, floa
     judge's blend (:data:`JUDGE_BLEND`) is a row too. The degradation rows use each part fitted on the
     whole fitting half. Returns the study and the held-out kappa of the candidate the rule adopts
     (cuts fitted on the fitting half; empty where none is)."""
+    from ..evaluate.rubric import DIMENSIONS
     from ..evaluate.rubric_judge import RubricJudge
-    from ..evaluate.u_validity import SPLIT_SEED, distinct_rows, fit_cuts, grade_with, holistic_inputs, split_halves
+    from ..evaluate.u_validity import (SPLIT_SEED, fit_cuts, fit_on, fit_sentence_bag_on, grade_with, holistic_inputs,
+                                       split_halves)
 
     d = "relevance"
-    inputs = holistic_inputs(encoder, label_dir, data_dir)
-    units, F, V, _ = inputs
+    units, F, V, anchors = holistic_inputs(encoder, label_dir, data_dir)
     units = units.reset_index(drop=True)
     mask = split_halves(units, SPLIT_SEED)
     pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
@@ -568,10 +569,13 @@ def compare_sentence_bag(encoder: Any, blends: Sequence[tuple[float, float, floa
     tuned = _fold_fine_tunings(units, mask, d, config, base=base_model, log=log)[0]
     weights = [(0.0, 1.0, 0.0), JUDGE_BLEND, *blends]
     kappas = bag_blend_kappas(units, mask, bags, F, V, tuned, weights, bag_config, log=log)
+    # each part fitted on the whole fitting half: the held-out figure and the degradation rows
     whole = _fit_on_distinct(units[mask], d, Negatives(), config, base_model, log)
-    parts = _blend_parts(units, distinct_rows(units, mask), bags, F, V,
-                         whole.predict([q for q, _ in pairs], [a for _, a in pairs]), bag_config)
-    deg = _part_degradation(encoder, inputs, mask, whole, bag_config)
+    model = fit_on(units, F, V, mask, anchors, {})
+    bag = fit_sentence_bag_on(units, bags, mask, d, bag_config)
+    parts = [whole.predict([q for q, _ in pairs], [a for _, a in pairs]),
+             model.score(model.with_content(F, V))[:, DIMENSIONS.index(d)], bag.score_bags(bags)]
+    deg = _part_degradation(RubricJudge(encoder, holistic=model), whole, bag)
     rows, base = [], None
     for b in weights:
         scores = {f"kappa {m}": v for m, v in kappas[b].items()}
@@ -644,27 +648,18 @@ def bag_blend_kappas(units: pd.DataFrame, fit_mask: np.ndarray, bags: Sequence[n
     return {b: _pooled_kappas(sub, y, g, w) for b, g in grades.items()}
 
 
-def _part_degradation(encoder: Any, inputs: tuple, mask: np.ndarray, cross: Any, bag_config: Any = None
-                      ) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
+def _part_degradation(judge: Any, cross: Any, bag: Any) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
     """Per relevance variant of the degradation set (:mod:`.judge_degradation`): the (cross-encoder,
-    feature model, sentence bag) scores of its items' originals and variants, each part fitted on
-    the fitting half ``mask`` (``cross``: the fitted cross-encoder)."""
+    feature model, sentence bag) scores of its items' originals and variants: ``cross``, ``judge``'s
+    holistic model and ``bag``, each fitted on the fitting half."""
     from ..common.io import read_jsonl
     from ..evaluate.rubric import DIMENSIONS
-    from ..evaluate.rubric_judge import RubricJudge
-    from ..evaluate.u_validity import fit_on, fit_sentence_bag_on
     from .judge_degradation import DEFAULT_SET, INTENDED
 
-    units, F, V, anchors = inputs
-    units = units.reset_index(drop=True)
-    model = fit_on(units, F, V, mask, anchors, {})
-    judge = RubricJudge(encoder, holistic=model)
-    bags = judge.sentence_bags(list(zip(units["query"].astype(str), units["response"].astype(str))))
-    bag = fit_sentence_bag_on(units, bags, mask, "relevance", bag_config)
-    j = DIMENSIONS.index("relevance")
+    model, j = judge.holistic, DIMENSIONS.index("relevance")
 
     def parts(items: list[tuple[str, str]]) -> list[np.ndarray]:
-        Fx, Vx = judge.holistic_features_and_vectors(items, anchors)
+        Fx, Vx = judge.holistic_features_and_vectors(items, model.anchors)
         return [cross.predict([q for q, _ in items], [a for _, a in items]),
                 model.score(model.with_content(Fx, Vx))[:, j], bag.score_bags(judge.sentence_bags(items))]
 

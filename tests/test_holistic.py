@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -143,6 +144,25 @@ def test_bad_model_files_are_named(tmp_path, hashing_model):
     assert H.HolisticModel.from_dict(obj).dumps() == hashing_model.dumps()
 
 
+def test_an_older_judges_model_is_refused_but_its_cross_encoders_are_kept(tmp_path):
+    """A model file written before FEATURES changed no longer loads, but a refit reads the
+    cross-encoders it names (committed_cross_encoded), so ``--no-cross-encoders`` can rewrite it."""
+    d = tmp_path / "labels"
+    d.mkdir()
+    obj = json.loads((Path(LABELS) / H.MODEL_FILE).read_text())
+    obj["features"] = [f for f in obj["features"] if f != "third_person"]
+    (d / H.MODEL_FILE).write_text(json.dumps(obj))
+    with pytest.raises(ParameterError, match="differ from"):
+        H.load(d)
+    kept = H.committed_cross_encoded(d)
+    assert set(kept) == set(UV.CROSS_ENCODED) and kept == H.load(LABELS).cross_encoded
+    (d / H.MODEL_FILE).write_text(json.dumps({**obj, "cross_encoded": {"actionability": {"sha256": "x"}}}))
+    with pytest.raises(ParameterError, match="malformed cross-encoder entry"):
+        H.committed_cross_encoded(d)
+    (d / H.MODEL_FILE).unlink()
+    assert H.committed_cross_encoded(d) == {}
+
+
 def test_query_specific_joins_query_and_catalogue_within_one_sentence():
     """query_specific(_margin) is the largest over sentences of cos(sentence, query) times the
     sentence's best cosine to a specific description (minus its best generic one): an on-query
@@ -164,6 +184,21 @@ def test_query_specific_joins_query_and_catalogue_within_one_sentence():
         assert col["query_specific"][i] == pytest.approx(float((sq * sp).max()), abs=1e-6)
         assert col["query_specific_margin"][i] == pytest.approx(float((sq * (sp - gn)).max()), abs=1e-6)
     assert col["query_specific"][1] > col["query_specific"][0]
+
+
+def test_third_person_counts_sentences_narrating_about_someone():
+    """third_person counts the sentences that open with a third-person pronoun, bullets included
+    (SmolLM2's "They're going to wake up at 6am" under TaskMin); words that merely start with one
+    ("Then", "Here", "Health") do not count, and no committed dimension reads it."""
+    enc = HashingEncoder()
+    anchors = {"specific": ("pay down high interest debt",), "generic": ("general money advice",)}
+    q = "what's a realistic routine from morning to evening"
+    answers = ["They're going to wake up at 6am. Their lunch is their favourite meal. - She walks for an hour.",
+               "Then wake up at 6am. Here is a plan. Health comes first. Try a short walk.",
+               "Wake up at 6am. He said to try it. Try a short walk."]
+    F = RubricJudge(enc, holistic=None).holistic_features([(q, a) for a in answers], anchors)
+    assert F[:, H.FEATURES.index("third_person")].tolist() == [3.0, 0.0, 1.0]
+    assert all("third_person" not in cols for cols in H.DIMENSION_FEATURES.values())
 
 
 def test_the_fit_follows_the_sample_weights():

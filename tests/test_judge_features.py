@@ -9,6 +9,7 @@ import pytest
 
 from dpmv_lib.core.errors import ParameterError
 from dpmv_lib.evaluate import holistic as H
+from dpmv_lib.evaluate import u_validity as UV
 from dpmv_lib.evaluate.rubric import DIMENSIONS
 from dpmv_lib.experiments import judge_features as JF
 
@@ -97,3 +98,43 @@ def test_content_features_are_projected_inside_each_training_part(synthetic):
     assert JF.fitting_half_kappa(units, F, mask, "relevance", cols, V2, shuffles=(0,)) == got
     with pytest.raises(ParameterError, match="content vector per unit"):
         JF.fitting_half_kappa(units, F, mask, "relevance", cols)
+
+
+def test_method_gaps_are_each_cells_weighted_error_on_u_scale():
+    """method_gaps: per (response model, method), sum w (score - label) / 16 / sum w (a dimension's
+    share of U, the mean of four 0-4 dimensions over 4); the largest in
+    size is named with its cell; mismatched or non-finite inputs are refused."""
+    units = pd.DataFrame({"response_model": ["m1", "m1", "m1", "m2"], "method": ["A", "A", "B", "A"]})
+    y = np.array([0.0, 4.0, 2.0, 1.0])
+    s = np.array([2.0, 4.0, 2.0, 0.0])
+    w = np.array([1.0, 3.0, 1.0, 1.0])
+    g = JF.method_gaps(units, y, s, w)
+    assert g[("m1", "A")] == pytest.approx((1 * 2.0 + 3 * 0.0) / 16 / 4)
+    assert g[("m1", "B")] == 0.0 and g[("m2", "A")] == pytest.approx(-1 / 16)
+    assert JF._largest_gap(g) == {"largest method gap": -1 / 16, "gap at": "A (m2)"}
+    with pytest.raises(ParameterError, match="method gaps"):
+        JF.method_gaps(units, y, s[:3], w)
+    with pytest.raises(ParameterError, match="method gaps"):
+        JF.method_gaps(units, y, np.array([np.nan, 1, 1, 1]), w)
+
+
+def test_the_study_reports_each_candidates_gap_in_the_committed_sets_worst_cell():
+    """compare_feature_sets (hashing encoder, committed labels): the gap columns come last; the
+    committed row's gap in its own worst cell is its largest gap; a candidate's is the same cell's."""
+    from dpmv_lib.evaluate.encoders import HashingEncoder
+
+    study = JF.compare_feature_sets(HashingEncoder(), {"correctness": {"separate + narration": (*H.SEPARATE,
+                                                                                              *H.NARRATION)}})
+    t = study.table
+    assert list(t.columns[-3:]) == ["largest method gap", "gap at", JF.GAP_AT_COMMITTED]
+    committed, candidate = t.iloc[0], t.iloc[1]
+    assert committed[JF.GAP_AT_COMMITTED] == committed["largest method gap"]
+    assert abs(candidate[JF.GAP_AT_COMMITTED]) <= abs(candidate["largest method gap"]) + 1e-12
+    units, F, V, _ = UV.holistic_inputs(HashingEncoder(), None, "data")
+    mask = UV.split_halves(units, UV.SPLIT_SEED)
+    sub, _, y, w = JF._fitting_half(units, mask, "correctness")
+    oof = JF._fitting_half_study(units, F, mask, "correctness", (*H.SEPARATE, *H.NARRATION), V)[1]
+    gaps = pd.concat([JF.method_gaps(sub, y, s, w) for s in oof], axis=1).mean(axis=1)
+    method, model = committed["gap at"].rsplit(" (", 1)
+    assert candidate[JF.GAP_AT_COMMITTED] == pytest.approx(gaps[(model.rstrip(")"), method)], abs=1e-12)
+    assert candidate["columns"] == committed["columns"] + 1 and "degradation other_user" in t

@@ -6,11 +6,11 @@ The rubric judge measures each turn with item-independent features of the query 
 :meth:`dpmv_lib.evaluate.rubric_judge.RubricJudge.holistic_features`:
 similarity to the query, to the behaviour catalogue's attribute-specific and generic descriptions,
 both at once per sentence (a sentence that answers the query with attribute-specific advice),
-advice, concrete detail, repetition, truncation, placeholders, personal-claim cues, and principal
-components of the query's and response's embeddings, :class:`ContentProjection`). A
-:class:`HolisticModel` turns them into the four 0-4 scores: per dimension and grade boundary
-k = 1..4 one L2-regularised logistic regression of P(label >= k) (``sklearn.linear_model.
-LogisticRegressionCV`` on standardised features, C chosen by 5-fold cross-validated log loss
+advice, concrete detail, repetition, truncation, placeholders, personal-claim cues, first- and
+third-person voice, and principal components of the query's and response's embeddings,
+:class:`ContentProjection`). A :class:`HolisticModel` turns them into the four 0-4 scores: per
+dimension and grade boundary k = 1..4 one L2-regularised logistic regression of P(label >= k)
+(``sklearn.linear_model.LogisticRegressionCV`` on standardised features, C chosen by 5-fold cross-validated log loss
 inside the fitting half), and the score is sum_k P(label >= k), the expected grade of the
 cumulative model.
 
@@ -53,14 +53,15 @@ CONTENT = tuple(f"content_{i:02d}" for i in range(1, CONTENT_COMPONENTS + 1))
 FEATURES = ("sentences", "log_words", "query_max", "query_mean", "query_soft", "specific_max",
             "generic_max", "specific_margin", "specific_mean", "echo", "repeated", "truncated",
             "advice", "concrete", "concrete_sentences", "placeholders", "claim", "care", "negations",
-            "first_person", "questions", "action_rule", *QUERY_SPECIFIC, *CONTENT)
+            "first_person", "third_person", "questions", "action_rule", *QUERY_SPECIFIC, *CONTENT)
 # What each dimension reads. Relevance ("does it address the query?", data/judge_labels/GUIDE.md)
 # reads no catalogue similarity, so advice about another topic cannot earn it: fixed from the guide
 # before the fit, and kept by dpmv_lib.experiments.judge_features (reading every feature, or the
 # content components, raises its kappa inside the fitting half but lets more off-topic answers tie
 # or win on the degradation set). No committed dimension reads CONTENT: it is the study's candidate.
 # Actionability ("can the user act on it?") reads every feature but the per-sentence joins of
-# query and catalogue (QUERY_SPECIFIC, a relevance candidate the study did not adopt): in the same study the
+# query and catalogue (QUERY_SPECIFIC, a relevance candidate the study did not adopt) and narration
+# (NARRATION, a candidate of every dimension the study did not adopt): in the same study the
 # catalogue-similarity features carry concreteness the labels reward (the study's table is in
 # data/judge_labels/README.md); its guide scale does not ask whether the steps fit the query.
 
@@ -73,8 +74,11 @@ def uses_content(columns: Sequence[str]) -> bool:
 
 #: form features of the response (length, repetition, truncation, echo, placeholders, questions)
 FORM = ("sentences", "log_words", "echo", "repeated", "truncated", "placeholders", "first_person", "questions")
-#: every feature but the per-sentence joins of query and catalogue and the content components
-SEPARATE = tuple(f for f in FEATURES if f not in QUERY_SPECIFIC and f not in CONTENT)
+#: sentences narrating about someone rather than answering the user: a candidate of
+#: :mod:`dpmv_lib.experiments.judge_features` that the rule did not adopt, read by no dimension
+NARRATION = ("third_person",)
+#: every feature but the per-sentence joins of query and catalogue, the content components and narration
+SEPARATE = tuple(f for f in FEATURES if f not in QUERY_SPECIFIC and f not in CONTENT and f not in NARRATION)
 DIMENSION_FEATURES: Mapping[str, tuple[str, ...]] = {
     "relevance": ("query_max", "query_mean", "query_soft", "advice", *FORM),
     "correctness": SEPARATE,
@@ -218,6 +222,11 @@ class CrossEncoded:
     def to_dict(self) -> dict:
         return {"file": self.file, "sha256": self.sha256, "fit_info": dict(self.fit_info),
                 **({"feature_weight": self.feature_weight} if self.feature_weight else {})}
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> "CrossEncoded":
+        return cls(str(obj["file"]), str(obj["sha256"]), dict(obj.get("fit_info", {})),
+                   float(obj.get("feature_weight", 0.0)))
 
 
 @dataclass(frozen=True)
@@ -399,9 +408,7 @@ class HolisticModel:
                                       C=float(b.get("C", math.nan)), constant=b.get("constant"))
                              for b in bs) for d, bs in obj["dimensions"].items()}
             content = obj.get("content")
-            cross = {d: CrossEncoded(str(c["file"]), str(c["sha256"]), dict(c.get("fit_info", {})),
-                                     float(c.get("feature_weight", 0.0)))
-                     for d, c in obj.get("cross_encoded", {}).items()}
+            cross = {d: CrossEncoded.from_dict(c) for d, c in obj.get("cross_encoded", {}).items()}
             bagged = {d: SentenceBagged.from_dict(b) for d, b in obj.get("sentence_bagged", {}).items()}
             return cls(tuple(obj["features"]), {k: tuple(v) for k, v in obj["anchors"].items()}, dims,
                        dict(obj.get("fit_info", {})),
@@ -546,13 +553,27 @@ def model_path(label_dir: str | Path | None = None) -> Path:
     return (Path(label_dir) if label_dir is not None else project_root() / "data" / "judge_labels") / MODEL_FILE
 
 
-def load(label_dir: str | Path | None = None) -> HolisticModel | None:
-    """The committed model of ``data/judge_labels`` (None where there is none)."""
+def _model_json(label_dir: str | Path | None) -> tuple[Path, dict | None]:
     p = model_path(label_dir)
     if not p.exists():
-        return None
+        return p, None
     try:
-        obj = json.loads(p.read_text())
+        return p, json.loads(p.read_text())
     except json.JSONDecodeError as exc:
         raise ParameterError(f"{p}: not JSON ({exc})") from exc
-    return HolisticModel.from_dict(obj, p.parent)
+
+
+def load(label_dir: str | Path | None = None) -> HolisticModel | None:
+    """The committed model of ``data/judge_labels`` (None where there is none)."""
+    p, obj = _model_json(label_dir)
+    return None if obj is None else HolisticModel.from_dict(obj, p.parent)
+
+
+def committed_cross_encoded(label_dir: str | Path | None = None) -> dict[str, CrossEncoded]:
+    """The cross-encoders the committed model file names, read without loading the model: a refit
+    keeps them even where the file's features are an older judge's (:data:`FEATURES` changed)."""
+    p, obj = _model_json(label_dir)
+    try:
+        return {d: CrossEncoded.from_dict(c) for d, c in (obj or {}).get("cross_encoded", {}).items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ParameterError(f"{p}: malformed cross-encoder entry ({exc})") from exc

@@ -111,6 +111,9 @@ TERMINAL = re.compile(r"[.!?)\"'\u201d]\Z")
 CARE = re.compile(r"\b(?:doctor|clinician|provider|pharmacist|physician|midwife|care team|readings|"
                   r"check (?:your )?(?:blood sugar|levels))\b", re.I)   # a pointer to a clinician or a check
 FIRST_PERSON = re.compile(r"^(?:i'?m|i am|i have|i'?ve|i was|my)\b", re.I)   # the model speaking as the user
+# the model narrating about someone ("They're going to wake up at 6am"), as SmolLM2 does when its view
+# is written about the user in the third person
+THIRD_PERSON = re.compile(r"^\W*(?:they|their|them|he|she|his|her)\b", re.I)
 ECHO = 0.85   # a sentence this close to the query restates it
 ARTIFACT = re.compile(r"\[[^\[\]]{1,60}\]|\bwithheld\b|\{[^{}]{0,40}\}|<[^<>]{1,40}>", re.I)
 _SENT = re.compile(r"(?<=[.!?])\s+")
@@ -558,6 +561,7 @@ class RubricJudge:
                  placeholders=float(len(ARTIFACT.findall(a))), claim=float(bool(CLAIM.search(a))),
                  care=float(bool(CARE.search(a))), negations=float(sum(leads_with_negation(x) for x in sents)),
                  first_person=float(sum(bool(FIRST_PERSON.match(x)) for x in sents)),
+                 third_person=float(sum(bool(THIRD_PERSON.match(x)) for x in sents)),
                  questions=float(sum(x.rstrip().endswith("?") for x in sents)), action_rule=float(act))
         return np.array([f[k] for k in holistic.FEATURES], float)
 

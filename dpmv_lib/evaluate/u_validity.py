@@ -843,7 +843,8 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
         from .holistic import SentenceBagged
         from .rubric_judge import RubricJudge
 
-        bags = RubricJudge(encoder).sentence_bags(list(zip(units["query"].astype(str), units["response"].astype(str))))
+        pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
+        bags = RubricJudge(encoder, holistic=None).sentence_bags(pairs)
         stamp = {"labels": labels, "split_seed": seed}
         model = replace(model, sentence_bagged={
             d: SentenceBagged(fit_sentence_bag_on(units, bags, mask, d, fit_info=stamp), w) for d, w in bagged.items()})
@@ -973,7 +974,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from dataclasses import replace
 
     from .encoders import get_encoder
-    from .holistic import committed_encoder_spec, load, model_path
+    from .holistic import committed_cross_encoded, committed_encoder_spec, load, model_path
 
     ap = argparse.ArgumentParser(prog="python -m dpmv_lib.evaluate.u_validity", description=main.__doc__)
     ap.add_argument("--encoder", default=None,
@@ -996,7 +997,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = fit_holistic_model(get_encoder(spec), label_dir, args.data, encoder_spec=spec, cross_encoded=cross,
                                    cross_dir=tmp, log=print)
         if args.check:
-            committed = load(label_dir)
+            try:
+                committed = load(label_dir)
+            except ParameterError as exc:
+                print(f"{path}: the committed model does not load against this code, refit it ({exc})")
+                return 1
             gap = committed.max_difference(model) if committed is not None else math.inf
             print(f"{path}: largest difference from the refit {gap:.3g} (tolerance {REFIT_TOLERANCE:g})")
             ok = gap <= REFIT_TOLERANCE
@@ -1007,8 +1012,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ok = ok and cgap <= CROSS_REFIT_TOLERANCE
             return 0 if ok else 1
         if not cross:
-            committed = load(label_dir)
-            kept = {d: ref for d, ref in committed.cross_encoded.items() if d in CROSS_ENCODED} if committed else {}
+            kept = {d: ref for d, ref in committed_cross_encoded(label_dir).items() if d in CROSS_ENCODED}
             model = replace(model, cross_encoded=kept)
         for ref in model.cross_encoded.values():
             if (Path(tmp) / ref.file).exists():

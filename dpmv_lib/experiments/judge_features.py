@@ -17,6 +17,10 @@ For each candidate set of a dimension (the others keep the committed sets):
 * **degradation**: with a model fitted on the whole fitting half, the share of items of the
   degradation set (:mod:`.judge_degradation`) whose variant scores strictly lower than its original,
   for the variants meant to lower this dimension.
+* **method gap**: from the same out-of-fold scores, per (response model, method) the design-weighted
+  mean of (score - label) / 16, this dimension's share of the judge's U error there
+  (:func:`method_gaps`); the table gives the largest in size, its cell, and the gap in the cell
+  where the committed set's is largest.
 
 :data:`RULE`: a candidate replaces the committed set only where it raises the pooled kappa by at
 least :data:`MIN_GAIN` and lowers no degradation row of the dimension.
@@ -48,7 +52,8 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import ParameterError
-from ..evaluate.holistic import CONTENT, DIMENSION_FEATURES, FEATURES, FORM, QUERY_SPECIFIC, SEPARATE, uses_content
+from ..evaluate.holistic import (CONTENT, DIMENSION_FEATURES, FEATURES, FORM, NARRATION, QUERY_SPECIFIC, SEPARATE,
+                                 uses_content)
 from ..evaluate.rubric import DIMENSIONS
 
 FOLDS = 5
@@ -59,13 +64,18 @@ RULE = (f"adopt a candidate only where the pooled kappa inside the fitting half 
 #: candidates compared with the committed sets: for relevance every feature, and the guide's set
 #: with the per-sentence joins of query and catalogue (a sentence both on the query and specific);
 #: for actionability the subset fixed from the guide before any fit (advice, concrete detail, the
-#: rule actionability, form)
+#: rule actionability, form); for every dimension its set with the count of sentences narrating about
+#: someone (:data:`~dpmv_lib.evaluate.holistic.NARRATION`), which SmolLM2 writes under TaskMin
 CANDIDATES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     "relevance": {"every feature": FEATURES,
                   "guide set + query-specific": (*DIMENSION_FEATURES["relevance"], *QUERY_SPECIFIC),
-                  "guide set + content": (*DIMENSION_FEATURES["relevance"], *CONTENT)},
+                  "guide set + content": (*DIMENSION_FEATURES["relevance"], *CONTENT),
+                  "guide set + narration": (*DIMENSION_FEATURES["relevance"], *NARRATION)},
+    "correctness": {"separate + narration": (*SEPARATE, *NARRATION)},
     "actionability": {"guide subset": ("advice", "concrete", "concrete_sentences", "action_rule", *FORM),
-                      "separate + content": (*SEPARATE, *CONTENT)},
+                      "separate + content": (*SEPARATE, *CONTENT),
+                      "separate + narration": (*SEPARATE, *NARRATION)},
+    "personalisation": {"separate + narration": (*SEPARATE, *NARRATION)},
 }
 
 
@@ -76,6 +86,14 @@ def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.n
     (module docstring): {"all": pooled, <response model>: within it}, means over ``shuffles``.
     Where ``columns`` read the content features, their projection is fitted on each training part's
     ``vectors`` (:meth:`~dpmv_lib.evaluate.rubric_judge.RubricJudge.holistic_features_and_vectors`)."""
+    return _fitting_half_study(units, features, fit_mask, dimension, columns, vectors, folds=folds,
+                               shuffles=shuffles)[0]
+
+
+def _fitting_half_study(units: pd.DataFrame, features: np.ndarray, fit_mask: np.ndarray, dimension: str,
+                        columns: Sequence[str], vectors: np.ndarray | None = None, *, folds: int = FOLDS,
+                        shuffles: Sequence[int] = SHUFFLES) -> tuple[dict[str, float], list[np.ndarray]]:
+    """:func:`fitting_half_kappa` and, per shuffle, the out-of-fold scores of the fitting half's units."""
     from sklearn.model_selection import GroupKFold
 
     from ..evaluate.u_validity import fit_cuts, grade_with
@@ -84,15 +102,38 @@ def fitting_half_kappa(units: pd.DataFrame, features: np.ndarray, fit_mask: np.n
     X, V, empty = _feature_inputs(units, features, vectors, fit_mask, dimension, columns)
     first = ~pd.Series(groups).duplicated().to_numpy()     # one row per distinct (query, response)
     out: dict[str, list[float]] = {}
+    oof = []
     for seed in shuffles:
-        grades = np.full(len(sub), np.nan)
+        grades, scores = np.full(len(sub), np.nan), np.full(len(sub), np.nan)
         for tr, te in GroupKFold(folds, shuffle=True, random_state=seed).split(X, y, groups):
             s = _feature_score(X, V, y, w, tr[first[tr]], columns)
             s[empty] = 0.0
+            scores[te] = s[te]
             grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
         for name, k in _pooled_kappas(sub, y, grades, w).items():
             out.setdefault(name, []).append(k)
-    return {k: float(np.mean(v)) for k, v in out.items()}
+        oof.append(scores)
+    return {k: float(np.mean(v)) for k, v in out.items()}, oof
+
+
+def method_gaps(units: pd.DataFrame, labels: np.ndarray, scores: np.ndarray, weights: np.ndarray) -> pd.Series:
+    """Per (response model, method) of ``units``: the design-weighted mean of (score - label) / 16,
+    this dimension's share of the judge's U error there (U is the mean of the four dimensions' 0-4
+    scores over 4; the held-out version of the same error: :mod:`dpmv_lib.experiments.label_claims`)."""
+    y, s, w = (np.asarray(a, float) for a in (labels, scores, weights))
+    if not (len(y) == len(s) == len(w) == len(units)) or not np.all(np.isfinite(s)):
+        raise ParameterError(f"method gaps: {len(units)} units, {len(y)} labels, {len(s)} finite scores "
+                             f"and {len(w)} weights wanted")
+    frame = pd.DataFrame({"response_model": units["response_model"].to_numpy(), "method": units["method"].to_numpy(),
+                          "err": w * (s - y) / (4.0 * len(DIMENSIONS)), "w": w})
+    g = frame.groupby(["response_model", "method"])[["err", "w"]].sum()
+    return g["err"] / g["w"]
+
+
+def _largest_gap(gaps: pd.Series) -> dict[str, Any]:
+    """The (response model, method) cell whose :func:`method_gaps` is largest in size."""
+    at = gaps.abs().idxmax()
+    return {"largest method gap": float(gaps[at]), "gap at": f"{at[1]} ({at[0]})"}
 
 
 def _feature_inputs(units: pd.DataFrame, features: np.ndarray, vectors: np.ndarray | None, mask: np.ndarray,
@@ -336,8 +377,8 @@ def cross_encoder_heldout_kappa(units: pd.DataFrame, fit_mask: np.ndarray, dimen
 @dataclass(frozen=True)
 class FeatureStudy:
     """``table``: one row per (dimension, feature set): the columns read, kappa inside the fitting
-    half (pooled and per response model), the degradation rows of the dimension and whether
-    :data:`RULE` adopts it."""
+    half (pooled and per response model), the degradation rows of the dimension, whether
+    :data:`RULE` adopts it and (:func:`compare_feature_sets`) its method gaps."""
 
     table: pd.DataFrame
     encoder: str
@@ -400,6 +441,10 @@ def _feature_degradation(encoder: Any, inputs: tuple, mask: np.ndarray, dimensio
     return {f"degradation {v}": float(deg.loc[(v, dimension), "accuracy"]) for v in meant}
 
 
+#: the study's column: a candidate's :func:`method_gaps` in the cell where the committed set's is largest
+GAP_AT_COMMITTED = "gap in the committed set's cell"
+
+
 def compare_feature_sets(encoder: Any, candidates: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
                          label_dir: Any = None, data_dir: Any = "data") -> FeatureStudy:
     """Each dimension's committed feature set against ``candidates`` (default :data:`CANDIDATES`)."""
@@ -412,13 +457,22 @@ def compare_feature_sets(encoder: Any, candidates: Mapping[str, Mapping[str, Seq
     rows = []
     for d, sets in candidates.items():
         base: dict[str, float] | None = None
+        worst = None     # the cell where the committed set's gap is largest
+        sub, _, y, w = _fitting_half(units, mask, d)
         for name, cols in {"committed": DIMENSION_FEATURES[d], **sets}.items():
-            scores = {f"kappa {m}": v for m, v in fitting_half_kappa(units, F, mask, d, cols, V).items()}
+            kappa, oof = _fitting_half_study(units, F, mask, d, cols, V)
+            gaps = pd.concat([method_gaps(sub, y, s, w) for s in oof], axis=1).mean(axis=1)
+            worst = worst if worst is not None else gaps.abs().idxmax()
+            scores = {f"kappa {m}": v for m, v in kappa.items()}
             scores.update(_feature_degradation(encoder, inputs, mask, d, cols))
             rows.append({"dimension": d, "feature set": name, "columns": len(cols), **scores,
-                         "adopt": _adopt(base, scores)})
+                         "adopt": _adopt(base, scores), **_largest_gap(gaps),
+                         GAP_AT_COMMITTED: float(gaps[worst])})
             base = base or scores
-    return FeatureStudy(pd.DataFrame(rows), str(getattr(encoder, "id", type(encoder).__name__)))
+    table = pd.DataFrame(rows)
+    gap = ["largest method gap", "gap at", GAP_AT_COMMITTED]
+    return FeatureStudy(table[[c for c in table if c not in gap] + gap],
+                        str(getattr(encoder, "id", type(encoder).__name__)))
 
 
 @dataclass(frozen=True)
@@ -565,7 +619,7 @@ def compare_sentence_bag(encoder: Any, blends: Sequence[tuple[float, float, floa
     units = units.reset_index(drop=True)
     mask = split_halves(units, SPLIT_SEED)
     pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
-    bags = RubricJudge(encoder).sentence_bags(pairs)
+    bags = RubricJudge(encoder, holistic=None).sentence_bags(pairs)
     tuned = _fold_fine_tunings(units, mask, d, config, base=base_model, log=log)[0]
     weights = [(0.0, 1.0, 0.0), JUDGE_BLEND, *blends]
     kappas = bag_blend_kappas(units, mask, bags, F, V, tuned, weights, bag_config, log=log)

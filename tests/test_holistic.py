@@ -285,3 +285,21 @@ def test_the_judge_projects_the_content_features_of_its_model(hashing_model):
     assert np.isnan(RubricJudge(enc, holistic=None).holistic_features(pairs, anchors)[:, -1]).all()
     with pytest.raises(ParameterError, match="no content projection"):
         RubricJudge(enc, holistic=dataclasses.replace(model, content=None))
+
+
+def test_the_refit_command_rewrites_an_older_judges_model(tmp_path, monkeypatch, capsys):
+    """``python -m dpmv_lib.evaluate.u_validity`` on a model file whose features are an older
+    judge's: ``--check`` says it does not load (exit 1) instead of crashing, and a refit with
+    ``--no-cross-encoders`` writes a model that loads and keeps the committed cross-encoders."""
+    committed = H.load(LABELS)
+    d = tmp_path / "judge_labels"
+    d.mkdir()
+    obj = json.loads((Path(LABELS) / H.MODEL_FILE).read_text())
+    obj["features"] = [f for f in obj["features"] if f != "third_person"]
+    (d / H.MODEL_FILE).write_text(json.dumps(obj))
+    monkeypatch.setattr(UV, "fit_holistic_model",
+                        lambda *a, **k: dataclasses.replace(committed, cross_encoded={}, directory=None))
+    assert UV.main(["--data", str(tmp_path), "--check", "--no-cross-encoders"]) == 1
+    assert "does not load against this code" in capsys.readouterr().out
+    assert UV.main(["--data", str(tmp_path), "--no-cross-encoders"]) == 0
+    assert H.load(d).cross_encoded == committed.cross_encoded and H.load(d).features == H.FEATURES

@@ -116,7 +116,18 @@ def test_the_judge_splits_pairs_into_sentences_and_embeds_each_text_once():
     from dpmv_lib.evaluate.rubric_judge import RubricJudge
 
     enc = HashingEncoder()
-    bags = RubricJudge(enc).sentence_bags([("How?", "Do this. Then that."), ("Why?", "")])
+    seen: list[list[str]] = []
+
+    class Counting(HashingEncoder):
+        def encode(self, texts):
+            seen.append(list(texts))
+            return super().encode(texts)
+
+    bags = RubricJudge(Counting()).holistic_features_vectors_and_bags(
+        [("How?", "Do this. Then that."), ("How?", "Then that."), ("Why?", "")],
+        {"specific": ("a plan",), "generic": ("advice",)})[2]
+    assert len(seen) == 1 and sorted(seen[0]) == sorted({"a plan", "advice", "How?", "Do this.", "Then that.", "Why?"})
+    bags = [bags[0], bags[2]]
     width = 2 * enc.encode(["x"]).shape[1] + 1
     assert [b.shape for b in bags] == [(2, width), (1, width)]
     q, s = enc.encode(["How?", "Then that."])
@@ -182,6 +193,16 @@ def test_a_sentence_bagged_model_saves_loads_and_refuses_what_it_cannot_be(bagge
     assert not plain.sentence_bagged and plain.dimensions == model.dimensions
     assert H.HolisticModel.from_dict(model.to_dict()) == model and model.sha != plain.sha
     assert model.max_difference(plain) == float("inf") and model.max_difference(model) == 0.0
+    # a bag's difference counts beside a content projection's (neither masks the other)
+    import dataclasses
+
+    rng = np.random.default_rng(0)
+    content = H.ContentProjection(rng.normal(size=8), rng.normal(size=(H.CONTENT_COMPONENTS, 8)))
+    bag = model.sentence_bagged["relevance"].bag
+    moved = dataclasses.replace(bag, weights=(bag.weights[0] + 1.0, *bag.weights[1:]))
+    a = dataclasses.replace(model, content=content)
+    b = dataclasses.replace(a, sentence_bagged={"relevance": H.SentenceBagged(moved, 0.5)})
+    assert a.max_difference(b) == pytest.approx(1.0)
     ref = model.sentence_bagged["relevance"]
     assert ref.feature_weight == 0.5 and ref.bag.fit_info["split_seed"] == 0
     with pytest.raises(ParameterError, match="feature_weight"):
@@ -205,7 +226,8 @@ def test_the_judge_blends_the_bag_with_the_boundaries_and_splits_refit_both(bagg
     benches = {t: load_benchmark(t, "data") for t in sorted(set(units["track"]))}
     a, b = (judge_units(units, benches, RubricJudge(HashingEncoder(), holistic=m)) for m in (model, plain))
     pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
-    bag = model.sentence_bagged["relevance"].bag.score_bags(RubricJudge(HashingEncoder()).sentence_bags(pairs))
+    bags = RubricJudge(HashingEncoder(), holistic=model).holistic_features_vectors_and_bags(pairs)[2]
+    bag = model.sentence_bagged["relevance"].bag.score_bags(bags)
     want = 0.5 * bag + 0.5 * b["judge_relevance"].to_numpy()
     np.testing.assert_allclose(a.loc[1:, "judge_relevance"], want[1:], atol=1e-9)
     assert a.loc[0, "judge_relevance"] == 0.0

@@ -10,8 +10,8 @@ advice, concrete detail, repetition, truncation, placeholders, personal-claim cu
 third-person voice, and principal components of the query's and response's embeddings,
 :class:`ContentProjection`). A :class:`HolisticModel` turns them into the four 0-4 scores: per
 dimension and grade boundary k = 1..4 one L2-regularised logistic regression of P(label >= k)
-(``sklearn.linear_model.LogisticRegressionCV`` on standardised features, C chosen by 5-fold cross-validated log loss
-inside the fitting half), and the score is sum_k P(label >= k), the expected grade of the
+(``sklearn.linear_model.LogisticRegressionCV`` on standardised features, C chosen by 5-fold
+cross-validated log loss inside the fitting half), and the score is sum_k P(label >= k), the expected grade of the
 cumulative model.
 
 It is fitted (:func:`fit`) on the fitting half of ``data/judge_labels``
@@ -330,6 +330,14 @@ class HolisticModel:
             _CROSS_ENCODERS[key] = CrossEncoder.load(path, precision=precision)
         return _CROSS_ENCODERS[key]
 
+    def feature_weight(self, dimension: str) -> float:
+        """The boundaries' weight in ``dimension``'s score where a cross-encoder or a sentence bag
+        scores it (:func:`blend_scores`)."""
+        ref = self.cross_encoded.get(dimension) or self.sentence_bagged.get(dimension)
+        if ref is None:
+            raise ParameterError(f"{dimension!r} is scored by the boundaries alone")
+        return ref.feature_weight
+
     def bag_scores(self, query: np.ndarray, sentences: np.ndarray) -> dict[int, float]:
         """Index in :data:`~.rubric.DIMENSIONS` -> the sentence bag's score of each sentence-bagged
         dimension for one turn: its query's embedding and its response's sentence embeddings."""
@@ -372,7 +380,7 @@ class HolisticModel:
             gap = max(gap, float(np.max(np.abs(np.subtract(ref.bag.weights + ref.bag.thresholds,
                                                           o.bag.weights + o.bag.thresholds)))))
         if self.content is not None and other.content is not None:
-            gap = self.content.max_difference(other.content)
+            gap = max(gap, self.content.max_difference(other.content))
         for d in DIMENSIONS:
             for x, y in zip(self.dimensions[d], other.dimensions[d]):
                 if (x.constant is None) != (y.constant is None) or x.columns != y.columns:

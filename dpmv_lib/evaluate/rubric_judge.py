@@ -366,12 +366,8 @@ class RubricJudge:
             scores = self.holistic.score(np.stack([turns[j][2] for j in rows]))
             for j, sc in zip(rows, scores):
                 vals = [float(x) for x in sc]
-                for d, v in (cross[j] if j < len(cross) else {}).items():
-                    weight = self.holistic.cross_encoded[DIMENSIONS[d]].feature_weight
-                    vals[d] = float(holistic.blend_scores(v, vals[d], weight))
-                for d, v in turns[j][3].items():
-                    weight = self.holistic.sentence_bagged[DIMENSIONS[d]].feature_weight
-                    vals[d] = float(holistic.blend_scores(v, vals[d], weight))
+                for d, v in {**(cross[j] if j < len(cross) else {}), **turns[j][3]}.items():
+                    vals[d] = float(holistic.blend_scores(v, vals[d], self.holistic.feature_weight(DIMENSIONS[d])))
                 out[j] = (tuple(vals), turns[j][1])
         return out
 
@@ -486,50 +482,46 @@ class RubricJudge:
         content = self.holistic.content if self.holistic is not None else None
         return content.complete(F, V) if content is not None else F
 
-    def sentence_bags(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        """Each (query, response)'s sentence bag (:func:`~.sentence_bag.bag_rows` of its query's and
-        its sentences' embeddings, the sentences as the judge splits them), every distinct text
-        embedded once: what a sentence-bagged dimension reads (:class:`~.holistic.SentenceBagged`)."""
-        from .sentence_bag import bag_rows
-
-        if not pairs:
-            return []
-        emb, texts = self._pair_embeddings(pairs)
-        return [bag_rows(emb[texts[q]], emb[[texts[s] for s in split_sentences(a)]]) for q, a in pairs]
-
-    def _pair_embeddings(self, pairs: Sequence[tuple[str, str]], first: Sequence[str] = ()
-                         ) -> tuple[np.ndarray, dict[str, int]]:
-        """The encoder's embeddings of ``first``, then of each pair's query and response sentences,
-        every distinct text once, and each text's row."""
-        texts: dict[str, int] = {}
-        for t in first:
-            texts.setdefault(t, len(texts))
-        for q, a in pairs:
-            texts.setdefault(q, len(texts))
-            for s in split_sentences(a):
-                texts.setdefault(s, len(texts))
-        return np.asarray(self.encoder.encode(list(texts))), texts
-
     def holistic_features_and_vectors(self, pairs: Sequence[tuple[str, str]],
                                       anchors: Mapping[str, Sequence[str]] | None = None
                                       ) -> tuple[np.ndarray, np.ndarray]:
         """(features, content vectors) of (query, response) pairs: :meth:`holistic_features` with
         NaN in the :data:`~dpmv_lib.evaluate.holistic.CONTENT` columns, and each pair's
         :func:`~dpmv_lib.evaluate.holistic.content_vector` (what a content projection is fitted on)."""
+        F, V, _ = self.holistic_features_vectors_and_bags(pairs, anchors)
+        return F, V
+
+    def holistic_features_vectors_and_bags(self, pairs: Sequence[tuple[str, str]],
+                                           anchors: Mapping[str, Sequence[str]] | None = None
+                                           ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        """:meth:`holistic_features_and_vectors` and each pair's sentence bag
+        (:func:`~.sentence_bag.bag_rows` of its query's and its sentences' embeddings: what a
+        sentence-bagged dimension reads, :class:`~.holistic.SentenceBagged`), from one embedding of
+        every distinct text."""
+        from .sentence_bag import bag_rows
+
         anchors = anchors if anchors is not None else (self.holistic.anchors if self.holistic else None)
         if anchors is None:
             raise ParameterError("holistic features need anchors (catalogue descriptions) or a holistic model")
-        emb, texts = self._pair_embeddings(pairs, (*anchors["specific"], *anchors["generic"]))
+        texts: dict[str, int] = {}
+        for t in (*anchors["specific"], *anchors["generic"]):
+            texts.setdefault(t, len(texts))
+        for q, a in pairs:
+            texts.setdefault(q, len(texts))
+            for s in split_sentences(a):
+                texts.setdefault(s, len(texts))
+        emb = np.asarray(self.encoder.encode(list(texts)))
         mats = _anchor_rows(emb, texts, anchors)
-        rows, vectors = [], []
+        rows, vectors, bags = [], [], []
         for q, a in pairs:
             sents = split_sentences(a)
             S = emb[[texts[s] for s in sents]]
             qv = emb[texts[q]]
             rows.append(self._features(a, sents, S, S @ qv, action_rule(a, sents), mats))
             vectors.append(holistic.content_vector(qv, S))
+            bags.append(bag_rows(qv, S))
         return (np.array(rows, float).reshape(len(rows), len(holistic.FEATURES)),
-                np.array(vectors, float).reshape(len(rows), 2 * emb.shape[1]))
+                np.array(vectors, float).reshape(len(rows), 2 * emb.shape[1]), bags)
 
     def _features(self, a: str, sents: Sequence[str], S: np.ndarray, sq: np.ndarray, act: float,
                   anchors: tuple[np.ndarray, np.ndarray]) -> np.ndarray:

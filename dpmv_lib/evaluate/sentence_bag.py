@@ -9,8 +9,8 @@ summaries of its sentences' similarities; a :class:`SentenceBag` learns which di
 sentence's embedding, seen from the query, answers it. Each sentence s of the response
 (:func:`~.rubric_judge.split_sentences`) with the query q, both unit embeddings of the judge's
 encoder, gives one row [q * s, s, q . s] (:func:`bag_rows`; a judge's bags of (query, response)
-pairs: :meth:`~.rubric_judge.RubricJudge.sentence_bags`); a linear score per row, pooled over
-the sentences by a soft maximum at ``temperature`` (T log sum exp(z / T)), is the latent of a
+pairs: :meth:`~.rubric_judge.RubricJudge.holistic_features_vectors_and_bags`); a linear score per
+row, pooled over the sentences by a soft maximum at ``temperature`` (T log sum exp(z / T)), is the latent of a
 cumulative logistic model of the 0-4 grade with four thresholds. The score is
 sum_k sigmoid(pooled - theta_k), in [0, 4], the expected grade as the feature model's is.
 

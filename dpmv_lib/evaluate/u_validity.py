@@ -587,10 +587,10 @@ def validate_u(judge: Judge, label_dir: str | Path | None = None, data_dir: str 
             raise ParameterError(f"{stale}: it was fitted on labels {info.get('labels')} with split seed "
                                  f"{info.get('split_seed')}, these are {_label_hash(label_dir)} with seed {seed}; "
                                  "refit it with `python -m dpmv_lib.evaluate.u_validity`")
-        for d, ref in [*model.cross_encoded.items(), *model.sentence_bagged.items()]:
-            fitted = getattr(ref, "bag", ref).fit_info
+        parts = [(d, "cross-encoder", ref.fit_info) for d, ref in model.cross_encoded.items()]
+        parts += [(d, "sentence bag", ref.bag.fit_info) for d, ref in model.sentence_bagged.items()]
+        for d, kind, fitted in parts:
             if fitted.get("labels") != _label_hash(label_dir) or fitted.get("split_seed") != seed:
-                kind = "sentence bag" if d in model.sentence_bagged else "cross-encoder"
                 raise ParameterError(f"{stale}: its {d} {kind} was fitted on labels "
                                      f"{fitted.get('labels')} with split seed {fitted.get('split_seed')}; "
                                      "refit it with `python -m dpmv_lib.evaluate.u_validity`")
@@ -765,10 +765,9 @@ def _holistic_rescorer(judge: Any, units: pd.DataFrame, judged: pd.DataFrame,
     from .holistic import blend_scores
     from .sentence_bag import SentenceBagConfig
 
-    pairs = list(zip(units["query"], units["response"]))
-    F, V = judge.holistic_features_and_vectors(pairs, judge.holistic.anchors)
     bagged = judge.holistic.sentence_bagged
-    bags = judge.sentence_bags(pairs) if bagged else []
+    F, V, bags = judge.holistic_features_vectors_and_bags(list(zip(units["query"], units["response"])),
+                                                          judge.holistic.anchors)
     info = {"labels": _label_hash(label_dir), "encoder": str(getattr(judge.encoder, "id", ""))}
     empty = units["response"].map(lambda a: not str(a).strip()).to_numpy()
 
@@ -832,7 +831,7 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
     model's weight in its score) gets a sentence bag fitted on the same rows (:func:`fit_sentence_bag_on`)."""
     from dataclasses import replace
 
-    units, F, V, anchors = holistic_inputs(encoder, label_dir, data_dir)
+    units, F, V, anchors, bags = holistic_inputs_and_bags(encoder, label_dir, data_dir)
     labels = _label_hash(label_dir)
     info = {"labels": labels, "encoder": str(getattr(encoder, "id", "")), "split_seed": seed,
             "units": int(len(units)), **({"encoder_spec": encoder_spec} if encoder_spec else {})}
@@ -841,10 +840,7 @@ def fit_holistic_model(encoder: Any, label_dir: str | Path | None = None, data_d
     bagged = dict(SENTENCE_BAGGED if sentence_bagged is None else sentence_bagged)
     if bagged:
         from .holistic import SentenceBagged
-        from .rubric_judge import RubricJudge
 
-        pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
-        bags = RubricJudge(encoder, holistic=None).sentence_bags(pairs)
         stamp = {"labels": labels, "split_seed": seed}
         model = replace(model, sentence_bagged={
             d: SentenceBagged(fit_sentence_bag_on(units, bags, mask, d, fit_info=stamp), w) for d, w in bagged.items()})
@@ -894,6 +890,15 @@ def holistic_inputs(encoder: Any, label_dir: str | Path | None = None, data_dir:
     0..n-1), their holistic features with ``encoder`` (content columns NaN) and content vectors
     (:meth:`~.rubric_judge.RubricJudge.holistic_features_and_vectors`), and the behaviour
     catalogue's descriptions they are measured against."""
+    return holistic_inputs_and_bags(encoder, label_dir, data_dir)[:4]
+
+
+def holistic_inputs_and_bags(encoder: Any, label_dir: str | Path | None = None, data_dir: str | Path = "data"
+                             ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, dict[str, tuple[str, ...]],
+                                        list[np.ndarray]]:
+    """:func:`holistic_inputs` and each unit's sentence bag (:func:`~.sentence_bag.bag_rows`), from
+    one embedding of every distinct text
+    (:meth:`~.rubric_judge.RubricJudge.holistic_features_vectors_and_bags`)."""
     from ..bench.datasets import load_benchmark
     from ..common.paths import resolve
     from .rubric_judge import RubricJudge
@@ -901,9 +906,9 @@ def holistic_inputs(encoder: Any, label_dir: str | Path | None = None, data_dir:
     units = label_pool(label_dir).reset_index(drop=True)
     benches = {t: load_benchmark(t, str(resolve(data_dir))) for t in sorted(set(units["track"]))}
     anchors = catalogue_anchors(benches)
-    F, V = RubricJudge(encoder, holistic=None).holistic_features_and_vectors(
+    F, V, bags = RubricJudge(encoder, holistic=None).holistic_features_vectors_and_bags(
         list(zip(units["query"], units["response"])), anchors)
-    return units, F, V, anchors
+    return units, F, V, anchors, bags
 
 
 def cache_key(judge: Judge, data_dir: str | Path, seed: int = SPLIT_SEED) -> str:

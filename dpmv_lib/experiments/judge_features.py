@@ -611,15 +611,13 @@ def compare_sentence_bag(encoder: Any, blends: Sequence[tuple[float, float, floa
     (cuts fitted on the fitting half; empty where none is)."""
     from ..evaluate.rubric import DIMENSIONS
     from ..evaluate.rubric_judge import RubricJudge
-    from ..evaluate.u_validity import (SPLIT_SEED, fit_cuts, fit_on, fit_sentence_bag_on, grade_with, holistic_inputs,
-                                       split_halves)
+    from ..evaluate.u_validity import (SPLIT_SEED, fit_cuts, fit_on, fit_sentence_bag_on, grade_with,
+                                       holistic_inputs_and_bags, split_halves)
 
     d = "relevance"
-    units, F, V, anchors = holistic_inputs(encoder, label_dir, data_dir)
-    units = units.reset_index(drop=True)
+    units, F, V, anchors, bags = holistic_inputs_and_bags(encoder, label_dir, data_dir)
     mask = split_halves(units, SPLIT_SEED)
     pairs = list(zip(units["query"].astype(str), units["response"].astype(str)))
-    bags = RubricJudge(encoder, holistic=None).sentence_bags(pairs)
     tuned = _fold_fine_tunings(units, mask, d, config, base=base_model, log=log)[0]
     weights = [(0.0, 1.0, 0.0), JUDGE_BLEND, *blends]
     kappas = bag_blend_kappas(units, mask, bags, F, V, tuned, weights, bag_config, log=log)
@@ -713,9 +711,9 @@ def _part_degradation(judge: Any, cross: Any, bag: Any) -> dict[str, tuple[list[
     model, j = judge.holistic, DIMENSIONS.index("relevance")
 
     def parts(items: list[tuple[str, str]]) -> list[np.ndarray]:
-        Fx, Vx = judge.holistic_features_and_vectors(items, model.anchors)
+        Fx, Vx, bags = judge.holistic_features_vectors_and_bags(items, model.anchors)
         return [cross.predict([q for q, _ in items], [a for _, a in items]),
-                model.score(model.with_content(Fx, Vx))[:, j], bag.score_bags(judge.sentence_bags(items))]
+                model.score(model.with_content(Fx, Vx))[:, j], bag.score_bags(bags)]
 
     records = read_jsonl(DEFAULT_SET)
     out = {}
@@ -745,7 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "(about 20 minutes per dimension on 2 cores)")
     ap.add_argument("--sentence-bag", action="store_true",
                     help="compare relevance scored with a sentence bag, alone and blended with the cross-encoder "
-                         "and the feature model (about 25 minutes on 2 cores)")
+                         "and the feature model (31 minutes on 2 cores when measured)")
     ap.add_argument("--only", default=None, nargs="+", metavar="CANDIDATE",
                     help="with --cross-encoder: these candidates of CROSS_ENCODER_CANDIDATES alone, beside the "
                          "committed set of their dimension")

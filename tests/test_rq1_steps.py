@@ -132,6 +132,14 @@ def test_judge_steps_on_the_smoke_judge(smoke_session, tmp_path):
     pooled = full[full["response_model"] == "all"].set_index("what")["kappa"]
     assert f"with kappa {pooled['shown: tRec items']:.2f} on tRec items" in agr.finding.split("annotator A")[1]
     assert all(len(t) <= 12 for t in agr.tables.values()) and len(full) > 12
+    # each second reading is a table and a sentence; one where both readings are all positive says so
+    for name, (suffix, *_) in JL.SECOND_READINGS.items():
+        again = pd.read_csv(tmp_path / "tables" / f"03_judge_inter_annotator_{suffix}.csv").set_index("what")
+        assert f"On the {name} a second annotator" in agr.finding
+        assert any(k.startswith(f"{name}: two annotators") for k in agr.tables)
+        for d in ("relevance", "correctness"):
+            k = again.at[f"U: {d}", "kappa"]
+            assert f"{d} {'undefined' if pd.isna(k) else f'{k:.2f}'}" in agr.finding.split(f"On the {name}")[1]
 
 
 def test_comparison_step_states_the_differences_it_shows():

@@ -171,6 +171,40 @@ def test_the_study_fits_the_bag_on_training_folds_only(monkeypatch):
     assert out[(0.0, 0.0, 1.0)]["all"] > 0.6 and abs(out[(1.0, 0.0, 0.0)]["all"]) < 1e-9
 
 
+def test_the_learning_curve_fits_on_a_share_of_each_training_part_and_ends_at_the_study(monkeypatch):
+    """At a share of 0.5 each fold's bag sees half its training part's distinct units; at 1.0 the curve
+    is the sentence-bag study's kappa on the same folds."""
+    from sklearn.model_selection import GroupKFold
+
+    bags, y = _synthetic(200)
+    n = len(y)
+    units = pd.DataFrame({"query": [f"q{i}" for i in range(n)], "response": [f"r{i}" for i in range(n)],
+                          "response_model": np.where(np.arange(n) % 3 == 0, "smollm2", "surrogate"),
+                          "design_weight": 1.0, **{d: y for d in DIMENSIONS}})
+    mask = np.arange(n) < 150
+    F = np.zeros((n, len(JF.FEATURES)))
+    seen: list[int] = []
+    real_fit = SB.fit
+
+    def spy(b, labels, weights=None, config=None, fit_info=None):
+        seen.append(len(b))
+        return real_fit(b, labels, weights, config, fit_info)
+
+    monkeypatch.setattr(SB, "fit", spy)
+    bag_only = (0.0, 0.0, 1.0)
+    curve = JF.learning_curve(units, mask, bags, F, None, (0.5, 1.0), bag_only, shuffles=(0,))
+    assert seen == [60] * 5 + [120] * 5
+    assert curve["training units"].tolist() == [60.0, 120.0]
+    groups = np.arange(150)
+    folds = [(tr, te, np.zeros(150)) for tr, te in
+             GroupKFold(5, shuffle=True, random_state=0).split(groups, y[:150], groups)]
+    study = JF.bag_blend_kappas(units, mask, bags, F, None, folds, [bag_only])[bag_only]
+    assert curve.iloc[1]["kappa all"] == pytest.approx(study["all"]) and study["all"] > 0.6
+    assert curve.iloc[1]["kappa smollm2"] == pytest.approx(study["smollm2"])
+    with pytest.raises(ParameterError, match="fractions"):
+        JF.learning_curve(units, mask, bags, F, None, (0.0, 1.0))
+
+
 # ---- the judge's sentence-bagged relevance ---------------------------------------------------------------
 LABELS = "data/judge_labels"
 

@@ -36,6 +36,7 @@ def _raw_units() -> pd.DataFrame:
     read without the package."""
     frames = []
     for sample, labels in (("sample.jsonl", "labels_a.jsonl"), ("sample_extra.jsonl", "labels_extra_a.jsonl"),
+                           ("sample_extra_b.jsonl", "labels_extra_b.jsonl"),
                            ("sample_extra_smollm2.jsonl", "labels_extra_smollm2.jsonl"),
                            ("sample_extra_smollm2_b.jsonl", "labels_extra_smollm2_b.jsonl"),
                            ("sample_extra_smollm2_c.jsonl", "labels_extra_smollm2_c.jsonl")):
@@ -230,6 +231,23 @@ def test_the_committed_extension_is_new_surrogate_units():
     assert not set(zip(e["query"], e["response"])) & set(zip(s["query"], s["response"]))
     assert not e.duplicated(["query", "response"]).any() and not set(e["pair_id"]) & set(s["pair_id"])
     assert len(e) >= int(UV.extra_units_needed(UV.label_pool(LABELS))["units_needed"].max())
+
+
+def test_the_second_surrogate_extension_is_new_units_of_new_pairs():
+    """Pairs that neither earlier surrogate file uses; no (query, response) that any sample file holds;
+    the surrogate item-kind proportions of sample.jsonl (135 : 135 : 80), generic items half per side."""
+    others = pd.concat([pd.read_json(f"{LABELS}/{f}", lines=True)
+                        for f in ("sample.jsonl", *(f for f, _ in UV.EXTENSIONS.values())) if f != UV.SURR_SAMPLE_B])
+    surr = others[others["unit_id"].str[0].isin(["u", "e"])]
+    e = pd.read_json(f"{LABELS}/{UV.SURR_SAMPLE_B}", lines=True)
+    assert set(e["response_model"]) == {"surrogate"} and e["unit_id"].str.startswith("f").all()
+    assert not set(e["unit_id"]) & set(others["unit_id"]) and not e["unit_id"].duplicated().any()
+    assert not set(zip(e["query"], e["response"])) & set(zip(others["query"], others["response"]))
+    assert not e.duplicated(["query", "response"]).any() and not set(e["pair_id"]) & set(surr["pair_id"])
+    kinds = e["item_kind"].value_counts()
+    assert (kinds["target_required"], kinds["unsupported"]) == (round(len(e) * 135 / 350),) * 2
+    generic = e[e["item_kind"] == "generic"]["side"].value_counts()
+    assert abs(generic["M"] - generic["M'"]) <= 1
 
 
 @pytest.mark.parametrize("earlier, file, prefix", [(("sample.jsonl", UV.EXTRA_SAMPLE), UV.SMOL_SAMPLE, "s"),

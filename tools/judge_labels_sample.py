@@ -36,6 +36,18 @@ generation takes minutes per few dozen responses on this CPU (387 s for 196 rows
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py --extra auto
     .venv/bin/python tools/judge_labels_sample.py --show 0 20 --file sample_extra.jsonl
 
+``--more-surrogate N`` draws a second surrogate extension the same way into ``sample_extra_b.jsonl``
+(unit ids f0001...; seed 20266; 12 pairs per attribute on PairedMem and up to 4 on transfer, none
+that sample.jsonl or sample_extra.jsonl uses; no (query, response) that any sample file holds). The
+committed part has 600 units: relevance's kappa inside the fitting half still rose with the share of
+the labels it was fitted on (``python -m dpmv_lib.experiments.judge_features --learning-curve``).
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python tools/judge_labels_sample.py --more-surrogate 600
+
+``--reliability-surrogate 60`` draws the units of that part a second annotator labels again (seed
+20267, uniformly) into ``subset_extra_b_b.txt``; ``--show START END --file sample_extra_b.jsonl
+--subset subset_extra_b_b.txt`` is their blind view.
+
 ``--extra-smollm2 N`` draws N SmolLM2 units into ``sample_extra_smollm2.jsonl`` (unit ids
 s0001...; seed 20262, deterministic given the store): the llm profile's own responses (OpenVINO
 f32, greedy with its frequency penalty), read from the committed store ``results/llm/generations``
@@ -88,7 +100,8 @@ sys.path.insert(0, str(ROOT))
 
 from dpmv_lib.bench.datasets import load_benchmark  # noqa: E402
 from dpmv_lib.evaluate.rubric import build_rubric  # noqa: E402
-from dpmv_lib.evaluate.u_validity import EXTRA_SAMPLE, SMOL_SAMPLE, SMOL_SAMPLE_B, SMOL_SAMPLE_C  # noqa: E402
+from dpmv_lib.evaluate.u_validity import (EXTENSIONS, EXTRA_SAMPLE, SMOL_SAMPLE, SMOL_SAMPLE_B,  # noqa: E402
+                                          SMOL_SAMPLE_C, SURR_SAMPLE_B)
 from dpmv_lib.experiments.rq1 import PAPER_METHODS  # noqa: E402
 from dpmv_lib.generate.generation import InterfaceParams, generate_transcripts  # noqa: E402
 from dpmv_lib.generate.responders import make_responder  # noqa: E402
@@ -97,6 +110,7 @@ OUT = ROOT / "data" / "judge_labels"
 SEED = 20260
 SEED_EXTRA = 20261
 SEED_SMOL = 20262
+SEED_SURR_B = 20266
 # SmolLM2 extensions: part -> (seed, file, unit id prefix, pairs per attribute and track: non-test
 # pairs of the llm profile's notebook 03 that no earlier sample file uses)
 SMOL_PARTS = {"": (SEED_SMOL, SMOL_SAMPLE, "s", {"pairedmem": 6, "transfer": 3}),
@@ -104,6 +118,7 @@ SMOL_PARTS = {"": (SEED_SMOL, SMOL_SAMPLE, "s", {"pairedmem": 6, "transfer": 3})
 # the enriched SmolLM2 part: seed, unit id prefix (every remaining non-test PairedMem pair of the llm profile)
 SEED_SMOL_C, PREFIX_C = SEED_SMOL + 2, "v"
 SMOL_SUBSET_C = "subset_smollm2_c_b.txt"
+SURR_SUBSET_B = "subset_extra_b_b.txt"
 ABLATIONS = ("CappedArgmax", "NoCap", "IncompleteCharge")
 SURROGATE_METHODS = tuple(PAPER_METHODS) + ABLATIONS
 PARAMS = InterfaceParams(B_a=2, K=3, plan_horizon=16)
@@ -111,6 +126,12 @@ T = 16
 EM_SEEDS = (0,)
 # surrogate pairs per attribute and track
 SURR_PAIRS = {"pairedmem": 6, "transfer": 4}
+# surrogate extensions: part -> (seed, file, unit id prefix, pairs per attribute and track: pairs that
+# no earlier surrogate sample file uses)
+SURR_PARTS = {"": (SEED_EXTRA, EXTRA_SAMPLE, "e", SURR_PAIRS),
+              "b": (SEED_SURR_B, SURR_SAMPLE_B, "f", {"pairedmem": 12, "transfer": 4})}
+# every sample file (no unit of a new part repeats a (query, response) of one of them)
+ALL_SAMPLES = ("sample.jsonl", *(f for f, _ in EXTENSIONS.values()))
 # SmolLM2 pairs (first two turns are target queries) per track: one per attribute in that order
 SMOL_ATTRS = {"pairedmem": ("diabetes", "pregnancy", "debt", "job_loss"),
               "transfer": ("diabetes", "debt", "job_loss")}
@@ -278,17 +299,19 @@ def write_extension(cand: pd.DataFrame, model: str, n: int, rng: np.random.Gener
         print(c, dict(Counter(df[c])))
 
 
-def extra(spec: str, data: str) -> None:
-    """Draw the extension (see the module docstring) into ``sample_extra.jsonl``."""
+def extra(spec: str, data: str, part: str = "") -> None:
+    """Draw a surrogate extension (see the module docstring) into its file of :data:`SURR_PARTS`."""
     n = extra_size(spec)
-    rng = np.random.default_rng(SEED_EXTRA)
-    sample = pd.read_json(OUT / "sample.jsonl", lines=True)
+    seed, file, prefix, per_attr = SURR_PARTS[part]
+    rng = np.random.default_rng(seed)
+    earlier = [pd.read_json(OUT / f, lines=True)
+               for f in ["sample.jsonl"] + [f for q, (_, f, _, _) in SURR_PARTS.items() if q < part]]
     benches = {t: load_benchmark(t, data) for t in ("pairedmem", "transfer")}
-    used = {t: set(sample.loc[sample["track"] == t, "pair_id"]) for t in benches}
+    used = {t: set().union(*(set(e.loc[e["track"] == t, "pair_id"]) for e in earlier)) for t in benches}
     ids = {}
     for t, b in benches.items():
         ids[t] = pick_pairs(b.subset(sorted(p.pair_id for p in b.pairs if p.pair_id not in used[t])),
-                            SURR_PAIRS[t], rng)
+                            per_attr[t], rng)
     policies = [p for b in benches.values() for p in b.policies.values()]
     resp = make_responder("surrogate", policies)
     try:
@@ -298,8 +321,10 @@ def extra(spec: str, data: str) -> None:
     finally:
         resp.close()
     cand = candidates(surr, benches, "surrogate")
-    seen = set(zip(sample["query"], sample["response"]))
-    write_extension(cand, "surrogate", n, rng, seen, "e", EXTRA_SAMPLE, ids)
+    held = earlier + [pd.read_json(OUT / f, lines=True) for f in ALL_SAMPLES if (OUT / f).exists()
+                      and f not in ("sample.jsonl", *(f for _, f, _, _ in SURR_PARTS.values()))]
+    seen = set().union(*(set(zip(e["query"], e["response"])) for e in held))
+    write_extension(cand, "surrogate", n, rng, seen, prefix, file, ids)
 
 
 def smollm2_store_transcripts(benches, ids) -> pd.DataFrame:
@@ -421,6 +446,15 @@ def reliability_subset(n: int) -> None:
     print(f"{len(ids)} units -> {OUT / SMOL_SUBSET_C}")
 
 
+def reliability_surrogate(n: int) -> None:
+    """A seeded uniform draw of ``n`` units of the second surrogate extension for a second
+    annotator, written to ``subset_extra_b_b.txt`` in a shuffled order."""
+    rng = np.random.default_rng(SEED_SURR_B + 1)
+    ids = rng.choice(sorted(pd.read_json(OUT / SURR_SAMPLE_B, lines=True)["unit_id"]), size=n, replace=False)
+    (OUT / SURR_SUBSET_B).write_text("\n".join(ids.tolist()) + "\n")
+    print(f"{len(ids)} units -> {OUT / SURR_SUBSET_B}")
+
+
 def stratum_check(data: str) -> None:
     """The enriched draw's stratum against the labels, per stratum: units and positives (grade >= 2)
     of each dimension, on the SmolLM2 store units labelled before the draw (the s and t parts; their
@@ -457,6 +491,8 @@ def main() -> None:
     ap.add_argument("--regen-smollm2", action="store_true")
     ap.add_argument("--file", default="sample.jsonl", help="the sample file --show reads")
     ap.add_argument("--extra", metavar="N|auto", help="draw N further surrogate units into sample_extra.jsonl")
+    ap.add_argument("--more-surrogate", type=int, metavar="N",
+                    help="draw N further surrogate units into sample_extra_b.jsonl")
     ap.add_argument("--extra-smollm2", type=int, metavar="N",
                     help="draw N SmolLM2 units from the llm store into sample_extra_smollm2.jsonl")
     ap.add_argument("--more-smollm2", type=int, metavar="N",
@@ -466,11 +502,17 @@ def main() -> None:
     ap.add_argument("--subset", help="with --show: the units listed in this file of data/judge_labels, in order")
     ap.add_argument("--reliability-subset", type=int, metavar="N",
                     help="draw N units of the enriched part for a second annotator into subset_smollm2_c_b.txt")
+    ap.add_argument("--reliability-surrogate", type=int, metavar="N",
+                    help="draw N units of the second surrogate extension for a second annotator into "
+                         "subset_extra_b_b.txt")
     ap.add_argument("--stratum-check", action="store_true",
                     help="the enriched draw's stratum on the SmolLM2 units labelled before it")
     args = ap.parse_args()
     if args.reliability_subset:
         reliability_subset(args.reliability_subset)
+        return
+    if args.reliability_surrogate:
+        reliability_surrogate(args.reliability_surrogate)
         return
     if args.stratum_check:
         stratum_check(args.data)
@@ -489,6 +531,9 @@ def main() -> None:
         return
     if args.extra:
         extra(args.extra, args.data)
+        return
+    if args.more_surrogate:
+        extra(str(args.more_surrogate), args.data, "b")
         return
     rng = np.random.default_rng(args.seed)
 

@@ -3,7 +3,7 @@ of relevance, correctness, actionability and personalisation, over 4).
 
 The judge's four dimensions are checked against the independent labels of ``data/judge_labels``
 (annotator A on ``sample.jsonl``, plus each extension of :data:`EXTENSIONS` whose labels exist:
-surrogate units in ``sample_extra.jsonl``, SmolLM2 units in ``sample_extra_smollm2.jsonl``,
+surrogate units in ``sample_extra.jsonl`` and ``sample_extra_b.jsonl``, SmolLM2 units in ``sample_extra_smollm2.jsonl``,
 ``sample_extra_smollm2_b.jsonl`` and the two-stratum draw ``sample_extra_smollm2_c.jsonl`` of
 :mod:`.enriched_draw`, whose held-out units are also measured weighted to its population,
 :func:`enriched_table`), by
@@ -77,6 +77,10 @@ GOAL = 0.6          # the held-out kappa a dimension should reach
 MIN_POSITIVES = 200  # labelled positives wanted per dimension and response model
 EXTRA_SAMPLE = "sample_extra.jsonl"
 EXTRA_LABELS = "labels_extra_a.jsonl"
+SURR_SAMPLE_B = "sample_extra_b.jsonl"
+SURR_LABELS_B = "labels_extra_b.jsonl"
+#: a second annotator's labels of a subset of the second surrogate extension (not read into the pool)
+SURR_LABELS_B_B = "labels_extra_b_b.jsonl"
 SMOL_SAMPLE = "sample_extra_smollm2.jsonl"
 SMOL_LABELS = "labels_extra_smollm2.jsonl"
 SMOL_SAMPLE_B = "sample_extra_smollm2_b.jsonl"
@@ -86,7 +90,8 @@ SMOL_LABELS_C = "labels_extra_smollm2_c.jsonl"
 #: a second annotator's labels of a subset of the enriched draw (its reliability; not read into the pool)
 SMOL_LABELS_C_B = "labels_extra_smollm2_c_b.jsonl"
 #: the label extensions: pool -> (sample file, label file); read where the label file exists
-EXTENSIONS = {"extra": (EXTRA_SAMPLE, EXTRA_LABELS), "extra_smollm2": (SMOL_SAMPLE, SMOL_LABELS),
+EXTENSIONS = {"extra": (EXTRA_SAMPLE, EXTRA_LABELS), "extra_b": (SURR_SAMPLE_B, SURR_LABELS_B),
+              "extra_smollm2": (SMOL_SAMPLE, SMOL_LABELS),
               "extra_smollm2_b": (SMOL_SAMPLE_B, SMOL_LABELS_B), "extra_smollm2_c": (SMOL_SAMPLE_C, SMOL_LABELS_C)}
 MODELS = ("surrogate", "smollm2")
 #: the split behind U's definition: fixed, so that runs with other seeds share one U

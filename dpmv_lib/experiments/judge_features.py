@@ -42,6 +42,10 @@ feature model by the same kappa, degradation rows and rule, alone and in every b
 cross-encoder and the feature model in steps of 0.25 (:data:`BAG_BLENDS`), with the judge's blend
 before it (:data:`JUDGE_BLEND`). The rule adopted 0.5 x the feature model + 0.5 x the bag
 (:data:`~dpmv_lib.evaluate.u_validity.SENTENCE_BAGGED`), which replaced that blend.
+
+:func:`learning_curve` (``--learning-curve``) refits the judge's relevance on a growing share of
+each training part inside the fitting half: where the kappa still rises at the full share, more
+labels would raise it.
 """
 from __future__ import annotations
 
@@ -700,6 +704,60 @@ def bag_blend_kappas(units: pd.DataFrame, fit_mask: np.ndarray, bags: Sequence[n
     return {b: _pooled_kappas(sub, y, g, w) for b, g in grades.items()}
 
 
+#: the shares of each training part's distinct units :func:`learning_curve` fits on
+CURVE_FRACTIONS = (0.4, 0.6, 0.8, 1.0)
+
+
+def learning_curve(units: pd.DataFrame, fit_mask: np.ndarray, bags: Sequence[np.ndarray], features: np.ndarray,
+                   vectors: np.ndarray | None, fractions: Sequence[float] = CURVE_FRACTIONS,
+                   blend: tuple[float, float, float] | None = None, bag_config: Any = None, *,
+                   folds: int = FOLDS, shuffles: Sequence[int] = SHUFFLES) -> pd.DataFrame:
+    """Relevance's binary kappa inside the fitting half as the training data grows: per shuffle, the
+    :data:`FOLDS` grouped folds of :func:`fitting_half_kappa`, and in each training part a seeded
+    draw (``numpy.random.default_rng(shuffle)``) of ``fraction`` of its distinct (query, response)
+    units, on which the feature model, the sentence bag and the cuts are fitted; the test part is
+    graded with the judge's relevance (``blend``: (cross-encoder, feature model, bag) weights, default
+    the committed :data:`~dpmv_lib.evaluate.u_validity.SENTENCE_BAGGED` weight; no cross-encoder).
+    One row per fraction: the mean number of distinct training units and the kappas (means over
+    ``shuffles``), pooled and per response model. Whether more labels would raise the kappa is read
+    from the slope."""
+    from sklearn.model_selection import GroupKFold
+
+    from ..evaluate.u_validity import SENTENCE_BAGGED, fit_cuts, grade_with
+
+    if not fractions or any(not 0 < f <= 1 for f in fractions):
+        raise ParameterError(f"learning-curve fractions must lie in (0, 1], got {tuple(fractions)}")
+    if blend is None:
+        blend = (0.0, SENTENCE_BAGGED["relevance"], 1.0 - SENTENCE_BAGGED["relevance"])
+    units = units.reset_index(drop=True)
+    fit_idx = np.flatnonzero(np.asarray(fit_mask, bool))
+    sub, groups, y, w = _fitting_half(units, fit_mask, "relevance")
+    first = ~pd.Series(groups).duplicated().to_numpy()
+    empty = sub["response"].map(lambda a: not str(a).strip()).to_numpy()
+    recs = []
+    for frac in fractions:
+        out: dict[str, list[float]] = {}
+        sizes = []
+        for seed in shuffles:
+            rng = np.random.default_rng(seed)
+            grades = np.full(len(sub), np.nan)
+            for tr, te in GroupKFold(folds, shuffle=True, random_state=seed).split(sub, y, groups):
+                distinct = np.unique(groups[tr])
+                keep = rng.choice(distinct, max(1, int(round(frac * len(distinct)))), replace=False)
+                tr = tr[np.isin(groups[tr], keep)]
+                sizes.append(len(keep))
+                parts = [p[fit_idx] for p in _blend_parts(units, fit_idx[tr[first[tr]]], bags, features, vectors,
+                                                          np.zeros(len(units)), bag_config)]
+                s = mix_scores(parts, blend)
+                s[empty] = 0.0
+                grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
+            for name, k in _pooled_kappas(sub, y, grades, w).items():
+                out.setdefault(name, []).append(k)
+        recs.append({"fraction": frac, "training units": float(np.mean(sizes)),
+                     **{f"kappa {m}": float(np.mean(v)) for m, v in out.items()}})
+    return pd.DataFrame.from_records(recs)
+
+
 def _part_degradation(judge: Any, cross: Any, bag: Any) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
     """Per relevance variant of the degradation set (:mod:`.judge_degradation`): the (cross-encoder,
     feature model, sentence bag) scores of its items' originals and variants: ``cross``, ``judge``'s
@@ -727,7 +785,8 @@ def _part_degradation(judge: Any, cross: Any, bag: Any) -> dict[str, tuple[list[
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print :func:`compare_feature_sets` (``--cross-encoder``: :func:`compare_cross_encoder`;
-    ``--sentence-bag``: :func:`compare_sentence_bag`) for an encoder (default: the committed model's)."""
+    ``--sentence-bag``: :func:`compare_sentence_bag`; ``--learning-curve``: :func:`learning_curve`) for an
+    encoder (default: the committed model's)."""
     import argparse
     import sys
     from pathlib import Path
@@ -741,6 +800,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cross-encoder", action="store_true",
                     help="compare the committed sets with a cross-encoder fine-tuned on the labels instead "
                          "(about 20 minutes per dimension on 2 cores)")
+    ap.add_argument("--learning-curve", action="store_true",
+                    help="relevance's kappa inside the fitting half with a share of each training part "
+                         "(whether more labels would help; about 2 minutes on 2 cores)")
     ap.add_argument("--sentence-bag", action="store_true",
                     help="compare relevance scored with a sentence bag, alone and blended with the cross-encoder "
                          "and the feature model (31 minutes on 2 cores when measured)")
@@ -763,7 +825,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
-    if args.sentence_bag:
+    if args.learning_curve:
+        from ..evaluate.u_validity import SPLIT_SEED, holistic_inputs_and_bags, split_halves
+
+        units, F, V, _, bags = holistic_inputs_and_bags(get_encoder(spec), Path(args.data) / "judge_labels", args.data)
+        curve = learning_curve(units, split_halves(units, SPLIT_SEED), bags, F, V)
+        print(f"Relevance (the judge's blend) inside the fitting half, {len(units)} labelled units; "
+              f"{FOLDS}-fold GroupKFold x {len(SHUFFLES)} shuffles; encoder {spec}\n\n"
+              + curve.to_markdown(index=False, floatfmt=".3f") + "\n")
+    elif args.sentence_bag:
         study, held = compare_sentence_bag(get_encoder(spec), data_dir=args.data, log=log)
         print(study.markdown())
         print("Held-out half (split seed of U's validation), adopted candidate only:\n\n"

@@ -9,12 +9,16 @@ from typing import Any
 import pandas as pd
 
 from ..evaluate.rubric import DIMENSIONS
-from ..evaluate.u_validity import SMOL_LABELS_C, SMOL_LABELS_C_B, SMOL_SAMPLE_C
+from ..evaluate.u_validity import (SMOL_LABELS_C, SMOL_LABELS_C_B, SMOL_SAMPLE_C, SURR_LABELS_B, SURR_LABELS_B_B,
+                                   SURR_SAMPLE_B)
 from .result import Result
 
 #: Cohen's kappa goal of "behaviour shown" on tRec and Unsup items
 KAPPA_GOAL = 0.6
 _KINDS = ("shown: tRec items", "shown: Unsup items")
+#: label extensions read a second time on a subset: name -> (table suffix, sample, first and second labels)
+SECOND_READINGS = {"enriched SmolLM2 draw": ("smollm2", SMOL_SAMPLE_C, SMOL_LABELS_C, SMOL_LABELS_C_B),
+                   "second surrogate extension": ("surrogate_b", SURR_SAMPLE_B, SURR_LABELS_B, SURR_LABELS_B_B)}
 
 
 def _labels(session: Any) -> tuple[pd.DataFrame, dict]:
@@ -28,6 +32,11 @@ def _labels(session: Any) -> tuple[pd.DataFrame, dict]:
 def _kappas(table: pd.DataFrame) -> str:
     t = table.set_index("what")["kappa"]
     return " and ".join(f"{t[w]:.2f} on {w.split(': ')[1]}" for w in _KINDS if w in t.index)
+
+
+def _kappa_text(kappa: float) -> str:
+    """A kappa to two decimals; NaN where both readings put every unit in one class."""
+    return "undefined (one class in both readings)" if pd.isna(kappa) else f"{kappa:.2f}"
 
 
 def agreement(session: Any) -> Result:
@@ -45,11 +54,12 @@ def agreement(session: Any) -> Result:
     label_dir = session.data_dir / "judge_labels"
     ia = judge_agreement.inter_annotator(label_dir)
     session.write_table(f"{session.notebook}_judge_inter_annotator", ia)
-    ia_c = None
-    if (label_dir / SMOL_LABELS_C_B).exists():
-        ia_c = judge_agreement.inter_annotator(label_dir, judge_agreement.annotator_name(SMOL_LABELS_C),
-                                               judge_agreement.annotator_name(SMOL_LABELS_C_B), SMOL_SAMPLE_C)
-        session.write_table(f"{session.notebook}_judge_inter_annotator_smollm2", ia_c)
+    second = {}
+    for name, (suffix, sample, first, again) in SECOND_READINGS.items():
+        if (label_dir / again).exists():
+            second[name] = judge_agreement.inter_annotator(label_dir, judge_agreement.annotator_name(first),
+                                                           judge_agreement.annotator_name(again), sample)
+            session.write_table(f"{session.notebook}_judge_inter_annotator_{suffix}", second[name])
     units, benches = _labels(session)
     agr = judge_agreement.agreement(judge_agreement.judge_units(units, benches, judge))
     session.write_table(f"{session.notebook}_judge_agreement", agr)
@@ -59,11 +69,11 @@ def agreement(session: Any) -> Result:
     finding = (f"The annotators agree with kappa {_kappas(ia)}; the judge agrees with annotator A with kappa "
                f"{_kappas(pooled)} (goal >= {KAPPA_GOAL}: {'met' if met else 'not met'} on both kinds).")
     tables = {f"annotator A vs annotator B ({int(ia['units'].max())} units)": ia}
-    if ia_c is not None:
-        u, n = ia_c.set_index("what")["kappa"], int(ia_c["units"].max())
-        finding += (" On the enriched SmolLM2 draw a second annotator agrees with the first with kappa "
-                    + ", ".join(f"{d} {u[f'U: {d}']:.2f}" for d in DIMENSIONS) + f" ({n} units).")
-        tables[f"enriched SmolLM2 draw: two annotators ({n} units)"] = ia_c
+    for name, ia2 in second.items():
+        u, n = ia2.set_index("what")["kappa"], int(ia2["units"].max())
+        finding += (f" On the {name} a second annotator agrees with the first with kappa "
+                    + ", ".join(f"{d} {_kappa_text(u[f'U: {d}'])}" for d in DIMENSIONS) + f" ({n} units).")
+        tables[f"{name}: two annotators ({n} units)"] = ia2
     tables["judge vs annotator A, pooled over response models (per model: "
            f"tables/{session.notebook}_judge_agreement.csv)"] = pooled
     return Result(f"The judge ({judge.id}) against independent labels", finding, tables=tables,

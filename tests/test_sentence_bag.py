@@ -144,17 +144,14 @@ def test_mix_scores_is_the_judge_blend_where_the_bag_weighs_nothing():
     assert len(JF.BAG_BLENDS) == 10 and all(b[2] > 0 and np.isclose(sum(b), 1) for b in JF.BAG_BLENDS)
 
 
-def test_the_study_fits_the_bag_on_training_folds_only(monkeypatch):
-    """Each fold's bag is fitted on its training part alone (120 of the 150 fitting units) and
-    grades the test part by what it learnt; a cross-encoder that scores every pair alike grades
-    nothing (kappa 0)."""
+def _study_inputs(monkeypatch):
+    """200 synthetic units (150 in the fitting half), zero features, and the row counts every bag
+    fit sees."""
     bags, y = _synthetic(200)
     n = len(y)
     units = pd.DataFrame({"query": [f"q{i}" for i in range(n)], "response": [f"r{i}" for i in range(n)],
                           "response_model": np.where(np.arange(n) % 3 == 0, "smollm2", "surrogate"),
                           "design_weight": 1.0, **{d: y for d in DIMENSIONS}})
-    mask = np.arange(n) < 150
-    F = np.zeros((n, len(JF.FEATURES)))
     seen: list[int] = []
     real_fit = SB.fit
 
@@ -163,6 +160,14 @@ def test_the_study_fits_the_bag_on_training_folds_only(monkeypatch):
         return real_fit(b, labels, weights, config, fit_info)
 
     monkeypatch.setattr(SB, "fit", spy)
+    return bags, y, units, np.arange(n) < 150, np.zeros((n, len(JF.FEATURES))), seen
+
+
+def test_the_study_fits_the_bag_on_training_folds_only(monkeypatch):
+    """Each fold's bag is fitted on its training part alone (120 of the 150 fitting units) and
+    grades the test part by what it learnt; a cross-encoder that scores every pair alike grades
+    nothing (kappa 0)."""
+    bags, y, units, mask, F, seen = _study_inputs(monkeypatch)
     from sklearn.model_selection import KFold
 
     folds = [(tr, te, np.zeros(150)) for tr, te in KFold(5).split(np.arange(150))]
@@ -176,21 +181,7 @@ def test_the_learning_curve_fits_on_a_share_of_each_training_part_and_ends_at_th
     is the sentence-bag study's kappa on the same folds."""
     from sklearn.model_selection import GroupKFold
 
-    bags, y = _synthetic(200)
-    n = len(y)
-    units = pd.DataFrame({"query": [f"q{i}" for i in range(n)], "response": [f"r{i}" for i in range(n)],
-                          "response_model": np.where(np.arange(n) % 3 == 0, "smollm2", "surrogate"),
-                          "design_weight": 1.0, **{d: y for d in DIMENSIONS}})
-    mask = np.arange(n) < 150
-    F = np.zeros((n, len(JF.FEATURES)))
-    seen: list[int] = []
-    real_fit = SB.fit
-
-    def spy(b, labels, weights=None, config=None, fit_info=None):
-        seen.append(len(b))
-        return real_fit(b, labels, weights, config, fit_info)
-
-    monkeypatch.setattr(SB, "fit", spy)
+    bags, y, units, mask, F, seen = _study_inputs(monkeypatch)
     bag_only = (0.0, 0.0, 1.0)
     curve = JF.learning_curve(units, mask, bags, F, None, (0.5, 1.0), bag_only, shuffles=(0,))
     assert seen == [60] * 5 + [120] * 5

@@ -304,8 +304,11 @@ def extra(spec: str, data: str, part: str = "") -> None:
     n = extra_size(spec)
     seed, file, prefix, per_attr = SURR_PARTS[part]
     rng = np.random.default_rng(seed)
-    earlier = [pd.read_json(OUT / f, lines=True)
-               for f in ["sample.jsonl"] + [f for q, (_, f, _, _) in SURR_PARTS.items() if q < part]]
+    later = {f for q, (_, f, _, _) in SURR_PARTS.items() if q >= part}
+    # every sample file but this part and later surrogate parts: no (query, response) of theirs is drawn
+    held = {f: pd.read_json(OUT / f, lines=True) for f in ALL_SAMPLES if (OUT / f).exists() and f not in later}
+    # pairs that sample.jsonl or an earlier surrogate part uses are not drawn
+    earlier = [held[f] for f in ["sample.jsonl"] + [f for q, (_, f, _, _) in SURR_PARTS.items() if q < part]]
     benches = {t: load_benchmark(t, data) for t in ("pairedmem", "transfer")}
     used = {t: set().union(*(set(e.loc[e["track"] == t, "pair_id"]) for e in earlier)) for t in benches}
     ids = {}
@@ -321,9 +324,7 @@ def extra(spec: str, data: str, part: str = "") -> None:
     finally:
         resp.close()
     cand = candidates(surr, benches, "surrogate")
-    held = earlier + [pd.read_json(OUT / f, lines=True) for f in ALL_SAMPLES if (OUT / f).exists()
-                      and f not in ("sample.jsonl", *(f for _, f, _, _ in SURR_PARTS.values()))]
-    seen = set().union(*(set(zip(e["query"], e["response"])) for e in held))
+    seen = set().union(*(set(zip(e["query"], e["response"])) for e in held.values()))
     write_extension(cand, "surrogate", n, rng, seen, prefix, file, ids)
 
 

@@ -715,43 +715,35 @@ def learning_curve(units: pd.DataFrame, fit_mask: np.ndarray, bags: Sequence[np.
     """Relevance's binary kappa inside the fitting half as the training data grows: per shuffle, the
     :data:`FOLDS` grouped folds of :func:`fitting_half_kappa`, and in each training part a seeded
     draw (``numpy.random.default_rng(shuffle)``) of ``fraction`` of its distinct (query, response)
-    units, on which the feature model, the sentence bag and the cuts are fitted; the test part is
-    graded with the judge's relevance (``blend``: (cross-encoder, feature model, bag) weights, default
+    units, on which :func:`bag_blend_kappas` fits the feature model, the sentence bag and the cuts;
+    the test part is graded with the judge's relevance (``blend``: (cross-encoder, feature model, bag) weights, default
     the committed :data:`~dpmv_lib.evaluate.u_validity.SENTENCE_BAGGED` weight; no cross-encoder).
     One row per fraction: the mean number of distinct training units and the kappas (means over
     ``shuffles``), pooled and per response model. Whether more labels would raise the kappa is read
     from the slope."""
     from sklearn.model_selection import GroupKFold
 
-    from ..evaluate.u_validity import SENTENCE_BAGGED, fit_cuts, grade_with
+    from ..evaluate.u_validity import SENTENCE_BAGGED
 
     if not fractions or any(not 0 < f <= 1 for f in fractions):
         raise ParameterError(f"learning-curve fractions must lie in (0, 1], got {tuple(fractions)}")
     if blend is None:
         blend = (0.0, SENTENCE_BAGGED["relevance"], 1.0 - SENTENCE_BAGGED["relevance"])
-    units = units.reset_index(drop=True)
-    fit_idx = np.flatnonzero(np.asarray(fit_mask, bool))
-    sub, groups, y, w = _fitting_half(units, fit_mask, "relevance")
-    first = ~pd.Series(groups).duplicated().to_numpy()
-    empty = sub["response"].map(lambda a: not str(a).strip()).to_numpy()
+    sub, groups, y, _ = _fitting_half(units, fit_mask, "relevance")
     recs = []
     for frac in fractions:
         out: dict[str, list[float]] = {}
         sizes = []
         for seed in shuffles:
             rng = np.random.default_rng(seed)
-            grades = np.full(len(sub), np.nan)
+            parts = []
             for tr, te in GroupKFold(folds, shuffle=True, random_state=seed).split(sub, y, groups):
                 distinct = np.unique(groups[tr])
                 keep = rng.choice(distinct, max(1, int(round(frac * len(distinct)))), replace=False)
-                tr = tr[np.isin(groups[tr], keep)]
+                parts.append((tr[np.isin(groups[tr], keep)], te, np.zeros(len(sub))))
                 sizes.append(len(keep))
-                parts = [p[fit_idx] for p in _blend_parts(units, fit_idx[tr[first[tr]]], bags, features, vectors,
-                                                          np.zeros(len(units)), bag_config)]
-                s = mix_scores(parts, blend)
-                s[empty] = 0.0
-                grades[te] = grade_with(s[te], fit_cuts(s[tr], y[tr], w[tr]))
-            for name, k in _pooled_kappas(sub, y, grades, w).items():
+            for name, k in bag_blend_kappas(units, fit_mask, bags, features, vectors, parts, [blend],
+                                            bag_config)[blend].items():
                 out.setdefault(name, []).append(k)
         recs.append({"fraction": frac, "training units": float(np.mean(sizes)),
                      **{f"kappa {m}": float(np.mean(v)) for m, v in out.items()}})
